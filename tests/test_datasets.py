@@ -413,3 +413,16 @@ def test_shared_data_dir_none(tmp_path):
     (tmp_path / "shared" / "data").mkdir(parents=True)
     sub = tmp_path / "a" / "b"; sub.mkdir(parents=True)
     assert ds.shared_data_dir(sub) == tmp_path / "shared" / "data"
+
+
+def test_bad_download_not_cached(isolated, monkeypatch):
+    "An error page served instead of the data is rejected by the reader and never cached."
+    tmp, _ = isolated
+    monkeypatch.setattr(ds, "_download", lambda url, dest, timeout=30.0: Path(dest).write_text("<html>404 Not Found</html>\n"))
+    with pytest.raises(DataNotFoundError, match=r"download from .*housing.data failed: ValueError: .*line 1"):
+        load_housing(data_dir=tmp)
+    assert list(ds.cache_dir().iterdir()) == []
+    monkeypatch.setattr(ds, "_download", lambda url, dest, timeout=30.0: Path(dest).write_bytes(b"not bz2 data"))
+    with pytest.raises(DataNotFoundError, match="colon-cancer.bz2 failed: OSError"):
+        load_colon_cancer(data_dir=tmp)
+    assert list(ds.cache_dir().iterdir()) == []
