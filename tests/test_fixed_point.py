@@ -8,7 +8,7 @@ from vgi_lit.posterior import DenseCov, SiteCov
 from vgi_lit.vlb import vlb as core_vlb
 from vgi_lit import fixed_point as fp
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = datasets.shared_data_dir(Path(__file__))
 
 
 def _ion(n=60, D=6):
