@@ -163,3 +163,15 @@ def test_bad_input():
     with pytest.raises(ValueError, match="tol_grad"): fit(model, method="fpi", tol_grad=-1.0)
     with pytest.raises(ValueError, match="max_iter"): fit(model, method="fpb", max_iter=2.5)
     with pytest.raises(ValueError, match="gamma < 0"): fit(MODELS["gp-studentt"], method="fpi", clip=False)
+
+
+def test_bench_command_and_demo(tmp_path, capsys):
+    from vgi_lit import bench_fixed_point, fp_experiments
+    assert bench_fixed_point.run(["--problems", "glm-laplace-housing", "--data-dir", str(DATA)]) == 0
+    out = capsys.readouterr().out
+    assert "glm-laplace-housing" in out and "FPI" in out and "GRAD" in out and "Cholesky" in out
+    runs = fp_experiments.demo_compare("glm-laplace-housing", data_dir=DATA, out=str(tmp_path / "f.png"))
+    assert (tmp_path / "f.png").stat().st_size > 1000
+    assert abs(runs["fpi"].vlb - runs["grad"].vlb) <= 1e-6 * abs(runs["grad"].vlb)
+    with pytest.raises(ValueError, match="unknown problem"):
+        fp_experiments.make_problem("gp-nonsense-housing", data_dir=DATA)
