@@ -140,3 +140,23 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="NaN"): poisson_conjugate(np.array([np.nan]))
     with pytest.raises(ValueError, match="1-d"): poisson_conjugate(np.ones((2, 2)))
     with pytest.raises(ValueError, match="coded"): BohningLogistic().check_y(np.array([0.0, 2.0]))
+
+
+def test_general_lgm_offsets_and_dense_prior():
+    "An LGM with site offsets a, extra variances c, a general H and a dense prior: dual = GRAD."
+    from vgi_lit.models import LGM, PriorCov
+    rng = np.random.default_rng(21); n, d = 40, 3
+    B = rng.normal(size=(d, d)); H = 0.5 * rng.normal(size=(n, d))
+    a, c = 0.3 * rng.normal(size=n), rng.uniform(0.1, 0.5, n)
+    model = LGM(rng.poisson(2.0, n).astype(float), L.Poisson(), 0.2 * rng.normal(size=d), PriorCov(B @ B.T + 0.5 * np.eye(d), d), a, c, H)
+    g = fit(model, method="grad", tol=1e-9, max_iter=20000)
+    for solver in ("lbfgsb", "newton"):
+        r = fit(model, method="dual", solver=solver, tol=1e-8)
+        assert abs(r.vlb - g.vlb) <= 1e-7 * abs(g.vlb), (solver, r.vlb, g.vlb)
+
+
+def test_newton_size_guard(monkeypatch):
+    import vgi_lit.dual as D
+    monkeypatch.setattr(D, "NEWTON_MAX_N", 5)
+    m = GLM(np.random.default_rng(0).normal(size=(10, 2)), np.ones(10), L.Poisson())
+    with pytest.raises(ValueError, match="lbfgsb"): fit(m, method="dual", solver="newton")
