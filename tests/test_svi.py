@@ -199,3 +199,22 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="tau"): gme.GME(np.ones((5, 2)), np.ones(5), Poisson(), tau=0.0)
     with pytest.raises(ValueError, match="bound"): gme.gme_fit(gme.GME(np.ones((5, 2)), np.ones(5), Poisson()), bound="elbo")
     with pytest.raises(ValueError, match="positive"): gme.kl_rayleigh(-1.0, 1.0)
+
+
+# ---------------------------------------------------------------- through fit (library models)
+def test_fit_registration_and_vlb_agreement():
+    from vgi_lit import models, likelihoods, kernels, vlb as vlb_mod, grad  # noqa: F401 (registers grad)
+    from vgi_lit.inference import fit, METHODS
+    assert {"svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi"} <= set(METHODS)
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200, 3)); y = np.where(rng.random(200) < expit(X @ [1., -1., .5]), 1.0, -1.0)
+    glm = models.GLM(X, y, likelihoods.Logistic(), prior_cov=1.0)
+    for meth in ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi"):
+        p = fit(glm, method=meth, batch_size=20, max_epochs=5, seed=0, lr=0.3)
+        assert abs(p.vlb - vlb_mod.vlb(glm, p.m, p.cov)) < 1e-6 * (1 + abs(p.vlb))
+        assert np.all(np.isfinite(p.predict(X[:5])[1])) and p.history.vlb[-1] == p.vlb
+    Xs = rng.uniform(-2, 2, (150, 1)); ys = np.sin(2*Xs[:, 0]) + 0.2*rng.normal(size=150)
+    sgp = models.SparseGP(Xs, ys, likelihoods.Gaussian(0.04), kernels.RBF(1.0, 0.6), np.linspace(-2, 2, 8)[:, None])
+    p = fit(sgp, method="svi", batch_size=150, max_iter=1)
+    ref = fit(sgp, method="grad")
+    np.testing.assert_allclose(p.m, ref.m, atol=1e-5)
