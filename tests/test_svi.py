@@ -218,3 +218,27 @@ def test_fit_registration_and_vlb_agreement():
     p = fit(sgp, method="svi", batch_size=150, max_iter=1)
     ref = fit(sgp, method="grad")
     np.testing.assert_allclose(p.m, ref.m, atol=1e-5)
+
+
+@pytest.mark.parametrize("method,kw", [("svi", {}), ("mc-ssvi", {}), ("h-mc-ssvi", dict(lr=0.3, whiten=True)), ("s-dsvi", dict(lr=0.1, whiten=True))])
+def test_fit_sparse_gp_classification_reaches_grad_optimum(method, kw):
+    from vgi_lit import models, likelihoods, kernels, grad  # noqa: F401
+    from vgi_lit.inference import fit
+    rng = np.random.default_rng(11)
+    X = rng.uniform(-3, 3, (240, 1)); y = np.where(rng.random(240) < expit(2*np.sin(X[:, 0])), 1.0, -1.0)
+    sgp = models.SparseGP(X, y, likelihoods.Logistic(), kernels.RBF(1.0, 1.0), np.linspace(-3, 3, 6)[:, None])
+    ref = fit(sgp, method="grad")
+    p = fit(sgp, method=method, batch_size=24, max_epochs=40, seed=0, **kw)
+    assert ref.vlb - 0.5 < p.vlb <= ref.vlb + 1e-6, (method, p.vlb, ref.vlb)
+    assert np.linalg.eigvalsh(p.V).min() > 0
+
+
+def test_fit_gp_identity_sites():
+    from vgi_lit import models, likelihoods, kernels, grad  # noqa: F401
+    from vgi_lit.inference import fit
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(30, 2)); y = np.where(rng.random(30) < 0.5, 1.0, -1.0)
+    gp = models.GP(X, y, likelihoods.Logistic(), kernels.RBF(1.0, 1.0))
+    p = fit(gp, method="svi", batch_size=30, schedule=0.5, max_iter=60)
+    ref = fit(gp, method="grad")
+    assert abs(p.vlb - ref.vlb) < 1e-5 * (1 + abs(ref.vlb))
