@@ -4,4 +4,7 @@ __version__ = "0.1.0"
 from . import gaussian, kernels, models, posterior, vlb, inference, grad
 from .models import LGM, GLM, GP, SparseGP
 from .inference import fit, VGPosterior, History, METHODS, register_method
+from . import likelihoods, datasets
+from . import fixed_point
+from . import dual
 from . import svi  # registers fit methods svi, mc-ssvi, h-mc-ssvi, s-dsvi
