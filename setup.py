@@ -23,6 +23,11 @@ setuptools.setup(
                  'Natural Language :: ' + cfg['language'].title(),
                  'Programming Language :: Python :: 3'],
     url=cfg['git_url'],
+    project_urls={'Documentation': cfg['doc_host'] + cfg['doc_baseurl'], 'Source': cfg['git_url']},
+    description=cfg['description'],
+    keywords=cfg['keywords'],
+    author=cfg['author'],
+    author_email=cfg['author_email'],
     packages=setuptools.find_packages(include=['vgi_lit', 'vgi_lit.*']),
     include_package_data=True,
     install_requires=requirements,
@@ -31,5 +36,5 @@ setuptools.setup(
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
     zip_safe=False,
-    entry_points={'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
+    entry_points={'console_scripts': [], 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
 )

@@ -1,0 +1,150 @@
+"""Sweeps over seeds, shapes and spaces for the core: prior covariance, posterior representations,
+VLB gradients and GRAD, each against an independent dense computation."""
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from vgi_lit.gaussian import gh_nodes, cholesky, kl_gauss
+from vgi_lit.kernels import RBF
+from vgi_lit.models import GLM, GP, SparseGP, PriorCov
+from vgi_lit.posterior import DenseCov, SiteCov
+from vgi_lit.vlb import site_terms, vlb, grad_m, grad_L, kl_to_prior
+from vgi_lit.grad import fit_grad
+
+
+class AnyY:
+    def check_y(self, y): return np.asarray(y, float)
+
+
+class GaussSite(AnyY):
+    def __init__(self, s2): self.s2 = s2
+    def expected_log_lik(self, y, m, v):
+        return (-0.5 * np.log(2 * np.pi * self.s2) - ((y - m) ** 2 + v) / (2 * self.s2),
+                (y - m) / self.s2, np.full_like(m, -0.5 / self.s2))
+
+
+class GHPoisson(AnyY):
+    "Closed-form Poisson site written independently of the library (E = y m - exp(m + v/2) - log y!)."
+    def expected_log_lik(self, y, m, v):
+        from scipy.special import gammaln
+        r = np.exp(m + v / 2)
+        return y * m - r - gammaln(y + 1), y - r, -r / 2
+
+
+def models(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(30, 4))
+    A = rng.normal(size=(4, 4))
+    Xg = rng.uniform(-2, 2, size=(15, 2))
+    yield GLM(X, rng.normal(size=30), AnyY(), prior_cov=0.3)
+    yield GLM(X, rng.normal(size=30), AnyY(), prior_mean=rng.normal(size=4), prior_cov=rng.uniform(0.1, 2, 4))
+    yield GLM(X, rng.normal(size=30), AnyY(), prior_cov=A @ A.T + np.eye(4))
+    yield GLM(rng.normal(size=(6, 11)), rng.normal(size=6), AnyY(), prior_cov=0.5)
+    yield GP(Xg, rng.normal(size=15), AnyY(), RBF(1.7, [0.6, 1.2]), mean=0.3)
+    yield SparseGP(Xg, rng.normal(size=15), AnyY(), RBF(1.7, 0.9), Xg[::3], mean=-0.2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sitecov_matches_dense_in_both_spaces(seed):
+    rng = np.random.default_rng(100 + seed)
+    for model in models(seed):
+        lam = rng.exponential(size=model.n) * rng.choice([0, 1, 100], size=model.n)
+        Hd = np.eye(model.n) if model.H is None else model.H
+        S = model.prior.dense()
+        V = np.linalg.inv(np.linalg.inv(S) + Hd.T @ (lam[:, None] * Hd))
+        for space in "dn":
+            cov = SiteCov(model, lam, space=space)
+            np.testing.assert_allclose(cov.dense(), V, rtol=1e-7, atol=1e-9)
+            np.testing.assert_allclose(cov.site_var(), model.c + np.einsum("ij,jk,ik->i", Hd, V, Hd), rtol=1e-7, atol=1e-9)
+            assert cov.logdet() == pytest.approx(np.linalg.slogdet(V)[1], abs=1e-7)
+            assert cov.trace_prior_inv() == pytest.approx(np.trace(np.linalg.solve(S, V)), abs=1e-7)
+            m = rng.normal(size=model.d)
+            assert kl_to_prior(model, m, cov) == pytest.approx(kl_gauss(m, V, model.mu, S), rel=1e-8, abs=1e-8)
+
+
+def test_sitecov_rejects_bad_lambda():
+    model = next(models(0))
+    with pytest.raises(ValueError, match="non-negative"):
+        SiteCov(model, -np.ones(model.n))
+    with pytest.raises(ValueError, match="shape"):
+        SiteCov(model, np.ones(model.n + 1))
+    with pytest.raises(ValueError, match="NaN"):
+        SiteCov(model, np.full(model.n, np.nan))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_vlb_gradients_finite_differences(seed):
+    rng = np.random.default_rng(seed)
+    for model in models(seed):
+        model.likelihood = GHPoisson()
+        model.y = rng.poisson(2.0, size=model.n).astype(float)
+        m = 0.3 * rng.normal(size=model.d)
+        L = np.tril(0.2 * rng.normal(size=(model.d, model.d))) + 0.8 * np.eye(model.d)
+        t = site_terms(model, m, DenseCov(L))
+        gm, gL = grad_m(model, m, t), grad_L(model, L, t)
+        h = 1e-6
+        f = lambda m_, L_: vlb(model, m_, DenseCov(L_))
+        for j in rng.choice(model.d, size=min(model.d, 4), replace=False):
+            e = np.zeros(model.d); e[j] = h
+            assert gm[j] == pytest.approx((f(m + e, L) - f(m - e, L)) / (2 * h), rel=1e-5, abs=1e-6)
+        rows, cols = np.tril_indices(model.d)
+        for k in rng.choice(len(rows), size=6, replace=False):
+            E = np.zeros_like(L); E[rows[k], cols[k]] = h
+            assert gL[rows[k], cols[k]] == pytest.approx((f(m, L + E) - f(m, L - E)) / (2 * h), rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_grad_gaussian_glm_is_exact_posterior(seed):
+    rng = np.random.default_rng(seed)
+    n, d = 40, 5
+    X = rng.normal(size=(n, d)); y = X @ rng.normal(size=d) + 0.4 * rng.normal(size=n)
+    delta, s2 = 0.7, 0.16
+    post = fit_grad(GLM(X, y, GaussSite(s2), prior_cov=delta), tol=1e-6)
+    logml = multivariate_normal(np.zeros(n), delta * X @ X.T + s2 * np.eye(n)).logpdf(y)
+    assert post.converged and post.info["grad_norm"] <= 1e-6
+    assert post.vlb == pytest.approx(logml, rel=1e-10)
+    V = np.linalg.inv(np.eye(d) / delta + X.T @ X / s2)
+    np.testing.assert_allclose(post.m, V @ X.T @ y / s2, rtol=1e-5, atol=1e-7)
+    # predictions: latent mean and variance at new inputs are x* m and x* V x*
+    Xs = rng.normal(size=(7, d)); mu_s, var_s = post.predict(Xs)
+    np.testing.assert_allclose(mu_s, Xs @ post.m); np.testing.assert_allclose(var_s, np.einsum("ij,jk,ik->i", Xs, post.V, Xs))
+
+
+def test_history_is_monotone_for_grad_and_timed():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 3)); y = rng.poisson(np.exp(0.3 * X[:, 0])).astype(float)
+    post = fit_grad(GLM(X, y, GHPoisson(), prior_cov=0.5), V0=0.1)
+    h = post.history
+    assert post.converged and len(h) >= 3 and np.all(np.diff(h.time) >= 0)
+    assert h.vlb[-1] >= h.vlb[0] and h.vlb[-1] == pytest.approx(post.vlb, abs=1e-9)
+
+
+def test_bad_inputs_are_named():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(10, 2)); y = rng.normal(size=10)
+    cases = [
+        (lambda: GLM(X, y[:5], AnyY()), "rows"),
+        (lambda: GLM(np.where(X > 1, np.inf, X), y, AnyY()), "NaN or inf"),
+        (lambda: GLM(X, y, AnyY(), prior_cov=0.0), "positive"),
+        (lambda: GLM(X, y, AnyY(), prior_cov=np.ones(3)), "length"),
+        (lambda: GLM(X, y, AnyY(), prior_cov=np.array([[1.0, 0.5], [0.0, 1.0]])), "symmetric"),
+        (lambda: GLM(X, y, AnyY(), prior_cov=np.array([[1.0, 2.0], [2.0, 1.0]])), "not positive definite"),
+        (lambda: RBF(variance=-1.0), "variance"),
+        (lambda: RBF(lengthscale=0.0), "lengthscale"),
+        (lambda: GP(X, y, AnyY(), RBF(1.0, [1.0, 1.0, 1.0])), "ARD lengthscale"),
+        (lambda: SparseGP(X, y, AnyY(), RBF(), np.ones((3, 5))), "columns"),
+        (lambda: GLM(X, y, AnyY()).project(np.ones((2, 3))), "columns"),
+        (lambda: cholesky(np.ones((2, 3))), "square"),
+        (lambda: gh_nodes(0), "positive integer"),
+    ]
+    for make, words in cases:
+        with pytest.raises(ValueError, match=words):
+            make()
+
+
+def test_kernel_not_pd_reports_jitter():
+    X = np.zeros((3, 1))                    # three identical inputs: K has rank one
+    with pytest.raises(ValueError, match="jitter"):
+        GP(X, np.zeros(3), AnyY(), RBF(1.0, 1.0), jitter=0.0)
+    gp = GP(X, np.zeros(3), AnyY(), RBF(1.0, 1.0), jitter=1e-6)
+    assert gp.prior.jitter == pytest.approx(1e-6)   # the jitter actually used is recorded

@@ -1,0 +1,322 @@
+"""Tests of vgi_lit.likelihoods: quad oracle over a (m, v) grid, shapes, limits, predictions, samplers, bad input.
+
+Tolerance of the oracle comparison: |est - ref| <= 1e-8 |ref| + 1e-12 * max(1, S), where S = E|g| is the scale
+of the integrand g (lp, lp' or lp''/2; for Laplace's dE/dv the Stein integrand) under N(m, v). The floor only
+matters where a quantity is essentially zero: below 1e-12 in absolute value (e.g. E = -3e-180 for a probit site
+with m = 30, whose mass sits in a tilted Gaussian tail 9+ standard deviations out), or tiny relative to its
+integrand (e.g. dE/dm of a Student-t site at m = y, which is 0 by symmetry).
+"""
+import math
+import warnings
+import numpy as np
+import pytest
+from scipy.integrate import quad
+from scipy.special import gammaln, ndtr
+
+from vgi_lit.likelihoods import (Gaussian, Logistic, Probit, Poisson, Laplace, StudentT, Exponential,
+                                 StochasticVolatility, Ordinal, gauss_rule)
+
+MS = (-30.0, -10.0, -3.0, -1.0, 0.0, 0.5, 2.0, 7.0, 30.0)
+VS = (1e-6, 1e-3, 0.1, 1.0, 4.0, 25.0, 100.0)
+
+
+def quad_expect(g, m, v, pts=()):
+    "Oracle: ∫ g(f) N(f|m, v) df by scipy quad on [m-40s, m+40s], split at m + s*k and at `pts`."
+    s = math.sqrt(v); c0 = 0.5 * math.log(2 * math.pi * v)
+    cuts = sorted({m + s * k for k in (-40, -20, -10, -6, -3, -1, 0, 1, 3, 6, 10, 20, 40)}
+                  | {p for p in pts if abs(p - m) < 40 * s})
+    dens = lambda f: g(f) * math.exp(-(f - m) ** 2 / (2 * v) - c0)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return sum(quad(dens, a, b, epsabs=0, epsrel=1e-13, limit=200, points=None)[0]
+                   for a, b in zip(cuts[:-1], cuts[1:]))
+
+
+def _ordinal_scalar(cuts, k):
+    "Independent scalar implementation of the cumulative-logit lp, lp', lp'' (math module, fast under quad)."
+    a = cuts[k - 1] if k > 0 else None; b = cuts[k] if k < len(cuts) else None
+    def ls(x): return -math.log1p(math.exp(-x)) if x >= 0 else x - math.log1p(math.exp(x))
+    def sg(x): return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+    def d(k_, f):
+        lp = (ls(b - f) if b is not None else 0.0) + (ls(f - a) if a is not None else 0.0) \
+            + (math.log(-math.expm1(a - b)) if a is not None and b is not None else 0.0)
+        sa = sg(a - f) if a is not None else 0.0; sb = sg(f - b) if b is not None else 0.0
+        return (lp, sa - sb, -sa * (1 - sa) - sb * (1 - sb))[k_]
+    return d
+
+
+def oracle_ell(lik, y, m, v, pts):
+    "(E, dE_dm, dE_dv) by quad of (lp, lp', lp''/2)."
+    if isinstance(lik, Ordinal):
+        d = _ordinal_scalar(list(lik.cutpoints), int(y))
+        return np.array([c * quad_expect(lambda f, k=k: d(k, f), m, v, pts) for k, c in ((0, 1), (1, 1), (2, .5))])
+    ref = [c * quad_expect(lambda f, k=k: lik.derivs(np.float64(y), f)[k], m, v, pts) for k, c in ((0, 1), (1, 1), (2, .5))]
+    return np.array(ref)
+
+
+def scales(lik, y, m, v):
+    f = m + np.sqrt(v) * np.linspace(-12, 12, 4001)
+    w = np.exp(-0.5 * ((f - m) / np.sqrt(v)) ** 2); w /= w.sum()
+    d = lik.derivs(np.float64(y), f)
+    return np.array([w @ np.abs(d[0]), w @ np.abs(d[1]), 0.5 * (w @ np.abs(d[2]))])
+
+
+def check_site(lik, y, m, v, pts, ref=None, scale=None):
+    est = np.array([e.item() for e in lik.expected_log_lik(np.array([y]), np.array([m]), np.array([v]))])
+    ref = oracle_ell(lik, y, m, v, pts) if ref is None else ref
+    scale = scales(lik, y, m, v) if scale is None else scale
+    err = np.abs(est - ref) / (1e-8 * np.abs(ref) + 1e-12 * np.maximum(1.0, scale))
+    assert np.all(err <= 1), (lik, y, m, v, est, ref, err)
+
+
+# --- the oracle itself: checked against closed forms where they exist -----------------------------------
+def test_oracle_against_closed_forms():
+    for m, v in [(-3.0, 0.1), (0.5, 10.0), (7.0, 100.0)]:
+        s = np.sqrt(v)
+        assert abs(quad_expect(np.abs, m, v, (0.0,)) - (m * (2 * ndtr(m / s) - 1) + 2 * s * np.exp(-m * m / (2 * v)) / np.sqrt(2 * np.pi))) < 1e-12 * (1 + abs(m) + s)
+        assert abs(quad_expect(np.exp, m, v) / np.exp(m + v / 2) - 1) < 1e-11
+
+
+# --- quad-oracle grid, one test per likelihood ------------------------------------------------------------
+@pytest.mark.parametrize("y", [1.0, -1.0])
+def test_grid_logistic(y):
+    for m in MS:
+        for v in VS: check_site(Logistic(), y, m, v, (0.0,))
+
+
+@pytest.mark.parametrize("y", [1.0, -1.0])
+def test_grid_probit(y):
+    for m in MS:
+        for v in VS: check_site(Probit(), y, m, v, (0.0,))
+
+
+@pytest.mark.parametrize("y", [0.0, 4.0, -25.0])
+def test_grid_student_t(y):
+    lik = StudentT(3.0, 1 / 3)
+    for m in MS:
+        for v in VS: check_site(lik, y, m, v, (y,))
+    lik = StudentT(1.5, 2.0)
+    for m in (-3.0, 4.0):
+        for v in (0.01, 5.0, 100.0): check_site(lik, y, m, v, (y,))
+
+
+def test_grid_ordinal():
+    lik = Ordinal([-1.0, 0.5, 2.0])
+    for k in range(4):
+        for m in MS:
+            for v in VS: check_site(lik, float(k), m, v, (-1.0, 0.5, 2.0))
+    lik = Ordinal([0.0, 0.05])          # nearly coincident cut points
+    for k in range(3):
+        for m, v in [(0.02, 1e-4), (0.0, 1.0), (3.0, 100.0)]: check_site(lik, float(k), m, v, (0.0, 0.05))
+
+
+def test_grid_gaussian():
+    lik = Gaussian(0.3)
+    for y in (-2.0, 0.3):
+        for m in MS:
+            for v in VS: check_site(lik, y, m, v, (y,))
+
+
+def test_grid_poisson():
+    lik = Poisson()
+    for y in (0.0, 1.0, 2.0, 5.0, 13.0, 50.0):
+        for m in (-30.0, 0.5, 30.0):
+            for v in (1e-6, 1.0, 100.0): check_site(lik, y, m, v, (np.log(max(y, 1)),))
+    # every count 0..50 at one site
+    E, dm, dv = lik.expected_log_lik(np.arange(51.0), np.full(51, 1.0), np.full(51, 2.0))
+    for y in range(51):
+        ref = oracle_ell(lik, float(y), 1.0, 2.0, (np.log(max(y, 1)),))
+        np.testing.assert_allclose([E[y], dm[y], dv[y]], ref, rtol=1e-8, atol=1e-12)
+
+
+def test_poisson_exposure():
+    u = np.array([0.5, 2.0, 10.0])
+    lik = Poisson(exposure=u)
+    y, m, v = np.array([0.0, 3.0, 40.0]), np.array([0.2, -1.0, 1.5]), np.array([0.5, 2.0, 3.0])
+    E, dm, dv = lik.expected_log_lik(y, m, v)
+    for i in range(3):
+        ref = [quad_expect(lambda f: y[i] * (f + np.log(u[i])) - u[i] * np.exp(f) - gammaln(y[i] + 1), m[i], v[i]),
+               quad_expect(lambda f: y[i] - u[i] * np.exp(f), m[i], v[i]), -0.5 * quad_expect(lambda f: u[i] * np.exp(f), m[i], v[i])]
+        np.testing.assert_allclose([E[i], dm[i], dv[i]], ref, rtol=1e-10)
+
+
+def test_grid_laplace():
+    lik = Laplace(0.7)
+    for y in (-1.0, 2.0):
+        for m in MS:
+            for v in VS:
+                E_ref = quad_expect(lambda f: lik.logp(y, f), m, v, (y,))
+                dm_ref = quad_expect(lambda f: lik.derivs(y, f)[1], m, v, (y,))
+                stein = lambda f: 0.5 * ((f - m) ** 2 / v - 1) / v * (lik.logp(y, f) - lik.logp(y, m))  # Stein (000 eq. 7)
+                dv_ref = quad_expect(stein, m, v, (y,))
+                dv_scale = quad_expect(lambda f: abs(stein(f)), m, v, (y,))
+                check_site(lik, y, m, v, (y,), ref=np.array([E_ref, dm_ref, dv_ref]),
+                           scale=np.array([abs(E_ref), 1 / 0.7, dv_scale]))
+
+
+def test_grid_exponential():
+    for y in (0.01, 1.0, 20.0):
+        for m in MS:
+            for v in VS: check_site(Exponential(), y, m, v, (-np.log(y),))
+
+
+def test_grid_stochastic_volatility():
+    for y in (0.0, 0.3, 5.0):
+        for m in MS:
+            for v in VS: check_site(StochasticVolatility(), y, m, v, (np.log(max(y * y, 1e-300)),))
+
+
+# --- GH option and shapes ---------------------------------------------------------------------------------
+def test_gh_option_differs_and_converges_for_small_v():
+    lik = Logistic()
+    a = lik.expected_log_lik(1.0, 0.3, 100.0)
+    b = lik.expected_log_lik(1.0, 0.3, 100.0, method='gh', n_gh=20)
+    assert abs(a[0] - b[0]) > 1e-6 * abs(a[0])          # plain GH is visibly off at v = 100
+    c = lik.expected_log_lik(1.0, 0.3, 0.5, method='gh', n_gh=32)
+    np.testing.assert_allclose(c, lik.expected_log_lik(1.0, 0.3, 0.5), rtol=1e-12)
+
+
+ALL = [Gaussian(), Logistic(), Probit(), Poisson(), Laplace(), StudentT(), Exponential(), StochasticVolatility(), Ordinal([-1., 1.])]
+YS = {Gaussian: 0.3, Logistic: 1.0, Probit: -1.0, Poisson: 3.0, Laplace: 0.3, StudentT: 0.3, Exponential: 2.0,
+      StochasticVolatility: 0.5, Ordinal: 1.0}
+
+
+@pytest.mark.parametrize("lik", ALL, ids=lambda l: type(l).__name__)
+def test_shapes_and_broadcasting(lik):
+    y0 = YS[type(lik)]
+    rng = np.random.default_rng(0)
+    m, v = rng.normal(size=7), rng.uniform(0, 20, size=7)
+    out = lik.expected_log_lik(np.full(7, y0), m, v)
+    assert all(o.shape == (7,) for o in out)
+    out_b = lik.expected_log_lik(y0, m, v)                      # scalar y broadcasts
+    for a, b in zip(out, out_b): np.testing.assert_allclose(a, b, rtol=1e-14)
+    single = [lik.expected_log_lik(np.array([y0]), m[i:i + 1], v[i:i + 1]) for i in range(7)]
+    for k in range(3): np.testing.assert_allclose(out[k], [s[k][0] for s in single], rtol=1e-12, atol=1e-15)
+    assert np.shape(lik.expected_log_lik(y0, 0.1, 2.0)[0]) == ()
+    assert lik.expected_log_lik(np.full((2, 3), y0), np.zeros((2, 3)), np.ones(3))[0].shape == (2, 3)
+    al, ga = lik.alpha_gamma(np.full(7, y0), m, v)
+    np.testing.assert_allclose(al, -out[1]); np.testing.assert_allclose(ga, -2 * out[2])
+    assert lik.expected_log_lik(np.zeros(0) + y0, np.zeros(0), np.zeros(0))[0].shape == (0,)
+    with pytest.raises(ValueError, match="incompatible shapes"):
+        lik.expected_log_lik(np.full(3, y0), np.zeros(4), np.ones(4))
+    with pytest.raises(ValueError, match="non-negative"):
+        lik.expected_log_lik(y0, 0.0, -1.0)
+
+
+@pytest.mark.parametrize("lik", ALL, ids=lambda l: type(l).__name__)
+def test_zero_variance_limit(lik):
+    y0 = YS[type(lik)]
+    f = np.array([-2.0, 0.1, 1.7])
+    lp, dlp, d2lp = lik.derivs(np.full(3, y0), f)
+    E, dm, dv = lik.expected_log_lik(np.full(3, y0), f, np.zeros(3))
+    np.testing.assert_allclose(E, lp, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(dm, dlp, rtol=1e-14, atol=1e-15)
+    E2 = lik.expected_log_lik(np.full(3, y0), f, np.full(3, 1e-9))[0]
+    np.testing.assert_allclose(E2, lp + 0.5e-9 * d2lp, rtol=1e-13, atol=1e-15)
+
+
+# --- predictions --------------------------------------------------------------------------------------------
+PRED = [(Logistic(), [1.0, -1.0], lambda f: 1 / (1 + np.exp(-f)), (0.0,)),
+        (Probit(), [1.0, -1.0], ndtr, (0.0,)),
+        (Poisson(), [0.0, 4.0, 30.0], np.exp, ()),
+        (Exponential(), [0.05, 2.0], lambda f: np.exp(-f), ()),
+        (Gaussian(0.4), [0.3], lambda f: f, ()), (Laplace(0.5), [0.3], lambda f: f, (0.3,)),
+        (StudentT(4.0, 0.5), [-1.0, 2.0], lambda f: f, ()), (StochasticVolatility(), [0.0, 0.7], lambda f: 0 * f, ())]
+
+
+@pytest.mark.parametrize("case", PRED, ids=lambda c: type(c[0]).__name__)
+def test_predict_y_and_log_pred_density(case):
+    lik, ys, mean_f, pts = case
+    for m, v in [(-3.0, 0.01), (0.5, 1.0), (2.0, 25.0), (-1.0, 100.0)]:
+        pm = lik.predict_y(np.array([m]), np.array([v]))[0]
+        ref = quad_expect(mean_f, m, v, pts)
+        assert abs(pm - ref) <= 1e-8 * abs(ref) + 1e-13, (lik, m, v, pm, ref)
+        for y in ys:
+            lpd = lik.log_pred_density(np.array([y]), np.array([m]), np.array([v]))[0]
+            extra = tuple(pts) + (y, np.log(max(y, 1)), -np.log(abs(y) + 1e-300), np.log(y * y + 1e-300))
+            ref = np.log(quad_expect(lambda f: np.exp(lik.logp(y, f)), m, v, extra))
+            assert abs(lpd - ref) <= 1e-8 * max(1.0, abs(ref)), (lik, y, m, v, lpd, ref)
+
+
+def test_ordinal_predictions():
+    lik = Ordinal([-1.0, 0.5, 2.0])
+    m, v = np.array([-3.0, 0.5, 2.0, 0.0]), np.array([0.01, 1.0, 25.0, 100.0])
+    P = lik.predict_y(m, v)
+    assert P.shape == (4, 4)
+    np.testing.assert_allclose(P.sum(1), 1.0, rtol=1e-14)
+    for i in range(4):
+        for k in range(4):
+            ref = quad_expect(lambda f: np.exp(lik.logp(float(k), f)), m[i], v[i], (-1.0, 0.5, 2.0))
+            assert abs(P[i, k] - ref) <= 1e-8 * ref + 1e-14
+            assert abs(lik.log_pred_density(np.array([float(k)]), m[i:i + 1], v[i:i + 1])[0] - np.log(ref)) < 1e-8
+
+
+# --- samplers -----------------------------------------------------------------------------------------------
+def test_sample_moments():
+    rng = np.random.default_rng(42)
+    N = 200_000
+    f = np.full(N, 0.4)
+    def close(x, mean, var):
+        assert abs(x.mean() - mean) < 5 * np.sqrt(var / N), (x.mean(), mean)
+    close(Gaussian(0.5).sample(f, rng), 0.4, 0.5)
+    p = 1 / (1 + np.exp(-0.4)); close((Logistic().sample(f, rng) + 1) / 2, p, p * (1 - p))
+    p = ndtr(0.4); close((Probit().sample(f, rng) + 1) / 2, p, p * (1 - p))
+    close(Poisson().sample(f, rng), np.exp(0.4), np.exp(0.4))
+    close(Poisson(exposure=3.0).sample(f, rng), 3 * np.exp(0.4), 3 * np.exp(0.4))
+    x = Laplace(0.5).sample(f, rng); close(x, 0.4, 0.5); assert abs(x.var() / 0.5 - 1) < 0.02
+    x = StudentT(5.0, 0.5).sample(f, rng); close(x, 0.4, 0.5 * 5 / 3)
+    close(Exponential().sample(f, rng), np.exp(-0.4), np.exp(-0.8))
+    x = StochasticVolatility().sample(f, rng); close(x, 0.0, np.exp(0.4)); assert abs(x.var() / np.exp(0.4) - 1) < 0.02
+    lik = Ordinal([-1.0, 0.5, 2.0]); x = lik.sample(f, rng)
+    probs = np.exp(lik.logp(np.arange(4.0), np.full(4, 0.4)))
+    np.testing.assert_allclose(np.bincount(x.astype(int), minlength=4) / N, probs, atol=5 * np.sqrt(0.25 / N))
+    assert set(np.unique(Logistic().sample(f, 0))) <= {-1.0, 1.0}
+    np.testing.assert_array_equal(Poisson().sample(f, 7), Poisson().sample(f, 7))   # seeded
+
+
+# --- bad input ----------------------------------------------------------------------------------------------
+def test_bernoulli_codings():
+    for lik in (Logistic(), Probit()):
+        np.testing.assert_array_equal(lik.check_y([0, 1, 1]), [-1, 1, 1])
+        np.testing.assert_array_equal(lik.check_y([-1, 1]), [-1, 1])
+        np.testing.assert_array_equal(lik.check_y([1, 1]), [1, 1])
+        for bad in ([0, 2], [-1, 0, 1], [0.5, 1]):
+            with pytest.raises(ValueError, match=r"\{-1, \+1\} or as \{0, 1\}"):
+                lik.check_y(bad)
+        for bad in ([0, np.nan], [1, np.inf]):
+            with pytest.raises(ValueError, match="NaN or inf"):
+                lik.check_y(bad)
+        with pytest.raises(ValueError, match="numeric"):
+            lik.check_y(["a", "b"])
+
+
+def test_count_and_positive_data():
+    with pytest.raises(ValueError, match="non-negative integers"): Poisson().check_y([1, -2])
+    with pytest.raises(ValueError, match="non-negative integers"): Poisson().check_y([1.5, 2])
+    with pytest.raises(ValueError, match="NaN or inf"): Poisson().check_y([1, np.nan])
+    with pytest.raises(ValueError, match="positive"): Exponential().check_y([1.0, 0.0])
+    with pytest.raises(ValueError, match="positive"): Exponential().check_y([-1.0])
+    for lik in (Gaussian(), Laplace(), StudentT(), StochasticVolatility(), Exponential()):
+        with pytest.raises(ValueError, match="NaN or inf"): lik.check_y([0.5, np.inf])
+    with pytest.raises(ValueError, match="shape"): Poisson(exposure=np.ones(3)).check_y([1, 2])
+    assert Poisson().check_y([0, 3]).dtype == float
+
+
+def test_ordinal_bad_input():
+    lik = Ordinal([-1.0, 1.0])
+    for bad in ([0, 3], [-1], [0.5]):
+        with pytest.raises(ValueError, match=r"integers 0\.\.2"): lik.check_y(bad)
+    with pytest.raises(ValueError, match="strictly increasing"): Ordinal([1.0, 1.0])
+    with pytest.raises(ValueError, match="strictly increasing"): Ordinal([2.0, 1.0])
+    with pytest.raises(ValueError, match="at least one"): Ordinal([])
+    with pytest.raises(ValueError, match="NaN or inf"): Ordinal([0.0, np.inf])
+
+
+def test_bad_parameters():
+    for make in (lambda: Gaussian(0.0), lambda: Gaussian(-1.0), lambda: Laplace(0.0), lambda: StudentT(df=0.0),
+                 lambda: StudentT(df=-2.0), lambda: StudentT(scale2=0.0), lambda: Gaussian(np.nan),
+                 lambda: Poisson(exposure=[1.0, 0.0]), lambda: Poisson(exposure=[1.0, np.nan]), lambda: Gaussian("x")):
+        with pytest.raises(ValueError): make()
+    with pytest.raises(ValueError, match="method"): Logistic(method="mc")
+    with pytest.raises(ValueError): Logistic(n_gh=0)
+    with pytest.raises(ValueError, match="method"): gauss_rule(np.zeros(2), np.ones(2), np.zeros((2, 1)), 1.0, method="bad")
