@@ -218,8 +218,9 @@ def test_fit_prox_matches_grad_glm_both_spaces(n, d):
 def test_fit_prox_laplace_likelihood_and_bad_options():
     rng = np.random.default_rng(13); x = rng.uniform(-2, 2, (25, 1)); y = np.sin(2 * x[:, 0]) + 0.2 * rng.laplace(size=25)
     gp = GP(x, y, likelihoods.Laplace(scale=0.2), RBF(variance=1.0, lengthscale=0.7))
-    qp, qg = fit(gp, method="prox", tol=1e-8), fit(gp, method="grad", tol=1e-8)
-    assert qp.info['beta'] == 1.0 and abs(qp.vlb - qg.vlb) <= 1e-6 * abs(qg.vlb)
+    qp, qg = fit(gp, method="prox", tol=1e-8), fit(gp, method="grad", tol=1e-7, max_iter=3000)
+    # GRAD crawls on this one (kinked likelihood, ~20000 L-BFGS steps to 1e-8); prox converges in ~60 steps
+    assert qp.converged and qp.info['beta'] == 1.0 and abs(qp.vlb - qg.vlb) <= 1e-6 * abs(qg.vlb) and qp.vlb >= qg.vlb
     with pytest.raises(ValueError, match="space"): fit(gp, method="prox", space="x")
     with pytest.raises(ValueError, match="space='d'"): fit(gp, method="prox", space="d")
     with pytest.raises(ValueError, match="beta"): fit(gp, method="prox", beta=0)
