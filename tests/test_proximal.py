@@ -218,9 +218,13 @@ def test_fit_prox_matches_grad_glm_both_spaces(n, d):
 def test_fit_prox_laplace_likelihood_and_bad_options():
     rng = np.random.default_rng(13); x = rng.uniform(-2, 2, (25, 1)); y = np.sin(2 * x[:, 0]) + 0.2 * rng.laplace(size=25)
     gp = GP(x, y, likelihoods.Laplace(scale=0.2), RBF(variance=1.0, lengthscale=0.7))
-    qp, qg = fit(gp, method="prox", tol=1e-8), fit(gp, method="grad", tol=1e-7, max_iter=3000)
-    # GRAD crawls on this one (kinked likelihood, ~20000 L-BFGS steps to 1e-8); prox converges in ~60 steps
-    assert qp.converged and qp.info['beta'] == 1.0 and abs(qp.vlb - qg.vlb) <= 1e-6 * abs(qg.vlb) and qp.vlb >= qg.vlb
+    qp = fit(gp, method="prox", tol=1e-8)
+    assert qp.converged and qp.info['beta'] == 1.0
+    # GRAD needs > 20000 L-BFGS steps on this GP (measured), so the comparison with GRAD is on a Laplace-likelihood GLM
+    X = rng.normal(size=(30, 3)); yg = X @ np.array([1., -0.5, 0.3]) + 0.3 * rng.laplace(size=30)
+    g = GLM(X, yg, likelihoods.Laplace(scale=0.3), prior_cov=1.0)
+    qd, qn, qg = fit(g, method="prox", tol=1e-9), fit(g, method="prox", space="n", tol=1e-9), fit(g, method="grad", tol=1e-9)
+    for q in (qd, qn): assert q.converged and abs(q.vlb - qg.vlb) <= 1e-9 * abs(qg.vlb)
     with pytest.raises(ValueError, match="space"): fit(gp, method="prox", space="x")
     with pytest.raises(ValueError, match="space='d'"): fit(gp, method="prox", space="d")
     with pytest.raises(ValueError, match="beta"): fit(gp, method="prox", beta=0)
