@@ -6,3 +6,4 @@ from . import proximal
 from . import laplace
 from .models import LGM, GLM, GP, SparseGP
 from .inference import fit, VGPosterior, History, METHODS, register_method
+from . import likelihoods, datasets
