@@ -241,3 +241,20 @@ def test_fit_laplace_fields():
     # the mode: dlogp(f) = K^-1 (f - mu)
     _, dlp, _ = gp.likelihood.derivs(gp.y, ql.info['mode'])
     np.testing.assert_allclose(gp.prior.matmul(dlp), ql.info['mode'] - gp.mu, atol=1e-6)
+
+
+@pytest.mark.parametrize("v", [1e-2, 1.0, 1e2, 1e4, 1.7e5])
+def test_laplace_expectations_accurate_on_grid_range(v):
+    "Housing uses the Laplace likelihood with the same kernel grid: closed form vs adaptive quadrature."
+    b = 0.37; lik = likelihoods.Laplace(scale=b); s = np.sqrt(v); y0 = 0.4
+    for m in [-3 * s, -2.0, 0.4, 1.3, 2 * s]:
+        E, dm, dv = lik.expected_log_lik(np.array([y0]), np.array([m]), np.array([v]))
+        dens = lambda t: np.exp(-(t - m)**2 / (2 * v)) / np.sqrt(2 * np.pi * v)
+        integ = lambda g: sum(quad(lambda t: g(t) * dens(t), a, c, epsabs=0, epsrel=1e-13, limit=500)[0]
+                              for a, c in [(m - 14 * s, min(y0, m + 14 * s)), (max(y0, m - 14 * s), m + 14 * s)] if c > a)
+        rE = integ(lambda t: -np.abs(y0 - t) / b - np.log(2 * b))
+        rdm = integ(lambda t: np.sign(y0 - t) / b)
+        rdv = -dens(y0) / b                          # ½ E[d²/df² (−|y−f|/b)] = −δ-mass at y / b
+        assert abs(E[0] - rE) <= 1e-8 * abs(rE)
+        assert abs(dm[0] - rdm) <= 1e-8 * abs(rdm) + 1e-12
+        assert abs(dv[0] - rdv) <= 1e-8 * abs(rdv) + 1e-300
