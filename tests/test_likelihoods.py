@@ -320,3 +320,22 @@ def test_bad_parameters():
     with pytest.raises(ValueError, match="method"): Logistic(method="mc")
     with pytest.raises(ValueError): Logistic(n_gh=0)
     with pytest.raises(ValueError, match="method"): gauss_rule(np.zeros(2), np.ones(2), np.zeros((2, 1)), 1.0, method="bad")
+
+
+def test_poisson_exposure_for_new_sites():
+    "Per-site training exposures are never reused for new sites; a scalar exposure is."
+    from scipy.integrate import quad
+    from scipy.stats import norm, poisson
+    per_site = Poisson(exposure=np.array([2.0, 0.5, 1.5]))
+    m, v, y = np.array([0.2, -0.4]), np.array([0.3, 0.8]), np.array([3.0, 0.0])
+    with pytest.raises(ValueError, match="exposure="):
+        per_site.predict_y(m, v)
+    with pytest.raises(ValueError, match="exposure="):
+        per_site.log_pred_density(y, m, v)
+    u = np.array([4.0, 0.25])
+    np.testing.assert_allclose(per_site.predict_y(m, v, exposure=u), u * np.exp(m + v / 2))
+    ref = [np.log(quad(lambda f: poisson.pmf(yi, ui * np.exp(f)) * norm.pdf(f, mi, np.sqrt(vi)), mi - 12 * np.sqrt(vi), mi + 12 * np.sqrt(vi), epsabs=0, epsrel=1e-12)[0])
+           for yi, mi, vi, ui in zip(y, m, v, u)]
+    np.testing.assert_allclose(per_site.log_pred_density(y, m, v, exposure=u), ref, rtol=1e-8)
+    scalar = Poisson(exposure=3.0)
+    np.testing.assert_allclose(scalar.predict_y(m, v), 3.0 * np.exp(m + v / 2))

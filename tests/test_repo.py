@@ -9,11 +9,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _copy_project(dst):
+    "Copy the project into dst/repo with ../shared beside it, as in a CI clone; return dst/repo."
+    shared = ROOT.parent / "shared"
+    if shared.exists():
+        (dst / "shared").symlink_to(shared)
+    dst = dst / "repo"; dst.mkdir()
     for name in ["settings.ini", "setup.py", "_quarto.yml", "README.md"]:
         shutil.copy2(ROOT / name, dst / name)
     shutil.copytree(ROOT / "nbs", dst / "nbs", symlinks=True,
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_proc", "sidebar.yml", "nbdev.yml"))
     shutil.copytree(ROOT / "vgi_lit", dst / "vgi_lit", ignore=shutil.ignore_patterns("__pycache__"))
+    return dst
 
 
 def test_readme_test_command_is_what_ci_runs():
@@ -29,7 +35,7 @@ def test_single_quarto_config():
 
 
 def test_committed_modules_match_nbdev_export(tmp_path):
-    _copy_project(tmp_path)
+    tmp_path = _copy_project(tmp_path)
     before = {p.name: p.read_text() for p in (tmp_path / "vgi_lit").glob("*.py")}
     subprocess.run([sys.executable, "-c", "from nbdev.doclinks import nbdev_export; nbdev_export.__wrapped__()"],
                    cwd=tmp_path, check=True, capture_output=True)
@@ -44,11 +50,12 @@ def test_committed_modules_match_nbdev_export(tmp_path):
 
 def test_docs_pipeline_processes_notebooks(tmp_path):
     "nbdev_proc_nbs up to (not including) Quarto, which cannot be installed here."
-    _copy_project(tmp_path)
+    tmp_path = _copy_project(tmp_path)
     code = ("import nbdev.quarto as q\n"
             "q._ensure_quarto = lambda: None  # Quarto itself is not installable on these machines\n"
             "q.nbdev_proc_nbs.__wrapped__()\n")
-    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, capture_output=True)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     proc = tmp_path / "_proc"
     nbs = sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb"))
     assert nbs and all((proc / n).exists() for n in nbs)

@@ -7,3 +7,5 @@ from . import laplace
 from .models import LGM, GLM, GP, SparseGP
 from .inference import fit, VGPosterior, History, METHODS, register_method
 from . import likelihoods, datasets
+from . import fixed_point
+from . import dual
