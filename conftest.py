@@ -9,6 +9,9 @@ run; cells marked `# NBVAL_CHECK_OUTPUT` get a reference execution count so thei
 import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# One BLAS thread per process: the notebook kernels run beside the pytest process, and on a busy
+# 2-core machine threaded OpenBLAS was measured 30-50x slower than single-threaded on these sizes.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -9,3 +9,4 @@ from .inference import fit, VGPosterior, History, METHODS, register_method
 from . import likelihoods, datasets
 from . import fixed_point
 from . import dual
+from . import svi  # registers fit methods svi, mc-ssvi, h-mc-ssvi, s-dsvi
