@@ -148,3 +148,67 @@ def test_kernel_not_pd_reports_jitter():
         GP(X, np.zeros(3), AnyY(), RBF(1.0, 1.0), jitter=0.0)
     gp = GP(X, np.zeros(3), AnyY(), RBF(1.0, 1.0), jitter=1e-6)
     assert gp.prior.jitter == pytest.approx(1e-6)   # the jitter actually used is recorded
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_matvec_split_and_data_reduction_match_dense(seed):
+    "(V x, Σ⁻¹V x) and diag(Cᵀ S B⁻¹ S C) against explicit inverses, both spaces, λ with zeros and large values."
+    rng = np.random.default_rng(200 + seed)
+    for model in models(seed):
+        lam = rng.exponential(size=model.n) * rng.choice([0, 1, 100], size=model.n)
+        Hd = np.eye(model.n) if model.H is None else model.H
+        S = model.prior.dense(); Sinv = np.linalg.inv(S)
+        V = np.linalg.inv(Sinv + Hd.T @ (lam[:, None] * Hd))
+        x = rng.normal(size=model.d)
+        for space in "dn":
+            cov = SiteCov(model, lam, space=space)
+            Vx, SiVx = cov.matvec_split(x)
+            np.testing.assert_allclose(Vx, V @ x, rtol=1e-7, atol=1e-9)
+            np.testing.assert_allclose(SiVx, Sinv @ (V @ x), rtol=1e-6, atol=1e-8)
+            np.testing.assert_allclose(cov.matvec(x), Vx, rtol=1e-10, atol=1e-12)
+        cov = SiteCov(model, lam, space="n")
+        C = rng.normal(size=(model.n, 3))
+        s = np.sqrt(lam)
+        ref = np.einsum("ij,jk,ki->i", C.T * s, np.linalg.inv(np.eye(model.n) + s[:, None] * (Hd @ S @ Hd.T) * s), s[:, None] * C)
+        np.testing.assert_allclose(cov.data_reduction(C), ref, rtol=1e-8, atol=1e-10)
+        with pytest.raises(ValueError, match="shape"):
+            cov.data_reduction(C[:, 0])
+
+
+@pytest.mark.parametrize("n", [1, 2, 95, 96, 97, 200, 301])
+def test_tri_inv_and_lapack_cholesky(n):
+    from vgi_lit.gaussian import tri_inv
+    rng = np.random.default_rng(n)
+    G = rng.normal(size=(n, n)); A = G @ G.T / n + np.eye(n)
+    L = cholesky(A)
+    np.testing.assert_allclose(L @ L.T, A, rtol=0, atol=1e-12 * np.abs(A).max())
+    assert not np.triu(L, 1).any()
+    Li = tri_inv(L)
+    np.testing.assert_allclose(Li @ L, np.eye(n), rtol=0, atol=1e-11)
+    assert not np.triu(Li, 1).any()
+    AF = np.asfortranarray(A); A_copy = A.copy()
+    cholesky(A_copy, overwrite=True)                     # an input that is not Fortran-contiguous is copied, not destroyed
+    if n > 1: np.testing.assert_array_equal(A_copy, A)
+    LF = cholesky(AF, overwrite=True)
+    assert np.shares_memory(LF, AF) and np.abs(LF - L).max() <= 1e-12 * np.abs(L).max()
+    U = np.array(L) if n > 1 else np.eye(2)
+    U[0, -1] = 1.0                                       # an entry above the diagonal
+    with pytest.raises(ValueError, match="lower-triangular"):
+        tri_inv(U)
+
+
+def test_gp_predict_latent_direct_route_matches_generic():
+    "GP.predict_latent (k** − k*ᵀSB⁻¹Sk*) equals the generic route through project, with λ containing zeros."
+    from vgi_lit.models import LGM
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-2, 2, size=(40, 2))
+    gp = GP(X, rng.normal(size=40), AnyY(), RBF(1.3, 0.8), mean=0.4)
+    lam = rng.exponential(size=40) * rng.choice([0, 1, 50], size=40)
+    cov = SiteCov(gp, lam)
+    m = 0.4 + gp.prior.matmul(0.1 * rng.normal(size=40))
+    Xs = rng.uniform(-3, 3, size=(30, 2))
+    (mu_d, v_d), (mu_g, v_g) = gp.predict_latent(m, cov, Xs), LGM.predict_latent(gp, m, cov, Xs)
+    np.testing.assert_allclose(mu_d, mu_g, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(v_d, v_g, rtol=1e-7, atol=1e-10)
+    dense = DenseCov(np.linalg.cholesky(cov.dense()))             # a dense V takes the generic route
+    np.testing.assert_allclose(gp.predict_latent(m, dense, Xs)[1], v_g, rtol=1e-6, atol=1e-9)
