@@ -188,3 +188,12 @@ def test_clipping_alone_stops_short_and_polish_closes_the_gap():
     assert any(rec["step"] == "grad_polish" for rec in pol.history)
     assert not any(rec["step"] == "grad_polish" for rec in fit(MODELS["gp-logistic"], method="fpi").history)
 
+
+
+def test_degenerate_sizes():
+    "A GLM without rows fits (VLB 0: the posterior is the prior); one without columns is refused by name."
+    from vgi_lit import models, likelihoods
+    r = fit(models.GLM(np.zeros((0, 3)), np.zeros(0), likelihoods.Logistic(), prior_cov=1.0), method="fpi")
+    assert r.vlb == 0.0 and r.converged and np.all(r.m == 0.0)
+    with pytest.raises(ValueError, match="no columns"):
+        models.GLM(np.zeros((5, 0)), np.ones(5), likelihoods.Logistic())
