@@ -1,11 +1,12 @@
 __version__ = "0.1.0"
-# Hand-maintained (not generated): import every module so that each inference method registers
-# itself with `fit`, and expose the public names.
-from . import gaussian, kernels, models, posterior, vlb, inference, grad
+# Hand-maintained (not generated). The package has four tiers, each importing only the tiers before it:
+#   foundation (this folder): linalg, quadrature, likelihoods, kernels, models, covariance, vlb, inference, datasets
+#   methods/      inference methods; importing them registers each with `fit`
+#   experiments/  the papers' figures and tables, the demo
+#   bench/        benchmark suites (`python -m vgi_lit.bench SUITE`)
+from . import linalg, quadrature, kernels, models, covariance, vlb, inference
 from .models import LGM, GLM, GP, SparseGP
 from .inference import fit, VGPosterior, History, METHODS, register_method
 from . import likelihoods, datasets
-from . import fixed_point                  # fpb, fpi
-from . import dual                         # dual
-from . import proximal, laplace            # prox, laplace
-from . import svi                          # svi, mc-ssvi, h-mc-ssvi, s-dsvi
+from . import methods
+from .methods import grad, fixed_point, dual, proximal, laplace, svi   # registers every method with `fit`

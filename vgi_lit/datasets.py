@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 import numpy as np
-from .gaussian import cholesky
+from .linalg import cholesky
 
 # %% auto #0
 __all__ = ['ENV_VAR', 'LIBSVM_URL', 'UCI_URL', 'LABELS', 'FILES', 'HOUSING_FEATURES', 'Dataset', 'DataNotFoundError', 'cache_dir',

@@ -5,22 +5,103 @@
 # %% ../nbs/07_inference.ipynb #43eb1ea6
 from __future__ import annotations
 import time
+from dataclasses import dataclass, field
+from enum import Enum
 import numpy as np
-from .posterior import DenseCov, SiteCov
+from .linalg import cholesky
 
 # %% auto #0
-__all__ = ['METHODS', 'DEFAULT_METHOD', 'History', 'VGPosterior', 'register_method', 'fit']
+__all__ = ['CONVERGED_STOPS', 'METHODS', 'DEFAULT_METHOD', 'EventKind', 'Event', 'Stop', 'Record', 'History', 'start_state',
+           'check_budget', 'VGPosterior', 'register_method', 'fit']
 
-# %% ../nbs/07_inference.ipynb #23986f39
+# %% ../nbs/07_inference.ipynb #a3e9a7e7
+class EventKind(str, Enum):
+    "What can happen inside an iteration. Typed, so that nothing decides by matching strings."
+    CLIPPED_GAMMA = "clipped_gamma"                # negative site precisions γ set to 0 (non-log-concave sites)
+    LINE_SEARCH = "line_search"                    # a step shorter than the full one was taken
+    STEP_REJECTED = "step_rejected"                # a full step lowered the VLB and was not taken
+    DAMPED = "damped"                              # a step size was reduced (β halved, ...)
+    TWO_CYCLE = "two_cycle"                        # λ_k = λ_(k−2) ≠ λ_(k−1) (000 Theorem 1)
+    RESTART = "restart"                            # an optimiser's memory was cleared
+    PROJECTED = "projected"                        # an iterate was projected back onto the feasible set
+    BOUND_ACTIVE = "bound_active"                  # a variable sits at a bound (e.g. a diagonal entry of L)
+    HANDOVER = "handover"                          # the run continued with another method
+    BEST_STATE = "best_state"                      # this record is the best state visited, not the last
+    FACTORISATION_FAILED = "factorisation_failed"  # a matrix that must be positive definite was not
+    OPTION_ADJUSTED = "option_adjusted"            # an option was adapted to the problem (e.g. a batch larger than n)
+    START = "start"                                # how the starting point was chosen
+    SOLVER = "solver"                              # the final message of an external solver (L-BFGS-B)
+
+@dataclass(frozen=True)
+class Event:
+    "One occurrence of an `EventKind`, with an optional count (sites, halvings, ...) and a human-readable detail."
+    kind: EventKind
+    detail: str = ""
+    count: int | None = None
+    def __str__(self): return f"{self.kind.value}" + (f" ({self.count})" if self.count is not None else "") + (f": {self.detail}" if self.detail else "")
+
+class Stop(str, Enum):
+    "Why a run ended. A run has converged exactly when it stopped for `GRAD_TOL` or `REL_TOL`."
+    GRAD_TOL = "grad_tol"          # the method's optimality measure (gradient ∞-norm or residual) ≤ tol
+    REL_TOL = "rel_tol"            # the relative change of the VLB ≤ tol, where the method accepts that test
+    MAX_ITER = "max_iter"          # iteration budget spent
+    MAX_SECONDS = "max_seconds"    # time budget spent
+    BUDGET = "budget"              # a stochastic method spent its epochs: no claim of convergence
+    STALLED = "stalled"            # no progress: an oscillation, a cycle, a failed line search, an optimiser that gave up
+    NOT_FINITE = "not_finite"      # the VLB or a site quantity overflowed
+    FAILED = "failed"              # a factorisation or a step could not be computed
+    CALLBACK = "callback"          # the user's callback asked to stop
+
+CONVERGED_STOPS = frozenset({Stop.GRAD_TOL, Stop.REL_TOL})
+
+# %% ../nbs/07_inference.ipynb #48be0a68
+_NAN = float("nan")
+
+@dataclass
+class Record:
+    """One iteration of a run: the state's VLB and gradient norm, the kind of step that produced it,
+    typed events, and the method's own numbers in `extra` (readable as `record["name"]` too)."""
+    iter: int
+    time: float
+    vlb: float = _NAN
+    grad_norm: float = _NAN
+    step: str = ""
+    events: list = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    _FIELDS = ("iter", "time", "vlb", "grad_norm", "step", "events")
+    def __getitem__(self, k): return getattr(self, k) if k in self._FIELDS else self.extra[k]
+    def __setitem__(self, k, v):
+        if k in self._FIELDS: setattr(self, k, v)
+        else: self.extra[k] = v
+    def __contains__(self, k): return k in self._FIELDS or k in self.extra
+    def get(self, k, default=None): return self[k] if k in self else default
+    def update(self, **kw):
+        "Set fields and extras by name."
+        for k, v in kw.items(): self[k] = v
+    def has(self, kind: EventKind) -> bool:
+        "Whether an event of this kind happened in this iteration."
+        return any(e.kind is kind for e in self.events)
+
 class History(list):
-    "Per-iteration records (dicts with iter, time, vlb, grad_norm, events, ...)."
-    def __init__(self, *args):
-        super().__init__(*args); self.t0 = time.perf_counter()
-    def record(self, vlb=np.nan, grad_norm=np.nan, events=(), **extra):
-        "Append a record stamped with the iteration number and the elapsed seconds."
-        rec = dict(iter=len(self), time=time.perf_counter() - self.t0, vlb=float(vlb), grad_norm=float(grad_norm), events=list(events))
-        rec.update(extra); self.append(rec); return rec
-    def _col(self, k): return np.array([r.get(k, np.nan) for r in self], dtype=float)
+    """The trace of a run: a list of `Record`s, with the reason the run stopped once it has.
+
+    `callback(record)` (optional) is called after every record; when it returns True,
+    `stop_requested` is set and the method stops at its next test. `max_seconds` is measured from
+    the creation of the history."""
+    def __init__(self, records=(), callback=None, max_seconds: float | None = None):
+        super().__init__(records); self.t0 = time.perf_counter()
+        self.callback, self.max_seconds, self.stop_requested = callback, max_seconds, False
+        self.stop: Stop | None = None
+    def record(self, vlb=_NAN, grad_norm=_NAN, events=(), step: str = "", **extra) -> Record:
+        "Append a record stamped with the iteration number and the elapsed seconds; call the callback."
+        rec = Record(len(self), time.perf_counter() - self.t0, float(vlb), float(grad_norm), step, list(events), extra)
+        self.append(rec)
+        if self.callback is not None and self.callback(rec) is True: self.stop_requested = True
+        return rec
+    def out_of_time(self) -> bool:
+        "Whether the time budget `max_seconds` is spent."
+        return self.max_seconds is not None and time.perf_counter() - self.t0 > self.max_seconds
+    def _col(self, k): return np.array([r.get(k, _NAN) for r in self], dtype=float)
     @property
     def vlb(self): return self._col('vlb')
     @property
@@ -28,16 +109,62 @@ class History(list):
     @property
     def grad_norm(self): return self._col('grad_norm')
     @property
-    def events(self): return [(r['iter'], e) for r in self for e in r['events']]
+    def events(self): return [(r.iter, e) for r in self for e in r.events]
+    def count(self, kind: EventKind) -> int:
+        "How many events of this kind the run recorded."
+        return sum(e.kind is kind for r in self for e in r.events)
+
+# %% ../nbs/07_inference.ipynb #4de04e9c
+def start_state(model, m0=None, V0=None):
+    """Validated start: `m0` (None, a scalar or a length-d vector; default μ) as a vector, and `V0`
+    (None, a positive scalar, a positive length-d diagonal or a d × d positive-definite matrix) as a
+    d × d matrix or None. Raises a ValueError naming the argument otherwise."""
+    d = model.d
+    if m0 is None: m = model.mu.copy()
+    else:
+        m = np.asarray(m0, dtype=float)
+        if m.ndim > 1 or (m.ndim == 1 and m.shape != (d,)): raise ValueError(f"m0 must be a scalar or a vector of length {d}, got shape {m.shape}")
+        if not np.all(np.isfinite(m)): raise ValueError("m0 contains NaN or inf")
+        m = np.broadcast_to(m, (d,)).copy()
+    if V0 is None: return m, None
+    V = np.asarray(V0, dtype=float)
+    if not np.all(np.isfinite(V)): raise ValueError("V0 contains NaN or inf")
+    if V.ndim == 0:
+        if not V > 0: raise ValueError(f"V0 as a scalar (V0·I) must be positive, got {float(V)}")
+        V = float(V) * np.eye(d)
+    elif V.ndim == 1:
+        if V.shape != (d,): raise ValueError(f"V0 as a diagonal must have length {d}, got {V.shape[0]}")
+        if np.any(V <= 0): raise ValueError(f"V0 as a diagonal must be positive; smallest entry {V.min():g}")
+        V = np.diag(V)
+    elif V.shape != (d, d): raise ValueError(f"V0 must be a scalar, a length-{d} diagonal or a {d}x{d} matrix, got shape {V.shape}")
+    cholesky(V, name="V0")                       # symmetric and positive definite, or a clear error
+    return m, V
+
+def check_budget(tol, max_iter, max_seconds=None, tol_name: str = "tol"):
+    "The common budget options, checked: `tol` ≥ 0, `max_iter` a non-negative integer, `max_seconds` None or positive."
+    if not (isinstance(tol, (int, float, np.integer, np.floating)) and tol >= 0): raise ValueError(f"{tol_name} must be a number >= 0, got {tol!r}")
+    if isinstance(max_iter, bool) or int(max_iter) != max_iter or max_iter < 0: raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
+    if max_seconds is not None and not (max_seconds > 0): raise ValueError(f"max_seconds must be positive (or None), got {max_seconds!r}")
 
 # %% ../nbs/07_inference.ipynb #b4916b90
 class VGPosterior:
-    "Result of `fit`: q(w) = N(m, V) with its VLB, convergence flag, history and predictions."
-    def __init__(self, model, m, cov, method, vlb, converged, history, message="", n_iter=None, **info):
+    """Result of `fit`: q(w) = N(m, V) with its VLB, the reason the run stopped, history and predictions.
+
+    `converged` is decided by `stop` alone (`Stop.GRAD_TOL` or `Stop.REL_TOL`); `objective` names what
+    `vlb` is: "vlb" (the exact VLB of the returned q, recomputed by the shared `vlb.vlb`) unless a
+    method says otherwise."""
+    def __init__(self, model, m, cov, method, vlb, stop, history, message="", n_iter=None, objective="vlb", **info):
+        if isinstance(stop, (bool, np.bool_)): stop = Stop.GRAD_TOL if stop else Stop.MAX_ITER   # TRANSITION: removed once every method passes a Stop
+        if not isinstance(stop, Stop): raise TypeError(f"stop must be a Stop, got {stop!r}")
         self.model, self.m, self.cov, self.method = model, np.asarray(m, float), cov, method
-        self.vlb, self.converged, self.history, self.message = float(vlb), bool(converged), history, message
+        self.vlb, self.stop, self.history, self.message = float(vlb), stop, history, message
+        history.stop = stop
         self.n_iter = len(history) if n_iter is None else n_iter
-        self.info = info
+        self.objective, self.info = objective, info
+    @property
+    def converged(self) -> bool:
+        "Whether the run stopped because its optimality test passed (`Stop.GRAD_TOL` or `Stop.REL_TOL`)."
+        return self.stop in CONVERGED_STOPS
     @property
     def V(self):
         "Posterior covariance V as a dense d × d matrix."
@@ -63,7 +190,7 @@ class VGPosterior:
             raise ValueError(f"y_new must be a 1-d array with one entry per row of X_new, got shape {np.shape(y_new)}")
         return self.model.likelihood.log_pred_density(y_new, *self.predict(X_new), **kw)
     def __repr__(self):
-        return (f"VGPosterior(method={self.method!r}, vlb={self.vlb:.6f}, converged={self.converged}, "
+        return (f"VGPosterior(method={self.method!r}, vlb={self.vlb:.6f}, stop={self.stop.value}, converged={self.converged}, "
                 f"n_iter={self.n_iter}, model={self.model!r})")
 
 # %% ../nbs/07_inference.ipynb #2201e83b

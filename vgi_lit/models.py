@@ -6,11 +6,11 @@
 from __future__ import annotations
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
-from .gaussian import cholesky, chol_logdet, tri_inv
+from .linalg import cholesky, chol_logdet, tri_inv
 from .kernels import _check_X
 
 # %% auto #0
-__all__ = ['PriorCov', 'LGM', 'GLM', 'GP', 'SparseGP']
+__all__ = ['PriorCov', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map', 'SparseGP']
 
 # %% ../nbs/03_models.ipynb #07bc9095
 class PriorCov:
@@ -101,6 +101,10 @@ class LGM:
     def HTmul(self, B):
         "Hᵀ @ B"
         return np.array(B, dtype=float) if self.H is None else self.H.T @ B
+    def rows(self, idx):
+        "Site map (a, c, H) of the sites `idx` (integer indices): a mini-batch of 000 eq. 4, O(|idx|·d) memory."
+        idx = _check_idx(idx, self.n)
+        return self.a[idx], self.c[idx], (np.eye(self.d)[idx] if self.H is None else self.H[idx])
     def site_mean(self, m):
         "m_i = a_i + h_iᵀ m for all sites (000 eq. 4)"
         return self.a + self.Hmul(m)
@@ -118,6 +122,14 @@ class LGM:
         a, c, Hn = self.project(X_new)
         return a + Hn @ m, c + cov.var_at(Hn)
     def __repr__(self): return f"{type(self).__name__}(n={self.n}, d={self.d}, likelihood={type(self.likelihood).__name__}, prior={self.prior})"
+
+def _check_idx(idx, n):
+    "Site indices as an integer array, each in [0, n); ValueError otherwise."
+    idx = np.asarray(idx)
+    if idx.ndim != 1 or not (idx.size == 0 or np.issubdtype(idx.dtype, np.integer)):
+        raise ValueError(f"idx must be a 1-d array of integer site indices, got dtype {idx.dtype} and shape {idx.shape}")
+    if idx.size and (idx.min() < 0 or idx.max() >= n): raise ValueError(f"site indices must lie in [0, {n}), got range [{idx.min()}, {idx.max()}]")
+    return idx
 
 def _scalar_mean(mean):
     "The constant GP mean as a float; ValueError for anything else."
@@ -184,6 +196,20 @@ class GP(LGM):
         return mean, np.maximum(self.kernel.Kdiag(X_new) - cov.data_reduction(Ks.T), 0.0)
 
 # %% ../nbs/03_models.ipynb #feafa42c
+def inducing_prior(kernel, Z, jitter=1e-8) -> PriorCov:
+    "Prior of the inducing values: K(Z, Z) + j I factorised, j = jitter · mean(diag K(Z, Z)) (relative jitter)."
+    Z = _check_X(Z, "Z")
+    Kuu, name = kernel.K(Z), "inducing kernel matrix K(Z, Z)"
+    return PriorCov(Kuu, len(Z), jitter=_abs_jitter(jitter, Kuu, name), name=name)
+
+def sparse_gp_site_map(kernel, Z, prior: PriorCov, X, mean=0.0):
+    """Sparse-GP sites of the inputs X (000 §2): a = mean − H·mean·1, c_i = k(x_i, x_i) − K_iu K_uu⁻¹K_ui ≥ 0,
+    H = K_xu K_uu⁻¹ (rows h_iᵀ), with K_uu as factorised in `prior` (jitter included)."""
+    Kxu = kernel.K(X, Z)                                          # (b, M)
+    H = cho_solve((prior.L, True), Kxu.T, check_finite=False).T   # (b, M) K_xu K_uu⁻¹
+    c = np.maximum(kernel.Kdiag(X) - np.sum(H * Kxu, 1), 0.0)     # (b,) K_ii − Q_ii, ≥ 0 up to rounding
+    return mean - H @ np.full(prior.d, mean), c, H
+
 class SparseGP(LGM):
     "Sparse GP: u ~ N(mean, K_uu + j I) at inducing inputs Z (j = jitter · mean(diag K_uu)), f_i | u ~ N(a_i + h_iᵀu, c_i)."
     kind = 'sparse_gp'
@@ -191,14 +217,11 @@ class SparseGP(LGM):
         X, y = _check_rows(X, y); Z = _check_X(Z, "Z")
         if Z.shape[1] != X.shape[1]: raise ValueError(f"Z has {Z.shape[1]} columns but X has {X.shape[1]}")
         self.X, self.Z, self.kernel, self.mean = X, Z, kernel, _scalar_mean(mean)
-        Kuu, name = kernel.K(Z), "inducing kernel matrix K(Z, Z)"
-        prior = PriorCov(Kuu, len(Z), jitter=_abs_jitter(jitter, Kuu, name), name=name)
-        self.prior, self.mu = prior, np.full(len(Z), self.mean)
-        a, c, H = self._sites(X)
+        prior = inducing_prior(kernel, Z, jitter)
+        self.prior = prior
+        a, c, H = sparse_gp_site_map(kernel, Z, prior, X, self.mean)
         super().__init__(y, likelihood, self.mean, prior, a, c, H)
-    def _sites(self, X):
-        Kxu = self.kernel.K(X, self.Z)
-        H = cho_solve((self.prior.L, True), Kxu.T).T                 # K_xu K_uu⁻¹
-        c = np.maximum(self.kernel.Kdiag(X) - np.sum(H * Kxu, 1), 0.0)
-        return self.mean - H @ self.mu, c, H
-    def project(self, X_new): return self._sites(_check_X(X_new, "X_new"))
+    def rows(self, idx):
+        "Site map of the sites `idx`, recomputed from K(X_idx, Z) (the mini-batch never reads the n × M H)."
+        return sparse_gp_site_map(self.kernel, self.Z, self.prior, self.X[_check_idx(idx, self.n)], self.mean)
+    def project(self, X_new): return sparse_gp_site_map(self.kernel, self.Z, self.prior, _check_X(X_new, "X_new"), self.mean)

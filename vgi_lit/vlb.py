@@ -6,9 +6,44 @@
 from __future__ import annotations
 import numpy as np
 from dataclasses import dataclass
+from scipy.linalg import cho_solve
+from .linalg import cholesky
+from .models import PriorCov
+from .covariance import DenseCov
 
 # %% auto #0
-__all__ = ['SiteTerms', 'site_terms', 'kl_to_prior', 'vlb', 'grad_m', 'grad_L', 'grad_V']
+__all__ = ['kl_cov_part', 'kl_mean_part', 'kl', 'kl_to_prior', 'kl_gauss', 'SiteTerms', 'site_terms', 'vlb', 'grad_m', 'grad_L',
+           'grad_V']
+
+# %% ../nbs/05_vlb.ipynb #6a4c5265
+def kl_cov_part(cov, prior) -> float:
+    "½[tr(Σ⁻¹V) − d + log|Σ| − log|V|]: the part of KL(N(m, V) ‖ N(μ, Σ)) that depends on V only."
+    return 0.5 * (cov.trace_prior_inv(prior) - prior.d + prior.logdet() - cov.logdet())
+
+def kl_mean_part(m, mu, prior) -> float:
+    "½(m − μ)ᵀΣ⁻¹(m − μ) = ½‖L_Σ⁻¹(m − μ)‖²."
+    r = prior.half_solve(np.asarray(m, float) - mu)
+    return 0.5 * float(r @ r)
+
+def kl(m, cov, mu, prior) -> float:
+    "KL(N(m, V) ‖ N(μ, Σ)) for V in any representation `cov` and Σ given as a `PriorCov`."
+    return kl_cov_part(cov, prior) + kl_mean_part(m, mu, prior)
+
+def kl_to_prior(model, m, cov) -> float:
+    "KL(q ‖ p) of q(w) = N(m, V) against the model's prior N(μ, Σ)."
+    return kl(m, cov, model.mu, model.prior)
+
+def kl_gauss(m0, V0, m1, V1) -> float:
+    "KL(N(m0, V0) ‖ N(m1, V1)) for dense covariances (or scalars or diagonals): `kl` with V1 as the prior."
+    m0, m1 = np.atleast_1d(np.asarray(m0, float)), np.atleast_1d(np.asarray(m1, float))
+    d = m0.size
+    if m1.shape != (d,): raise ValueError(f"means have shapes {m0.shape} and {m1.shape}")
+    def _dense(V, name):
+        V = np.asarray(V, float)
+        V = V * np.eye(d) if V.ndim == 0 else (np.diag(V) if V.ndim == 1 else V)
+        if V.shape != (d, d): raise ValueError(f"{name} has shape {V.shape}, expected ({d}, {d}) (or a scalar or a diagonal)")
+        return V
+    return kl(m0, DenseCov(cholesky(_dense(V0, "V0"), name="V0")), m1, PriorCov(_dense(V1, "V1"), d, name="V1"))
 
 # %% ../nbs/05_vlb.ipynb #378948e7
 @dataclass
@@ -30,12 +65,6 @@ def site_terms(model, m, cov) -> SiteTerms:
     E, dm, dv = model.likelihood.expected_log_lik(model.y, m_site, v_site)
     return SiteTerms(m_site, v_site, E, dm, dv)
 
-def kl_to_prior(model, m, cov):
-    "KL(N(m, V) || N(mu, Sigma)) = ½[tr(Σ⁻¹V) + (m−μ)ᵀΣ⁻¹(m−μ) − d + log|Σ| − log|V|]."
-    P = model.prior; dm = np.asarray(m, float) - model.mu
-    maha = float(np.sum(P.half_solve(dm)**2))
-    return 0.5 * (cov.trace_prior_inv(P, model) + maha - model.d + P.logdet() - cov.logdet())
-
 def vlb(model, m, cov, terms: SiteTerms | None = None):
     "VLB(m, V) = Σ_i E_i − KL(q || p) (000 eq. 3)."
     terms = site_terms(model, m, cov) if terms is None else terms
@@ -54,8 +83,6 @@ def grad_V(model, cov, terms):
     """∂VLB/∂V = ½(V⁻¹ − Σ⁻¹ − HᵀΓH) as a dense d × d matrix (000 eq. 5); for checks and small problems.
     `terms` is a `SiteTerms` or the site precisions γ (n,) themselves."""
     gamma = terms.gamma if isinstance(terms, SiteTerms) else np.asarray(terms, dtype=float)
-    from vgi_lit.gaussian import cholesky
-    from scipy.linalg import cho_solve
     I = np.eye(model.d)
     Vinv = cho_solve((cholesky(cov.dense(), name="V"), True), I)
     Sinv = model.prior.solve(I)

@@ -1,0 +1,200 @@
+"Tests of vgi_lit.methods.fixed_point: FP vs GRAD, T(V) against dense brute force, stationarity, bad input."
+from pathlib import Path
+import numpy as np
+import pytest
+from vgi_lit import likelihoods, models, kernels, datasets, linalg
+from vgi_lit.inference import fit
+from vgi_lit.covariance import DenseCov, SiteCov
+from vgi_lit.vlb import vlb as core_vlb
+from vgi_lit.methods import fixed_point as fp
+
+DATA = datasets.shared_data_dir(Path(__file__))
+
+
+def _ion(n=60, D=6):
+    ds = datasets.load_ionosphere(data_dir=DATA)
+    X = datasets.zscore(ds.X).X[:n]
+    X = X[:, np.argsort(-X.std(0))[:D]]
+    return X, ds.y[:n]
+
+
+def _housing(n=60):
+    ds = datasets.load_housing(data_dir=DATA)
+    z = datasets.zscore(ds.X[:n]).X
+    y = (ds.y[:n] - ds.y[:n].mean()) / ds.y[:n].std()
+    return z, y
+
+
+def _models():
+    "Small models of every kind on real inputs (Poisson counts simulated, seeded)."
+    Xi, yi = _ion()
+    Xh, yh = _housing()
+    cnt = datasets.simulated_counts_on(Xh, seed=0).y
+    k = lambda X, v=1.0: kernels.RBF(variance=v, lengthscale=np.sqrt(X.shape[1]))
+    return {
+        "glm-logistic": models.GLM(Xi, yi, likelihoods.Logistic(), prior_cov=1.0),
+        "glm-poisson": models.GLM(Xh, cnt, likelihoods.Poisson(), prior_cov=0.1),
+        "glm-laplace": models.GLM(Xh, yh, likelihoods.Laplace(0.5), prior_cov=0.1),
+        "gp-logistic": models.GP(Xi, yi, likelihoods.Logistic(), k(Xi, 2.0)),
+        "gp-probit": models.GP(Xi, yi, likelihoods.Probit(), k(Xi)),
+        "gp-poisson": models.GP(Xh, cnt, likelihoods.Poisson(), k(Xh)),
+        "gp-laplace": models.GP(Xh, yh, likelihoods.Laplace(0.5), k(Xh)),
+        "sgp-laplace": models.SparseGP(Xh, yh, likelihoods.Laplace(0.5), k(Xh), Xh[::4]),
+        "gp-studentt": models.GP(Xh, yh, likelihoods.StudentT(3.0, 1.0 / 3.0), k(Xh)),
+    }
+
+
+MODELS = _models()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_fp_and_grad_reach_the_same_optimum(name):
+    model = MODELS[name]
+    g = fit(model, method="grad", max_iter=5000)
+    runs = {m: fit(model, method=m, tol_grad=1e-8, tol_rel=0.0, max_iter=3000) for m in ("fpi", "fpb")}
+    for meth, r in runs.items():
+        assert np.isfinite(r.vlb) and r.converged, (name, meth, r.message)
+        # FP is never worse than GRAD; equal to 1e-6 relative where GRAD reached its own tolerance
+        # (Student-t: thanks to the GRAD polish after the clipped iteration, see the next test).
+        rtol = 1e-6
+        assert r.vlb >= g.vlb - rtol * abs(g.vlb), (name, meth, r.vlb, g.vlb)
+        if g.converged:
+            assert abs(r.vlb - g.vlb) <= rtol * abs(g.vlb), (name, meth, r.vlb, g.vlb)
+            np.testing.assert_allclose(r.m, g.m, atol=2e-3 * max(1.0, np.abs(g.m).max()))
+        # the reported VLB is the core's VLB at the returned (m, V)
+        assert abs(core_vlb(model, r.m, r.cov) - r.vlb) <= 1e-9 * abs(r.vlb)
+
+
+@pytest.mark.parametrize("name", ["glm-logistic", "gp-poisson", "sgp-laplace", "gp-studentt"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_T_structured_equals_dense_brute_force(name, seed):
+    model = MODELS[name]
+    rng = np.random.default_rng(seed)
+    d = model.d
+    B = rng.standard_normal((d, d)) / np.sqrt(d)
+    V = 0.3 * B @ B.T + 0.2 * np.eye(d)
+    m = 0.3 * rng.standard_normal(d)
+    new, info = fp.fp_operator(model, m, DenseCov(np.linalg.cholesky(V)))
+    # brute force with explicit dense matrices
+    Sigma = model.prior.dense()
+    Hd = np.eye(model.n) if model.H is None else np.asarray(model.H)
+    v_site = model.c + np.einsum("ij,jk,ik->i", Hd, V, Hd)
+    _, _, dE_dv = model.likelihood.expected_log_lik(model.y, model.a + Hd @ m, v_site)
+    gam = np.maximum(-2 * dE_dv, 0.0)
+    T_dense = np.linalg.inv(np.linalg.inv(Sigma) + Hd.T @ (gam[:, None] * Hd))
+    np.testing.assert_allclose(new.dense(), T_dense, rtol=1e-6, atol=1e-8 * np.abs(T_dense).max())
+    np.testing.assert_allclose(new.site_var(model), model.c + np.einsum("ij,jk,ik->i", Hd, T_dense, Hd), rtol=1e-6)
+    assert info["n_clipped"] == int(np.sum(-2 * dE_dv < 0))
+
+
+@pytest.mark.parametrize("name", ["glm-logistic", "gp-logistic", "sgp-laplace"])
+def test_fixed_point_has_zero_gradient(name):
+    model = MODELS[name]
+    r = fit(model, method="fpi", tol_grad=1e-9, tol_rel=0.0, max_iter=3000)
+    assert r.converged
+    Vh = r.cov.dense(); L = np.linalg.cholesky(Vh)
+    rng = np.random.default_rng(0)
+    f = lambda m, V: core_vlb(model, m, DenseCov(np.linalg.cholesky(V)))
+    h = 1e-5
+    for _ in range(3):
+        dm = rng.standard_normal(model.d)
+        B = rng.standard_normal((model.d, model.d)); D = L @ ((B + B.T) / 2) @ L.T
+        assert abs(f(r.m + h * dm, Vh) - f(r.m - h * dm, Vh)) / (2 * h) < 1e-6
+        assert abs(f(r.m, Vh + h * D) - f(r.m, Vh - h * D)) / (2 * h) < 1e-6
+    # and T(V) = V there
+    T, _ = fp.fp_operator(model, r.m, r.cov)
+    np.testing.assert_allclose(T.lam, r.cov.lam, rtol=1e-6, atol=1e-9)
+
+
+def test_grad_V_matches_finite_differences():
+    model = MODELS["glm-logistic"]
+    rng = np.random.default_rng(1)
+    d = model.d
+    B = rng.standard_normal((d, d)) / np.sqrt(d); V = 0.2 * B @ B.T + 0.1 * np.eye(d)
+    m = 0.2 * rng.standard_normal(d)
+    cov = DenseCov(np.linalg.cholesky(V))
+    _, _, gam = fp._vlb_grad(model, m, fp._AtCov(model, cov))
+    G = fp.grad_V(model, cov, gam)
+    f = lambda V: core_vlb(model, m, DenseCov(np.linalg.cholesky(V)))
+    for i, j in [(0, 0), (1, 2), (3, 5)]:
+        D = np.zeros((d, d)); D[i, j] = D[j, i] = 1.0 if i == j else 0.5
+        fd = (f(V + 1e-5 * D) - f(V - 1e-5 * D)) / 2e-5
+        assert abs(fd - G[i, j]) < 1e-6 * max(1, abs(G[i, j]))
+    # structured form for a SiteCov
+    sc = SiteCov(model, np.full(model.n, 0.3))
+    _, _, gam = fp._vlb_grad(model, m, fp._AtCov(model, sc))
+    Hd = np.asarray(model.H)
+    np.testing.assert_allclose(fp.grad_V(model, sc, gam), 0.5 * Hd.T @ ((0.3 - gam)[:, None] * Hd), rtol=1e-10, atol=1e-12)
+
+
+def test_history_records_every_step_and_events():
+    r = fit(MODELS["gp-studentt"], method="fpi")
+    h = r.history
+    assert [rec["iter"] for rec in h] == list(range(len(h)))
+    assert np.all(np.diff(h.time) >= 0)
+    assert all({"iter", "time", "vlb", "grad_norm", "events"} <= set(rec) for rec in h)
+    assert any("clipped gamma" in e for rec in h for e in rec["events"])     # Student-t has γ < 0 sites
+    rb = fit(MODELS["gp-logistic"], method="fpb")
+    steps = {rec["step"] for rec in rb.history}
+    assert {"newton_m", "fp_V"} <= steps
+
+
+def test_fpi_counts_one_factorisation_per_iteration():
+    model = MODELS["gp-logistic"]
+    c0 = linalg.COUNTERS["cholesky"]
+    r = fit(model, method="fpi", tol_grad=1e-12, tol_rel=0.0, max_iter=10)
+    per_iter = (r.history[-1]["n_chol"]) / 10
+    assert per_iter <= 1.0 + 1e-12, per_iter
+
+
+def test_two_cycle_detection():
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 0.5])
+    assert fp.detect_two_cycle(a, b, a.copy())
+    assert not fp.detect_two_cycle(a, a * 0.9, a * 0.81)
+    assert not fp.detect_two_cycle(a, a, a)
+
+
+def test_bad_input():
+    model = MODELS["glm-logistic"]
+    with pytest.raises(ValueError, match="v0"): fit(model, method="fpi", v0=-1.0)
+    with pytest.raises(ValueError, match="m0"): fit(model, method="fpi", m0=np.zeros(model.d + 1))
+    with pytest.raises(ValueError, match="m0"): fit(model, method="fpb", m0=np.full(model.d, np.nan))
+    with pytest.raises(ValueError, match="tol_grad"): fit(model, method="fpi", tol_grad=-1.0)
+    with pytest.raises(ValueError, match="max_iter"): fit(model, method="fpb", max_iter=2.5)
+    with pytest.raises(ValueError, match="gamma < 0"): fit(MODELS["gp-studentt"], method="fpi", clip=False)
+
+
+def test_bench_command_and_demo(tmp_path, capsys):
+    from vgi_lit.bench import fixed_point as bench_fixed_point
+    from vgi_lit.experiments import fp_experiments
+    assert bench_fixed_point.run(["--problems", "glm-laplace-housing", "--data-dir", str(DATA)]) == 0
+    out = capsys.readouterr().out
+    assert "glm-laplace-housing" in out and "FPI" in out and "GRAD" in out and "Cholesky" in out
+    runs = fp_experiments.demo_compare("glm-laplace-housing", data_dir=DATA, out=str(tmp_path / "f.png"))
+    assert (tmp_path / "f.png").stat().st_size > 1000
+    assert abs(runs["fpi"].vlb - runs["grad"].vlb) <= 1e-6 * abs(runs["grad"].vlb)
+    with pytest.raises(ValueError, match="unknown problem"):
+        fp_experiments.make_problem("gp-nonsense-housing", data_dir=DATA)
+
+
+def test_clipping_alone_stops_short_and_polish_closes_the_gap():
+    "000 §4's clipped iteration is not stationary when γ < 0 at its limit; polish=True finishes with GRAD."
+    model = MODELS["gp-studentt"]
+    g = fit(model, method="grad")
+    plain = fit(model, method="fpi", polish=False)
+    pol = fit(model, method="fpi")
+    assert plain.history[-1]["grad_V"] > 1e-3                          # λ_i = 0 ≠ γ_i < 0 at some site
+    assert (g.vlb - plain.vlb) > 1e-6 * abs(g.vlb)                      # measurably below the optimum
+    assert pol.vlb >= g.vlb - 1e-9 * abs(g.vlb)
+    assert any(rec["step"] == "grad_polish" for rec in pol.history)
+    assert not any(rec["step"] == "grad_polish" for rec in fit(MODELS["gp-logistic"], method="fpi").history)
+
+
+
+def test_degenerate_sizes():
+    "A GLM without rows fits (VLB 0: the posterior is the prior); one without columns is refused by name."
+    from vgi_lit import models, likelihoods
+    r = fit(models.GLM(np.zeros((0, 3)), np.zeros(0), likelihoods.Logistic(), prior_cov=1.0), method="fpi")
+    assert r.vlb == 0.0 and r.converged and np.all(r.m == 0.0)
+    with pytest.raises(ValueError, match="no columns"):
+        models.GLM(np.zeros((5, 0)), np.ones(5), likelihoods.Logistic())
