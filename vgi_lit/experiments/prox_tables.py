@@ -6,13 +6,14 @@
 from __future__ import annotations
 import argparse, json, sys, time
 import numpy as np
-from scipy.linalg import solve_triangular
 from .. import datasets, likelihoods
-from ..methods.proximal import prox_nspace, prox_dspace, nspace_predict
-from ..methods.laplace import laplace_nspace, laplace_predict
+from ..models import GLM, GP
+from ..kernels import RBF
+from ..inference import fit
+from ..methods import proximal, laplace   # registers fit(model, "prox") and fit(model, "laplace")
 
 # %% auto #0
-__all__ = ['LN2', 'PAPER', 'se_kernel', 'table2', 'gp_fit', 'table3', 'summarise', 'main']
+__all__ = ['LN2', 'PAPER', 'se_gp', 'table2', 'gp_fit', 'table3', 'summarise', 'main']
 
 # %% ../../nbs/experiments/93_prox_tables.ipynb #cf87948e
 LN2 = float(np.log(2.0))
@@ -24,15 +25,9 @@ PAPER = {  # 001 Tables 2 and 3: (value, spread) as printed
     'housing': dict(laplace=(1.03, 0.004), ep=(0.300, 0.006), prox=(0.310, 0.009)),
 }
 
-def _sqdist(A, B):
-    d = np.sum(A**2, 1)[:, None] + np.sum(B**2, 1)[None, :] - 2.0*A @ B.T
-    return np.maximum(d, 0.0)
-
-def se_kernel(d2, log_ell, log_sf):
-    "GPML covSEiso on squared distances: σ² exp(−d²/(2ℓ²)), ℓ = e^log_ell, σ = e^log_sf."
-    return np.exp(2.0*log_sf - 0.5*d2/np.exp(2.0*log_ell))
-
-def _expect(lik, y): return lambda m, v: lik.expected_log_lik(y, m, v)
+def se_gp(X, y, lik, log_ell, log_sf):
+    "GP with GPML's covSEiso, σ² exp(−‖x − x'‖²/(2ℓ²)), ℓ = e^log_ell, σ = e^log_sf (the library's RBF, default jitter)."
+    return GP(X, y, lik, RBF(variance=float(np.exp(2.0*log_sf)), lengthscale=float(np.exp(log_ell))))
 
 def _data_dir(data_dir):
     "The given folder, else `shared/data` beside the repository (found upwards from this file or the cwd)."
@@ -40,24 +35,11 @@ def _data_dir(data_dir):
     return datasets.shared_data_dir(globals().get('__file__')) or datasets.shared_data_dir(None)
 
 # %% ../../nbs/experiments/93_prox_tables.ipynb #293016d4
-def _glm_dspace_fit(X, y, Xte, yte, delta, beta, tol, max_iter):
-    lik = likelihoods.Logistic(); d = X.shape[1]
-    r = prox_dspace(X, np.eye(d)/delta, np.zeros(d), None, None, _expect(lik, y), beta=beta, tol=tol,
-                    max_iter=max_iter, logdet_prior=d*np.log(delta))
-    Z = solve_triangular(r['LV'], Xte.T, lower=True)
-    lpd = lik.log_pred_density(yte, Xte @ r['m'], np.sum(Z**2, axis=0))
-    return r, float(-np.mean(lpd)/LN2)
-
-def _glm_nspace_fit(X, y, Xte, yte, delta, beta, tol, max_iter):
-    lik = likelihoods.Logistic()
-    r = prox_nspace(delta*(X @ X.T), np.zeros(len(y)), None, _expect(lik, y), beta=beta, tol=tol, max_iter=max_iter)
-    mp, vp = nspace_predict(delta*(X @ Xte.T), delta*np.sum(Xte**2, 1), np.zeros(len(yte)), r['w'], r['factor'])
-    return r, float(-np.mean(lik.log_pred_density(yte, mp, vp))/LN2)
-
-def _glm_grad_fit(X, y, Xte, yte, delta, beta, tol, max_iter):
-    from vgi_lit.inference import fit
-    from vgi_lit.models import GLM
-    q = fit(GLM(X, y, likelihoods.Logistic(), prior_cov=delta), method='grad', tol=tol, max_iter=max_iter)
+def _glm_fit(X, y, Xte, yte, delta, beta, tol, max_iter, method='prox'):
+    "One GLM with prior δI fitted by `method`; returns (a summary of the fit, test log-loss in bits)."
+    model = GLM(X, y, likelihoods.Logistic(), prior_cov=delta)
+    opts = dict(beta=beta) if method == 'prox' else {}
+    q = fit(model, method, tol=tol, max_iter=max_iter, **opts)
     return dict(vlb=q.vlb, iters=q.n_iter, converged=q.converged), float(-np.mean(q.log_pred_density(Xte, yte))/LN2)
 
 def table2(dataset='a1a', deltas=None, splits=1, beta=0.25, tol=1e-5, max_iter=5000, data_dir=None, log=print, method='prox'):
@@ -66,18 +48,17 @@ def table2(dataset='a1a', deltas=None, splits=1, beta=0.25, tol=1e-5, max_iter=5
     data_dir = _data_dir(data_dir)
     if dataset == 'a1a':
         ds = datasets.load_a1a(data_dir=data_dir); deltas = np.logspace(-3, 1, 30) if deltas is None else deltas
-        parts = [(ds.X, ds.y, ds.X_test, ds.y_test)]; fitter = _glm_dspace_fit
+        parts = [(ds.X, ds.y, ds.X_test, ds.y_test)]
     elif dataset == 'colon':
         ds = datasets.load_colon_cancer(data_dir=data_dir); deltas = np.logspace(0, 6, 30) if deltas is None else deltas
-        parts = [datasets.random_split(ds.X, ds.y, 0.5, seed=s)[:4] for s in range(splits)]; fitter = _glm_nspace_fit
+        parts = [datasets.random_split(ds.X, ds.y, 0.5, seed=s)[:4] for s in range(splits)]
     else: raise ValueError(f"table2 dataset must be 'a1a' or 'colon', got {dataset!r}")
-    if method == 'grad': fitter = _glm_grad_fit
-    elif method != 'prox': raise ValueError(f"table2 method must be 'prox' or 'grad', got {method!r}")
+    if method not in ('prox', 'grad'): raise ValueError(f"table2 method must be 'prox' or 'grad', got {method!r}")
     rows = []
     for s, (X, y, Xte, yte) in enumerate(parts):
         t0 = time.perf_counter(); grid = []
         for delta in deltas:
-            r, ll = fitter(X, y, Xte, yte, float(delta), beta, tol, max_iter)
+            r, ll = _glm_fit(X, y, Xte, yte, float(delta), beta, tol, max_iter, method)
             grid.append(dict(delta=float(delta), vlb=r['vlb'], logloss=ll, iters=r['iters'], converged=r['converged']))
         tgrid = time.perf_counter() - t0
         best = max(grid, key=lambda g: g['vlb'])
@@ -103,19 +84,17 @@ def _gp_data(name, seed, data_dir):
         my, sy = y.mean(), y.std(); y, yte = (y - my)/sy, (yte - my)/sy
     return z.X, y, z.X_test, yte
 
-def gp_fit(method, K, Ks, kss, y, yte, lik, beta=0.25, tol=1e-5, max_iter=5000):
-    "Fit one GP by 'prox' or 'laplace'; returns (evidence estimate, mean test −log p, iterations, converged)."
-    n = len(y)
+def gp_fit(method, model, Xte, yte, beta=0.25, tol=1e-5, max_iter=5000):
+    "Fit one GP model by 'prox' or 'laplace'; returns (evidence estimate, mean test −log p, iterations, converged, SMSE)."
     if method == 'prox':
-        r = prox_nspace(K, np.zeros(n), None, _expect(lik, y), beta=beta, tol=tol, max_iter=max_iter)
-        score = r['vlb']; mp, vp = nspace_predict(Ks, kss, np.zeros(len(yte)), r['w'], r['factor'])
+        q = fit(model, 'prox', beta=beta, tol=tol, max_iter=max_iter); score = q.vlb
     elif method == 'laplace':
-        r = laplace_nspace(K, np.zeros(n), lambda f: lik.derivs(y, f), max_iter=min(max_iter, 200))
-        score = r['log_marglik']; mp, vp = laplace_predict(Ks, kss, np.zeros(len(yte)), r)
+        q = fit(model, 'laplace', max_iter=min(max_iter, 200)); score = q.info['log_marglik']
     else: raise ValueError(f"method must be 'prox' or 'laplace', got {method!r}")
-    nlp = float(-np.mean(lik.log_pred_density(yte, mp, vp)))
+    mp, vp = q.predict(Xte)
+    nlp = float(-np.mean(model.likelihood.log_pred_density(yte, mp, vp)))
     smse = float(np.mean((yte - mp)**2)/np.var(yte))
-    return score, nlp, r['iters'], bool(r['converged']), smse
+    return score, nlp, q.n_iter, bool(q.converged), smse
 
 def table3(name, splits=10, grid=None, lb_grid=None, methods=('prox', 'laplace'), beta=None, tol=1e-5,
            max_iter=5000, data_dir=None, log=print, first_split=0):
@@ -128,16 +107,15 @@ def table3(name, splits=10, grid=None, lb_grid=None, methods=('prox', 'laplace')
     rows = []
     for s in range(first_split, first_split + splits):
         X, y, Xte, yte = _gp_data(name, s, data_dir)
-        d2, d2s = _sqdist(X, X), _sqdist(X, Xte)
         res = {m: [] for m in methods}; times = {m: 0.0 for m in methods}
         for lb in lb_grid:
             lik = likelihoods.Laplace(scale=float(np.exp(lb))) if reg else likelihoods.Logistic()
             for ll in grid:
                 for ls in grid:
-                    K, Ks = se_kernel(d2, ll, ls), se_kernel(d2s, ll, ls); kss = np.full(len(yte), np.exp(2*ls))
+                    model = se_gp(X, y, lik, ll, ls)
                     for m in methods:
                         t0 = time.perf_counter()
-                        sc, nlp, it, cv, smse = gp_fit(m, K, Ks, kss, y, yte, lik, beta=beta, tol=tol, max_iter=max_iter)
+                        sc, nlp, it, cv, smse = gp_fit(m, model, Xte, yte, beta=beta, tol=tol, max_iter=max_iter)
                         times[m] += time.perf_counter() - t0
                         res[m].append(dict(log_ell=float(ll), log_sf=float(ls), log_b=None if lb is None else float(lb),
                                            score=sc, nlp=nlp, smse=smse, iters=it, converged=cv))

@@ -4,71 +4,81 @@
 
 # %% ../../nbs/methods/13a_laplace.ipynb #50f7ac51
 from __future__ import annotations
-import time
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
-from .proximal import woodbury_factor, woodbury_solve, nspace_predict
+from ..linalg import chol_logdet
 from ..covariance import SiteCov
-from ..vlb import vlb as _vlb
-from ..inference import History, VGPosterior, register_method
+from ..vlb import kl_mean_part, vlb as _vlb
+from ..inference import Event, EventKind, History, Stop, VGPosterior, check_budget, register_method, start_state
+from .site_update import site_step
 
 # %% auto #0
-__all__ = ['laplace_nspace', 'laplace_predict', 'fit_laplace']
+__all__ = ['newton_step', 'fit_laplace']
 
 # %% ../../nbs/methods/13a_laplace.ipynb #daa50f56
-def laplace_nspace(Sig_t, mu_t, derivs, max_iter: int = 200, tol: float = 1e-9, max_halvings: int = 40):
-    """Laplace approximation by Newton's method in site space (R&W Alg. 3.1 with a line search).
-    `derivs(f) -> (lp, dlp, d2lp)` per site. Returns dict(f, a, W, factor, log_marglik, psi, converged, message, history)."""
-    # Sig_t: (n, n) = HΣHᵀ; mu_t: (n,) = a + Hμ
-    Sig_t = np.asarray(Sig_t, float); mu_t = np.asarray(mu_t, float); n = len(mu_t)
-    if Sig_t.shape != (n, n): raise ValueError(f"Sig_t must be ({n}, {n}), got {Sig_t.shape}")
-    a = np.zeros(n); f = mu_t.copy()
-    def psi_of(a_):
-        f_ = mu_t + Sig_t @ a_; lp = derivs(f_)[0]; return float(np.sum(lp) - 0.5*a_ @ (f_ - mu_t)), f_
-    psi, _ = psi_of(a)
-    hist, t0, conv, msg = [], time.perf_counter(), False, "max_iter reached"
-    for k in range(max_iter + 1):
-        lp, dlp, d2lp = derivs(f)
-        W = -np.asarray(d2lp, float)
-        if np.any(W < 0): raise ValueError("Laplace (Newton) needs a log-concave likelihood (-d2lp >= 0 at every site)")
-        res = float(np.max(np.abs(dlp - a)))
-        hist.append(dict(iter=k, time=time.perf_counter() - t0, psi=psi, grad_norm=res, events=[]))
-        if res < tol: conv, msg = True, f"|dlogp - a|_inf = {res:.1e} < tol"; break
-        if k == max_iter: break
-        Lq = woodbury_factor(Sig_t, W)
-        b = W*(f - mu_t) + dlp
-        da = b - woodbury_solve(Lq, Sig_t @ b) - a
-        step, ok = 1.0, False
-        for _ in range(max_halvings):
-            psi_new, f_new = psi_of(a + step*da)
-            if psi_new >= psi: ok = True; break
-            step *= 0.5
-        if not ok: msg = f"line search failed to increase Psi (residual {res:.1e})"; conv = res < 1e-5; break
-        hist[-1]['events'].append(f"step={step:g}") if step < 1 else None
-        a, f, psi = a + step*da, f_new, psi_new
-    lp, dlp, d2lp = derivs(f); W = -np.asarray(d2lp, float)
-    if not np.any(W > 0): msg += "; W = 0 at every site: the Laplace approximation is degenerate (V = prior), e.g. a Laplace likelihood"
-    Lq = woodbury_factor(Sig_t, W)
-    log_marglik = float(np.sum(lp) - 0.5*a @ (f - mu_t) - np.sum(np.log(np.diag(Lq[0]))))
-    return dict(f=f, a=a, dlp=dlp, W=W, factor=Lq, log_marglik=log_marglik, psi=psi, converged=conv,
-                message=msg, history=hist, iters=k)
+def _psi(model, m):
+    "Ψ(m) = Σ_i log p(y_i | a_i + h_iᵀm) − ½(m − μ)ᵀΣ⁻¹(m − μ) (the log joint up to a constant), with the site derivatives."
+    lp, dlp, d2lp = model.likelihood.derivs(model.y, model.site_mean(m))
+    return float(np.sum(lp)) - kl_mean_part(m, model.mu, model.prior), lp, dlp, -np.asarray(d2lp, dtype=float)
 
-def laplace_predict(kap_s, kap_ss, mu_s, res):
-    "Latent predictive mean and variance of the Laplace approximation (R&W 3.21, 3.24): μ̃_* + κ_*ᵀ∇log p(f̂), κ_** − κ_*ᵀ(Σ̃ + W⁻¹)⁻¹κ_*."
-    return nspace_predict(kap_s, kap_ss, mu_s, res['dlp'], res['factor'])
+def newton_step(model, m, dlp, W):
+    """The Newton step on Ψ as the site update with ρ = 1 at zero site variance: λ' = W = −∂²log p,
+    m' = m + (Σ⁻¹ + HᵀWH)⁻¹∇Ψ (`site_step(..., rho=1, mean="natural")`). Returns the `SiteStep` and ∇Ψ."""
+    g = model.HTmul(dlp) - model.prior.solve(m - model.mu)                  # ∇Ψ = Hᵀ∇log p − Σ⁻¹(m − μ)
+    return site_step(model, m, None, g, W, rho=1.0, mean="natural", clip=False), g
 
-# %% ../../nbs/methods/13a_laplace.ipynb #4ebc43c9
 @register_method("laplace")
-def fit_laplace(model, max_iter: int = 200, tol: float = 1e-9) -> VGPosterior:
-    """Laplace approximation (R&W Alg. 3.1, with a line search): N(f̂, (Σ̃⁻¹ + W)⁻¹) in site space.
-    NOT a VG method: `.vlb` is the VLB evaluated at the Laplace (m, V); `.info['log_marglik']` is R&W eq. 3.32."""
+def fit_laplace(model, m0=None, V0=None, tol: float = 1e-9, max_iter: int = 200, max_seconds: float | None = None,
+                callback=None) -> VGPosterior:
+    """Laplace approximation (Rasmussen & Williams 2006, Alg. 3.1 with a line search): q = N(m̂, (Σ⁻¹ + HᵀŴH)⁻¹)
+    at the mode m̂ of Ψ, Ŵ = −∂²log p(y | f̂). Not a VG method: `.vlb` is the VLB at that q, and
+    `.info['log_marglik']` the Laplace approximation to log p(y) (R&W eq. 3.32), not a bound.
+
+    m0: start of the Newton iteration (None = μ, a scalar or a length-d vector).
+    V0: must be None (V is determined by the mode).
+    tol: converged (`Stop.GRAD_TOL`) when ‖∇Ψ‖_∞ ≤ tol · max(1, ‖Hᵀ∇log p‖_∞), a tolerance relative to the size
+        of the likelihood part of the gradient (at the mode it equals the prior part Σ⁻¹(m − μ)); also converged
+        (`Stop.REL_TOL`) when a full Newton step changes Ψ by no more than its rounding error.
+    max_iter: largest number of Newton steps (`Stop.MAX_ITER`).
+    max_seconds: time budget in seconds (`Stop.MAX_SECONDS`), None for none.
+    callback: called with every `Record`; returning True stops the run (`Stop.CALLBACK`).
+    Records carry Ψ (`psi`; the `vlb` column is not computed during the iteration) and ‖∇Ψ‖_∞ as `grad_norm`."""
     if np.any(model.c > 0): raise ValueError("method='laplace' needs c = 0 at every site (no sparse-GP site noise)")
     lik = model.likelihood
     if not getattr(lik, 'log_concave', True): raise ValueError(f"method='laplace' needs a log-concave likelihood; {type(lik).__name__} is not")
-    mu_t = model.a + model.Hmul(model.mu)
-    r = laplace_nspace(model.K_site(), mu_t, lambda f: lik.derivs(model.y, f), max_iter=max_iter, tol=tol)
-    m = model.mu + model.prior.matmul(model.HTmul(r['a']))
-    cov = SiteCov(model, r['W'])
-    hist = History(); hist.extend(r['history'])
-    return VGPosterior(model, m, cov, "laplace", _vlb(model, m, cov), r['converged'], hist, message=r['message'],
-                       n_iter=r['iters'], log_marglik=r['log_marglik'], W=r['W'], mode=r['f'], a=r['a'])
+    check_budget(tol, max_iter, max_seconds)
+    m, V = start_state(model, m0, V0)
+    if V is not None: raise ValueError("method='laplace' takes no V0: its covariance is determined by the curvature at the mode")
+    hist = History(callback=callback, max_seconds=max_seconds)
+    psi, lp, dlp, W = _psi(model, m)
+    k, stop, msg, events = 0, Stop.MAX_ITER, f"reached max_iter={max_iter}", []
+    eps = np.finfo(float).eps
+    while True:
+        if not (np.isfinite(psi) and np.all(np.isfinite(W))): 
+            hist.record(psi=psi, events=events, step="newton"); stop, msg = Stop.NOT_FINITE, "Psi or W is not finite"; break
+        st, g = newton_step(model, m, dlp, W)
+        gn, scale = float(np.max(np.abs(g), initial=0.0)), max(1.0, float(np.max(np.abs(model.HTmul(dlp)), initial=0.0)))
+        hist.record(grad_norm=gn, events=events, step="newton", psi=psi)
+        if gn <= tol * scale: stop, msg = Stop.GRAD_TOL, f"|grad Psi| = {gn:.1e} <= tol * {scale:.3g}"; break
+        if hist.stop_requested: stop, msg = Stop.CALLBACK, "the callback asked to stop"; break
+        if k >= max_iter: break
+        if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget of {max_seconds:g} s spent"; break
+        events, tau = [], 1.0
+        noise = 4 * eps * (float(np.sum(np.abs(lp))) + abs(psi) + 1.0)       # rounding error of Ψ
+        for _ in range(41):
+            m_new = m + tau * st.delta
+            psi_new, lp_n, dlp_n, W_n = _psi(model, m_new)
+            if psi_new >= psi or (tau == 1.0 and abs(psi_new - psi) <= noise): break
+            tau *= 0.5
+        else:
+            stop, msg = Stop.STALLED, f"the line search found no step that increases Psi (|grad Psi| = {gn:.1e})"; break
+        if tau < 1.0: events.append(Event(EventKind.LINE_SEARCH, f"step {tau:g}"))
+        flat = tau == 1.0 and abs(psi_new - psi) <= noise
+        m, psi, lp, dlp, W, k = m_new, psi_new, lp_n, dlp_n, W_n, k + 1
+        if flat:
+            hist.record(grad_norm=np.nan, events=events, step="newton", psi=psi)
+            stop, msg = Stop.REL_TOL, f"a full Newton step changed Psi by no more than its rounding error ({noise:.1e})"; break
+    cov = SiteCov(model, np.maximum(W, 0.0))
+    if not np.any(W > 0): msg += "; W = 0 at every site: the Laplace approximation is degenerate (V = prior), e.g. a Laplace likelihood"
+    log_marglik = psi - 0.5 * chol_logdet(cov.LB)                          # R&W (3.32): log|B| = log|I + SΣ̃S| from the factor
+    return VGPosterior(model, m, cov, "laplace", _vlb(model, m, cov), stop, hist, message=msg, n_iter=k,
+                       log_marglik=log_marglik, W=W, mode=model.site_mean(m), psi=psi)

@@ -4,17 +4,15 @@
 
 # %% ../../nbs/methods/13_proximal.ipynb #22be4e34
 from __future__ import annotations
-import time
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve, solve_triangular
 from .. import likelihoods as _liks
 from ..covariance import SiteCov
-from ..vlb import vlb as _vlb
-from ..inference import History, VGPosterior, register_method
+from ..vlb import site_terms, grad_m, vlb as _vlb
+from ..inference import Event, EventKind, History, Stop, VGPosterior, check_budget, register_method, start_state
+from .site_update import SiteStep, site_step
 
 # %% auto #0
-__all__ = ['prox_point_conjugate', 'prox_step_dense', 'woodbury_factor', 'woodbury_solve', 'nspace_site_var', 'nspace_mean_step',
-           'nspace_residual', 'nspace_predict', 'prox_nspace', 'prox_dspace', 'fit_prox']
+__all__ = ['prox_point_conjugate', 'prox_state', 'prox_step', 'fit_prox']
 
 # %% ../../nbs/methods/13_proximal.ipynb #f9764d0a
 def prox_point_conjugate(t1, t2, t1_post, t2_post, beta: float):
@@ -23,187 +21,97 @@ def prox_point_conjugate(t1, t2, t1_post, t2_post, beta: float):
     rho = beta/(1.0 + beta)
     return t1 + rho*(np.asarray(t1_post) - t1), t2 + rho*(np.asarray(t2_post) - t2)
 
-# %% ../../nbs/methods/13_proximal.ipynb #84d17b99
-def prox_step_dense(m, P, mu, P_prior, X, alpha, gamma, r: float):
-    """One KL proximal-gradient step, 001 eqs. (16)-(17), on precisions:
-    P_new = r P + (1-r)(P_prior + Xᵀdiag(γ)X);  [(1-r)P_prior + rP] m_new = (1-r)(P_prior μ − Xᵀα) + r P m."""
-    # m, mu: (d,); P = V_k⁻¹, P_prior = Σ⁻¹: (d, d); X: (n, d); alpha, gamma: (n,); r = 1/(1+β)
-    P_new = r*P + (1 - r)*(P_prior + X.T @ (gamma[:, None]*X))
-    rhs = (1 - r)*(P_prior @ mu - X.T @ alpha) + r*(P @ m)
-    m_new = cho_solve(cho_factor((1 - r)*P_prior + r*P, lower=True), rhs)
-    return m_new, 0.5*(P_new + P_new.T)
-
 # %% ../../nbs/methods/13_proximal.ipynb #ba380305
-def _sqrt_weights(s, name="site precisions"):
-    s = np.asarray(s, float)
-    if np.any(s < 0) or not np.all(np.isfinite(s)): raise ValueError(f"{name} must be finite and >= 0 (log-concave likelihood), got min {s.min():.3e}")
-    return np.sqrt(s)
+def prox_state(model, m, cov):
+    "(VLB, ∇_m VLB, γ) at q = N(m, V): the shared `vlb`, Hᵀ dE/dm − Σ⁻¹(m − μ), and γ = −2 dE/dv."
+    terms = site_terms(model, m, cov)
+    return _vlb(model, m, cov, terms), grad_m(model, m, terms), terms.gamma
 
-def woodbury_factor(Sig_t, s, jitter: float = 0.0):
-    "Lower Cholesky factor of I + S Σ̃ S, S = diag(√s); (Σ̃ + diag(s)⁻¹)⁻¹ = S (I + SΣ̃S)⁻¹ S."
-    q = _sqrt_weights(s)
-    Bm = q[:, None]*Sig_t*q[None, :]; Bm[np.diag_indices_from(Bm)] += 1.0 + jitter
-    return np.linalg.cholesky(Bm), q
-
-def woodbury_solve(Lq, B):
-    "(Σ̃ + diag(s)⁻¹)⁻¹ B from `woodbury_factor` output `Lq = (L, √s)`; B: (n,) or (n, k)."
-    L, q = Lq; B = np.asarray(B, float); qq = q if B.ndim == 1 else q[:, None]
-    return qq*cho_solve((L, True), qq*B)
-
-def nspace_site_var(Sig_t, Lq):
-    "001 eq. (19b): ṽ = diag(Σ̃ − Σ̃ (Σ̃ + diag(γ̃)⁻¹)⁻¹ Σ̃) from the factor of I + SΣ̃S."
-    L, q = Lq; Wt = solve_triangular(L, q[:, None]*Sig_t, lower=True)     # L⁻¹ S Σ̃
-    return np.diag(Sig_t) - np.sum(Wt**2, axis=0)
-
-def nspace_mean_step(m_t, w, mu_t, Sig_t, alpha, LqB, r: float):
-    """001 eq. (19a): m̃ ← m̃ + (1−r)(I − Σ̃B⁻¹)(μ̃ − m̃ − Σ̃α), B = Σ̃ + diag(rγ̃)⁻¹;
-    and the representer weights w ← w + (1−r)(I − B⁻¹Σ̃)(−w − α), with m̃ = μ̃ + Σ̃w."""
-    # m_t, w, mu_t, alpha: (n,); Sig_t: (n, n); LqB = woodbury_factor(Sig_t, r*gt)
-    u = -w - alpha
-    w_new = w + (1 - r)*(u - woodbury_solve(LqB, Sig_t @ u))
-    g = mu_t - m_t - Sig_t @ alpha
-    m_new = m_t + (1 - r)*(g - Sig_t @ woodbury_solve(LqB, g))
-    return m_new, w_new
-
-# %% ../../nbs/methods/13_proximal.ipynb #380c6225
-def nspace_residual(Sig_t, w, alpha, gt, gamma):
-    "Squared optimality residual (w+α)ᵀΣ̃(w+α) + ¼tr[Σ̃ diag(γ̃−γ) Σ̃ diag(γ̃−γ)] (001 §5, '−1' misprint removed)."
-    u = w + alpha; d = gt - gamma
-    return float(u @ Sig_t @ u + 0.25*np.sum((d[:, None]*Sig_t)*(Sig_t*d[None, :])))
-
-# %% ../../nbs/methods/13_proximal.ipynb #ddc736cb
-def nspace_predict(kap_s, kap_ss, mu_s, w, Lq):
-    """001 eq. (20): m̃_* = μ̃_* + κ_*ᵀw (w = −α* at the optimum), ṽ_* = κ_** − κ_*ᵀ(Σ̃ + diag(γ̃)⁻¹)⁻¹κ_*."""
-    # kap_s: (n, n_new) cross covariance; kap_ss: (n_new,) prior variances; mu_s: (n_new,); Lq = woodbury_factor(Σ̃, γ̃)
-    L, q = Lq; Wt = solve_triangular(L, q[:, None]*kap_s, lower=True)
-    return mu_s + kap_s.T @ w, kap_ss - np.sum(Wt**2, axis=0)
+def prox_step(model, m, lam, g, gamma, beta: float) -> SiteStep:
+    """One KL proximal-gradient step of 001 (eqs. 16-19) on the site form: with r = 1/(1+β),
+    λ̃' = rλ̃ + (1−r)γ and m' = m + (1−r)(Σ⁻¹ + Hᵀdiag(rλ̃)H)⁻¹∇_m VLB, i.e. `site_step` with ρ = β/(1+β)
+    and the proximal mean metric; V' = (Σ⁻¹ + Hᵀdiag(λ̃')H)⁻¹ as a `SiteCov`. Negative γ (rounding only:
+    the method needs a log-concave likelihood) are set to 0 and counted in `n_clipped`."""
+    if not (np.isfinite(beta) and beta > 0): raise ValueError(f"beta must be a positive finite number, got {beta!r}")
+    return site_step(model, m, lam, g, gamma, rho=beta / (1.0 + beta), mean="proximal", clip=True)
 
 # %% ../../nbs/methods/13_proximal.ipynb #80af4d5e
-def _beta_fn(beta):
-    if callable(beta): return beta
-    beta = float(beta)
-    if not (beta > 0 and np.isfinite(beta)): raise ValueError(f"beta must be a positive finite number, got {beta}")
-    return lambda k: beta
-
-def _prox_loop(state, evaluate, propose, beta, max_iter, tol, ftol, safeguard, max_halvings=40):
-    """Shared driver: evaluate, test the stopping rule, propose the closed-form step with r = 1/(1+β);
-    with `safeguard`, a step that lowers the VLB is rejected and β halved (event recorded)."""
-    bet = _beta_fn(beta)
-    if int(max_iter) != max_iter or max_iter < 0: raise ValueError(f"max_iter must be a non-negative integer, got {max_iter}")
-    if not tol >= 0: raise ValueError(f"tol must be >= 0, got {tol}")
-    hist, t0 = [], time.perf_counter()
-    state = evaluate(state); conv, msg, still, ev = False, "max_iter reached", 0, []
-    b_cur = bet(0); k = 0
-    while True:
-        hist.append(dict(iter=k, time=time.perf_counter() - t0, vlb=state['vlb'], grad_norm=state['rm'],
-                         gamma_res=state['rg'], beta=b_cur, events=ev))
-        if not np.isfinite(state['vlb']): msg = "non-finite VLB"; break
-        if max(state['rm'], state['rg']) < tol:
-            conv, msg = True, f"optimality residuals |grad_m| = {state['rm']:.1e}, |gt - gamma| = {state['rg']:.1e} < tol = {tol:g}"; break
-        if ftol > 0 and still >= 5: conv, msg = True, f"VLB change below ftol = {ftol:g} for 5 iterations"; break
-        if k >= max_iter: break
-        ev = []
-        for _ in range(max_halvings):
-            new = evaluate(propose(state, 1.0/(1.0 + b_cur)))
-            if not safeguard or new['vlb'] >= state['vlb'] - 1e-12*max(1.0, abs(state['vlb'])): break
-            b_cur *= 0.5; ev.append(f"VLB fell: beta halved to {b_cur:.3g}")
-        else:
-            msg = f"no step with beta >= {b_cur:.2g} increases the VLB"; break
-        still = still + 1 if abs(new['vlb'] - state['vlb']) <= ftol*abs(state['vlb']) else 0
-        state, k = new, k + 1
-        b_cur = min(bet(k), 2.0*b_cur)
-    state.update(history=hist, converged=conv, message=msg, iters=k)
-    return state
-
-def prox_nspace(Sig_t, mu_t, c, expect, beta=0.25, max_iter: int = 10000, tol: float = 1e-8, ftol: float = 0.0,
-                gt0=None, use_A: bool = False, safeguard: bool = True, jitter: float = 0.0):
-    """KL proximal-gradient in N-space: 001 eqs. (18)-(19) (Algorithm 1, with γ̃ in A taken after its update).
-    State: site means m̃, representer weights w (m̃ = μ̃ + Σ̃w), accumulated precisions γ̃. Returns a dict with
-    m_site, v_site, w, gt, alpha, gamma, vlb, history, converged, message, iters, factor."""
-    # Sig_t: (n, n) = H Σ Hᵀ (kernel matrix); mu_t: (n,) = a + Hμ; c: (n,) extra site variances; gt0: initial γ̃ (default 0: V_0 = Σ)
-    Sig_t = np.asarray(Sig_t, float); mu_t = np.asarray(mu_t, float); n = len(mu_t)
-    c = np.zeros(n) if c is None else np.broadcast_to(np.asarray(c, float), (n,))
-    if Sig_t.shape != (n, n): raise ValueError(f"Sig_t must be ({n}, {n}), got {Sig_t.shape}")
-    if not (np.all(np.isfinite(Sig_t)) and np.all(np.isfinite(mu_t))): raise ValueError("Sig_t and mu_t must be finite")
-    gt = np.zeros(n) if gt0 is None else np.array(np.broadcast_to(np.asarray(gt0, float), (n,)))
-    def with_var(st):
-        st['LA'] = woodbury_factor(Sig_t, st['gt'], jitter); st['v_site'] = c + nspace_site_var(Sig_t, st['LA']); return st
-    def evaluate(st):
-        E, dm_, dv_ = expect(st['m_site'], st['v_site'])
-        st['E'], st['alpha'], st['gamma'] = np.asarray(E), -np.asarray(dm_), -2.0*np.asarray(dv_)
-        if np.any(st['gamma'] < 0): raise ValueError("prox needs gamma >= 0 at every site (a log-concave likelihood)")
-        w, gt_ = st['w'], st['gt']
-        kl = 0.5*(-np.sum(gt_*(st['v_site'] - c)) + w @ (Sig_t @ w) + 2.0*np.sum(np.log(np.diag(st['LA'][0]))))
-        st['vlb'] = float(np.sum(st['E']) - kl)
-        st['rm'], st['rg'] = float(np.max(np.abs(w + st['alpha']))), float(np.max(np.abs(gt_ - st['gamma'])))
-        return st
-    def propose(st, r):
-        LB = st['LA'] if use_A else woodbury_factor(Sig_t, r*st['gt'], jitter)
-        m_t, w = nspace_mean_step(st['m_site'], st['w'], mu_t, Sig_t, st['alpha'], LB, r)
-        return with_var(dict(m_site=m_t, w=w, gt=r*st['gt'] + (1 - r)*st['gamma']))
-    st = _prox_loop(with_var(dict(m_site=mu_t.copy(), w=np.zeros(n), gt=gt)), evaluate, propose, beta, max_iter, tol, ftol, safeguard)
-    st['factor'] = st.pop('LA'); return st
-
-def prox_dspace(H, P_prior, mu, a, c, expect, beta=0.25, max_iter: int = 10000, tol: float = 1e-8, ftol: float = 0.0,
-                gt0=None, safeguard: bool = True, logdet_prior: float | None = None):
-    """KL proximal-gradient in D-space: 001 eqs. (16)-(17) with V_k⁻¹ = Σ⁻¹ + Hᵀdiag(γ̃_k)H (eq. 18).
-    Returns a dict with m, gt, LV (Cholesky of V⁻¹), m_site, v_site, alpha, gamma, vlb, history, converged, message, iters."""
-    # H: (n, d); P_prior = Σ⁻¹: (d, d); mu: (d,); a, c: (n,) site offsets; logdet_prior = log|Σ| (for the VLB)
-    H = np.asarray(H, float); n, d = H.shape; P_prior = np.asarray(P_prior, float); mu = np.asarray(mu, float)
-    a = np.zeros(n) if a is None else np.broadcast_to(np.asarray(a, float), (n,))
-    c = np.zeros(n) if c is None else np.broadcast_to(np.asarray(c, float), (n,))
-    if P_prior.shape != (d, d) or mu.shape != (d,): raise ValueError(f"P_prior must be ({d}, {d}) and mu ({d},)")
-    if logdet_prior is None: logdet_prior = -2.0*np.sum(np.log(np.diag(np.linalg.cholesky(P_prior))))
-    gt = np.zeros(n) if gt0 is None else np.array(np.broadcast_to(np.asarray(gt0, float), (n,)))
-    def factor(s): return np.linalg.cholesky(P_prior + H.T @ (s[:, None]*H))
-    def with_var(st):
-        st['LV'] = factor(st['gt']); Z = solve_triangular(st['LV'], H.T, lower=True)     # L_V⁻¹ Hᵀ, (d, n)
-        st['m_site'], st['v_site'] = a + H @ st['m'], c + np.sum(Z**2, axis=0); return st
-    def evaluate(st):
-        E, dm_, dv_ = expect(st['m_site'], st['v_site'])
-        st['E'], st['alpha'], st['gamma'] = np.asarray(E), -np.asarray(dm_), -2.0*np.asarray(dv_)
-        if np.any(st['gamma'] < 0): raise ValueError("prox needs gamma >= 0 at every site (a log-concave likelihood)")
-        dmu = st['m'] - mu
-        kl = 0.5*(-np.sum(st['gt']*(st['v_site'] - c)) + dmu @ (P_prior @ dmu) + logdet_prior + 2.0*np.sum(np.log(np.diag(st['LV']))))
-        st['vlb'] = float(np.sum(st['E']) - kl)
-        st['g_m'] = -(P_prior @ dmu) - H.T @ st['alpha']
-        st['rm'], st['rg'] = float(np.max(np.abs(st['g_m']))), float(np.max(np.abs(st['gt'] - st['gamma'])))
-        return st
-    def propose(st, r):
-        m = st['m'] + (1 - r)*cho_solve((factor(r*st['gt']), True), st['g_m'])    # (17) as m_k + (1-r) P_k⁻¹ ∇_m L
-        return with_var(dict(m=m, gt=r*st['gt'] + (1 - r)*st['gamma']))
-    return _prox_loop(with_var(dict(m=mu.copy(), gt=gt)), evaluate, propose, beta, max_iter, tol, ftol, safeguard)
-
-# %% ../../nbs/methods/13_proximal.ipynb #2bcd96a6
 def _default_beta(lik):
+    "001's step sizes: β = 1 for the Laplace likelihood, 0.25 otherwise."
     return 1.0 if isinstance(lik, _liks.Laplace) else 0.25
 
+def _beta_fn(beta):
+    "β_k as a function of the iteration k: a positive number (fixed) or a callable."
+    if callable(beta): return beta
+    if isinstance(beta, (bool, np.bool_)) or not isinstance(beta, (int, float, np.integer, np.floating)) or not (np.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta must be a positive finite number or a callable k -> beta_k, got {beta!r}")
+    return lambda k: float(beta)
+
+def _start_lam(model, lam0):
+    "The start site precisions λ̃₀ (None = 0, i.e. V₀ = Σ; a scalar or a length-n vector, finite and ≥ 0)."
+    if lam0 is None: return np.zeros(model.n)
+    lam = np.asarray(lam0, dtype=float)
+    if lam.ndim > 1 or (lam.ndim == 1 and lam.shape != (model.n,)):
+        raise ValueError(f"lam0 must be a scalar or a vector of length n = {model.n}, got shape {lam.shape}")
+    if not np.all(np.isfinite(lam)) or np.any(lam < 0): raise ValueError("lam0 must be finite and >= 0 (site precisions)")
+    return np.broadcast_to(lam, (model.n,)).copy()
+
 @register_method("prox")
-def fit_prox(model, beta=None, space: str | None = None, tol: float = 1e-8, max_iter: int = 10000, ftol: float = 0.0,
-             use_A: bool = False, safeguard: bool = True, gt0=None) -> VGPosterior:
-    """KL proximal-gradient VI (001 §5): N-space updates (19) / Algorithm 1 for GPs and GLMs with n < d,
-    D-space updates (16)-(17) for GLMs with d ≤ n; V = (Σ⁻¹ + Hᵀdiag(γ̃)H)⁻¹ throughout (eq. 18)."""
+def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, max_seconds: float | None = None,
+             callback=None, beta=None, safeguard: bool = True, lam0=None) -> VGPosterior:
+    """KL proximal-gradient VI (Khan et al. 2016, §5) on the site form V = (Σ⁻¹ + Hᵀdiag(λ̃)H)⁻¹ (eq. 18):
+    each iteration is `prox_step`, the N-space (19) and D-space (16)-(17) updates at once (`SiteCov` works in
+    the cheaper space). Needs a log-concave likelihood (γ ≥ 0).
+
+    m0: start mean (None = μ, a scalar or a length-d vector).
+    V0: must be None: V stays in site form, so an arbitrary dense V0 cannot be represented; use `lam0`.
+    lam0: start site precisions λ̃₀ (None = 0, i.e. V₀ = Σ; a scalar or a length-n vector ≥ 0).
+    tol: stop (converged, `Stop.GRAD_TOL`) when the optimality residuals max(‖∇_m VLB‖_∞, ‖λ̃ − γ‖_∞) ≤ tol
+        (∇_V VLB = ½Hᵀdiag(λ̃ − γ)H, so both vanish exactly at the optimum).
+    max_iter: largest number of steps (`Stop.MAX_ITER`).
+    max_seconds: time budget in seconds (`Stop.MAX_SECONDS`), None for none.
+    callback: called with every `Record`; returning True stops the run (`Stop.CALLBACK`).
+    beta: step size β > 0 (a number, or a callable k -> β_k); None = 001's: 1 for the Laplace likelihood, 0.25 otherwise.
+    safeguard: reject a step that lowers the VLB and halve β for it (`EventKind.DAMPED`); β then doubles back
+        towards its nominal value. A run in which no β ≥ β₀·2⁻⁴⁰ increases the VLB stops with `Stop.STALLED`.
+    Records carry `grad_m` = ‖∇_m VLB‖_∞, `gamma_res` = ‖λ̃ − γ‖_∞ and the β used (`beta`)."""
     lik = model.likelihood
     if not getattr(lik, 'log_concave', True):
         raise ValueError(f"method='prox' needs a log-concave likelihood (gamma >= 0); {type(lik).__name__} is not")
-    beta = _default_beta(lik) if beta is None else beta
-    space = space or ('n' if (model.H is None or model.n < model.d) else 'd')
-    if space not in ('n', 'd'): raise ValueError(f"space must be 'n' or 'd', got {space!r}")
-    if space == 'd' and model.H is None: raise ValueError("space='d' needs an explicit site matrix H (a GLM or sparse GP)")
-    expect = lambda m_site, v_site: lik.expected_log_lik(model.y, m_site, v_site)
-    mu_t = model.a + model.Hmul(model.mu)
-    if space == 'n':
-        r = prox_nspace(model.K_site(), mu_t, model.c, expect, beta=beta, max_iter=max_iter, tol=tol, ftol=ftol,
-                        gt0=gt0, use_A=use_A, safeguard=safeguard)
-        m = model.mu + model.prior.matmul(model.HTmul(r['w']))
-    else:
-        P_prior = model.prior.solve(np.eye(model.d)); P_prior = 0.5*(P_prior + P_prior.T)
-        r = prox_dspace(model.H, P_prior, model.mu, model.a, model.c, expect, beta=beta, max_iter=max_iter, tol=tol,
-                        ftol=ftol, gt0=gt0, safeguard=safeguard, logdet_prior=model.prior.logdet())
-        m = r['m']
-    cov = SiteCov(model, r['gt'])
-    hist = History(); hist.extend(r['history'])
-    value = _vlb(model, m, cov)
-    return VGPosterior(model, m, cov, "prox", value, r['converged'], hist, message=r['message'], n_iter=r['iters'],
-                       space=space, beta=beta, gt=r['gt'], w=r.get('w'), vlb_engine=r['vlb'],
-                       grad_norm=r['rm'], gamma_res=r['rg'])
+    check_budget(tol, max_iter, max_seconds)
+    m, V = start_state(model, m0, V0)
+    if V is not None:
+        raise ValueError("method='prox' keeps V in site form (Sigma^-1 + H' diag(lam) H)^-1 and cannot start from an arbitrary "
+                         "dense V0: pass V0=None and give the start site precisions as lam0 (default 0, i.e. V0 = Sigma)")
+    bet = _beta_fn(_default_beta(lik) if beta is None else beta)
+    lam = _start_lam(model, lam0)
+    hist = History(callback=callback, max_seconds=max_seconds)
+    cov = SiteCov(model, lam)
+    value, g, gamma = prox_state(model, m, cov)
+    b, k, stop, msg = bet(0), 0, Stop.MAX_ITER, f"reached max_iter={max_iter}"
+    events = [Event(EventKind.START, "V0 = Sigma (lam = 0)" if lam0 is None else "V0 from lam0")]
+    while True:
+        rm, rg = float(np.max(np.abs(g), initial=0.0)), float(np.max(np.abs(lam - np.maximum(gamma, 0.0)), initial=0.0))
+        hist.record(vlb=value, grad_norm=max(rm, rg), events=events, step="prox", grad_m=rm, gamma_res=rg, beta=b)
+        if not (np.isfinite(value) and np.isfinite(rm) and np.isfinite(rg)):
+            stop, msg = Stop.NOT_FINITE, "the VLB or a site quantity is not finite"; break
+        if max(rm, rg) <= tol:
+            stop, msg = Stop.GRAD_TOL, f"optimality residuals |grad_m| = {rm:.1e}, |lam - gamma| = {rg:.1e} <= tol = {tol:g}"; break
+        if hist.stop_requested: stop, msg = Stop.CALLBACK, "the callback asked to stop"; break
+        if k >= max_iter: break
+        if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget of {max_seconds:g} s spent"; break
+        events, halved = [], 0
+        for _ in range(41):
+            st = prox_step(model, m, lam, g, gamma, b)
+            new = prox_state(model, st.m, st.cov)
+            if not safeguard or new[0] >= value - 1e-12 * max(1.0, abs(value)): break
+            b *= 0.5; halved += 1
+        else:
+            stop, msg = Stop.STALLED, f"no step with beta >= {2 * b:.2g} increases the VLB"; break
+        if st.n_clipped: events.append(Event(EventKind.CLIPPED_GAMMA, "negative gamma (rounding) set to 0", count=st.n_clipped))
+        if halved: events.append(Event(EventKind.DAMPED, f"the VLB fell: beta halved to {b:.3g}", count=halved))
+        m, lam, cov, (value, g, gamma) = st.m, st.lam, st.cov, new
+        k += 1
+        b = min(bet(k), 2.0 * b)
+    return VGPosterior(model, m, cov, "prox", value, stop, hist, message=msg, n_iter=k, space=cov.space, lam=lam,
+                       beta=bet(0), grad_norm=rm, gamma_res=rg)
