@@ -5,17 +5,19 @@
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #cf581996
 from __future__ import annotations
 import sys, time, argparse
+from contextlib import contextmanager
 import numpy as np
 from scipy.linalg.lapack import dpotrf
 from .. import linalg
 from ..inference import fit
 from ..covariance import SiteCov
 from ..experiments.fp_experiments import make_problem, time_to
+from ..methods.fixed_point import _initial_state, _AtCov, _vlb_grad
 import vgi_lit.methods.fixed_point  # noqa: F401  (registers fpb / fpi)
 
 # %% auto #0
-__all__ = ['CHOLESKY_ROUTES', 'DEFAULT', 'cholesky_seconds', 'cholesky_cpu_seconds', 'bench_problem', 'fpi_iteration_seconds',
-           'format_result', 'ratio_sweep', 'format_sweep', 'run']
+__all__ = ['CHOLESKY_ROUTES', 'DEFAULT', 'count_factorisations', 'cholesky_seconds', 'cholesky_cpu_seconds', 'bench_problem',
+           'fpi_phase_seconds', 'fpi_iteration_seconds', 'format_result', 'ratio_sweep', 'format_sweep', 'run']
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #a4e20830
 def _spd(size: int, seed: int = 0):
@@ -25,8 +27,21 @@ def _spd(size: int, seed: int = 0):
 
 CHOLESKY_ROUTES = {"LAPACK potrf": lambda A: dpotrf(A, lower=1, clean=1)[0], "np.linalg.cholesky": np.linalg.cholesky}
 
+@contextmanager
+def count_factorisations():
+    """Count the Cholesky factorisations of the library inside the block: LAPACK `potrf` in
+    `vgi_lit.linalg` is wrapped (its `cholesky` looks the routine up in the module at call time) and
+    restored on exit. Yields a dict whose `'cholesky'` entry grows as the block runs."""
+    counts, potrf = {'cholesky': 0}, linalg.dpotrf
+    def counted(*args, **kw):
+        counts['cholesky'] += 1
+        return potrf(*args, **kw)
+    linalg.dpotrf = counted
+    try: yield counts
+    finally: linalg.dpotrf = potrf
+
 def cholesky_seconds(size: int, repeats: int = 21, seed: int = 0) -> dict:
-    """Median wall seconds of one bare Cholesky of order `size` (no input checks, no counters) by each
+    """Median wall seconds of one bare Cholesky of order `size` (no input checks) by each
     route of `CHOLESKY_ROUTES`; the benchmark divides by the fastest."""
     A, out = _spd(size, seed), {}
     for name, chol in CHOLESKY_ROUTES.items():
@@ -52,49 +67,66 @@ def bench_problem(name: str, data_dir=None, time_limit: float = 600.0, methods=(
                   gp_variance=None, grad_max_iter: int = 5000) -> dict:
     "Run the benchmark on one problem; returns a dict of rows per method plus the Cholesky time."
     model, _, _, info = make_problem(name, data_dir, gp_variance=gp_variance)
-    ref = fit(model, method="fpi", tol_grad=1e-9, tol_rel=0.0, max_iter=2000, time_limit=time_limit)
+    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=2000, max_seconds=time_limit)
     runs, cpu = {}, {}
     for meth in methods:
-        c0 = linalg.COUNTERS['cholesky']
-        opts = {"time_limit": time_limit} if meth != "grad" else {"max_iter": grad_max_iter}
-        p0 = time.process_time()
-        runs[meth] = (fit(model, method=meth, **opts), linalg.COUNTERS['cholesky'] - c0)
-        cpu[meth] = time.process_time() - p0                       # CPU seconds of the whole run
-    vlb_opt = max([ref.vlb] + [r.vlb for r, _ in runs.values() if np.isfinite(r.vlb)])
+        at_record = []                                            # factorisations done when each record was made
+        with count_factorisations() as counts:
+            if meth == "grad": opts = {"max_iter": grad_max_iter}
+            else: opts = {"max_seconds": time_limit, "callback": lambda rec: at_record.append(counts['cholesky'])}
+            p0 = time.process_time()
+            post = fit(model, method=meth, **opts)
+            cpu[meth] = time.process_time() - p0                   # CPU seconds of the whole run
+        runs[meth] = (post, counts['cholesky'], at_record)
+    vlb_opt = max([ref.vlb] + [r.vlb for r, _, _ in runs.values() if np.isfinite(r.vlb)])
     rows = {}
-    for meth, (r, nchol_total) in runs.items():
+    for meth, (r, nchol_total, at_record) in runs.items():
         t, k, rec = time_to(r.history, vlb_opt, 1e-6)
-        nchol = rec.get('n_chol', np.nan) if rec is not None else np.nan
-        if rec is not None and 'n_chol' not in rec: nchol = nchol_total   # whole run (upper bound)
+        nchol = np.nan if rec is None else (at_record[k] if k < len(at_record) else nchol_total)   # else: whole run (upper bound)
         rows[meth] = dict(iterations=k, n_chol=nchol, seconds=t, final_gap=(vlb_opt - r.vlb) / abs(vlb_opt),
                           run_seconds=float(r.history.time[-1]), run_iterations=len(r.history) - 1,
                           chol_total=nchol_total)
     size = _system_size(model)
-    before = dict(linalg.COUNTERS)
     ts = []
     for _ in range(5):                      # one SiteCov (factorisation + site variances), FPi's main cost
         t0 = time.perf_counter(); SiteCov(model, ref.cov.lam); ts.append(time.perf_counter() - t0)
-    linalg.COUNTERS.update(before)
     for meth in rows: rows[meth]['cpu_run'] = cpu[meth]
     if 'fpi' in rows: rows['fpi']['iteration_seconds'] = fpi_iteration_seconds(model)
     t_routes, cpu_routes = cholesky_seconds(size), cholesky_cpu_seconds(size)
     return dict(name=name, info=info, vlb_opt=vlb_opt, size=size, t_chol=min(t_routes.values()), t_chol_routes=t_routes,
                 cpu_chol=min(cpu_routes.values()), t_sitecov=float(np.median(ts)), rows=rows)
 
+def fpi_phase_seconds(model, repeats: int = 5, max_iter: int = 30) -> dict:
+    """Median wall seconds of the three pieces of one FPi iteration, each timed `repeats` times at every
+    iterate of a default FPi run (without polish): `t_cov` T(V) (the `SiteCov` of the clipped γ, its site
+    variances and KL part), `t_dir` the Newton direction with Σ⁻¹ of it, `t_lik` the likelihood, gradient
+    and VLB at the new state. The iterate k is the returned state of FPi stopped after k iterations."""
+    run = fit(model, method="fpi", polish=False, max_iter=max_iter)
+    per = {k: [] for k in ('t_cov', 't_dir', 't_lik')}
+    clock = time.perf_counter
+    for k in range(1, run.n_iter + 1):
+        it = run if k == run.n_iter else fit(model, method="fpi", polish=False, tol=0.0, tol_rel=0.0, max_iter=k)
+        m = it.m; r = model.prior.solve(m - model.mu)
+        vlb, g, gamma = _vlb_grad(model, m, _AtCov(model, it.cov), r)
+        lam = np.where(gamma < 0, 0.0, gamma)
+        for _ in range(repeats):
+            t0 = clock(); cov_T = SiteCov(model, lam); at_T = _AtCov(model, cov_T)
+            t1 = clock(); delta, r_delta = cov_T.matvec_split(g)
+            t2 = clock(); _vlb_grad(model, m + delta, at_T, r + r_delta)
+            t3 = clock()
+            per['t_cov'].append(t1 - t0); per['t_dir'].append(t2 - t1); per['t_lik'].append(t3 - t2)
+    return {k: float(np.median(v)) if v else float("nan") for k, v in per.items()}
+
 def fpi_iteration_seconds(model, repeats: int = 5) -> dict:
     """Wall seconds of one FPi iteration, `total` = the median over `repeats` runs of the median time
-    between successive history records (each closes one iteration), and its phases as recorded by
-    `fpi` (`t_cov`: T(V); `t_dir`: Newton direction; `t_lik`: likelihood and VLB), medians likewise."""
-    per = {k: [] for k in ('total', 't_cov', 't_dir', 't_lik')}
+    between successive history records (each closes one iteration), with its phases from `fpi_phase_seconds`
+    (`t_cov`: T(V); `t_dir`: Newton direction; `t_lik`: likelihood and VLB)."""
+    tot = []
     for _ in range(repeats):
-        before = dict(linalg.COUNTERS)
         h = fit(model, method="fpi").history
-        linalg.COUNTERS.update(before)
-        idx = [i for i, r in enumerate(h) if r.get('step') == 'fpi']      # FPi records (a GRAD polish may follow)
-        if len(idx) < 2: continue
-        per['total'].append(float(np.median(np.diff(h.time[idx]))))
-        for k in ('t_cov', 't_dir', 't_lik'): per[k].append(float(np.median([h[i][k] for i in idx[1:]])))
-    return {k: float(np.median(v)) if v else float("nan") for k, v in per.items()}
+        idx = [i for i, r in enumerate(h) if r.step == 'fpi']      # FPi records (a GRAD polish may follow)
+        if len(idx) >= 2: tot.append(float(np.median(np.diff(h.time[idx]))))
+    return dict(total=float(np.median(tot)) if tot else float("nan"), **fpi_phase_seconds(model, repeats))
 
 def format_result(res) -> str:
     "One block of the benchmark table."
@@ -133,11 +165,10 @@ def ratio_sweep(sizes=(200, 250, 300, 350, 400, 500), data_dir=None, repeats: in
         model, _, _, info = make_problem("gp-logistic-a1a500", data_dir, n_max=n)   # n seeded rows of a1a
         if info['n'] != n: raise ValueError(f"a1a has {info['n']} training rows; cannot take n = {n}")
         def fit_seconds(k):
-            before = dict(linalg.COUNTERS); ts = []
+            ts = []
             for _ in range(repeats):
-                t0 = time.perf_counter(); fit(model, method="fpi", tol_grad=0.0, tol_rel=0.0, max_iter=k, polish=False)
+                t0 = time.perf_counter(); fit(model, method="fpi", tol=0.0, tol_rel=0.0, max_iter=k, polish=False)
                 ts.append(time.perf_counter() - t0)
-            linalg.COUNTERS.update(before)
             return float(np.median(ts))
         per = (fit_seconds(long) - fit_seconds(short)) / (long - short)
         chol = min(cholesky_seconds(int(n), repeats=max(21, 4 * repeats)).values())

@@ -4,24 +4,23 @@
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #2866aba7
 from __future__ import annotations
-import time
 import numpy as np
-from .. import linalg
-from ..vlb import grad_V as dense_grad_V
+from ..linalg import cholesky
+from ..vlb import grad_V as dense_grad_V, kl_cov_part, kl_mean_part
 from ..covariance import SiteCov, DenseCov
-from ..inference import History, VGPosterior, register_method
+from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
+                               register_method, start_state)
 
 # %% auto #0
 __all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'fpi', 'detect_two_cycle', 'fpb']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 class _AtCov:
-    "Cache of the V-only quantities of `cov` for `model`: site variances and the V part of the KL."
+    "Cache of the V-only quantities of `cov` for `model`: site variances and the V part of the KL (`kl_cov_part`)."
     def __init__(self, model, cov):
         self.cov = cov
         self.v_site = np.asarray(cov.site_var(model), dtype=float)          # (n,) c + diag(H V Hᵀ)
-        self.kl_V = 0.5 * (cov.trace_prior_inv(model.prior) - cov.logdet()  # ½[tr(Σ⁻¹V) − log det V
-                           - model.d + model.prior.logdet())                  #   − d + log det Σ]
+        self.kl_V = kl_cov_part(cov, model.prior)                           # ½[tr(Σ⁻¹V) − d + log|Σ| − log|V|]
 
 def _site(model, m, at: _AtCov):
     "E, dE/dm, γ at the sites for mean `m` (d,) and cached covariance quantities `at`."
@@ -32,14 +31,15 @@ def _vlb_grad(model, m, at: _AtCov, r=None):
     "(VLB, ∂VLB/∂m, γ) at (m, V) with V given through `at`; `r` = Σ⁻¹(m − μ) if the caller tracks it."
     E, dE_dm, gamma = _site(model, m, at)
     r = model.prior.solve(m - model.mu) if r is None else r                 # Σ⁻¹(m − μ), (d,)
-    vlb = float(np.sum(E) - at.kl_V - 0.5 * (m - model.mu) @ r)
+    vlb = float(np.sum(E)) - at.kl_V - kl_mean_part(m, model.mu, model.prior)
     g = model.HTmul(dE_dm) - r                                              # 000: Hᵀ dE/dm − Σ⁻¹(m − μ)
     return vlb, g, gamma
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #91d38f52
 def fp_operator(model, m, cov, clip: bool = True, at: _AtCov | None = None):
     """T(V) = (Σ⁻¹ + Σ_i γ_i(m_i, v_i) h_i h_iᵀ)⁻¹, 000 eq. (8), with γ < 0 set to 0 when `clip` (000 §4).
-    Returns `(new_cov, info)`: a `SiteCov` and a dict with `gamma` (n,), `n_clipped`, `events`."""
+    Returns `(new_cov, info)`: a `SiteCov` and a dict with `gamma` (n,), `n_clipped` and `events`
+    (an `Event(EventKind.CLIPPED_GAMMA, count=k)` when k sites were clipped)."""
     at = _AtCov(model, cov) if at is None else at
     _, _, gamma = _site(model, np.asarray(m, dtype=float), at)
     neg = gamma < 0
@@ -48,7 +48,7 @@ def fp_operator(model, m, cov, clip: bool = True, at: _AtCov | None = None):
         if not clip:
             raise ValueError(f"gamma < 0 at {int(neg.sum())} sites (non-log-concave likelihood); "
                              "T(V) would not be positive definite, use clip=True (000 §4 heuristic)")
-        events.append(f"clipped gamma<0 to 0 at {int(neg.sum())} sites")
+        events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
     lam = np.where(neg, 0.0, gamma)
     return SiteCov(model, lam), dict(gamma=gamma, n_clipped=int(neg.sum()), events=events)
 
@@ -68,7 +68,7 @@ def _grad_V_inf(model, cov, gamma, decide=None):
     O(n). Otherwise it costs O(nd²), as much as T(V) itself, and ½(max_j Σ_i δ⁺_i h_ij² + max_j Σ_i δ⁻_i h_ij²)
     with δ = λ − γ bounds it in O(nd). With `decide=(gm, tol)` the bound is returned while gm > tol (the
     mean gradient alone then keeps max(gm, ‖∂VLB/∂V‖_∞) above tol), the exact value otherwise.
-    For the starting V = v₀I (not a `SiteCov`) nothing is computed (NaN): the start is never a stopping
+    For a starting V that is not a `SiteCov` nothing is computed (NaN): the start is never a stopping
     point, and the dense inverse would cost more than an iteration."""
     if not isinstance(cov, SiteCov): return float("nan"), False
     delta = cov.lam - gamma
@@ -84,7 +84,7 @@ def _exact_last(model, cov, gamma, hist):
     r = hist[-1]
     if r.get('grad_V_exact', True) or not np.isfinite(r['grad_V']): return
     gV, _ = _grad_V_inf(model, cov, gamma)
-    r.update(grad_V=gV, grad_V_exact=True, grad_norm=max(r['grad_m'], gV))
+    r['grad_V'], r['grad_V_exact'], r.grad_norm = gV, True, max(r['grad_m'], gV)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3d7e092c
 def newton_mean_step(model, m, g, vlb0, cov_T, at: _AtCov, line_search: bool = True,
@@ -104,119 +104,137 @@ def newton_mean_step(model, m, g, vlb0, cov_T, at: _AtCov, line_search: bool = T
     return m, 0.0, vlb0
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #2c3e1a17
-def _initial_state(model, m0=None, v0=None):
-    "Starting (m, cov): m = 0 and V = v0·I (v0 = 0.1 for count likelihoods, else 1; 000 §4)."
-    d = model.d
-    m = np.zeros(d) if m0 is None else np.array(m0, dtype=float)
-    if m.shape != (d,): raise ValueError(f"m0 must have shape ({d},), got {m.shape}")
-    if not np.all(np.isfinite(m)): raise ValueError("m0 contains NaN or inf")
-    if v0 is None:
-        v0 = 0.1 if type(model.likelihood).__name__ in ("Poisson", "Exponential") else 1.0
-    if not (np.isscalar(v0) and np.isfinite(v0) and v0 > 0):
-        raise ValueError(f"v0 (initial V = v0 I) must be a positive finite number, got {v0!r}")
-    return m, DenseCov(np.sqrt(float(v0)) * np.eye(d))
+def _initial_state(model, m0=None, V0=None):
+    """Starting (m, cov). `m0`: None (m = 0, 000 §4), a scalar or a length-d vector. `V0`: None
+    (V = v₀I with v₀ = 0.1 for count likelihoods, else 1; 000 §4), a positive scalar v₀ (V = v₀I),
+    a positive length-d diagonal or a d × d positive-definite matrix."""
+    m, _ = start_state(model, 0.0 if m0 is None else m0, None)
+    if V0 is None:
+        V0 = 0.1 if type(model.likelihood).__name__ in ("Poisson", "Exponential") else 1.0
+    if np.ndim(V0) == 0:                                                # v₀I: a diagonal factor, no factorisation
+        try: v0 = float(V0)
+        except (TypeError, ValueError): raise ValueError(f"V0 must be a positive number, a diagonal or a matrix, got {V0!r}") from None
+        if not (np.isfinite(v0) and v0 > 0): raise ValueError(f"V0 as a scalar (V0·I) must be positive and finite, got {V0!r}")
+        return m, DenseCov(np.sqrt(v0) * np.eye(model.d))
+    _, V = start_state(model, None, V0)
+    return m, DenseCov(cholesky(V, name="V0"))
 
-def _check_opts(tol_grad, tol_rel, max_iter):
-    if not (tol_grad >= 0): raise ValueError(f"tol_grad must be >= 0, got {tol_grad!r}")
-    if not (tol_rel >= 0): raise ValueError(f"tol_rel must be >= 0, got {tol_rel!r}")
-    if int(max_iter) != max_iter or max_iter < 0:
-        raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
+def _check_opts(tol, tol_rel, max_iter, max_seconds):
+    "The shared budget checks, and `tol_rel` ≥ 0."
+    check_budget(tol, max_iter, max_seconds)
+    if not (isinstance(tol_rel, (int, float, np.integer, np.floating)) and tol_rel >= 0):
+        raise ValueError(f"tol_rel must be a number >= 0, got {tol_rel!r}")
 
-def _record(hist, c0, vlb, g, gV, step, events, **extra):
-    "Append one state to the history: VLB, ‖∇‖_∞ over (m, V), both parts, Cholesky count so far, step kind, events."
+def _record(hist, vlb, g, gV, step, events, **extra) -> Record:
+    "Append one state to the history: VLB, ‖∇‖_∞ over (m, V) and both parts (`grad_m`, `grad_V`), step kind, events."
     gm = float(np.max(np.abs(g)))
-    hist.record(vlb=vlb, grad_norm=max(gm, gV) if np.isfinite(gV) else np.nan, events=events, grad_m=gm, grad_V=gV,
-                n_chol=linalg.COUNTERS['cholesky'] - c0, step=step, **extra)
+    return hist.record(vlb=vlb, grad_norm=max(gm, gV) if np.isfinite(gV) else np.nan, events=events, step=step,
+                       grad_m=gm, grad_V=gV, **extra)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #ae2bb02d
-def _polish(model, m, cov, gamma, hist, converged, msg, stalled: bool = False):
-    """If γ < 0 at the limit, or the FP iteration `stalled`, continue with GRAD from (m, V); append its
-    records to `hist` (step 'grad_polish')."""
-    if not (stalled or (converged and np.any(np.asarray(gamma) < 0))): return m, cov, converged, msg
+def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callback=None):
+    """If γ < 0 at a converged limit, or the FP iteration `stalled`, continue with GRAD (`fit_grad`) from
+    (m, V) with the time left; its records are appended to `hist` (step 'grad_polish').
+    Returns `(m, cov, stop, message)`: GRAD's when it improved the VLB, the FP ones otherwise."""
+    if not (stalled or (stop in CONVERGED_STOPS and np.any(np.asarray(gamma) < 0))): return m, cov, stop, msg
+    left = None if hist.max_seconds is None else hist.max_seconds - (hist[-1].time if hist else 0.0)
+    if left is not None and left <= 0: return m, cov, stop, msg
     from vgi_lit.methods.grad import fit_grad                                  # local import: grad imports inference too
-    hist[-1]['events'].append("the FP iteration stalled: continuing with GRAD from the best state" if stalled else
-                              f"clipping active at {int(np.sum(gamma < 0))} sites at the limit: continuing with GRAD")
-    t_off, c0, vlb_fp = hist[-1]['time'], hist[-1].get('n_chol', 0), hist[-1]['vlb']
-    g = fit_grad(model, m0=m, V0=cov.dense())
-    if not g.vlb >= vlb_fp:
-        hist[-1]['events'].append(f"GRAD ended at a lower VLB ({g.vlb:.10g}); FP limit kept")
-        return m, cov, converged, msg + "; GRAD polish did not improve"
-    for rec in list(g.history[1:]) + [dict(g.history[-1], vlb=g.vlb, events=[f"GRAD: {g.message}"])]:
-        r = dict(rec); r.update(iter=len(hist), time=t_off + rec['time'], step='grad_polish', n_chol=c0)
-        hist.append(r)
-    return g.m, g.cov, g.converged, msg + f"; then GRAD: {g.message}"
+    last = hist[-1]
+    last.events.append(Event(EventKind.HANDOVER, "the FP iteration stalled: GRAD continues from the best state") if stalled else
+                       Event(EventKind.HANDOVER, "clipping active at the limit: GRAD continues", count=int(np.sum(gamma < 0))))
+    opts = dict(callback=callback) if left is None else dict(callback=callback, max_seconds=left)
+    g = fit_grad(model, m0=m, V0=cov.dense(), **opts)
+    if not g.vlb >= last.vlb:
+        last.events.append(Event(EventKind.HANDOVER, f"GRAD ended at a lower VLB ({g.vlb:.10g}); the FP state is kept"))
+        return m, cov, stop, msg + "; GRAD polish did not improve"
+    t_off = last.time
+    for rec in list(g.history)[1:]:
+        hist.append(Record(len(hist), t_off + rec.time, rec.vlb, rec.grad_norm, "grad_polish", list(rec.events), dict(rec.extra)))
+    if not hist[-1].vlb == g.vlb:                                             # end on the VLB of the returned state
+        t_end = t_off + (g.history[-1].time if len(g.history) else 0.0)
+        gn = g.history[-1].grad_norm if len(g.history) else np.nan
+        hist.append(Record(len(hist), t_end, g.vlb, gn, "grad_polish", [], {}))
+    return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #b5590ee2
-def fpi(model, m0=None, v0=None, tol_grad: float = 1e-5, tol_rel: float = 1e-9, max_iter: int = 500,
-        clip: bool = True, line_search: bool = True, time_limit: float | None = None, polish: bool = True,
+def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
+        callback=None, tol_rel: float = 1e-9, clip: bool = True, line_search: bool = True, polish: bool = True,
         stall: int = 20) -> VGPosterior:
-    "FPi of 000 §4: per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation."
-    _check_opts(tol_grad, tol_rel, max_iter)
-    if int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
-    m, cov = _initial_state(model, m0, v0)
-    hist, c0 = History(), linalg.COUNTERS['cholesky']
+    """FPi of 000 §4: per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
+
+    m0: start mean, a scalar or a length-d vector (default 0, 000 §4).
+    V0: start covariance: a positive scalar v₀ for v₀I (default 1, or 0.1 for Poisson and exponential
+        likelihoods, 000 §4), a positive length-d diagonal or a d × d positive-definite matrix.
+    tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm over (m, V), max(‖∂VLB/∂m‖_∞, ‖∂VLB/∂V‖_∞), is ≤ tol.
+    max_iter, max_seconds: iteration and time budgets (`Stop.MAX_ITER`, `Stop.MAX_SECONDS`).
+    callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
+    tol_rel: also stop (`Stop.REL_TOL`) when the relative VLB change between iterations is ≤ tol_rel and
+        the VLB fell in none of the last five iterations; 0 turns this test off.
+    clip: set γ < 0 to 0 (000 §4; event CLIPPED_GAMMA); False refuses a model with γ < 0 (ValueError).
+    line_search: Armijo backtracking of the mean step at the old V when the full step fails the joint
+        test (events STEP_REJECTED, LINE_SEARCH); False takes the size-1 natural-gradient step.
+    polish: continue with GRAD when the clipping is active at the limit or the run stalled (HANDOVER).
+    stall: stop with `Stop.STALLED` and return the best state (BEST_STATE) when the best VLB has not
+        risen for `stall` iterations in which the VLB fell at least three times."""
+    _check_opts(tol, tol_rel, max_iter, max_seconds)
+    if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
+    m, cov = _initial_state(model, m0, V0)
+    hist = History(callback=callback, max_seconds=max_seconds)
     at = _AtCov(model, cov)
-    prev, events, converged, msg = None, [], False, f"reached max_iter={max_iter}"
-    state, n_eval = None, 0                                               # (VLB, g, γ) at (m, cov) if known
+    prev, events, stop, msg = None, [], Stop.MAX_ITER, f"reached max_iter={max_iter}"
+    state = None                                                          # (VLB, g, γ) at (m, cov) if known
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
-    clock = time.perf_counter
-    phases = dict(t_cov=np.nan, t_dir=np.nan, t_lik=np.nan)                # seconds per phase of the last step
-    best, fell, stalled = None, [], False                                # best state seen; did the VLB fall, per iteration
+    best, fell = None, []                                                 # best state seen; did the VLB fall, per iteration
     for it in range(int(max_iter) + 1):
-        if state is None:
-            t0 = clock(); state, n_eval = _vlb_grad(model, m, at, r), n_eval + 1; phases['t_lik'] += clock() - t0
+        if state is None: state = _vlb_grad(model, m, at, r)
         vlb, g, gamma = state
-        gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol_grad))
-        _record(hist, c0, vlb, g, gV, "fpi", events, n_eval=n_eval, grad_V_exact=exact, **phases)
-        gn = hist[-1]['grad_norm']
-        if not (np.isfinite(vlb) and np.all(np.isfinite(gamma))): msg = "VLB or gamma is not finite (overflow)"; break
-        if gn <= tol_grad: converged, msg = True, f"gradient inf-norm {gn:.2e} <= {tol_grad}"; break
+        gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol))
+        rec = _record(hist, vlb, g, gV, "fpi", events, grad_V_exact=exact)
+        gn = rec.grad_norm
+        if not (np.isfinite(vlb) and np.all(np.isfinite(gamma))): stop, msg = Stop.NOT_FINITE, "VLB or gamma is not finite (overflow)"; break
+        if gn <= tol: stop, msg = Stop.GRAD_TOL, f"gradient inf-norm {gn:.2e} <= tol={tol}"; break
         fell.append(prev is not None and vlb < prev - 1e-10 * abs(prev))
         if best is None or vlb > best[0]: best = (vlb, m, cov, g, gamma, it)
         if prev is not None and abs(vlb - prev) <= tol_rel * abs(vlb) and not any(fell[-5:]):
-            converged, msg = True, f"relative VLB change <= {tol_rel}"; break
+            stop, msg = Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"; break
         if it - best[5] >= stall and sum(fell[-stall:]) >= 3:
-            stalled, msg = True, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(fell[-stall:])} times "
-                                  f"(the FP iteration oscillates or cycles)"); break
-        if time_limit is not None and hist[-1]['time'] > time_limit: msg = "time limit"; break
+            stop, msg = Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(fell[-stall:])} times "
+                                       f"(the FP iteration oscillates or cycles)"); break
+        if hist.stop_requested: stop, msg = Stop.CALLBACK, "the callback asked to stop"; break
+        if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget max_seconds={max_seconds} spent"; break
         if it == max_iter: break
         events = []
         neg = gamma < 0
         if neg.any():
             if not clip: raise ValueError(f"gamma < 0 at {int(neg.sum())} sites; use clip=True (000 §4)")
-            events.append(f"clipped gamma<0 to 0 at {int(neg.sum())} sites")
-        t0 = clock()
+            events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
         try:
             cov_T = SiteCov(model, np.where(neg, 0.0, gamma))             # T(V_t), one factorisation
         except ValueError as e:                                           # e.g. overflowed γ: not PD in float64
-            msg = f"T(V) factorisation failed: {e}"; hist[-1]['events'].append("factorisation failed"); break
+            rec.events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
+            stop, msg = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
         at_T = _AtCov(model, cov_T)
-        t1 = clock()
         delta, r_delta = cov_T.matvec_split(g)                            # Newton direction T(V_t) g_t and Σ⁻¹ of it
         m_full, r_full = m + delta, r + r_delta
-        t2 = clock()
-        state, n_eval = _vlb_grad(model, m_full, at_T, r_full), n_eval + 1  # (m + δ, T(V)): the next start
-        phases = dict(t_cov=t1 - t0, t_dir=t2 - t1, t_lik=clock() - t2)
+        state = _vlb_grad(model, m_full, at_T, r_full)                    # (m + δ, T(V)): the next start
         tau = 1.0
-        first = not isinstance(cov, SiteCov)                              # V = v₀I: judge the mean step at the old V
+        first = not isinstance(cov, SiteCov)                              # the start V: judge the mean step at the old V
         joint_ok = not first and np.isfinite(state[0]) and state[0] >= vlb + 1e-4 * float(g @ delta)
         if line_search and not joint_ok:
-            t0 = clock()
             _, tau, _ = newton_mean_step(model, m, g, vlb, cov_T, at, delta=delta)   # Armijo at the old V
-            phases['t_lik'] += clock() - t0
-            n_eval += 41 if tau == 0 else 1 + int(round(-np.log2(tau)))     # trials of the line search
-            if not first: events.append(f"full step rejected at the new V; Armijo search at the old V: step {tau:g}")
-            elif tau != 1.0: events.append(f"first iteration: Armijo search at the old V: step {tau:g}")
+            if not first: events.append(Event(EventKind.STEP_REJECTED, "the full step failed the Armijo test over the whole iteration"))
+            if tau != 1.0: events.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g} at the old V"))
         if tau == 1.0: m, r = m_full, r_full
         else: m, r, state = m + tau * delta, r + tau * r_delta, None       # evaluate the new state next iteration
         cov, at, prev = cov_T, at_T, vlb
-    if stalled:                                                           # hand back the best state, not the last
+    if stop is Stop.STALLED:                                              # hand back the best state, not the last
         vlb, m, cov, g, gamma, k = best
-        _record(hist, c0, vlb, g, _grad_V_inf(model, cov, gamma)[0], "best", [f"the best state visited (iteration {k})"],
-                n_eval=n_eval, **dict.fromkeys(phases, np.nan))
+        _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "best",
+                [Event(EventKind.BEST_STATE, f"the best state visited (iteration {k})")])
     _exact_last(model, cov, gamma, hist)
-    if polish: m, cov, converged, msg = _polish(model, m, cov, gamma, hist, converged, msg, stalled)
-    return VGPosterior(model, m, cov, "fpi", hist[-1]['vlb'], converged, hist, message=msg, n_iter=len(hist) - 1)
+    if polish: m, cov, stop, msg = _polish(model, m, cov, gamma, hist, stop, msg, stop is Stop.STALLED, callback)
+    return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #dc2b523b
 def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
@@ -228,73 +246,88 @@ def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
     return back2 <= rtol and back1 > 100 * max(back2, rtol * 1e-3)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #1dc63eca
-def fpb(model, m0=None, v0=None, tol_grad: float = 1e-5, tol_rel: float = 1e-9, max_iter: int = 200,
-        max_newton: int = 50, max_fp: int = 50, clip: bool = True, line_search: bool = True,
-        time_limit: float | None = None, polish: bool = True) -> VGPosterior:
-    "FPb of 000 §4: alternate Newton on m to convergence and T(V) iterated to convergence; records 2-cycles."
-    _check_opts(tol_grad, tol_rel, max_iter)
-    m, cov = _initial_state(model, m0, v0)
-    hist, c0 = History(), linalg.COUNTERS['cholesky']
+def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_seconds: float | None = None,
+        callback=None, tol_rel: float = 1e-9, max_newton: int = 50, max_fp: int = 50, clip: bool = True,
+        line_search: bool = True, polish: bool = True) -> VGPosterior:
+    """FPb of 000 §4: alternate Newton on m to convergence and T(V) iterated to convergence; records 2-cycles.
+
+    m0, V0: the start, as for `fpi` (default m = 0, V = v₀I, 000 §4).
+    tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm over (m, V) is ≤ tol; also the inner loops' tolerance.
+    max_iter: budget of outer iterations (`Stop.MAX_ITER`); max_seconds: time budget (`Stop.MAX_SECONDS`).
+    callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
+    tol_rel: relative VLB change that ends an inner loop, and the run (`Stop.REL_TOL`) over an outer iteration.
+    max_newton, max_fp: caps of the Newton loop on m and of the T loop on V per outer iteration.
+    clip, line_search, polish: as for `fpi`."""
+    _check_opts(tol, tol_rel, max_iter, max_seconds)
+    for name, v in (("max_newton", max_newton), ("max_fp", max_fp)):
+        if isinstance(v, bool) or int(v) != v or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    m, cov = _initial_state(model, m0, V0)
+    hist = History(callback=callback, max_seconds=max_seconds)
     at = _AtCov(model, cov)
-    converged, msg, prev_outer = False, f"reached max_iter={max_iter}", None
     vlb, g, gamma = _vlb_grad(model, m, at)
-    _record(hist, c0, vlb, g, _grad_V_inf(model, cov, gamma)[0], "start", [], outer=0)
+    _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "start", [], outer=0)
 
     def check():
+        "(Stop, message) called for by the last record, or None."
         r = hist[-1]
-        if not (np.isfinite(r['vlb']) and np.all(np.isfinite(gamma))): return "VLB or gamma is not finite (overflow)"
-        if r['grad_norm'] <= tol_grad: return f"gradient inf-norm {r['grad_norm']:.2e} <= {tol_grad}"
-        if time_limit is not None and r['time'] > time_limit: return "time limit"
+        if not (np.isfinite(r.vlb) and np.all(np.isfinite(gamma))): return Stop.NOT_FINITE, "VLB or gamma is not finite (overflow)"
+        if r.grad_norm <= tol: return Stop.GRAD_TOL, f"gradient inf-norm {r.grad_norm:.2e} <= tol={tol}"
+        if hist.stop_requested: return Stop.CALLBACK, "the callback asked to stop"
+        if hist.out_of_time(): return Stop.MAX_SECONDS, f"time budget max_seconds={max_seconds} spent"
         return None
 
-    stop = check()
+    stop, prev_outer = check(), None
     for outer in range(1, int(max_iter) + 1):
         if stop: break
         # (i) Newton on m at fixed V
-        for _ in range(max_newton):
-            if float(np.max(np.abs(g))) <= tol_grad: break
+        for _ in range(int(max_newton)):
+            if float(np.max(np.abs(g))) <= tol: break
             neg = gamma < 0
-            ev = [f"clipped gamma<0 to 0 at {int(neg.sum())} sites (Hessian)"] if neg.any() else []
+            ev = [Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0 in the Hessian", count=int(neg.sum()))] if neg.any() else []
             try:
                 cov_H = SiteCov(model, np.where(neg, 0.0, gamma))         # −Hessian in m
             except ValueError as e:                                       # e.g. overflowed γ: not PD in float64
-                hist[-1]['events'].append("factorisation failed"); stop = f"Newton factorisation failed: {e}"; break
+                hist[-1].events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
+                stop = Stop.FAILED, f"Newton factorisation failed: {e}"; break
             m_new, tau, vlb_new = newton_mean_step(model, m, g, vlb, cov_H, at, line_search=line_search)
-            if tau != 1.0: ev.append(f"line search step {tau:g}")
+            if tau != 1.0: ev.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g}"))
             done = abs(vlb_new - vlb) <= tol_rel * abs(vlb_new)
             m = m_new
             vlb, g, gamma = _vlb_grad(model, m, at)
-            gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol_grad))
-            _record(hist, c0, vlb, g, gV, "newton_m", ev, outer=outer, grad_V_exact=exact)
-            if tau == 0.0 or done or check(): break
+            gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol))
+            _record(hist, vlb, g, gV, "newton_m", ev, outer=outer, grad_V_exact=exact)
+            stop = check()
+            if tau == 0.0 or done or stop: break
         # (ii) T iterated at fixed m
         lams = []
-        for _ in range(max_fp):
+        for _ in range(int(max_fp)):
             if stop: break
+            if not clip and np.any(gamma < 0):
+                raise ValueError(f"gamma < 0 at {int(np.sum(gamma < 0))} sites (non-log-concave likelihood); use clip=True (000 §4)")
             try:
                 cov, info = fp_operator(model, m, cov, clip=clip, at=at)
             except ValueError as e:
-                hist[-1]['events'].append("factorisation failed"); stop = f"T(V) factorisation failed: {e}"; break
+                hist[-1].events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
+                stop = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
             at = _AtCov(model, cov)
             vlb_old = vlb
             vlb, g, gamma = _vlb_grad(model, m, at)
-            gV, exact = _grad_V_inf(model, cov, gamma, decide=(0.0, tol_grad))   # decides the T loop: exact if needed
+            gV, exact = _grad_V_inf(model, cov, gamma, decide=(0.0, tol))   # decides the T loop: exact if needed
             ev = list(info['events'])
             lams.append(cov.lam.copy())
             cyc = len(lams) >= 3 and detect_two_cycle(lams[-3], lams[-2], lams[-1])
-            if cyc: ev.append("two-cycle: lam_k = lam_(k-2) != lam_(k-1)")
-            _record(hist, c0, vlb, g, gV, "fp_V", ev, outer=outer, grad_V_exact=exact)
-            if cyc or gV <= tol_grad or abs(vlb - vlb_old) <= tol_rel * abs(vlb) or check(): break
-        stop = stop or check()
-        if stop: converged = not stop.startswith(("VLB", "time", "Newton", "T(V)")); msg = stop; break
+            if cyc: ev.append(Event(EventKind.TWO_CYCLE, "λ_k = λ_(k−2) ≠ λ_(k−1)"))
+            _record(hist, vlb, g, gV, "fp_V", ev, outer=outer, grad_V_exact=exact)
+            stop = check()
+            if cyc or gV <= tol or abs(vlb - vlb_old) <= tol_rel * abs(vlb) or stop: break
+        if stop: break
         if prev_outer is not None and abs(vlb - prev_outer) <= tol_rel * abs(vlb):
-            converged, msg = True, f"relative VLB change over an outer iteration <= {tol_rel}"; break
+            stop = Stop.REL_TOL, f"relative VLB change over an outer iteration <= tol_rel={tol_rel}"; break
         prev_outer = vlb
-    else:
-        if stop: converged = not stop.startswith(("VLB", "time")); msg = stop
+    stop, msg = stop or (Stop.MAX_ITER, f"reached max_iter={max_iter}")
     _exact_last(model, cov, gamma, hist)
-    if polish: m, cov, converged, msg = _polish(model, m, cov, gamma, hist, converged, msg)
-    return VGPosterior(model, m, cov, "fpb", hist[-1]['vlb'], converged, hist, message=msg, n_iter=len(hist) - 1)
+    if polish: m, cov, stop, msg = _polish(model, m, cov, gamma, hist, stop, msg, callback=callback)
+    return VGPosterior(model, m, cov, "fpb", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #f31a8c3f
 register_method("fpi")(fpi)
