@@ -12,23 +12,16 @@ from scipy.linalg import cython_blas, cython_lapack
 import ctypes
 
 # %% auto #0
-__all__ = ['COUNTERS', 'TRI_INV_LEAF', 'reset_counters', 'cholesky', 'chol_logdet', 'tri_inv', 'chol_solve', 'natural_params',
-           'from_natural', 'mean_params', 'from_mean']
+__all__ = ['TRI_INV_LEAF', 'cholesky', 'chol_logdet', 'tri_inv', 'chol_solve', 'natural_params', 'from_natural', 'mean_params',
+           'from_mean']
 
 # %% ../nbs/00_linalg.ipynb #a67d5d80
-COUNTERS = {'cholesky': 0}   # factorisations performed, read by the benchmarks
-
-def reset_counters():
-    "Set every counter in `COUNTERS` back to zero."
-    for k in COUNTERS: COUNTERS[k] = 0
-
 def cholesky(A, jitter: float = 0.0, name: str = "matrix", check: bool = True, overwrite: bool = False):
     """Lower Cholesky factor of `A + jitter*I`; a clear `ValueError` if that is not positive definite.
 
     `check=False` skips the finiteness and symmetry checks (O(n²) each): for matrices the library
     builds symmetric by construction inside its iterations. `overwrite=True` lets LAPACK factorise a
     Fortran-ordered `A` in place (its contents are lost; no copy of n² numbers)."""
-    COUNTERS['cholesky'] += 1
     A = np.asarray(A, dtype=float)
     if A.ndim != 2 or A.shape[0] != A.shape[1]: raise ValueError(f"{name} must be a square matrix, got shape {A.shape}")
     if check and not np.all(np.isfinite(A)): raise ValueError(f"{name} contains NaN or inf")
