@@ -20,6 +20,8 @@ class SiteConjugate:
     """Per-site convex f_n(h, rho) and its Fenchel conjugate f*_n(alpha, lam) = max alpha h + lam rho/2 - f_n (004 eq. 19),
     on an affine parametrisation of the effective domain: alpha = a_al*x + b_al, lam = a_lam*x + b_lam, lo <= x <= hi."""
     name = "site conjugate"
+    exact = True          # f_n = −E exactly: the dual optimum is the VG optimum
+    objective = "vlb"     # what the dual optimum equals: the VLB, or the name of the bound it optimises
     def params(self, x):
         "(alpha, lam) at the free dual coordinate x."
         x = np.asarray(x, float); return self.a_al * x + self.b_al, self.a_lam * x + self.b_lam
@@ -141,6 +143,7 @@ class GaussianConjugate(FixedCurvatureConjugate):
 class BohningConjugate(FixedCurvatureConjugate):
     "Logistic through Boehning's bound f_B = log(1+e^{-yh}) + rho/8 (y in {-1,+1}); g*(alpha) = p log p + (1-p) log(1-p), p = -y alpha."
     name = "logistic (Boehning bound)"
+    exact, objective = False, "bohning_bound"   # f_B ≥ −E: the dual optimises a lower bound on the VLB
     def __init__(self, y):
         y = _as_sites(y, "Boehning conjugate")
         if not np.all(np.isin(y, (-1.0, 1.0))): raise ValueError("Boehning conjugate: labels must be coded -1/+1 (convert 0/1 labels with 2y-1)")

@@ -4,16 +4,16 @@
 
 # %% ../../nbs/methods/12a_dual.ipynb #925c5380
 from __future__ import annotations
-import time
 import numpy as np
 from scipy.optimize import minimize
 from scipy.linalg import cho_solve
-from .. import linalg
 from ..linalg import cholesky
-from ..covariance import SiteCov
+from ..covariance import SiteCov, DenseCov
 from ..vlb import kl_to_prior, vlb as vlb_exact
-from ..inference import History, VGPosterior, register_method
+from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
+                               check_budget)
 from .conjugates import conjugate_for, SiteConjugate
+
 
 # %% auto #0
 __all__ = ['NEWTON_MAX_N', 'DualState', 'dual_eval', 'primal_value', 'fit_dual']
@@ -38,21 +38,27 @@ def dual_eval(model, conj: SiteConjugate, x, cov=None) -> DualState:
     grad = -conj.a_al * m_site - 0.5 * conj.a_lam * v_site + conj.conj_dx(x)
     return DualState(x=x, alpha=alpha, lam=lam, m=m, cov=cov, m_site=m_site, v_site=v_site, value=value, grad=grad)
 
-def primal_value(model, conj: SiteConjugate, st: DualState) -> float:
-    "VLB_f(m, V) = −KL(q‖p) − Σ f_n(m_i, v_i) at the recovered (m*, V*): the primal objective the dual bounds."
+def primal_value(model, conj: SiteConjugate, st: DualState, kl: float | None = None) -> float:
+    """VLB_f(m, V) = −KL(q‖p) − Σ f_n(m_i, v_i) at the recovered (m*, V*): the primal objective the dual bounds
+    (the exact VLB for exact site terms, Böhning's bounded VLB for the logistic). `kl` = KL(q‖p) if known."""
+    kl = kl_to_prior(model, st.m, st.cov) if kl is None else kl
     with np.errstate(over='ignore'):   # far from the optimum e^{m+v/2} may overflow: the bound is then -inf, honestly
-        return -kl_to_prior(model, st.m, st.cov) - float(np.sum(conj.f(st.m_site, st.v_site)))
+        return -kl - float(np.sum(conj.f(st.m_site, st.v_site)))
 
 # %% ../../nbs/methods/12a_dual.ipynb #a125bf0d
-def _start(model, conj, x0):
+def _start(model, conj, x0, m0, V0):
+    "The starting dual point: `x0` as given, or the gradient map of f_n at the site marginals of N(m0, V0) (default: (a + Hμ, c))."
     lo, hi = conj.bounds()
     if x0 is not None:
+        if m0 is not None or V0 is not None: raise ValueError("give either x0 (a dual start) or m0/V0 (mapped to a dual start), not both")
         x0 = np.asarray(x0, float)
         if x0.shape != (model.n,) or not np.all(np.isfinite(x0)): raise ValueError(f"x0 must be a finite array of shape ({model.n},)")
         if np.any(x0 < lo) or np.any(x0 > hi): raise ValueError("x0 lies outside the effective domain of the conjugates (see conj.bounds())")
-        return x0
-    # gradient map of f_n at (a + Hμ, c): the prior site means with only the irreducible variance c
-    return np.clip(conj.dual_point(model.site_mean(model.mu), model.c.copy()), lo, hi)
+        return x0, Event(EventKind.START, "x0 given")
+    m, V = start_state(model, m0, V0)
+    v_site = model.c.copy() if V is None else DenseCov(cholesky(V, name="V0")).site_var(model)
+    what = ("prior site means" if m0 is None else "site means of m0") + (" with variance c" if V is None else " and variances of V0")
+    return np.clip(conj.dual_point(model.site_mean(m), v_site), lo, hi), Event(EventKind.START, f"gradient map of f_n at the {what}")
 
 def _newton_hessian(model, conj, st):
     "d²D/dx² = diag(a_α) K diag(a_α) + ½ diag(a_λ)(S∘S)diag(a_λ) + diag(d²f*/dx²), S = H V Hᵀ (n × n, dense)."
@@ -67,19 +73,37 @@ def _newton_hessian(model, conj, st):
 NEWTON_MAX_N = 6000   # largest n for solver="newton" (an n x n Hessian and its Cholesky per iteration)
 
 @register_method("dual")
-def fit_dual(model, solver: str = "lbfgsb", tol: float = 1e-6, max_iter: int = 5000, x0=None, maxcor: int = 20,
-             record_gap: bool = True, conj: SiteConjugate | None = None, scale: bool = True, callback=None) -> VGPosterior:
-    """Dual VI (004): minimise D(x) (eq. 20) over the effective domain, recover m*, V* by eqs. (17)-(18).
-    `solver` is "lbfgsb" or "newton"; stops when the dual gradient ∞-norm (constraint residual) ≤ `tol`."""
+def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, max_seconds: float | None = None,
+             callback=None, solver: str = "lbfgsb", x0=None, conj: SiteConjugate | None = None, maxcor: int = 20,
+             record_gap: bool = True, scale: bool = True) -> VGPosterior:
+    """Dual VI (Khan et al.): minimise D(x) (004 eq. 20) over the effective domain of the site conjugates
+    and recover m*, V* by eqs. (17)-(18).
+
+    m0, V0: the dual has no (m, V) of its own; given, they are mapped to the dual point whose multipliers
+        are the gradient of the site terms at the site marginals of N(m0, V0) (α = ∂f/∂h, λ = 2∂f/∂ρ).
+        Default: the prior site means a + Hμ with only the irreducible site variance c.
+    tol: converged (`Stop.GRAD_TOL`) when the ∞-norm of the projected dual gradient ∂D/∂x (the
+        constraint residual, in the units of the site means and variances) is at most `tol`.
+    max_iter: largest number of solver iterations (`Stop.MAX_ITER`). max_seconds: time budget
+        (`Stop.MAX_SECONDS`). callback: `callback(record)` after every iteration; True stops (`Stop.CALLBACK`).
+    solver: "lbfgsb" (L-BFGS-B on the box of x, rescaled when `scale`) or "newton" (n × n Hessian, n ≤ NEWTON_MAX_N).
+    x0: a dual start on the effective domain (instead of m0/V0). conj: the site conjugates (default
+        `conjugate_for(model.likelihood, model.y)`). maxcor: L-BFGS-B memory.
+    record_gap: record per iteration the primal value of the optimised objective and the duality gap.
+
+    Objective: for the exact site terms (Gaussian, Poisson, exponential, stochastic volatility) the
+    dual optimum is the VG optimum. For the logistic likelihood the dual optimises Böhning's bound:
+    the result then has `objective="bohning_bound"`, `info["bound_value"]` (the bounded VLB at the
+    returned q, which the dual optimum equals) and `vlb` the exact VLB of the returned q, which is
+    below the exact VG optimum. `vlb` is always the shared `vgi_lit.vlb.vlb`."""
     if solver not in ("lbfgsb", "newton"): raise ValueError(f"solver must be 'lbfgsb' or 'newton', got {solver!r}")
-    if not (tol > 0): raise ValueError(f"tol must be positive, got {tol!r}")
-    if int(max_iter) != max_iter or max_iter < 1: raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    check_budget(tol, max_iter, max_seconds)
     if solver == "newton" and model.n > NEWTON_MAX_N:
         raise ValueError(f"solver='newton' forms and factorises the n x n dual Hessian; n = {model.n} > {NEWTON_MAX_N}: use solver='lbfgsb'")
     conj = conjugate_for(model.likelihood, model.y) if conj is None else conj
     if conj.lo.shape != (model.n,): raise ValueError(f"conjugate has {conj.lo.shape} sites, model has {model.n}")
     lam_fixed = bool(np.all(conj.a_lam == 0))
-    x = _start(model, conj, x0)
+    x, start_event = _start(model, conj, x0, m0, V0)
     fixed_cov = SiteCov(model, conj.params(x)[1]) if lam_fixed else None
     cache = {}
     def evaluate(x):
@@ -87,32 +111,43 @@ def fit_dual(model, solver: str = "lbfgsb", tol: float = 1e-6, max_iter: int = 5
         if key not in cache:
             cache.clear(); cache[key] = dual_eval(model, conj, x, cov=fixed_cov)
         return cache[key]
-    hist = History(); c0 = linalg.COUNTERS['cholesky'] - (0 if fixed_cov is None else 1)
+    hist = History(callback=callback, max_seconds=max_seconds)
     def record(st, events=()):
-        rec = dict(dual=st.value, events=list(events), n_chol=linalg.COUNTERS['cholesky'] - c0)
+        extra = dict(dual=st.value)
         if record_gap:
-            pv = primal_value(model, conj, st); rec.update(vlb=pv, gap=st.value - pv)
-        hist.record(grad_norm=float(np.max(np.abs(_proj_grad(st.x, st.grad, conj)))), **rec)
-        if callback is not None: callback(hist[-1])
-    st = evaluate(x); record(st, ["start: gradient map of f_n at the prior site means"])
-    if solver == "lbfgsb":
+            kl = kl_to_prior(model, st.m, st.cov); pv = primal_value(model, conj, st, kl=kl)
+            ev = pv if conj.exact else vlb_exact(model, st.m, st.cov)
+            extra.update(vlb=ev, bound_value=pv, gap=st.value - pv)
+        hist.record(grad_norm=float(np.max(np.abs(_proj_grad(st.x, st.grad, conj)))), step="dual", events=events, **extra)
+        if hist.stop_requested: return Stop.CALLBACK
+        if hist.out_of_time(): return Stop.MAX_SECONDS
+        return None
+    st = evaluate(x); halt = record(st, [start_event])
+    if halt is not None: n_iter, message, stop = 0, "stopped before the first iteration", halt
+    elif solver == "lbfgsb":
         lo, hi = conj.bounds()
         sc = 1.0 / np.sqrt(1.0 + _prior_site_var(model) * conj.a_al**2) if scale else np.ones(model.n)   # x = sc * z
         bounds = list(zip(np.where(np.isfinite(lo), lo / sc, None), np.where(np.isfinite(hi), hi / sc, None)))
+        stopped = {}
         def fun(z): s = evaluate(np.clip(sc * z, lo, hi)); return s.value, sc * s.grad
-        def cb(intermediate_result): record(evaluate(np.clip(sc * intermediate_result.x, lo, hi)))
+        def cb(intermediate_result):
+            why = record(evaluate(np.clip(sc * intermediate_result.x, lo, hi)))
+            if why is not None: stopped['stop'] = why; raise StopIteration
         res = minimize(fun, x / sc, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
-                       options=dict(maxiter=int(max_iter), gtol=tol * float(np.min(sc)), ftol=0.0, maxcor=maxcor, maxfun=10 * int(max_iter)))
+                       options=dict(maxiter=int(max_iter), gtol=tol * float(np.min(sc)), ftol=0.0, maxcor=maxcor, maxfun=10 * int(max_iter) + 1))
         st = evaluate(np.clip(sc * res.x, lo, hi)); message, n_iter = f"L-BFGS-B: {res.message}", int(res.nit)
+        stop = stopped.get('stop', Stop.MAX_ITER if (res.status == 1 or res.nit >= max_iter) else Stop.STALLED)
     else:
-        st, message, n_iter = _newton(model, conj, st, evaluate, record, tol, int(max_iter))
+        st, message, n_iter, stop = _newton(model, conj, st, evaluate, record, tol, int(max_iter))
     gn = float(np.max(np.abs(_proj_grad(st.x, st.grad, conj))))
+    if not np.isfinite(st.value): stop = Stop.NOT_FINITE
+    elif gn <= tol and stop not in (Stop.CALLBACK, Stop.MAX_SECONDS): stop = Stop.GRAD_TOL
     pv = primal_value(model, conj, st)
-    hist[-1]['events'].append(message)
-    exact = vlb_exact(model, st.m, st.cov)
-    return VGPosterior(model, st.m, st.cov, "dual", exact, gn <= tol, hist, message=message, n_iter=n_iter,
-                       grad_norm=gn, dual_value=st.value, bound_vlb=pv, gap=st.value - pv,
-                       alpha=st.alpha, lam=st.lam, x=st.x, conj=conj)
+    hist[-1].events.append(Event(EventKind.SOLVER, message))
+    info = dict(grad_norm=gn, dual_value=st.value, gap=st.value - pv, alpha=st.alpha, lam=st.lam, x=st.x, conj=conj)
+    if not conj.exact: info["bound_value"] = pv
+    return VGPosterior(model, st.m, st.cov, "dual", vlb_exact(model, st.m, st.cov), stop, hist, message=message,
+                       n_iter=n_iter, objective=conj.objective, **info)
 
 def _prior_site_var(model):
     "diag(HΣHᵀ) (n,), without forming HΣHᵀ when n > d."
@@ -126,9 +161,10 @@ def _proj_grad(x, g, conj):
     return g
 
 def _newton(model, conj, st, evaluate, record, tol, max_iter):
+    "Damped Newton on x with a fraction-to-the-boundary rule; returns (state, message, iterations, Stop)."
     lo, hi = conj.bounds()
     for it in range(1, max_iter + 1):
-        if np.max(np.abs(_proj_grad(st.x, st.grad, conj))) <= tol: return st, "Newton: gradient below tol", it - 1
+        if np.max(np.abs(_proj_grad(st.x, st.grad, conj))) <= tol: return st, "Newton: gradient below tol", it - 1, Stop.GRAD_TOL
         Hx = _newton_hessian(model, conj, st)
         Lh = cholesky(Hx, name="dual Hessian")
         p = -cho_solve((Lh, True), st.grad)
@@ -136,12 +172,15 @@ def _newton(model, conj, st, evaluate, record, tol, max_iter):
         with np.errstate(divide='ignore', invalid='ignore'):
             tmax = np.min(np.concatenate([np.where(p < 0, (lo - st.x) / p, np.inf), np.where(p > 0, (hi - st.x) / p, np.inf)]))
         t = min(1.0, 0.99 * tmax); slope = float(st.grad @ p); events = []
-        for _ in range(60):
+        for halvings in range(60):
             cand = evaluate(st.x + t * p)
             if np.isfinite(cand.value) and cand.value <= st.value + 1e-4 * t * slope: break
             t *= 0.5
         else:
-            return st, "Newton: line search failed (no decrease; at machine precision?)", it - 1
-        if t < 1: events.append(f"step {t:.3g}")
-        st = cand; record(st, events)
-    return st, "Newton: max_iter reached", max_iter
+            return st, "Newton: line search failed (no decrease; at machine precision?)", it - 1, Stop.STALLED
+        if t < 1: events.append(Event(EventKind.LINE_SEARCH, f"step {t:.3g}", halvings))
+        st = cand; why = record(st, events)
+        if why is not None: return st, f"Newton: stopped ({why.value})", it, why
+    if np.max(np.abs(_proj_grad(st.x, st.grad, conj))) <= tol: return st, "Newton: gradient below tol", max_iter, Stop.GRAD_TOL
+    return st, "Newton: max_iter reached", max_iter, Stop.MAX_ITER
+

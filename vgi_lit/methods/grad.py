@@ -6,49 +6,34 @@
 from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
-from ..linalg import cholesky
 from ..covariance import DenseCov
-from ..vlb import site_terms
-from ..inference import History, VGPosterior, register_method
+from ..vlb import site_terms, vlb, grad_m, grad_L
+from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
+                               check_budget)
+
 
 # %% auto #0
-__all__ = ['whitened', 'fit_grad']
+__all__ = ['L_MIN', 'gap_bound', 'whitened', 'fit_grad']
 
 # %% ../../nbs/methods/10_grad.ipynb #42424b7c
 def _objective(model, x, d, tri):
-    "Negative VLB and its gradient in the packed (m, tril L) coordinates."
+    "Negative VLB and its gradient in the packed (m, tril L) coordinates (shared `vlb`, `grad_m`, `grad_L`)."
     m = x[:d]; L = np.zeros((d, d)); L[tri] = x[d:]
     cov = DenseCov(L); t = site_terms(model, m, cov)
-    P = model.prior; A = P.half_solve(L); dm = m - model.mu; r = P.half_solve(dm)
-    kl = 0.5 * (np.sum(A**2) + r @ r - d + P.logdet() - cov.logdet())
-    value = float(np.sum(t.E)) - kl
-    g_m = model.HTmul(t.dE_dm) - P.half_T_solve(r)
-    g_L = np.diag(1.0 / np.diag(L)) - np.tril(P.half_T_solve(A) + model.HTmul(t.gamma[:, None] * model.Hmul(L)))
-    return -value, -np.concatenate([g_m, g_L[tri]])
+    g = np.concatenate([grad_m(model, m, t), grad_L(model, L, t)[tri]])
+    return -vlb(model, m, cov, t), -g
 
-def _check_init(d, m0, V0):
-    "Validated (m0, V0 as a d × d matrix or None); clear errors for wrong shapes or values."
-    if m0 is not None:
-        m0 = np.asarray(m0, float)
-        if m0.ndim > 1 or (m0.ndim == 1 and m0.shape != (d,)): raise ValueError(f"m0 must be a scalar or a vector of length {d}, got shape {m0.shape}")
-        if not np.all(np.isfinite(m0)): raise ValueError("m0 contains NaN or inf")
-        m0 = np.broadcast_to(m0, (d,)).copy()
-    if V0 is not None:
-        V0 = np.asarray(V0, float)
-        if V0.ndim == 0: V0 = V0 * np.eye(d)
-        elif V0.ndim == 1:
-            if V0.shape != (d,): raise ValueError(f"V0 as a diagonal must have length {d}, got {V0.shape[0]}")
-            V0 = np.diag(V0)
-        elif V0.shape != (d, d): raise ValueError(f"V0 must be a scalar, a length-{d} diagonal or a {d}x{d} matrix, got shape {V0.shape}")
-        cholesky(V0, name="V0")   # symmetric, finite, positive definite, or a clear error
-    return m0, V0
+def gap_bound(model, grad) -> float | None:
+    """Upper bound ½ λ_max(Σ) ‖grad‖₂² on VLB* − VLB for a gradient `grad` (any shape) in (m, tril L)
+    coordinates, valid when the likelihood is log-concave (−VLB is then λ_min(Σ⁻¹)-strongly convex);
+    None otherwise."""
+    if not getattr(model.likelihood, 'log_concave', False): return None
+    P = model.prior
+    lmax = float(np.max(P.diag())) if P.kind != 'dense' else float(np.linalg.eigvalsh(P.dense())[-1])
+    return 0.5 * lmax * float(np.sum(np.square(grad)))
 
-def _initial(model, m0, V0):
-    "(m, L) to start from: m0 (default μ) and the Cholesky factor of V0 (default I)."
-    d = model.d
-    m = model.mu.copy() if m0 is None else m0
-    return m, (np.eye(d) if V0 is None else cholesky(V0, name="V0"))
 
+# %% ../../nbs/methods/10_grad.ipynb #f1tgrad1
 def whitened(model):
     """The same model in whitened coordinates u, w = μ + L_Σ u, u ~ N(0, I): sites a + Hμ + (H L_Σ) u.
 
@@ -63,64 +48,101 @@ def whitened(model):
 def _half_dense(P):
     return P.L if P.kind == 'dense' else np.diag(np.sqrt(P.diag()))
 
+def _projected(x, g, d, diag):
+    "Projected gradient of the minimised −VLB: components that push a diagonal entry of L below its bound are zero."
+    at = np.concatenate([np.zeros(d, bool), diag]) & (x <= L_MIN)
+    return np.where(at & (g > 0), 0.0, g)
+
+def _inf(g): return float(np.max(np.abs(g))) if g.size else 0.0
+
+L_MIN = 1e-10   # lower bound on the diagonal of L handed to L-BFGS-B
+
 @register_method("grad")
-def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, ftol: float = 0.0,
-             maxcor: int = 20, restarts: int = 3, whiten: bool | None = None, callback=None) -> VGPosterior:
-    """GRAD (Challis & Barber): L-BFGS-B on (m, L); stops when the gradient ∞-norm ≤ `tol`.
+def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, max_seconds: float | None = None,
+             callback=None, whiten: bool | None = None, maxcor: int = 20, restarts: int = 3, ftol: float = 0.0,
+             rtol: float = 1e-10) -> VGPosterior:
+    """GRAD (Challis & Barber 2013): L-BFGS-B on (m, tril L), V = L Lᵀ, maximising the exact VLB.
 
-    `whiten` (default: True when Σ is a full matrix, i.e. GP, sparse GP or a GLM with a full prior)
-    optimises over q(u) = N(m_u, L_u L_uᵀ) with w = μ + L_Σ u; then m = μ + L_Σ m_u and V's factor is
-    L = L_Σ L_u, and `grad_norm` is measured in (m_u, L_u). `whiten=False` is the raw
-    parameterisation of 000's baseline.
+    m0: starting mean (None: μ; a scalar or a length-d vector).
+    V0: starting covariance (None: the identity in the optimised coordinates, i.e. V = I unwhitened,
+        as in 000's set-up, and V = Σ whitened; a positive scalar, a length-d diagonal or a d × d matrix
+        is used as given in either case).
+    tol: converged (`Stop.GRAD_TOL`) when the ∞-norm of the projected gradient of the VLB in (m, L)
+        (whitened: in (m_u, L_u)) is at most `tol`.
+    max_iter: largest number of L-BFGS-B iterations over all restarts (`Stop.MAX_ITER`).
+    max_seconds: wall-clock budget (`Stop.MAX_SECONDS`).
+    callback: `callback(record)` after every iteration; returning True stops the run (`Stop.CALLBACK`).
+    whiten: optimise over q(u) = N(m_u, L_u L_uᵀ) with w = μ + L_Σ u, then m = μ + L_Σ m_u and
+        L = L_Σ L_u (default: True when Σ is a full matrix: GP, sparse GP, GLM with a full prior).
+    maxcor: L-BFGS-B memory. ftol: L-BFGS-B's own relative-reduction test (0: only when no decrease).
+    restarts: when L-BFGS-B can no longer decrease the objective with the gradient above `tol`, it is
+        restarted with a cleared memory at most this many times (`EventKind.RESTART`).
+    rtol: for log-concave likelihoods, a run that L-BFGS-B cannot continue is converged
+        (`Stop.REL_TOL`) when the certified bound ½λ_max(Σ)‖∇‖²₂ on VLB* − VLB is at most
+        rtol·|VLB|; otherwise it stops as `Stop.STALLED` once the restarts are spent.
 
-    Start: `m0` (default μ) and `V0` (a scalar, a diagonal or a matrix); by default V0 is the identity
-    in the coordinates optimised, i.e. V = I unwhitened (000's set-up) and V = Σ (the prior) whitened.
-    An explicit V0 is used as given in either case.
-
-    L-BFGS-B can also stop when the objective no longer decreases in floating point; if the gradient
-    is then still above `tol` it is restarted with a cleared memory, at most `restarts` times (each
-    restart is an event in the history)."""
+    The result's `vlb` is the shared `vgi_lit.vlb.vlb` at the returned (m, L); `info` has `grad_norm`,
+    `gap_bound` (None when the likelihood is not log-concave), `n_fev` and `whiten`."""
+    check_budget(tol, max_iter, max_seconds)
+    if not (isinstance(rtol, (int, float)) and rtol >= 0): raise ValueError(f"rtol must be a number >= 0, got {rtol!r}")
+    if int(restarts) != restarts or restarts < 0: raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
     whiten = (model.prior.kind == 'dense') if whiten is None else bool(whiten)
-    m0, V0 = _check_init(model.d, m0, V0)
+    m, V = start_state(model, m0, V0)
+    opts = dict(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, maxcor=maxcor,
+                restarts=restarts, ftol=ftol, rtol=rtol)
     if whiten:
         P = model.prior; Ld = _half_dense(P)
-        m0u = None if m0 is None else P.half_solve(m0 - model.mu)
         V0u = None
-        if V0 is not None:
-            V0u = P.half_solve(P.half_solve(V0).T)       # L_Σ⁻¹ V0 L_Σ⁻ᵀ
+        if V is not None:
+            V0u = P.half_solve(P.half_solve(V).T)       # L_Σ⁻¹ V0 L_Σ⁻ᵀ
             V0u = 0.5 * (V0u + V0u.T)
-        post = fit_grad(whitened(model), m0u, V0u, tol, max_iter, ftol, maxcor, restarts, False, callback)
-        return VGPosterior(model, model.mu + Ld @ post.m, DenseCov(Ld @ post.cov.L), "grad", post.vlb, post.converged,
-                           post.history, message=post.message, n_iter=post.n_iter, **dict(post.info, whiten=True))
-    """GRAD (Challis & Barber): L-BFGS-B on (m, L); stops when the gradient ∞-norm ≤ `tol`.
+        post = _fit_grad(whitened(model), P.half_solve(m - model.mu), V0u, **opts)
+        m_w, cov_w = model.mu + Ld @ post.m, DenseCov(Ld @ post.cov.L)
+        return VGPosterior(model, m_w, cov_w, "grad", vlb(model, m_w, cov_w), post.stop, post.history,
+                           message=post.message, n_iter=post.n_iter, **dict(post.info, whiten=True))
+    return _fit_grad(model, m, V, **opts)
 
-    L-BFGS-B can also stop when the objective no longer decreases in floating point; if the gradient
-    is then still above `tol` it is restarted with a cleared memory, at most `restarts` times (each
-    restart is an event in the history)."""
-    d = model.d; tri = np.tril_indices(d)
-    m, L = _initial(model, m0, V0)
-    x0 = np.concatenate([m, L[tri]])
-    bounds = [(None, None)] * d + [(1e-10, None) if j == k else (None, None) for j, k in zip(*tri)]
-    hist = History(); last = {}
+def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol):
+    "GRAD in the model's own coordinates from a validated start (m, V or None)."
+    d = model.d; tri = np.tril_indices(d); diag = tri[0] == tri[1]
+    L0 = np.eye(d) if V is None else np.linalg.cholesky(V)
+    x0 = np.concatenate([m, L0[tri]])
+    bounds = [(None, None)] * d + [(L_MIN, None) if on else (None, None) for on in diag]
+    hist = History(callback=callback, max_seconds=max_seconds); last, halt = {}, {}
     def fun(x):
-        f, g = _objective(model, x, d, tri); last.update(x=x.copy(), f=f, g=g); return f, g
+        if not np.array_equal(x, last.get('x')):
+            f, g = _objective(model, x, d, tri); last.update(x=x.copy(), f=f, g=g)
+        return last['f'], last['g']
     def cb(intermediate_result):
-        x = intermediate_result.x
-        f, g = (last['f'], last['g']) if np.array_equal(x, last.get('x')) else fun(x)
-        hist.record(vlb=-f, grad_norm=float(np.max(np.abs(g))))
-        if callback is not None: callback(hist[-1])
-    fun(x0); hist.record(vlb=-last['f'], grad_norm=float(np.max(np.abs(last['g']))))
-    x, nit, nfev = x0, 0, 0
+        x = intermediate_result.x; f, g = fun(x)
+        hist.record(vlb=-f, grad_norm=_inf(_projected(x, g, d, diag)), step="grad")
+        if hist.stop_requested: halt['stop'] = Stop.CALLBACK; raise StopIteration
+        if hist.out_of_time(): halt['stop'] = Stop.MAX_SECONDS; raise StopIteration
+    f, g = fun(x0)
+    hist.record(vlb=-f, grad_norm=_inf(_projected(x0, g, d, diag)), step="start",
+                events=[Event(EventKind.START, "m0 = μ" if np.array_equal(m, model.mu) else "m0 given", None),
+                        Event(EventKind.START, "V0 = I" if V is None else "V0 given")])
+    x, nit, nfev, stop, bound = x0, 0, 0, None, None
     for attempt in range(restarts + 1):
+        if nit >= max_iter: stop = Stop.MAX_ITER; break
         res = minimize(fun, x, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
                        options=dict(maxiter=max_iter - nit, gtol=tol, ftol=ftol, maxcor=maxcor, maxfun=10 * max_iter))
-        nit, nfev = nit + res.nit, nfev + res.nfev
-        f, g = fun(res.x); gn = float(np.max(np.abs(g)))
-        hist[-1]['events'].append(f"L-BFGS-B: {res.message}")
-        if gn <= tol or nit >= max_iter or res.nit == 0: break
-        hist[-1]['events'].append(f"restart {attempt + 1}: gradient norm {gn:.2e} > tol with no further decrease; memory cleared")
-        x = res.x
-    L = np.zeros((d, d)); L[tri] = res.x[d:]
-    if np.any(np.diag(L) <= 1e-9): hist[-1]['events'].append("a diagonal entry of L is at its lower bound 1e-10: V is near singular")
-    return VGPosterior(model, res.x[:d], DenseCov(L), "grad", -f, gn <= tol, hist, message=str(res.message),
-                       n_iter=nit, grad_norm=gn, n_fev=nfev, whiten=False)
+        nit, nfev, x = nit + res.nit, nfev + res.nfev, res.x
+        f, g = fun(x); gp = _projected(x, g, d, diag); gn = _inf(gp)
+        hist[-1].events.append(Event(EventKind.SOLVER, str(res.message)))
+        bound = gap_bound(model, gp)
+        if 'stop' in halt: stop = halt['stop']; break
+        if not np.isfinite(f): stop = Stop.NOT_FINITE; break
+        if gn <= tol: stop = Stop.GRAD_TOL; break
+        if nit >= max_iter or res.status == 1: stop = Stop.MAX_ITER; break
+        if bound is not None and bound <= rtol * abs(f): stop = Stop.REL_TOL; break
+        if res.nit == 0 or attempt == restarts: stop = Stop.STALLED; break
+        hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared", attempt + 1))
+    L = np.zeros((d, d)); L[tri] = x[d:]
+    n_low = int(np.sum(np.diag(L) <= 10 * L_MIN))
+    if n_low: hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"diagonal entries of L at the bound {L_MIN:g}: V is near singular", n_low))
+    cov = DenseCov(L)
+    message = str(res.message) if stop is not Stop.REL_TOL else f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {res.message}"
+    return VGPosterior(model, x[:d], cov, "grad", vlb(model, x[:d], cov), stop, hist, message=message,
+                       n_iter=nit, grad_norm=gn, gap_bound=bound, n_fev=nfev, whiten=False)
+
