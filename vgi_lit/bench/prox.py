@@ -28,8 +28,8 @@ def problems(data_dir=None, which=('ionosphere', 'sonar', 'a1a'), n_max: int | N
         else: raise ValueError(f"unknown benchmark problem {name!r}; choose from ionosphere, sonar, a1a")
     return out
 
-OPTIONS = {'prox': dict(tol=1e-9, max_iter=20000), 'fpi': dict(tol_grad=1e-8, tol_rel=1e-15, max_iter=5000),
-           'grad': dict(tol=1e-8, max_iter=50000)}   # fpi: options of fixed_point.fpi (branch fp)
+OPTIONS = {'prox': dict(tol=1e-9, max_iter=20000), 'fpi': dict(tol=1e-8, tol_rel=1e-15, max_iter=5000),
+           'grad': dict(tol=1e-8, max_iter=50000)}   # each method's optimality tolerance, in the common vocabulary
 
 def time_to(history, target):
     "First recorded time at which the VLB reaches `target` (None if never)."

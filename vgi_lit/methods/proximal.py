@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 from .. import likelihoods as _liks
 from ..covariance import SiteCov
-from ..vlb import site_terms, grad_m, vlb as _vlb
+from ..vlb import site_terms, vlb as _vlb
 from ..inference import Event, EventKind, History, Stop, VGPosterior, check_budget, register_method, start_state
-from .site_update import SiteStep, site_step
+
 
 # %% auto #0
 __all__ = ['prox_point_conjugate', 'prox_state', 'prox_step', 'fit_prox']
@@ -22,18 +22,24 @@ def prox_point_conjugate(t1, t2, t1_post, t2_post, beta: float):
     return t1 + rho*(np.asarray(t1_post) - t1), t2 + rho*(np.asarray(t2_post) - t2)
 
 # %% ../../nbs/methods/13_proximal.ipynb #ba380305
-def prox_state(model, m, cov):
-    "(VLB, ∇_m VLB, γ) at q = N(m, V): the shared `vlb`, Hᵀ dE/dm − Σ⁻¹(m − μ), and γ = −2 dE/dv."
+def prox_state(model, m, t, cov):
+    """(VLB, ∇_m VLB, γ) at q = N(m, V): the shared `vlb`, Hᵀ dE/dm − t with t = Σ⁻¹(m − μ) carried by the
+    iteration (no solve against Σ, whose rounding would put a floor under the gradient), and γ = −2 dE/dv."""
     terms = site_terms(model, m, cov)
-    return _vlb(model, m, cov, terms), grad_m(model, m, terms), terms.gamma
+    return _vlb(model, m, cov, terms), model.HTmul(terms.dE_dm) - t, terms.gamma
 
-def prox_step(model, m, lam, g, gamma, beta: float) -> SiteStep:
-    """One KL proximal-gradient step of 001 (eqs. 16-19) on the site form: with r = 1/(1+β),
-    λ̃' = rλ̃ + (1−r)γ and m' = m + (1−r)(Σ⁻¹ + Hᵀdiag(rλ̃)H)⁻¹∇_m VLB, i.e. `site_step` with ρ = β/(1+β)
-    and the proximal mean metric; V' = (Σ⁻¹ + Hᵀdiag(λ̃')H)⁻¹ as a `SiteCov`. Negative γ (rounding only:
-    the method needs a log-concave likelihood) are set to 0 and counted in `n_clipped`."""
+def prox_step(model, m, t, lam, g, gamma, beta: float):
+    """One KL proximal-gradient step of 001 (eqs. 16-19) on the site form, r = 1/(1+β), ρ = 1 − r = β/(1+β):
+    λ̃' = rλ̃ + (1−r)γ₊ and m' = m + (1−r)P⁻¹∇_m VLB with P = Σ⁻¹ + Hᵀdiag(rλ̃)H, the step of `site_step(...,
+    rho=ρ, mean="proximal")`; it also returns t' = Σ⁻¹(m' − μ) = t + ρΣ⁻¹P⁻¹g from the same factor
+    (`SiteCov.matvec_split`). γ₊ = γ with negatives (rounding only: the method needs a log-concave
+    likelihood) set to 0. Returns (m', t', λ̃', V' = SiteCov(model, λ̃'), number of γ set to 0)."""
     if not (np.isfinite(beta) and beta > 0): raise ValueError(f"beta must be a positive finite number, got {beta!r}")
-    return site_step(model, m, lam, g, gamma, rho=beta / (1.0 + beta), mean="proximal", clip=True)
+    rho = beta / (1.0 + beta)
+    neg = gamma < 0
+    lam_new = (1.0 - rho) * lam + rho * np.where(neg, 0.0, gamma)
+    delta, t_delta = SiteCov(model, (1.0 - rho) * lam).matvec_split(g)
+    return m + rho * delta, t + rho * t_delta, lam_new, SiteCov(model, lam_new), int(neg.sum())
 
 # %% ../../nbs/methods/13_proximal.ipynb #80af4d5e
 def _default_beta(lik):
@@ -86,8 +92,9 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
     bet = _beta_fn(_default_beta(lik) if beta is None else beta)
     lam = _start_lam(model, lam0)
     hist = History(callback=callback, max_seconds=max_seconds)
+    t = model.prior.solve(m - model.mu) if m0 is not None else np.zeros(model.d)   # Σ⁻¹(m − μ), carried from here on
     cov = SiteCov(model, lam)
-    value, g, gamma = prox_state(model, m, cov)
+    value, g, gamma = prox_state(model, m, t, cov)
     b, k, stop, msg = bet(0), 0, Stop.MAX_ITER, f"reached max_iter={max_iter}"
     events = [Event(EventKind.START, "V0 = Sigma (lam = 0)" if lam0 is None else "V0 from lam0")]
     while True:
@@ -102,15 +109,15 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
         if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget of {max_seconds:g} s spent"; break
         events, halved = [], 0
         for _ in range(41):
-            st = prox_step(model, m, lam, g, gamma, b)
-            new = prox_state(model, st.m, st.cov)
+            st = prox_step(model, m, t, lam, g, gamma, b)
+            new = prox_state(model, st[0], st[1], st[3])
             if not safeguard or new[0] >= value - 1e-12 * max(1.0, abs(value)): break
             b *= 0.5; halved += 1
         else:
             stop, msg = Stop.STALLED, f"no step with beta >= {2 * b:.2g} increases the VLB"; break
-        if st.n_clipped: events.append(Event(EventKind.CLIPPED_GAMMA, "negative gamma (rounding) set to 0", count=st.n_clipped))
+        if st[4]: events.append(Event(EventKind.CLIPPED_GAMMA, "negative gamma (rounding) set to 0", count=st[4]))
         if halved: events.append(Event(EventKind.DAMPED, f"the VLB fell: beta halved to {b:.3g}", count=halved))
-        m, lam, cov, (value, g, gamma) = st.m, st.lam, st.cov, new
+        (m, t, lam, cov, _), (value, g, gamma) = st, new
         k += 1
         b = min(bet(k), 2.0 * b)
     return VGPosterior(model, m, cov, "prox", value, stop, hist, message=msg, n_iter=k, space=cov.space, lam=lam,
