@@ -110,11 +110,13 @@ def test_bounded_logistic_matches_grad_on_bound():
     g_b = fit(bounded, method="grad", tol=1e-9, max_iter=20000)
     for solver in ("lbfgsb", "newton"):
         r = fit(exact, method="dual", solver=solver, tol=1e-7)
-        assert abs(r.info['bound_vlb'] - g_b.vlb) <= 1e-6 * abs(g_b.vlb), (r.info['bound_vlb'], g_b.vlb)
+        assert r.objective == "bohning_bound" and r.converged
+        assert abs(r.info['bound_value'] - g_b.vlb) <= 1e-6 * abs(g_b.vlb), (r.info['bound_value'], g_b.vlb)
+        assert abs(r.vlb - vlb_exact(exact, r.m, r.cov)) <= 1e-12 * abs(r.vlb)
         assert abs(r.info['gap']) <= 1e-8 * abs(g_b.vlb)
         # the exact VLB at the dual solution lies between the bound and the exact optimum
         g_e = fit(exact, method="grad", tol=1e-7, max_iter=20000)
-        assert r.info['bound_vlb'] < r.vlb <= g_e.vlb + 1e-8
+        assert r.info['bound_value'] < r.vlb <= g_e.vlb + 1e-8
     # V is fixed at (I + X^T X / 4)^-1 by the bound
     np.testing.assert_allclose(r.V, np.linalg.inv(np.eye(d) + X.T @ X / 4), atol=1e-10)
 
@@ -125,8 +127,11 @@ def test_bad_inputs():
         fit(GLM(X, np.sign(rng.normal(size=10)), L.Probit()), method="dual")
     m = GLM(X, rng.poisson(2, 10).astype(float), L.Poisson())
     with pytest.raises(ValueError, match="solver"): fit(m, method="dual", solver="bfgs")
-    with pytest.raises(ValueError, match="tol"): fit(m, method="dual", tol=0.0)
-    with pytest.raises(ValueError, match="max_iter"): fit(m, method="dual", max_iter=0)
+    with pytest.raises(ValueError, match="tol"): fit(m, method="dual", tol=-1.0)
+    with pytest.raises(ValueError, match="max_iter"): fit(m, method="dual", max_iter=1.5)
+    with pytest.raises(ValueError, match="max_seconds"): fit(m, method="dual", max_seconds=0.0)
+    with pytest.raises(ValueError, match="not both"): fit(m, method="dual", x0=np.ones(10), m0=0.0)
+    with pytest.raises(ValueError, match="V0"): fit(m, method="dual", V0=-1.0)
     with pytest.raises(ValueError, match="effective domain"): fit(m, method="dual", x0=-np.ones(10))
     with pytest.raises(ValueError, match="shape"): fit(m, method="dual", x0=np.ones(3))
     with pytest.raises(ValueError, match="sites"): fit(m, method="dual", conj=poisson_conjugate(np.ones(4)))
@@ -160,3 +165,22 @@ def test_newton_size_guard(monkeypatch):
     monkeypatch.setattr(D, "NEWTON_MAX_N", 5)
     m = GLM(np.random.default_rng(0).normal(size=(10, 2)), np.ones(10), L.Poisson())
     with pytest.raises(ValueError, match="lbfgsb"): fit(m, method="dual", solver="newton")
+
+
+@pytest.mark.parametrize("solver", ["lbfgsb", "newton"])
+def test_stop_reasons_and_exact_vlb(solver):
+    from vgi_lit.inference import Stop, EventKind
+    model = _poisson_gp(7)
+    r = fit(model, method="dual", solver=solver, tol=1e-8)
+    assert r.converged and r.objective == "vlb" and "bound_value" not in r.info
+    assert r.vlb == vlb_exact(model, r.m, r.cov)
+    assert r.history[0].has(EventKind.START) and r.history[-1].has(EventKind.SOLVER)
+    assert all(rec.step == "dual" for rec in r.history)
+    assert fit(model, method="dual", solver=solver, max_iter=1).stop is Stop.MAX_ITER
+    c = fit(model, method="dual", solver=solver, callback=lambda rec: rec.iter >= 1)
+    assert c.stop is Stop.CALLBACK and not c.converged and len(c.history) == 2
+    assert fit(model, method="dual", solver=solver, max_seconds=1e-9).stop is Stop.MAX_SECONDS
+    # a start mapped from (m0, V0) reaches the same optimum
+    s = fit(model, method="dual", solver=solver, tol=1e-8, m0=r.m + 0.3, V0=0.5)
+    assert s.converged and abs(s.vlb - r.vlb) <= 1e-8 * abs(r.vlb)
+    assert "m0" in s.history[0].events[0].detail

@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse, os, sys, time
 import numpy as np
 import vgi_lit
-from .. import linalg
 from .. import likelihoods as L
 from ..models import GLM, GP
 from ..kernels import RBF
 from ..inference import fit, METHODS
-from ..datasets import load_housing, zscore
+from ..datasets import load_housing, zscore, shared_data_dir
+from .fixed_point import count_factorisations
 
 # %% auto #0
 __all__ = ['time_to_optimum', 'bench_problem', 'format_rows', 'run']
@@ -37,7 +37,7 @@ def _glm_poisson(data_dir, seed=0):
 def _methods(max_grad_iter):
     ms = [("dual (L-BFGS-B)", "dual", dict(solver="lbfgsb", tol=1e-9, max_iter=20000)),
           ("dual (Newton)", "dual", dict(solver="newton", tol=1e-10, max_iter=200))]
-    if "fpi" in METHODS: ms.append(("FPi", "fpi", dict(tol_grad=1e-9, max_iter=2000)))
+    if "fpi" in METHODS: ms.append(("FPi", "fpi", dict(tol=1e-9, max_iter=2000)))
     ms.append(("GRAD", "grad", dict(tol=1e-9, max_iter=max_grad_iter, V0=1e-2)))
     return ms
 
@@ -52,9 +52,10 @@ def bench_problem(model, max_grad_iter=20000, rel=1e-6):
     "Run every method on `model`; rows of (method, final VLB, converged, seconds/iterations/Cholesky to rel of the optimum, totals)."
     runs = []
     for label, meth, opts in _methods(max_grad_iter):
-        linalg.reset_counters(); t0 = time.perf_counter()
-        post = fit(model, method=meth, **opts)
-        runs.append((label, post, time.perf_counter() - t0, linalg.COUNTERS['cholesky']))
+        with count_factorisations() as counts:                    # every record gets the count so far
+            t0 = time.perf_counter()
+            post = fit(model, method=meth, callback=lambda rec: rec.__setitem__('n_chol', counts['cholesky']), **opts)
+            runs.append((label, post, time.perf_counter() - t0, counts['cholesky']))
     vlb_star = max(p.vlb for _, p, _, _ in runs)
     rows = []
     for label, post, secs, nchol in runs:
@@ -77,7 +78,7 @@ def run(argv=None):
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench dual", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="small problems (seconds)")
     ap.add_argument("--n-gp", type=int, default=None, help="GP sites (default 300, quick 60)")
-    ap.add_argument("--data-dir", default=os.environ.get("VGI_LIT_DATA", os.path.join(os.getcwd(), "..", "shared", "data")))
+    ap.add_argument("--data-dir", default=os.environ.get("VGI_LIT_DATA") or shared_data_dir())
     ap.add_argument("--max-grad-iter", type=int, default=None, help="iteration cap for GRAD (default 20000, quick 3000)")
     a = ap.parse_args(argv)
     n_gp = a.n_gp or (60 if a.quick else 300); mgi = a.max_grad_iter or (3000 if a.quick else 20000)

@@ -75,7 +75,7 @@ NEWTON_MAX_N = 6000   # largest n for solver="newton" (an n x n Hessian and its 
 @register_method("dual")
 def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, max_seconds: float | None = None,
              callback=None, solver: str = "lbfgsb", x0=None, conj: SiteConjugate | None = None, maxcor: int = 20,
-             record_gap: bool = True, scale: bool = True) -> VGPosterior:
+             record_gap: bool = True, scale: bool = True, rtol: float = 1e-10) -> VGPosterior:
     """Dual VI (Khan et al.): minimise D(x) (004 eq. 20) over the effective domain of the site conjugates
     and recover m*, V* by eqs. (17)-(18).
 
@@ -90,6 +90,9 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
     x0: a dual start on the effective domain (instead of m0/V0). conj: the site conjugates (default
         `conjugate_for(model.likelihood, model.y)`). maxcor: L-BFGS-B memory.
     record_gap: record per iteration the primal value of the optimised objective and the duality gap.
+    rtol: when the solver cannot continue (no decrease in floating point) with the gradient above
+        `tol`, the run is converged (`Stop.REL_TOL`) if the duality gap D − VLB_f, which bounds both
+        D − D* and VLB_f* − VLB_f, is at most rtol·|D|; otherwise it stops as `Stop.STALLED`.
 
     Objective: for the exact site terms (Gaussian, Poisson, exponential, stochastic volatility) the
     dual optimum is the VG optimum. For the logistic likelihood the dual optimises Böhning's bound:
@@ -98,6 +101,7 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
     below the exact VG optimum. `vlb` is always the shared `vgi_lit.vlb.vlb`."""
     if solver not in ("lbfgsb", "newton"): raise ValueError(f"solver must be 'lbfgsb' or 'newton', got {solver!r}")
     check_budget(tol, max_iter, max_seconds)
+    if not (isinstance(rtol, (int, float)) and rtol >= 0): raise ValueError(f"rtol must be a number >= 0, got {rtol!r}")
     if solver == "newton" and model.n > NEWTON_MAX_N:
         raise ValueError(f"solver='newton' forms and factorises the n x n dual Hessian; n = {model.n} > {NEWTON_MAX_N}: use solver='lbfgsb'")
     conj = conjugate_for(model.likelihood, model.y) if conj is None else conj
@@ -143,6 +147,8 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
     if not np.isfinite(st.value): stop = Stop.NOT_FINITE
     elif gn <= tol and stop not in (Stop.CALLBACK, Stop.MAX_SECONDS): stop = Stop.GRAD_TOL
     pv = primal_value(model, conj, st)
+    if stop is Stop.STALLED and abs(st.value - pv) <= rtol * abs(st.value):
+        stop, message = Stop.REL_TOL, f"duality gap {st.value - pv:.1e} <= rtol·|D| ({message})"
     hist[-1].events.append(Event(EventKind.SOLVER, message))
     info = dict(grad_norm=gn, dual_value=st.value, gap=st.value - pv, alpha=st.alpha, lam=st.lam, x=st.x, conj=conj)
     if not conj.exact: info["bound_value"] = pv
