@@ -80,7 +80,8 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
     beta: step size β > 0 (a number, or a callable k -> β_k); None = 001's: 1 for the Laplace likelihood, 0.25 otherwise.
     safeguard: reject a step that lowers the VLB and halve β for it (`EventKind.DAMPED`); β then doubles back
         towards its nominal value. A run in which no β ≥ β₀·2⁻⁴⁰ increases the VLB stops with `Stop.STALLED`.
-    Records carry `grad_m` = ‖∇_m VLB‖_∞, `gamma_res` = ‖λ̃ − γ‖_∞ and the β used (`beta`)."""
+    Records carry `grad_m` = ‖∇_m VLB‖_∞, `gamma_res` = ‖λ̃ − γ‖_∞ and the β of the step that produced the
+    state (`beta`; NaN at the start)."""
     lik = model.likelihood
     if not getattr(lik, 'log_concave', True):
         raise ValueError(f"method='prox' needs a log-concave likelihood (gamma >= 0); {type(lik).__name__} is not")
@@ -95,11 +96,11 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
     t = model.prior.solve(m - model.mu) if m0 is not None else np.zeros(model.d)   # Σ⁻¹(m − μ), carried from here on
     cov = SiteCov(model, lam)
     value, g, gamma = prox_state(model, m, t, cov)
-    b, k, stop, msg = bet(0), 0, Stop.MAX_ITER, f"reached max_iter={max_iter}"
+    b, b_step, k, stop, msg = bet(0), np.nan, 0, Stop.MAX_ITER, f"reached max_iter={max_iter}"
     events = [Event(EventKind.START, "V0 = Sigma (lam = 0)" if lam0 is None else "V0 from lam0")]
     while True:
         rm, rg = float(np.max(np.abs(g), initial=0.0)), float(np.max(np.abs(lam - np.maximum(gamma, 0.0)), initial=0.0))
-        hist.record(vlb=value, grad_norm=max(rm, rg), events=events, step="prox", grad_m=rm, gamma_res=rg, beta=b)
+        hist.record(vlb=value, grad_norm=max(rm, rg), events=events, step="prox", grad_m=rm, gamma_res=rg, beta=b_step)
         if not (np.isfinite(value) and np.isfinite(rm) and np.isfinite(rg)):
             stop, msg = Stop.NOT_FINITE, "the VLB or a site quantity is not finite"; break
         if max(rm, rg) <= tol:
@@ -107,15 +108,18 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
         if hist.stop_requested: stop, msg = Stop.CALLBACK, "the callback asked to stop"; break
         if k >= max_iter: break
         if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget of {max_seconds:g} s spent"; break
-        events, halved = [], 0
+        events, halved, b_step = [], 0, b
         for _ in range(41):
             st = prox_step(model, m, t, lam, g, gamma, b)
             new = prox_state(model, st[0], st[1], st[3])
             if not safeguard or new[0] >= value - 1e-12 * max(1.0, abs(value)): break
             b *= 0.5; halved += 1
         else:
-            stop, msg = Stop.STALLED, f"no step with beta >= {2 * b:.2g} increases the VLB"; break
+            stop, msg = Stop.STALLED, (f"no step with beta >= {2 * b:.2g} increases the VLB: the mean step (17) sees only "
+                                        "Sigma^-1 + H' diag(r lam) H, far below the curvature of the likelihood while lam is small; "
+                                        "start from site precisions near it (lam0) or use method='fpi'"); break
         if st[4]: events.append(Event(EventKind.CLIPPED_GAMMA, "negative gamma (rounding) set to 0", count=st[4]))
+        b_step = b
         if halved: events.append(Event(EventKind.DAMPED, f"the VLB fell: beta halved to {b:.3g}", count=halved))
         (m, t, lam, cov, _), (value, g, gamma) = st, new
         k += 1
