@@ -6,7 +6,8 @@
 from __future__ import annotations
 import argparse, json, time, tracemalloc
 import numpy as np
-from ..methods.svi import glm_sites, sparse_gp_sites, svi_run, vlb_state
+from ..models import GLM, SparseGP
+from ..methods.svi import svi_run
 from ..methods import gme as gme_mod
 from ..methods import sparse_bounds as sb
 from ..likelihoods import Logistic, Poisson
@@ -23,19 +24,13 @@ def _data_dir(data_dir=None):
 def _test_nll(lik, y, m, v):
     return float(-np.mean(lik.log_pred_density(y, m, v)))
 
-def _trace(sites, st, Xte, yte, lik):
-    "Training VLB and test NLL of a GLM state."
-    v, _ = vlb_state(sites, st)
-    F = st.S_half()
-    return v, _test_nll(lik, yte, Xte @ st.m, np.sum((Xte @ F)**2, 1))
-
 # %% ../../nbs/experiments/94_svi_experiments.ipynb #5122d737
 def exp_glm(max_time=60.0, batch=500, n_evals=25, seed=0, lr=1.0, data_dir=None, methods=None):
     "002 §4.1 on a7a: VLB and test NLL against time for the stochastic methods and batch H-MC-SSVI."
     ds = load_a7a(data_dir=_data_dir(data_dir), download=False)
     mu, sd = ds.X.mean(0), ds.X.std(0); sd[sd == 0] = 1.0
     Xtr, Xte = (ds.X - mu) / sd, (ds.X_test - mu) / sd
-    lik = Logistic(); sites = glm_sites(Xtr, ds.y, lik, prior_var=1.0)
+    lik = Logistic(); sites = GLM(Xtr, ds.y, lik, prior_cov=1.0)
     yte = lik.check_y(ds.y_test)
     runs = methods or [("mc-ssvi", batch), ("h-mc-ssvi", batch), ("s-dsvi", batch), ("h-mc-ssvi", sites.n)]
     out = {}
@@ -43,17 +38,16 @@ def exp_glm(max_time=60.0, batch=500, n_evals=25, seed=0, lr=1.0, data_dir=None,
         recs = []
         per = int(np.ceil(sites.n / b))
         # evaluate about n_evals times within max_time: calibrate with a short timing of 3 steps
-        t = time.perf_counter(); svi_run(sites, meth, batch_size=b, max_iter=3, eval_every=10**9, seed=seed, lr=lr, S_init=10*np.eye(sites.d))
+        t = time.perf_counter(); svi_run(sites, meth, batch_size=b, max_iter=3, eval_every=10**9, seed=seed, lr=lr, V0=10.0)
         step_s = max((time.perf_counter() - t) / 3, 1e-4)
         ev = max(1, int(max_time / step_s / n_evals))
-        def cb(t_, st, rec):
-            if not np.isnan(rec['vlb']):
-                F = st.S_half()
-                recs.append((rec['time'], rec['vlb'], _test_nll(lik, yte, Xte @ st.m, np.sum((Xte @ F)**2, 1)), t_))
-        st, hist, _ = svi_run(sites, meth, batch_size=b, max_epochs=1e6, max_time=max_time, eval_every=ev,
-                              seed=seed, lr=lr, S_init=10*np.eye(sites.d), callback=cb)
+        def cb(rec):
+            if not np.isnan(rec.vlb):
+                recs.append((rec.time, rec.vlb, _test_nll(lik, yte, Xte @ rec['m'], rec['cov'].var_at(Xte)), rec.iter))
+        hist = svi_run(sites, meth, batch_size=b, max_epochs=1e6, max_seconds=max_time, eval_every=ev, tol=0,
+                       seed=seed, lr=lr, V0=10.0, callback=cb).history
         name = meth if b < sites.n else f"batch {meth}"
-        out[name] = dict(trace=recs, batch=b, events=sum(len(r['events']) for r in hist))
+        out[name] = dict(trace=recs, batch=b, events=sum(len(r.events) for r in hist))
     return out
 
 def glm_summary(out):
@@ -88,9 +82,9 @@ def exp_gme(n=4000, n_test=2000, max_epochs=5, batch=500, tau=1.0, seed=0, lr=1.
     t = time.perf_counter(); r = gme_mod.gme_mean_field(model, max_iter=mf_iter)
     out["mean field"] = dict(nll=float(-gme_mod.gme_log_pred(model, r, Xte, yte).mean()), sigma=r['sigma'], seconds=time.perf_counter() - t)
     t = time.perf_counter()
-    st, _, _ = svi_run(glm_sites(Xtr, ytr, lik, prior_var=1.0), "h-mc-ssvi", batch_size=batch, max_epochs=max_epochs, seed=seed,
-                       eval_every=10**9, lr=lr, S_init=10*np.eye(Xtr.shape[1]))
-    out["GLM (h-mc-ssvi)"] = dict(nll=_test_nll(lik, yte, Xte @ st.m, np.sum((Xte @ st.S_half())**2, 1)), seconds=time.perf_counter() - t)
+    q = svi_run(GLM(Xtr, ytr, lik, prior_cov=1.0), "h-mc-ssvi", batch_size=batch, max_epochs=max_epochs, seed=seed,
+                eval_every=10**9, lr=lr, V0=10.0, tol=0)
+    out["GLM (h-mc-ssvi)"] = dict(nll=_test_nll(lik, yte, Xte @ q.m, q.cov.var_at(Xte)), seconds=time.perf_counter() - t)
     return out
 
 # %% ../../nbs/experiments/94_svi_experiments.ipynb #70c6f946
@@ -143,16 +137,14 @@ def exp_large(n=100_000, M=150, batch=1000, epochs=3, seed=0):
     Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
     Z = Xtr[rng.choice(n, M, replace=False)]
     lik, kern = Logistic(), RBF(4.0, 0.2)
-    sites = sparse_gp_sites(Xtr, ytr, lik, kern, Z, jitter=1e-6)
+    sites = SparseGP(Xtr, ytr, lik, kern, Z, jitter=1e-6)
     tracemalloc.start()
     t = time.perf_counter()
-    st, hist, info = svi_run(sites, "svi", batch_size=batch, max_epochs=epochs, eval_every=10**9, seed=seed)
+    q = svi_run(sites, "svi", batch_size=batch, max_epochs=epochs, eval_every=10**9, seed=seed, tol=0)
     secs = time.perf_counter() - t
     _, peak = tracemalloc.get_traced_memory(); tracemalloc.stop()
-    te_sites = sparse_gp_sites(Xte, yte, lik, kern, Z, jitter=1e-6)
-    a, c, H = te_sites.rows(np.arange(len(yte)))
-    mt, vt = a + H @ st.m, c + np.sum((H @ st.S_half())**2, 1)
-    return dict(n=n, M=M, batch=batch, epochs=epochs, seconds=secs, vlb=hist[-1]['vlb'],
+    mt, vt = q.predict(Xte)
+    return dict(n=n, M=M, batch=batch, epochs=epochs, seconds=secs, vlb=q.vlb,
                 test_error=float(np.mean(np.sign(mt) != yte)), test_nll=_test_nll(lik, yte, mt, vt),
                 bayes_error=float(np.mean(np.minimum(1/(1 + np.exp(-f[n:])), 1/(1 + np.exp(f[n:]))))),
                 peak_traced_MB=peak / 1e6, data_MB=(Xtr.nbytes + ytr.nbytes) / 1e6, NxM_MB=8 * n * M / 1e6)

@@ -8,10 +8,11 @@ import time
 import numpy as np
 from numpy.polynomial.laguerre import laggauss
 from scipy.special import logsumexp, gammaln
-from scipy.linalg import solve_triangular
 from ..quadrature import gh_nodes
-from ..linalg import kl_gauss
-from .svi import SVIState, Adagrad, glm_sites, gauss_update, step_size, kl_state
+from ..models import GLM
+from ..covariance import DenseCov
+from ..vlb import kl_gauss, kl_to_prior
+from .svi import Adagrad, init_state, gauss_update, step_size
 
 # %% auto #0
 __all__ = ['kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'GME', 'gme_bound', 'gme_site_terms', 'gme_fit', 'mf_bound',
@@ -73,21 +74,26 @@ class GME:
     "GME model: w₁ ~ N(mu, prior_var·I), w₂ ~ Rayl(tau²), f_i | w ~ N(w₁ᵀx_i, w₂), y_i ~ likelihood (002 §3.4)."
     def __init__(self, X, y, likelihood, prior_mean=0.0, prior_var=1.0, tau=5.0):
         if not tau > 0: raise ValueError(f"tau must be positive, got {tau}")
-        self.sites = glm_sites(X, y, likelihood, prior_mean, prior_var)
-        self.X, self.y, self.likelihood, self.tau = np.asarray(X, float), self.sites.y, likelihood, float(tau)
+        self.glm = GLM(X, y, likelihood, prior_mean, prior_var)          # the w₁ part: prior, rows, KL
+        self.X, self.y, self.likelihood, self.tau = self.glm.X, self.glm.y, likelihood, float(tau)
         self.n, self.d = self.X.shape
 
-def _moments(model, m, F, idx):
-    Xb = model.X[idx]; return Xb @ m, np.sum((Xb @ F)**2, 1)
+def _as_cov(F):
+    "A covariance object as it is, or a lower-triangular factor F (V = F Fᵀ) as a `DenseCov`."
+    return F if hasattr(F, 'var_at') else DenseCov(F)
+
+def _moments(model, m, cov, idx):
+    Xb = model.X[idx]; return Xb @ m, cov.var_at(Xb)
 
 def gme_bound(model, m, F, sigma, bound="optimal", n_u=16, n_w=16, n_f=32, chunk=2048):
-    "VLB of GME: `bound` in {'optimal' (8), 'suboptimal' (3)}; q(w₁) = N(m, F Fᵀ), q(w₂) = Rayl(σ²)."
+    "VLB of GME: `bound` in {'optimal' (8), 'suboptimal' (3)}; q(w₁) = N(m, V) (V a covariance object or F Fᵀ, F lower triangular), q(w₂) = Rayl(σ²)."
+    cov = _as_cov(F)
     xw, ww = rayleigh_nodes(sigma, n_w)
     zu, wu = gh_nodes(n_u)
     tot = 0.0
     for s0 in range(0, model.n, chunk):
         idx = np.arange(s0, min(s0 + chunk, model.n))
-        ms, ss = _moments(model, m, F, idx)
+        ms, ss = _moments(model, m, cov, idx)
         y = model.y[idx]
         if bound == "optimal":
             u = ms[:, None, None] + np.sqrt(ss)[:, None, None] * zu[None, :, None]       # (b, n_u, 1)
@@ -98,12 +104,7 @@ def gme_bound(model, m, F, sigma, bound="optimal", n_u=16, n_w=16, n_f=32, chunk
                                                   ss[:, None] + xw[None, :])[0]
             tot += float(np.sum(E @ ww))
         else: raise ValueError(f"bound must be 'optimal' or 'suboptimal', got {bound!r}")
-    return tot - _kl_factor(model.sites, m, F) - kl_rayleigh(sigma, model.tau)
-
-def _kl_factor(sites, m, F):
-    "KL(N(m, F Fᵀ) ‖ prior) from any square factor F (log|S| = 2 log|det F|), by triangular solves."
-    A = solve_triangular(sites.L_Sigma, F, lower=True); b = solve_triangular(sites.L_Sigma, m - sites.mu, lower=True)
-    return 0.5 * (np.sum(A**2) + b @ b - len(m) + 2*np.sum(np.log(np.diag(sites.L_Sigma))) - 2*np.linalg.slogdet(F)[1])
+    return tot - kl_to_prior(model.glm, m, cov) - kl_rayleigh(sigma, model.tau)
 
 # %% ../../nbs/methods/14a_gme.ipynb #4008c17a
 def gme_site_terms(model, m_site, s_site, y, sigma, bound, n_outer=10, n_inner=32, inner="gh", rng=None):
@@ -122,31 +123,30 @@ def gme_site_terms(model, m_site, s_site, y, sigma, bound, n_outer=10, n_inner=3
 
 # %% ../../nbs/methods/14a_gme.ipynb #46d66ba6
 def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=10, n_inner=32, inner="gh",
-            lr=1.0, schedule="1/t", seed=0, max_epochs=5.0, max_time=None, eval_every=None, S_init=10.0, sigma_init=1.0):
+            lr=1.0, schedule="1/t", seed=0, max_epochs=5.0, max_seconds=None, eval_every=None, V0=10.0, sigma_init=1.0):
     "Stochastic GME fit on `bound` ∈ {'optimal' (8), 'suboptimal' (3)}; returns dict(m, S, sigma, history, ...)."
     if method not in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): raise ValueError(f"method must be mc-ssvi, h-mc-ssvi or s-dsvi, got {method!r}")
     if bound not in ("optimal", "suboptimal"): raise ValueError(f"bound must be 'optimal' or 'suboptimal', got {bound!r}")
     if not 1 <= batch_size <= model.n: raise ValueError(f"batch_size must be in [1, {model.n}], got {batch_size}")
     if not sigma_init > 0: raise ValueError(f"sigma_init must be positive, got {sigma_init}")
     rng = np.random.default_rng(seed)
-    sites = model.sites
-    st = SVIState(sites, method, np.zeros(model.d), S_init * np.eye(model.d))
+    st = init_state(model.glm, method, np.zeros(model.d), V0)
     opt_m = Adagrad(lr) if method != "mc-ssvi" else None
     opt_L = Adagrad(lr) if method == "s-dsvi" else None
     opt_s = Adagrad(lr) if method == "s-dsvi" else None
     sigma = float(sigma_init)
     per_epoch = int(np.ceil(model.n / batch_size)); eval_every = eval_every or per_epoch
     max_iter = int(np.ceil(max_epochs * per_epoch))
-    hist = [dict(iter=0, time=0.0, vlb=gme_bound(model, st.m, st.S_half(), sigma, bound), grad_norm=np.nan, events={}, sigma=sigma)]
+    hist = [dict(iter=0, time=0.0, vlb=gme_bound(model, st.m, st.cov, sigma, bound), grad_norm=np.nan, events={}, sigma=sigma)]
     t0 = time.perf_counter()
     for t in range(1, max_iter + 1):
         idx = rng.choice(model.n, batch_size, replace=False)
         scale = model.n / batch_size
-        ms, ss = _moments(model, st.m, st.S_half(), idx)
+        ms, ss = _moments(model, st.m, st.cov, idx)
         dE_dm, gamma, gw = gme_site_terms(model, ms, ss, model.y[idx], sigma, bound, n_outer, n_inner, inner, rng)
         rho = step_size(t, schedule)
-        events = {}
-        gn = gauss_update(sites, st, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L, events)
+        st, ev, gn = gauss_update(model.glm, st, method, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L)
+        events = {e.kind.value: e.count for e in ev}
         if method == "s-dsvi":
             gs = 2/sigma - 2*sigma/model.tau**2 + scale * gw.sum() / sigma
             s_new = sigma + opt_s.step(np.array(gs))
@@ -160,10 +160,10 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
             sigma = float(np.sqrt(-1/(2*th_new)))
         rec = dict(iter=t, time=time.perf_counter() - t0, vlb=np.nan, grad_norm=gn, events=events, sigma=sigma)
         if t % eval_every == 0 or t == max_iter:
-            te = time.perf_counter(); rec['vlb'] = gme_bound(model, st.m, st.S_half(), sigma, bound); t0 += time.perf_counter() - te
+            te = time.perf_counter(); rec['vlb'] = gme_bound(model, st.m, st.cov, sigma, bound); t0 += time.perf_counter() - te
         hist.append(rec)
-        if max_time is not None and rec['time'] > max_time: break
-    return dict(m=st.m, S=st.S(), F=st.S_half(), sigma=sigma, history=hist, method=method, bound=bound, state=st)
+        if max_seconds is not None and rec['time'] > max_seconds: break
+    return dict(m=st.m, S=st.cov.dense(), cov=st.cov, sigma=sigma, history=hist, method=method, bound=bound, state=st)
 
 # %% ../../nbs/methods/14a_gme.ipynb #6297a6e4
 _EULER = 0.5772156649015329
@@ -174,23 +174,22 @@ def mf_bound(model, m, S, sigma, beta, sd):
     z = (beta - ms)**2 + sd**2 + ss
     c = np.sqrt(np.pi/2) / sigma; Elog = np.log(sigma) + 0.5*(np.log(2) - _EULER)
     E = model.likelihood.expected_log_lik(model.y, beta, sd**2)[0]
-    L_Sig = model.sites.L_Sigma
     return float(np.sum(E - 0.5*(Elog + np.log(2*np.pi) + c*z) + 0.5*np.log(2*np.pi*np.e*sd**2))) \
-        - kl_gauss(m, S, model.sites.mu, L_Sig @ L_Sig.T) - kl_rayleigh(sigma, model.tau)
+        - kl_gauss(m, S, model.glm.mu, model.glm.prior.dense()) - kl_rayleigh(sigma, model.tau)
 
 def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9):
     "Mean-field coordinate ascent for GME (002 A.4, eqs. 100-104 with c = √(π/2)/σ); returns dict with history."
     X, n, d = model.X, model.n, model.d
     beta, sd, sigma = np.zeros(n), np.ones(n), float(sigma_init)
     opt_b, opt_s = Adagrad(lr), Adagrad(lr)
-    L_Sig = model.sites.L_Sigma; Sig_inv = np.linalg.solve(L_Sig @ L_Sig.T, np.eye(d))   # d×d prior precision (small d)
+    Sig_inv = model.glm.prior.solve(np.eye(d))                            # d×d prior precision (small d)
     hist, t0, prev = [], time.perf_counter(), -np.inf
     for it in range(1, max_iter + 1):
         c = np.sqrt(np.pi/2) / sigma
         P = Sig_inv + c * X.T @ X                                          # (100)-(101)
         Lp = np.linalg.cholesky(P)
         S = np.linalg.solve(Lp.T, np.linalg.solve(Lp, np.eye(d)))
-        m = S @ (Sig_inv @ model.sites.mu + c * X.T @ beta)
+        m = S @ (Sig_inv @ model.glm.mu + c * X.T @ beta)
         ms = X @ m
         _, dE_dm, dE_dv = model.likelihood.expected_log_lik(model.y, beta, sd**2)
         beta = beta + opt_b.step(c*(ms - beta) + dE_dm)                      # (102)

@@ -7,17 +7,20 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from ..linalg import cholesky, chol_logdet
+from ..models import inducing_prior, sparse_gp_site_map
+from ..covariance import DenseCov
+from ..vlb import kl as _kl
 
 # %% auto #0
 __all__ = ['sgp_parts', 'titsias', 'v1', 'optimal', 'v2_objective', 'v2', 'predict_sparse', 'gaussian_nlpd', 'full_gp']
 
 # %% ../../nbs/methods/14b_sparse_bounds.ipynb #ec4a5be2
 def sgp_parts(kernel, X, Z, jitter=1e-8):
-    "L_uu (M×M, chol of K_uu + jitter·I), H = K_xu K_uu⁻¹ (n×M), cdiag = K_ii − Q_ii (n,)."
-    L_uu = cholesky(kernel.K(Z), jitter=jitter, name="K_uu")
-    A = solve_triangular(L_uu, kernel.K(Z, X), lower=True)
-    H = solve_triangular(L_uu.T, A, lower=False).T
-    return L_uu, H, np.maximum(kernel.Kdiag(X) - np.sum(A**2, 0), 0.0)
+    """The inducing prior (a `PriorCov` of K_uu + j I, j = jitter · mean(diag K_uu), as in `models.SparseGP`),
+    H = K_xu K_uu⁻¹ (n×M) and cdiag = K_ii − Q_ii (n,), from the models' one sparse-GP site map."""
+    prior = inducing_prior(kernel, Z, jitter)
+    _, cd, H = sparse_gp_site_map(kernel, Z, prior, np.asarray(X, float))
+    return prior, H, cd
 
 def _post_from_AB(L_uu, A, b):
     "S = (K_uu⁻¹ + A)⁻¹, m = S b, via B = I + L_uuᵀ A L_uu (no explicit inverse of K_uu)."
@@ -30,36 +33,34 @@ def _post_from_AB(L_uu, A, b):
 
 def titsias(kernel, X, y, Z, noise, jitter=1e-8):
     "Bound (3) optimum (002 §3.5, 'sub-optimal'): S = (K_uu⁻¹ + σ⁻²HᵀH)⁻¹, m = Sσ⁻²Hᵀy."
-    L_uu, H, cd = sgp_parts(kernel, X, Z, jitter)
-    return _post_from_AB(L_uu, H.T @ H / noise, H.T @ y / noise)
+    prior, H, cd = sgp_parts(kernel, X, Z, jitter)
+    return _post_from_AB(prior.L, H.T @ H / noise, H.T @ y / noise)
 
 def v1(kernel, X, y, Z, noise, jitter=1e-8):
     "V1 (002 §3.5): bound (8) applied to the sparse GP, A = Σh_ih_iᵀ/c_i, b = Σy_ih_i/c_i, c_i = K_ii − Q_ii + σ²."
-    L_uu, H, cd = sgp_parts(kernel, X, Z, jitter)
+    prior, H, cd = sgp_parts(kernel, X, Z, jitter)
     c = cd + noise
-    return _post_from_AB(L_uu, (H.T / c) @ H, H.T @ (y / c))
+    return _post_from_AB(prior.L, (H.T / c) @ H, H.T @ (y / c))
 
 def optimal(kernel, X, y, Z, noise, jitter=1e-8):
     "Bound (6) optimum (002 §3.5): A = HᵀC⁻¹H, b = HᵀC⁻¹y with C = K_ff − Q_ff + σ²I (O(n³))."
-    L_uu, H, cd = sgp_parts(kernel, X, Z, jitter)
+    prior, H, cd = sgp_parts(kernel, X, Z, jitter)
     Kfu = kernel.K(X, Z)
     C = kernel.K(X) - Kfu @ H.T + noise * np.eye(len(X))
     L_C = cholesky(0.5*(C + C.T), name="K_ff - Q_ff + noise I")
     CiH = cho_solve((L_C, True), H)
-    return _post_from_AB(L_uu, H.T @ CiH, CiH.T @ y)
+    return _post_from_AB(prior.L, H.T @ CiH, CiH.T @ y)
 
 # %% ../../nbs/methods/14b_sparse_bounds.ipynb #35809989
-def v2_objective(L_uu, H, cd, y, noise, m, S):
-    "V2 objective: −KL(q‖p) + Σ_i log N(y_i | h_iᵀm, c_i + h_iᵀSh_i), c_i = K_ii − Q_ii + σ²."
+def v2_objective(prior, H, cd, y, noise, m, S):
+    "V2 objective: −KL(q‖p) + Σ_i log N(y_i | h_iᵀm, c_i + h_iᵀSh_i), c_i = K_ii − Q_ii + σ²; p = N(0, K_uu) as `prior`."
     v = cd + noise + np.einsum('ij,jk,ik->i', H, S, H); r = y - H @ m
-    M = L_uu.shape[0]; Ls = cholesky(S, name="S")
-    A = solve_triangular(L_uu, Ls, lower=True); b = solve_triangular(L_uu, m, lower=True)
-    kl = 0.5 * (np.sum(A**2) + b @ b - M + chol_logdet(L_uu) - chol_logdet(Ls))
-    return float(np.sum(-0.5*np.log(2*np.pi*v) - 0.5*r**2/v)) - kl
+    return float(np.sum(-0.5*np.log(2*np.pi*v) - 0.5*r**2/v)) - _kl(m, DenseCov(cholesky(S, name="S")), np.zeros(prior.d), prior)
 
 def v2(kernel, X, y, Z, noise, jitter=1e-8, max_iter=500, tol=1e-10):
     "V2 (002 §3.5) by coordinate ascent (m closed form, then one S fixed-point step); returns m, S, info."
-    L_uu, H, cd = sgp_parts(kernel, X, Z, jitter)
+    prior, H, cd = sgp_parts(kernel, X, Z, jitter)
+    L_uu = prior.L
     c = cd + noise
     m, S = _post_from_AB(L_uu, (H.T / c) @ H, H.T @ (y / c))          # start at V1
     clipped, prev, hist = 0, -np.inf, []
@@ -73,14 +74,14 @@ def v2(kernel, X, y, Z, noise, jitter=1e-8, max_iter=500, tol=1e-10):
         except ValueError:
             clipped += 1
             _, S = _post_from_AB(L_uu, (H.T * np.maximum(wts, 0)) @ H, np.zeros(len(m)))
-        obj = v2_objective(L_uu, H, cd, y, noise, m, S); hist.append(obj)
+        obj = v2_objective(prior, H, cd, y, noise, m, S); hist.append(obj)
         if abs(obj - prev) < tol * (1 + abs(obj)): break
         prev = obj
     return m, S, dict(iters=it + 1, clipped=clipped, objective=hist)
 
 def predict_sparse(kernel, Z, m, S, X_new, jitter=1e-8):
     "Predictive N(f* | h*ᵀm, K** − Q** + h*ᵀSh*) of q(w)p(f*|w)."
-    L_uu, H, cd = sgp_parts(kernel, X_new, Z, jitter)
+    _, H, cd = sgp_parts(kernel, X_new, Z, jitter)
     return H @ m, cd + np.einsum('ij,jk,ik->i', H, S, H)
 
 def gaussian_nlpd(y, mean, var_f, noise):

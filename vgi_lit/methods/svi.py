@@ -5,73 +5,46 @@
 # %% ../../nbs/methods/14_svi.ipynb #0679d863
 from __future__ import annotations
 import time
+from dataclasses import dataclass
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
-from ..quadrature import gh_nodes
+from scipy.linalg import cho_solve
 from ..linalg import cholesky
+from ..covariance import DenseCov, PrecisionCov
+from ..vlb import kl_to_prior
+from ..inference import register_method, History, VGPosterior, Event, EventKind, Stop, start_state, check_budget
 
 # %% auto #0
-__all__ = ['METHODS', 'Sites', 'glm_sites', 'sparse_gp_sites', 'site_derivs', 'step_size', 'Adagrad', 'SVIState', 'kl_state',
-           'vlb_state', 'gauss_update', 'svi_step', 'svi_run', 'as_sites']
+__all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'natural_cov_step',
+           'gauss_update', 'svi_step', 'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
-class Sites:
-    "Linear-Gaussian site map f_i | w ~ N(a_i + h_iᵀw, c_i) with prior w ~ N(mu, L_Sigma L_Sigmaᵀ) (002 §3.3)."
-    def __init__(self, y, likelihood, mu, L_Sigma, rows, n: int, name: str = "sites", model=None):
-        self.y, self.likelihood, self.n = y, likelihood, int(n)
-        self.mu = np.asarray(mu, float)          # (d,) prior mean
-        self.L_Sigma = np.asarray(L_Sigma, float)  # (d, d) lower Cholesky factor of the prior covariance
-        self.d = self.mu.size
-        self.rows, self.name, self.model = rows, name, model
-        self.Sinv_mu = cho_solve((self.L_Sigma, True), self.mu)   # Σ⁻¹μ, computed once
+METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
 
-    def Sigma_inv(self, B):
-        "Σ⁻¹ B by two triangular solves."
-        return cho_solve((self.L_Sigma, True), B)
+@dataclass
+class SVIState:
+    """State of a stochastic method: the mean m (d,), the covariance (`PrecisionCov` of Λ for the
+    natural methods, `DenseCov` of the factor L for S-DSVI) and, for the natural mean, r = V⁻¹m − Σ⁻¹μ."""
+    m: np.ndarray
+    cov: object
+    r: np.ndarray | None = None
 
-def _check_Xy(X, y, n_name="X"):
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2: raise ValueError(f"{n_name} must be a 2-d array (n, d), got shape {X.shape}")
-    if not np.all(np.isfinite(X)): raise ValueError(f"{n_name} contains NaN or inf")
-    if len(y) != X.shape[0]: raise ValueError(f"{n_name} has {X.shape[0]} rows but y has {len(y)} entries")
-    return X
+def init_state(model, method, m0=None, V0=None) -> SVIState:
+    "Start at (m0, V0) (defaults μ and Σ): Λ₀ = V0⁻¹ − Σ⁻¹ for the natural methods, L₀ = chol(V0) for S-DSVI."
+    m, V = start_state(model, m0, V0)
+    P, d = model.prior, model.d
+    if method == "s-dsvi":
+        return SVIState(m, DenseCov(np.tril(P.half(np.eye(d))) if V is None else cholesky(V, name="V0")))
+    Lam = np.zeros((d, d)) if V is None else cho_solve((cholesky(V, name="V0"), True), np.eye(d)) - P.solve(np.eye(d))
+    cov = PrecisionCov(P, Lam)
+    return SVIState(m, cov, P.solve(m - model.mu) + cov.Lam @ m)
 
-def glm_sites(X, y, likelihood, prior_mean=0.0, prior_var=1.0):
-    "GLM sites: a = c = 0, h_i = x_i; prior N(prior_mean, prior_var·I) (isotropic) or a full covariance."
-    y = likelihood.check_y(y) if hasattr(likelihood, 'check_y') else np.asarray(y, float)
-    X = _check_Xy(X, y)
-    n, d = X.shape
-    mu = np.broadcast_to(np.asarray(prior_mean, float), (d,)).copy()
-    pv = np.asarray(prior_var, float)
-    if pv.ndim == 0:
-        if not pv > 0: raise ValueError(f"prior variance must be positive, got {float(pv)}")
-        L_Sigma = np.sqrt(pv) * np.eye(d)
-    else:
-        L_Sigma = cholesky(pv, name="GLM prior covariance")
-    zero = np.zeros
-    return Sites(y, likelihood, mu, L_Sigma, lambda idx: (zero(len(idx)), zero(len(idx)), X[idx]), n, "glm")
-
-def sparse_gp_sites(X, y, likelihood, kernel, Z, jitter: float = 1e-6, mean: float = 0.0):
-    "Sparse-GP sites: h_i = K_uu⁻¹K_ui, c_i = K_ii − Q_ii, a_i = mean; rows computed per mini-batch."
-    y = likelihood.check_y(y) if hasattr(likelihood, 'check_y') else np.asarray(y, float)
-    X = _check_Xy(X, y)
-    Z = np.asarray(Z, float)
-    if Z.ndim != 2 or Z.shape[1] != X.shape[1]: raise ValueError(f"Z must have shape (M, {X.shape[1]}), got {Z.shape}")
-    M = Z.shape[0]
-    L_uu = cholesky(kernel.K(Z), jitter=jitter, name="K_uu")
-    def rows(idx):
-        Kxu = kernel.K(X[idx], Z)                              # (b, M)
-        A = solve_triangular(L_uu, Kxu.T, lower=True)          # (M, b) = L_uu⁻¹ K_ux
-        H = solve_triangular(L_uu.T, A, lower=False).T         # (b, M) = K_xu K_uu⁻¹
-        c = np.maximum(kernel.Kdiag(X[idx]) - np.sum(A**2, 0), 0.0)   # K_ii − Q_ii (≥ 0 up to rounding)
-        return np.full(len(idx), float(mean)), c, H
-    s = Sites(y, likelihood, np.zeros(M), L_uu, rows, X.shape[0], "sparse_gp")
-    s.jitter = jitter
-    return s
+def _halfT(P, B):
+    "L_Σᵀ B"
+    return P.L.T @ B if P.kind == 'dense' else P.half(B)
 
 # %% ../../nbs/methods/14_svi.ipynb #490fa79a
 def site_derivs(likelihood, y, m_site, v_site, expect: str = "gh", n_samples: int = 10, rng=None):
-    "(dE_dm, dE_dv) per site, by the likelihood's quadrature (`expect='gh'`) or Monte Carlo (`'mc'`)."
+    "(dE_dm, dE_dv) per site, by the likelihood's quadrature (`expect='gh'`) or Monte Carlo (`'mc'`, `n_samples` draws per site)."
     if expect == "gh":
         _, dE_dm, dE_dv = likelihood.expected_log_lik(y, m_site, v_site)
         return np.asarray(dE_dm, float), np.asarray(dE_dv, float)
@@ -85,223 +58,161 @@ def site_derivs(likelihood, y, m_site, v_site, expect: str = "gh", n_samples: in
 
 # %% ../../nbs/methods/14_svi.ipynb #4dda8a56
 def step_size(t: int, schedule="1/t", tau: float = 1.0, kappa: float = 0.6):
-    "ρ_t for t = 1, 2, ...: `'1/t'`, `'rm'` ((t+tau)^-kappa) or a constant float."
-    if schedule == "1/t": return 1.0 / t
-    if schedule == "rm":
+    "ρ_t for t = 1, 2, ...: `'1/t'`, `'rm'` ((t + tau)^-kappa) or a constant float in (0, 1]."
+    if isinstance(schedule, str) and schedule == "1/t": return 1.0 / t
+    if isinstance(schedule, str) and schedule == "rm":
         if not 0.5 < kappa <= 1: raise ValueError(f"kappa must be in (0.5, 1] for Robbins-Monro, got {kappa}")
         if tau < 0: raise ValueError(f"tau must be non-negative, got {tau}")
         return (t + tau) ** (-kappa)
-    if isinstance(schedule, (int, float)) and 0 < schedule <= 1: return float(schedule)
+    if isinstance(schedule, (int, float)) and not isinstance(schedule, bool) and 0 < schedule <= 1: return float(schedule)
     raise ValueError(f"schedule must be '1/t', 'rm' or a constant in (0, 1], got {schedule!r}")
 
 class Adagrad:
-    "ADAGRAD ascent step x + lr·g/(√(Σ_t g_t²) + eps), elementwise (002 §4: global rate 1.0)."
+    "ADAGRAD ascent step lr·g/(√(Σ_t g_t²) + eps), elementwise (002 §4: global rate 1.0)."
     def __init__(self, lr: float = 1.0, eps: float = 1e-8):
-        if not lr > 0: raise ValueError(f"learning rate must be positive, got {lr}")
-        self.lr, self.eps, self.acc = lr, eps, None
+        if not (isinstance(lr, (int, float)) and lr > 0): raise ValueError(f"learning rate lr must be positive, got {lr!r}")
+        self.lr, self.eps, self.acc = float(lr), eps, None
     def step(self, g):
         self.acc = g**2 if self.acc is None else self.acc + g**2
         return self.lr * g / (np.sqrt(self.acc) + self.eps)
 
 # %% ../../nbs/methods/14_svi.ipynb #3877e0df
-class SVIState:
-    "Variational state of the stochastic methods: mean `m` and either the site precision `Lam` or the factor `L`."
-    def __init__(self, sites, method, m=None, S_init=None, whiten=False):
-        d = sites.d
-        self.whiten = bool(whiten)
-        self.method, self.m = method, (sites.mu.copy() if m is None else np.asarray(m, float).copy())
-        if method == "s-dsvi":
-            self.L = (sites.L_Sigma.copy() if S_init is None else cholesky(S_init, name="initial S"))
-        else:
-            # S⁻¹ = Σ⁻¹ + Λ; start from S = S_init (default: the prior, Λ = 0)
-            if S_init is None: self.Lam = np.zeros((d, d))
-            else:
-                Lsi = cholesky(S_init, name="initial S")
-                Sinv = cho_solve((Lsi, True), np.eye(d))
-                self.Lam = Sinv - sites.Sigma_inv(np.eye(d))
-                self.Lam = 0.5 * (self.Lam + self.Lam.T)
-            self._factor(sites)
-            self.r = self.Sinv_m(sites) - sites.Sinv_mu       # S⁻¹m = Σ⁻¹μ + r
-
-    def _factor(self, sites):
-        "Factor B = I + L_Σᵀ Λ L_Σ; W = L_Σ L_B⁻ᵀ so that S = W Wᵀ (natural methods)."
-        B = np.eye(sites.d) + sites.L_Sigma.T @ self.Lam @ sites.L_Sigma
-        self.L_B = cholesky(0.5 * (B + B.T), name="B = I + L_Sigma^T Lam L_Sigma")
-        self.W = solve_triangular(self.L_B, sites.L_Sigma.T, lower=True).T
-
-    def Sinv_m(self, sites):
-        "S⁻¹m = Σ⁻¹m + Λm."
-        return sites.Sigma_inv(self.m) + self.Lam @ self.m
-
-    def S_half(self):
-        "A factor F with S = F Fᵀ (W for the natural methods, L for S-DSVI)."
-        return self.L if self.method == "s-dsvi" else self.W
-
-    def S(self):
-        F = self.S_half(); return F @ F.T
-
-    def logdet_S(self, sites):
-        if self.method == "s-dsvi": return 2.0 * np.sum(np.log(np.abs(np.diag(self.L))))
-        return 2.0 * np.sum(np.log(np.diag(sites.L_Sigma))) - 2.0 * np.sum(np.log(np.diag(self.L_B)))
-
-def kl_state(sites, st):
-    "KL(q‖p) = ½[tr(Σ⁻¹S) + (m−μ)ᵀΣ⁻¹(m−μ) − d + log|Σ| − log|S|], by triangular solves."
-    A = solve_triangular(sites.L_Sigma, st.S_half(), lower=True)
-    b = solve_triangular(sites.L_Sigma, st.m - sites.mu, lower=True)
-    return 0.5 * (np.sum(A**2) + b @ b - sites.d + 2*np.sum(np.log(np.diag(sites.L_Sigma))) - st.logdet_S(sites))
-
-def vlb_state(sites, st, chunk: int = 1024):
-    "Full-data VLB Σ_i E_i − KL (quadrature), streamed over chunks of `chunk` sites: memory O(chunk·d)."
-    F = st.S_half(); tot = 0.0; grad_m = -sites.Sigma_inv(st.m - sites.mu)
-    for s0 in range(0, sites.n, chunk):
-        idx = np.arange(s0, min(s0 + chunk, sites.n))
-        a, c, H = sites.rows(idx)
-        E, dE_dm, _ = sites.likelihood.expected_log_lik(sites.y[idx], a + H @ st.m, c + np.sum((H @ F)**2, 1))
-        tot += float(np.sum(E)); grad_m += H.T @ dE_dm
-    return tot - kl_state(sites, st), float(np.linalg.norm(grad_m))
+def vlb_stream(model, m, cov, chunk: int = 1024):
+    """Full-data VLB Σ_i E_i − KL(q‖p) (000 eq. 3) and ‖∂VLB/∂m‖, the site terms streamed over chunks
+    of `chunk` rows of `model.rows` (memory O(chunk·d) besides V); the KL is the shared `kl_to_prior`."""
+    tot, g = 0.0, -model.prior.solve(np.asarray(m, float) - model.mu)
+    for s0 in range(0, model.n, chunk):
+        idx = np.arange(s0, min(s0 + chunk, model.n))
+        a, c, H = model.rows(idx)
+        E, dE_dm, _ = model.likelihood.expected_log_lik(model.y[idx], a + H @ m, c + cov.var_at(H))
+        tot += float(np.sum(E)); g += H.T @ dE_dm
+    return tot - kl_to_prior(model, m, cov), float(np.linalg.norm(g))
 
 # %% ../../nbs/methods/14_svi.ipynb #92ba6d89
-def _mean_step(sites, st, opt_m, g_m):
+def natural_cov_step(model, cov, H, gamma, rho, scale):
+    """Λ' = (1−ρ)Λ + ρ·scale·HᵀΓH (002 eq. 24) as a `PrecisionCov`, and the γ used: when Σ⁻¹ + Λ' is not
+    positive definite, the step is redone with γ₊ = max(γ, 0), which keeps it so (Σ⁻¹ + (1−ρ)Λ ≻ 0)."""
+    try: return PrecisionCov(model.prior, (1 - rho) * cov.Lam + rho * scale * (H.T * gamma) @ H), gamma
+    except ValueError:
+        gamma = np.maximum(gamma, 0.0)
+        return PrecisionCov(model.prior, (1 - rho) * cov.Lam + rho * scale * (H.T * gamma) @ H), gamma
+
+def _mean_step(model, opt, g_m, whiten):
     "ADAGRAD step on m, or (whitened) on ṽ = L_Σ⁻¹(m − μ) with ∇_ṽ = L_Σᵀ∇_m, mapped back by L_Σ."
-    if st.whiten: return sites.L_Sigma @ opt_m.step(sites.L_Sigma.T @ g_m)
-    return opt_m.step(g_m)
+    return model.prior.half(opt.step(_halfT(model.prior, g_m))) if whiten else opt.step(g_m)
 
-def gauss_update(sites, st, H, dE_dm, gamma, rho, scale, opt_m=None, opt_L=None, events=None):
-    "Update (m, S) of `st` from per-site dE/dm and γ = −2dE/dv on rows H (002 eqs. 24, 25, 63, 64); returns |ĝ_m|."
-    events = {} if events is None else events
-    if not (np.all(np.isfinite(dE_dm)) and np.all(np.isfinite(gamma))):
-        raise FloatingPointError(f"non-finite site derivatives at a step of {st.method}")
-    g_m = sites.Sigma_inv(sites.mu - st.m) + scale * (H.T @ dE_dm)   # standard gradient in m
-    if st.method == "s-dsvi":
-        HF = H @ st.L
-        gL = np.tril(np.diag(1.0 / np.diag(st.L)) - sites.Sigma_inv(st.L) - scale * (H.T * gamma) @ HF)
-        if st.whiten:                                      # step in L̃ = L_Σ⁻¹L: ∇_L̃ = tril(L_Σᵀ∇_L)
-            L_new = st.L + sites.L_Sigma @ opt_L.step(np.tril(sites.L_Sigma.T @ gL))
-        else:
-            L_new = st.L + opt_L.step(gL)
-        dg, dg_old = np.diag(L_new), np.diag(st.L)
-        bad = dg <= 0
-        if np.any(bad):                                    # projection, reported
-            L_new[np.diag_indices_from(L_new)] = np.where(bad, 0.5 * dg_old, dg)
-            events['projected_diag'] = int(bad.sum())
-        st.L = L_new
-        st.m = st.m + _mean_step(sites, st, opt_m, g_m)
-        return float(np.linalg.norm(g_m))
-    # natural covariance step (24): Λ ← (1−ρ)Λ + ρ·scale·Hᵀ diag(γ) H
-    Lam_old = st.Lam
-    st.Lam = (1 - rho) * Lam_old + rho * scale * (H.T * gamma) @ H
-    try:
-        st._factor(sites)
-    except ValueError:                                     # indefinite: redo with γ̂ clipped at 0, reported
-        neg = gamma < 0
-        events['clipped_gamma'] = int(neg.sum())
-        gamma = np.where(neg, 0.0, gamma)
-        st.Lam = (1 - rho) * Lam_old + rho * scale * (H.T * gamma) @ H
-        st._factor(sites)
-    if st.method in ("svi", "mc-ssvi"):
-        # natural mean step (25): r ← (1−ρ)r + ρ·scale·Hᵀ(∂_mE + γ·Hm)
-        r_hat = scale * H.T @ (dE_dm + gamma * (H @ st.m))
-        st.r = (1 - rho) * st.r + rho * r_hat
-        st.m = st.W @ (st.W.T @ (sites.Sinv_mu + st.r))    # m = S(Σ⁻¹μ + r)
-    else:                                                   # h-mc-ssvi: standard mean step (63)
-        st.m = st.m + _mean_step(sites, st, opt_m, g_m)
-    if not np.all(np.isfinite(st.m)): raise FloatingPointError(f"non-finite mean after a step of {st.method}")
-    return float(np.linalg.norm(g_m))
+def gauss_update(model, st, method, H, dE_dm, gamma, rho, scale, opt_m=None, opt_L=None, whiten=False):
+    """Update (m, V) of `st` from per-site dE/dm and γ = −2dE/dv on the rows H of a mini-batch scaled by
+    `scale` = N/|𝓜| (002 eqs. 24, 25, 63, 64): returns (new state, events, ‖ĝ_m‖), ĝ_m the estimate of ∂VLB/∂m."""
+    m, P, events = st.m, model.prior, []
+    if not (np.all(np.isfinite(dE_dm)) and np.all(np.isfinite(gamma))): return SVIState(m * np.nan, st.cov), events, np.inf
+    g_m = scale * (H.T @ dE_dm) - P.solve(m - model.mu)                 # ĝ_m
+    if method == "s-dsvi":
+        L = st.cov.L
+        gL = np.tril(np.diag(1.0 / np.diag(L)) - P.solve(L) - scale * (H.T * gamma) @ (H @ L))   # 002 eq. 64
+        L_new = np.tril(L + (P.half(opt_L.step(np.tril(_halfT(P, gL)))) if whiten else opt_L.step(gL)))
+        dg, bad = np.diag(L_new), np.diag(L_new) <= 0
+        if np.any(bad):                                                # projection onto L_jj > 0
+            L_new[np.diag_indices_from(L_new)] = np.where(bad, 0.5 * np.diag(L), dg)
+            events.append(Event(EventKind.PROJECTED, "diagonal of L halved instead of crossing 0", int(bad.sum())))
+        return SVIState(m + _mean_step(model, opt_m, g_m, whiten), DenseCov(L_new)), events, float(np.linalg.norm(g_m))
+    cov, g_used = natural_cov_step(model, st.cov, H, gamma, rho, scale)
+    if g_used is not gamma:
+        events.append(Event(EventKind.CLIPPED_GAMMA, "negative site precisions set to 0", int(np.sum(gamma < 0))))
+    if method == "h-mc-ssvi":                                          # standard mean step (63)
+        return SVIState(m + _mean_step(model, opt_m, g_m, whiten), cov), events, float(np.linalg.norm(g_m))
+    r = (1 - rho) * st.r + rho * scale * (H.T @ (dE_dm + g_used * (H @ m)))   # natural mean step (25)
+    return SVIState(cov.matvec(P.solve(model.mu) + r), cov, r), events, float(np.linalg.norm(g_m))
 
-def svi_step(sites, st, idx, rho, expect="gh", n_samples=10, rng=None, opt_m=None, opt_L=None):
-    "One stochastic step of `st.method` on mini-batch `idx`; returns (state, events, |ĝ_m|)."
-    events = {}
-    scale = sites.n / len(idx)                                 # N / |M|
-    a, c, H = sites.rows(idx)                                  # (b,), (b,), (b, d)
-    m_site, v_site = a + H @ st.m, c + np.sum((H @ st.S_half())**2, 1)
-    dE_dm, dE_dv = site_derivs(sites.likelihood, sites.y[idx], m_site, v_site, expect, n_samples, rng)
-    gn = gauss_update(sites, st, H, dE_dm, -2.0 * dE_dv, rho, scale, opt_m, opt_L, events)
-    return st, events, gn
+def svi_step(model, st, method, idx, rho, expect="gh", n_samples=10, rng=None, opt_m=None, opt_L=None, whiten=False):
+    "One stochastic step of `method` on the mini-batch `idx` of `model.rows`: (new state, events, ‖ĝ_m‖)."
+    a, c, H = model.rows(idx)                                          # (b,), (b,), (b, d)
+    dE_dm, dE_dv = site_derivs(model.likelihood, model.y[idx], a + H @ st.m, c + st.cov.var_at(H), expect, n_samples, rng)
+    return gauss_update(model, st, method, H, dE_dm, -2.0 * dE_dv, rho, model.n / len(idx), opt_m, opt_L, whiten)
 
 # %% ../../nbs/methods/14_svi.ipynb #e949235c
-METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
+def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, max_seconds=None, callback=None,
+            batch_size=500, schedule=None, tau=1.0, kappa=0.6, lr=None, expect=None, n_samples=10, seed=0,
+            max_epochs=None, whiten=None, eval_every=None) -> VGPosterior:
+    """Fit q(w) = N(m, V) to `model` by one of `METHODS` (002 §3.3) on mini-batches of `model.rows`.
 
-def svi_run(sites, method="svi", batch_size=100, schedule="1/t", tau=1.0, kappa=0.6, lr=1.0,
-            expect=None, n_samples=10, seed=0, max_epochs=10.0, max_iter=None, max_time=None,
-            eval_every=None, tol=None, m_init=None, S_init=None, whiten=False, callback=None):
-    "Run one of `METHODS` on `sites`; returns (state, history records, info dict)."
+    - `m0`, `V0`: start (defaults μ and Σ; `V0` a positive scalar, diagonal or d × d matrix).
+    - `tol`: stop (`Stop.REL_TOL`) when the full-data VLB changes by at most tol·(1 + |VLB|) between two evaluations.
+    - `max_iter`: at most this many steps (`Stop.MAX_ITER`); `max_epochs`: at most this many passes over
+      the data (`Stop.BUDGET`; default 20 for mini-batches, 200 when one batch holds all the data).
+    - `max_seconds`: time budget, full-data evaluations not counted (`Stop.MAX_SECONDS`); `callback(record)`: called after every step (records of evaluations carry `record['m']`, and `record['cov']` during the call), True stops (`Stop.CALLBACK`).
+    - `batch_size`: sites per step (default 500); a value above n is clamped to n (event OPTION_ADJUSTED).
+    - `schedule`, `tau`, `kappa`: ρ_t of the natural steps (`step_size`; default '1/t' with mini-batches, 0.5 with the full batch).
+    - `lr`: ADAGRAD rate of the standard-gradient steps (h-mc-ssvi mean; s-dsvi mean and L); default 1.0 (h-mc-ssvi), 0.3 (s-dsvi).
+    - `expect`: 'gh' (quadrature) or 'mc' (`n_samples` draws per site); default 'gh' for svi, 'mc' for the others.
+    - `seed`: mini-batch order and Monte Carlo draws.
+    - `whiten`: standard-gradient steps in ṽ = L_Σ⁻¹(m − μ), L̃ = L_Σ⁻¹L; default True for a dense prior Σ.
+    - `eval_every`: steps between full-data VLB evaluations (default one epoch)."""
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if int(batch_size) != batch_size or not 1 <= batch_size <= sites.n:
-        raise ValueError(f"batch_size must be an integer in [1, {sites.n}], got {batch_size!r}")
-    if not (max_epochs is None or max_epochs > 0): raise ValueError(f"max_epochs must be positive, got {max_epochs}")
-    if int(n_samples) != n_samples or n_samples < 1: raise ValueError(f"n_samples must be a positive integer, got {n_samples}")
-    step_size(1, schedule, tau, kappa)                       # validates the schedule
-    batch_size = int(batch_size)
+    check_budget(tol, 0 if max_iter is None else max_iter, max_seconds)
+    if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if isinstance(n_samples, bool) or int(n_samples) != n_samples or n_samples < 1: raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+    if max_epochs is not None and not max_epochs > 0: raise ValueError(f"max_epochs must be positive, got {max_epochs!r}")
+    n = model.n
+    start_events = []
+    if batch_size > n:
+        start_events.append(Event(EventKind.OPTION_ADJUSTED, f"batch_size {batch_size} > n = {n}: clamped to n", n)); batch_size = n
+    batch_size, full = int(batch_size), batch_size >= n
+    if schedule is None: schedule = 0.5 if full else "1/t"
+    step_size(1, schedule, tau, kappa)                                 # validates the schedule
+    if max_epochs is None: max_epochs = 200 if full else 20
+    if whiten is None: whiten = model.prior.kind == 'dense'
+    if lr is None: lr = 0.3 if method == "s-dsvi" else 1.0
     expect = expect or ("gh" if method == "svi" else "mc")
+    if expect not in ("gh", "mc"): raise ValueError(f"expect must be 'gh' or 'mc', got {expect!r}")
     rng = np.random.default_rng(seed)
-    st = SVIState(sites, method, m_init, S_init, whiten)
+    st = init_state(model, method, m0, V0)
     opt_m = Adagrad(lr) if method in ("h-mc-ssvi", "s-dsvi") else None
     opt_L = Adagrad(lr) if method == "s-dsvi" else None
-    per_epoch = int(np.ceil(sites.n / batch_size))
-    if max_iter is None: max_iter = int(np.ceil((max_epochs or 1e9) * per_epoch))
-    eval_every = eval_every or per_epoch
-    hist, t0, perm, pos = [], time.perf_counter(), rng.permutation(sites.n), 0
-    vlb0, gn0 = vlb_state(sites, st)
-    hist.append(dict(iter=0, time=0.0, vlb=vlb0, grad_norm=gn0, events={}, points=0))
-    converged, message, prev = False, "", vlb0
-    for t in range(1, max_iter + 1):
-        if pos + batch_size > sites.n: perm, pos = rng.permutation(sites.n), 0
+    per_epoch = int(np.ceil(n / batch_size))
+    eval_every = per_epoch if eval_every is None else int(eval_every)
+    n_steps = int(np.ceil(max_epochs * per_epoch))
+    hist = History(callback=callback, max_seconds=max_seconds)
+    v, gn = vlb_stream(model, st.m, st.cov)
+    hist.record(vlb=v, grad_norm=gn, events=start_events, step="start", points=0, m=st.m, cov=st.cov)
+    hist[0].extra.pop('cov')
+    stop, prev, perm, pos, t = None, v, rng.permutation(n), 0, 0
+    while stop is None:
+        if max_iter is not None and t >= max_iter: stop = Stop.MAX_ITER; break
+        if t >= n_steps: stop = Stop.BUDGET; break
+        t += 1
+        if pos + batch_size > n: perm, pos = rng.permutation(n), 0
         idx = np.sort(perm[pos:pos + batch_size]); pos += batch_size
-        st, events, gns = svi_step(sites, st, idx, step_size(t, schedule, tau, kappa), expect, n_samples, rng, opt_m, opt_L)
-        rec = dict(iter=t, time=time.perf_counter() - t0, vlb=np.nan, grad_norm=np.nan,
-                   grad_norm_stochastic=gns, events=events, points=t * batch_size)
-        if t % eval_every == 0 or t == max_iter:
-            te = time.perf_counter()
-            rec['vlb'], rec['grad_norm'] = vlb_state(sites, st)
-            t0 += time.perf_counter() - te                   # evaluation time is not charged to the method
-            if tol is not None and abs(rec['vlb'] - prev) < tol * (1 + abs(rec['vlb'])):
-                converged, message = True, f"VLB changed by less than tol={tol} between evaluations"
-            prev = rec['vlb']
-        if callback is not None: callback(t, st, rec)
-        hist.append(rec)
-        if converged: break
-        if max_time is not None and rec['time'] > max_time:
-            message = f"stopped at max_time={max_time}s"; break
-    if not message: message = f"stopped after {t} steps ({t * batch_size / sites.n:.2f} epochs)"
-    if np.isnan(hist[-1]['vlb']): hist[-1]['vlb'], hist[-1]['grad_norm'] = vlb_state(sites, st)
-    return st, hist, dict(converged=converged, message=message, expect=expect, batch_size=batch_size,
-                          schedule=schedule, seed=seed, n_samples=n_samples)
+        st_new, events, gns = svi_step(model, st, method, idx, step_size(t, schedule, tau, kappa), expect, n_samples, rng, opt_m, opt_L, whiten)
+        if not np.all(np.isfinite(st_new.m)):
+            stop = Stop.NOT_FINITE; hist.record(events=events, step=method, points=t * batch_size); break
+        st = st_new
+        v = gn = np.nan
+        if t % eval_every == 0:
+            te = time.perf_counter(); v, gn = vlb_stream(model, st.m, st.cov)
+            hist.t0 += time.perf_counter() - te                        # evaluations are not charged to the method's clock
+        rec = hist.record(vlb=v, grad_norm=gn, events=events, step=method, grad_norm_stochastic=gns, points=t * batch_size,
+                          **({'m': st.m, 'cov': st.cov} if t % eval_every == 0 else {}))
+        rec.extra.pop('cov', None)                                     # V is the callback's to read, not the history's to keep
+        if np.isfinite(v):
+            if abs(v - prev) <= tol * (1 + abs(v)): stop = Stop.REL_TOL
+            prev = v
+        elif t % eval_every == 0: stop = Stop.NOT_FINITE
+        if stop is None and hist.stop_requested: stop = Stop.CALLBACK
+        if stop is None and hist.out_of_time(): stop = Stop.MAX_SECONDS
+    last = hist[-1]
+    if not np.isfinite(last.vlb):
+        last.vlb, last.grad_norm = vlb_stream(model, st.m, st.cov)
+    return VGPosterior(model, st.m, st.cov, method, last.vlb, stop, hist,
+                       f"{stop.value} after {t} steps ({t * batch_size / n:.2f} epochs)", n_iter=t, state=st,
+                       batch_size=batch_size, schedule=schedule, expect=expect, whiten=whiten, seed=seed, n_samples=n_samples)
 
 # %% ../../nbs/methods/14_svi.ipynb #0a8b3658
-from ..inference import register_method, History, VGPosterior
-from ..covariance import DenseCov
-
-# %% ../../nbs/methods/14_svi.ipynb #87d3ac81
-def as_sites(model):
-    "`Sites` view of a library `GLM`, `GP` or `SparseGP` (sparse-GP rows computed per mini-batch)."
-    if isinstance(model, Sites): return model
-    d = model.d
-    L_Sigma = np.tril(model.prior.half(np.eye(d)))
-    if getattr(model, 'kind', None) == 'sparse_gp':
-        L_uu = model.prior.half(np.eye(d))
-        def rows(idx):
-            Kxu = model.kernel.K(model.X[idx], model.Z)
-            H = cho_solve((L_uu, True), Kxu.T).T
-            c = np.maximum(model.kernel.Kdiag(model.X[idx]) - np.sum(H * Kxu, 1), 0.0)
-            return model.mean - H @ model.mu, c, H
-    else:
-        def rows(idx):
-            H = np.eye(d)[idx] if model.H is None else model.H[idx]
-            return model.a[idx], model.c[idx], H
-    return Sites(model.y, model.likelihood, model.mu, L_Sigma, rows, model.n, getattr(model, 'kind', 'lgm'), model)
-
-def _fit_stochastic(method):
-    def fn(model, **options):
-        sites = as_sites(model)
-        st, hist, info = svi_run(sites, method, **options)
-        h = History()
-        for r in hist: h.append(dict(r, events=[f"{k}: {v}" for k, v in r['events'].items()]))
-        L = np.tril(st.L) if method == "s-dsvi" else cholesky(st.S(), name=f"posterior covariance of {method}")   # S-DSVI holds its factor
-        extra = {k: v for k, v in info.items() if k not in ('converged', 'message')}
-        return VGPosterior(model, st.m, DenseCov(L), method, hist[-1]['vlb'], info['converged'], h,
-                           info['message'], n_iter=len(hist) - 1, state=st, **extra)
+def _register(method):
+    def fn(model, **options): return svi_run(model, method, **options)
     fn.__name__ = f"fit_{method.replace('-', '_')}"
-    fn.__doc__ = f"`fit(model, method={method!r}, **options)`: options of `svi_run`."
+    fn.__doc__ = f"`fit(model, method={method!r}, **options)`: `svi_run(model, {method!r}, **options)`."
     return register_method(method)(fn)
 
-for _m in METHODS: _fit_stochastic(_m)
+for _m in METHODS: _register(_m)
