@@ -5,7 +5,7 @@ import vgi_lit
 from vgi_lit import likelihoods as L
 from vgi_lit.models import GLM, GP, SparseGP
 from vgi_lit.kernels import RBF
-from vgi_lit.inference import fit
+from vgi_lit.inference import fit, EventKind
 from vgi_lit.vlb import vlb as vlb_exact
 from vgi_lit.methods.conjugates import (poisson_conjugate, exponential_conjugate, stochvol_conjugate, GaussianConjugate,
                                 BohningConjugate, BohningLogistic, conjugate_for, biconjugate, numeric_conjugate,
@@ -109,7 +109,7 @@ def test_bounded_logistic_matches_grad_on_bound():
     bounded = GLM(X, y, BohningLogistic()); exact = GLM(X, y, L.Logistic())
     g_b = fit(bounded, method="grad", tol=1e-9, max_iter=20000)
     for solver in ("lbfgsb", "newton"):
-        r = fit(exact, method="dual", solver=solver, tol=1e-7)
+        r = fit(exact, method="dual", solver=solver, tol=1e-7, exact=False)
         assert r.objective == "bohning_bound" and r.converged
         assert abs(r.info['bound_value'] - g_b.vlb) <= 1e-6 * abs(g_b.vlb), (r.info['bound_value'], g_b.vlb)
         assert abs(r.vlb - vlb_exact(exact, r.m, r.cov)) <= 1e-12 * abs(r.vlb)
@@ -119,6 +119,10 @@ def test_bounded_logistic_matches_grad_on_bound():
         assert r.info['bound_value'] < r.vlb <= g_e.vlb + 1e-8
     # V is fixed at (I + X^T X / 4)^-1 by the bound
     np.testing.assert_allclose(r.V, np.linalg.inv(np.eye(d) + X.T @ X / 4), atol=1e-10)
+    # by default FPi continues from the bound's optimum to the exact VLB optimum, and says so
+    r = fit(exact, method="dual")
+    assert r.objective == "vlb" and r.converged and r.history.count(EventKind.HANDOVER) == 1
+    assert any(rec.step == "fpi_exact" for rec in r.history) and abs(r.vlb - g_e.vlb) <= 1e-8 * abs(g_e.vlb)
 
 
 def test_bad_inputs():
