@@ -50,12 +50,12 @@ def fit_laplace(model, m0=None, V0=None, tol: float = 1e-9, max_iter: int = 200,
     if V is not None: raise ValueError("method='laplace' takes no V0: its covariance is determined by the curvature at the mode")
     hist = History(callback=callback, max_seconds=max_seconds)
     psi, lp, dlp, W = _psi(model, m)
-    k, stop, msg, events = 0, Stop.MAX_ITER, f"reached max_iter={max_iter}", []
+    k, stop, msg, events, cov = 0, Stop.MAX_ITER, f"reached max_iter={max_iter}", [], None   # cov: SiteCov of W at the current m
     eps = np.finfo(float).eps
     while True:
         if not (np.isfinite(psi) and np.all(np.isfinite(W))): 
             hist.record(psi=psi, events=events, step="newton"); stop, msg = Stop.NOT_FINITE, "Psi or W is not finite"; break
-        st, g = newton_step(model, m, dlp, W)
+        st, g = newton_step(model, m, dlp, W); cov = st.cov
         gn, scale = float(np.max(np.abs(g), initial=0.0)), max(1.0, float(np.max(np.abs(model.HTmul(dlp)), initial=0.0)))
         hist.record(grad_norm=gn, events=events, step="newton", psi=psi)
         if gn <= tol * scale: stop, msg = Stop.GRAD_TOL, f"|grad Psi| = {gn:.1e} <= tol * {scale:.3g}"; break
@@ -73,11 +73,11 @@ def fit_laplace(model, m0=None, V0=None, tol: float = 1e-9, max_iter: int = 200,
             stop, msg = Stop.STALLED, f"the line search found no step that increases Psi (|grad Psi| = {gn:.1e})"; break
         if tau < 1.0: events.append(Event(EventKind.LINE_SEARCH, f"step {tau:g}"))
         flat = tau == 1.0 and abs(psi_new - psi) <= noise
-        m, psi, lp, dlp, W, k = m_new, psi_new, lp_n, dlp_n, W_n, k + 1
+        m, psi, lp, dlp, W, k, cov = m_new, psi_new, lp_n, dlp_n, W_n, k + 1, None
         if flat:
             hist.record(grad_norm=np.nan, events=events, step="newton", psi=psi)
             stop, msg = Stop.REL_TOL, f"a full Newton step changed Psi by no more than its rounding error ({noise:.1e})"; break
-    cov = SiteCov(model, np.maximum(W, 0.0))
+    if cov is None: cov = SiteCov(model, np.maximum(W, 0.0))
     if not np.any(W > 0): msg += "; W = 0 at every site: the Laplace approximation is degenerate (V = prior), e.g. a Laplace likelihood"
     log_marglik = psi - 0.5 * chol_logdet(cov.LB)                          # R&W (3.32): log|B| = log|I + SΣ̃S| from the factor
     return VGPosterior(model, m, cov, "laplace", _vlb(model, m, cov), stop, hist, message=msg, n_iter=k,
