@@ -30,7 +30,8 @@ def newton_step(model, m, dlp, W):
 def fit_laplace(model, m0=None, V0=None, tol: float = 1e-9, max_iter: int = 200, max_seconds: float | None = None,
                 callback=None) -> VGPosterior:
     """Laplace approximation (Rasmussen & Williams 2006, Alg. 3.1 with a line search): q = N(m̂, (Σ⁻¹ + HᵀŴH)⁻¹)
-    at the mode m̂ of Ψ, Ŵ = −∂²log p(y | f̂). Not a VG method: `.vlb` is the VLB at that q, and
+    at the mode m̂ of Ψ, Ŵ = −∂²log p(y | f̂). Not a VG method: it maximises the log joint Ψ
+    (`objective="log_joint"`, its value in `.info['psi']`); `.vlb` is the exact VLB at that q, and
     `.info['log_marglik']` the Laplace approximation to log p(y) (R&W eq. 3.32), not a bound.
 
     m0: start of the Newton iteration (None = μ, a scalar or a length-d vector).
@@ -80,5 +81,5 @@ def fit_laplace(model, m0=None, V0=None, tol: float = 1e-9, max_iter: int = 200,
     if cov is None: cov = SiteCov(model, np.maximum(W, 0.0))
     if not np.any(W > 0): msg += "; W = 0 at every site: the Laplace approximation is degenerate (V = prior), e.g. a Laplace likelihood"
     log_marglik = psi - 0.5 * chol_logdet(cov.LB)                          # R&W (3.32): log|B| = log|I + SΣ̃S| from the factor
-    return VGPosterior(model, m, cov, "laplace", _vlb(model, m, cov), stop, hist, message=msg, n_iter=k,
+    return VGPosterior(model, m, cov, "laplace", _vlb(model, m, cov), stop, hist, message=msg, n_iter=k, objective="log_joint",
                        log_marglik=log_marglik, W=W, mode=model.site_mean(m), psi=psi)
