@@ -236,17 +236,22 @@ def _check_pm1(y, who):
     raise ValueError(f"{who} labels must be coded as {{-1, +1}} or as {{0, 1}} (one coding for all labels); "
                      f"got values {bad}")
 
-class Logistic(Likelihood):
-    "p(y|f) = σ(y f), y ∈ {−1, +1}; log p = min(yf, 0) − log1p(exp(−|yf|))."
+class _Binary(Likelihood):
+    "Labels y ∈ {−1, +1} ({0, 1} recoded); log p(y|f) is a log-concave function of y f that bends at f = 0."
     log_concave = True
-    def check_y(self, y): return _check_pm1(y, "Bernoulli-logistic")
+    _label = "Bernoulli"
+    def check_y(self, y): return _check_pm1(y, self._label)
+    def _transitions(self, y): return np.zeros((np.size(y), 1))
+
+class Logistic(_Binary):
+    "p(y|f) = σ(y f), y ∈ {−1, +1}; log p = min(yf, 0) − log1p(exp(−|yf|))."
+    _label = "Bernoulli-logistic"
     def derivs(self, y, f):
         x = y * f
         e = np.exp(-np.abs(x))
         lp = np.minimum(x, 0.0) - np.log1p(e)                   # naive: -log(1 + exp(-x))
         sig_negx = np.where(x >= 0, e, 1.0) / (1.0 + e)         # σ(−x), naive: 1/(1 + exp(x))
         return lp, y * sig_negx, -e / (1.0 + e)**2              # lp'' naive: -σ(x)σ(−x)
-    def _transitions(self, y): return np.zeros((np.size(y), 1))
     def _mean_transitions(self, m): return np.zeros((np.size(m), 1))
     def _mean_f(self, f): return expit(f)
     def sample(self, f, rng=None):
@@ -311,17 +316,15 @@ def _logistic_ell(self, y, m, v):
 Logistic._ell_closed = _logistic_ell
 
 # %% ../nbs/01_likelihoods.ipynb #3cdd9cb8
-class Probit(Likelihood):
+class Probit(_Binary):
     "p(y|f) = Φ(y f), y ∈ {−1, +1}; lp' = yλ, lp'' = −λ(yf + λ), λ = φ/Φ."
-    log_concave = True
-    def check_y(self, y): return _check_pm1(y, "Bernoulli-probit")
+    _label = "Bernoulli-probit"
     def derivs(self, y, f):
         x = y * f
         lp = log_ndtr(x)
         with np.errstate(over='ignore'):
             lam = np.sqrt(2 / np.pi) / erfcx(-x / np.sqrt(2))  # naive: φ(x)/Φ(x); erfcx(u) = e^{u²} erfc(u)
         return lp, y * lam, -lam * (x + lam)
-    def _transitions(self, y): return np.zeros((np.size(y), 1))
     def log_pred_density(self, y, m, v, **kw):
         "log Φ(y m / √(1 + v))."
         y = self.check_y(y); y, m, v = self._prep(y, m, v)

@@ -6,10 +6,10 @@
 from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
-from ..covariance import SiteCov
+from ..covariance import SiteCov, PrecisionCov
 
 # %% auto #0
-__all__ = ['SiteStep', 'site_step']
+__all__ = ['SiteStep', 'site_step', 'PrecisionStep', 'precision_step']
 
 # %% ../../nbs/methods/09_site_update.ipynb #d913d1f5
 @dataclass
@@ -42,3 +42,31 @@ def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", 
     metric = cov if (mean == "natural" or rho == 1.0) else SiteCov(model, (1.0 - rho) * np.asarray(lam, dtype=float))
     delta = rho * metric.matvec(np.asarray(g, dtype=float))
     return SiteStep(np.asarray(m, dtype=float) + delta, lam_new, cov, delta, int(neg.sum()))
+
+# %% ../../nbs/methods/09_site_update.ipynb #b578d05b
+@dataclass
+class PrecisionStep:
+    "The result of one mini-batch step: the new mean, V' as a `PrecisionCov`, the mean step, and how many γ were clipped."
+    m: np.ndarray
+    cov: PrecisionCov
+    delta: np.ndarray
+    n_clipped: int
+
+def precision_step(model, cov, m, H, dE_dm, gamma, rho: float, scale: float = 1.0, mean: str | None = "natural") -> PrecisionStep:
+    """One damped natural-gradient step in the full-precision form V = (Σ⁻¹ + Λ)⁻¹ from the rows `H` (b × d)
+    of a mini-batch with per-site dE/dm and γ = −2dE/dv, scaled by `scale` = N/|B|:
+    Λ' = (1−ρ)Λ + ρ·scale·HᵀΓH and (`mean="natural"`) m' = m + ρV'ĝ, ĝ = scale·HᵀdE/dm − Σ⁻¹(m − μ).
+    If Σ⁻¹ + Λ' is not positive definite the step is redone with γ clipped at 0 (counted in `n_clipped`)."""
+    if not (np.isfinite(rho) and 0 < rho <= 1): raise ValueError(f"rho must be in (0, 1], got {rho!r}")
+    if mean not in ("natural", None): raise ValueError(f"mean must be 'natural' or None, got {mean!r}")
+    gamma = np.asarray(gamma, dtype=float); H = np.asarray(H, dtype=float)
+    def step(g): return PrecisionCov(model.prior, (1.0 - rho) * cov.Lam + rho * scale * (H.T * g) @ H)
+    n_clipped = 0
+    try: new = step(gamma)
+    except ValueError:
+        n_clipped = int(np.sum(gamma < 0)); new = step(np.maximum(gamma, 0.0))
+    m = np.asarray(m, dtype=float)
+    if mean is None: return PrecisionStep(m, new, np.zeros_like(m), n_clipped)
+    g_hat = scale * (H.T @ np.asarray(dE_dm, dtype=float)) - model.prior.solve(m - model.mu)
+    delta = rho * new.matvec(g_hat)
+    return PrecisionStep(m + delta, new, delta, n_clipped)

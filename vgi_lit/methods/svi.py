@@ -12,31 +12,31 @@ from ..linalg import cholesky
 from ..covariance import DenseCov, PrecisionCov
 from ..vlb import kl_to_prior
 from ..inference import register_method, History, VGPosterior, Event, EventKind, Stop, start_state, check_budget
+from .site_update import precision_step
 
 # %% auto #0
-__all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'natural_cov_step',
-           'gauss_update', 'svi_step', 'svi_run']
+__all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'gauss_update', 'svi_step',
+           'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
 METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
 
 @dataclass
 class SVIState:
-    """State of a stochastic method: the mean m (d,), the covariance (`PrecisionCov` of Λ for the
-    natural methods, `DenseCov` of the factor L for S-DSVI) and, for the natural mean, r = V⁻¹m − Σ⁻¹μ."""
+    """State of a stochastic method: the mean m (d,) and the covariance (`PrecisionCov` of Λ for the
+    natural methods, `DenseCov` of the factor L for S-DSVI)."""
     m: np.ndarray
     cov: object
-    r: np.ndarray | None = None
 
 def init_state(model, method, m0=None, V0=None) -> SVIState:
-    "Start at (m0, V0) (defaults μ and Σ): Λ₀ = V0⁻¹ − Σ⁻¹ for the natural methods, L₀ = chol(V0) for S-DSVI."
+    """Start at (m0, V0) (defaults μ and Σ): Λ₀ = V0⁻¹ − Σ⁻¹ for the natural methods (the representation
+    stores the precision, so a given V0 is inverted once, by its Cholesky factor), L₀ = chol(V0) for S-DSVI."""
     m, V = start_state(model, m0, V0)
     P, d = model.prior, model.d
     if method == "s-dsvi":
         return SVIState(m, DenseCov(np.tril(P.half(np.eye(d))) if V is None else cholesky(V, name="V0")))
     Lam = np.zeros((d, d)) if V is None else cho_solve((cholesky(V, name="V0"), True), np.eye(d)) - P.solve(np.eye(d))
-    cov = PrecisionCov(P, Lam)
-    return SVIState(m, cov, P.solve(m - model.mu) + cov.Lam @ m)
+    return SVIState(m, PrecisionCov(P, Lam))
 
 def _halfT(P, B):
     "L_Σᵀ B"
@@ -89,14 +89,6 @@ def vlb_stream(model, m, cov, chunk: int = 1024):
     return tot - kl_to_prior(model, m, cov), float(np.linalg.norm(g))
 
 # %% ../../nbs/methods/14_svi.ipynb #92ba6d89
-def natural_cov_step(model, cov, H, gamma, rho, scale):
-    """Λ' = (1−ρ)Λ + ρ·scale·HᵀΓH (002 eq. 24) as a `PrecisionCov`, and the γ used: when Σ⁻¹ + Λ' is not
-    positive definite, the step is redone with γ₊ = max(γ, 0), which keeps it so (Σ⁻¹ + (1−ρ)Λ ≻ 0)."""
-    try: return PrecisionCov(model.prior, (1 - rho) * cov.Lam + rho * scale * (H.T * gamma) @ H), gamma
-    except ValueError:
-        gamma = np.maximum(gamma, 0.0)
-        return PrecisionCov(model.prior, (1 - rho) * cov.Lam + rho * scale * (H.T * gamma) @ H), gamma
-
 def _mean_step(model, opt, g_m, whiten):
     "ADAGRAD step on m, or (whitened) on ṽ = L_Σ⁻¹(m − μ) with ∇_ṽ = L_Σᵀ∇_m, mapped back by L_Σ."
     return model.prior.half(opt.step(_halfT(model.prior, g_m))) if whiten else opt.step(g_m)
@@ -116,13 +108,13 @@ def gauss_update(model, st, method, H, dE_dm, gamma, rho, scale, opt_m=None, opt
             L_new[np.diag_indices_from(L_new)] = np.where(bad, 0.5 * np.diag(L), dg)
             events.append(Event(EventKind.PROJECTED, "diagonal of L halved instead of crossing 0", int(bad.sum())))
         return SVIState(m + _mean_step(model, opt_m, g_m, whiten), DenseCov(L_new)), events, float(np.linalg.norm(g_m))
-    cov, g_used = natural_cov_step(model, st.cov, H, gamma, rho, scale)
-    if g_used is not gamma:
-        events.append(Event(EventKind.CLIPPED_GAMMA, "negative site precisions set to 0", int(np.sum(gamma < 0))))
+    # natural step on Λ (002 eq. 24) and, except for H-MC-SSVI, on the mean (eq. 25): the site update's mini-batch form
+    step = precision_step(model, st.cov, m, H, dE_dm, gamma, rho, scale, mean=None if method == "h-mc-ssvi" else "natural")
+    if step.n_clipped:
+        events.append(Event(EventKind.CLIPPED_GAMMA, "Σ⁻¹ + Λ' was indefinite: step redone with negative γ set to 0", step.n_clipped))
     if method == "h-mc-ssvi":                                          # standard mean step (63)
-        return SVIState(m + _mean_step(model, opt_m, g_m, whiten), cov), events, float(np.linalg.norm(g_m))
-    r = (1 - rho) * st.r + rho * scale * (H.T @ (dE_dm + g_used * (H @ m)))   # natural mean step (25)
-    return SVIState(cov.matvec(P.solve(model.mu) + r), cov, r), events, float(np.linalg.norm(g_m))
+        return SVIState(m + _mean_step(model, opt_m, g_m, whiten), step.cov), events, float(np.linalg.norm(g_m))
+    return SVIState(step.m, step.cov), events, float(np.linalg.norm(g_m))
 
 def svi_step(model, st, method, idx, rho, expect="gh", n_samples=10, rng=None, opt_m=None, opt_L=None, whiten=False):
     "One stochastic step of `method` on the mini-batch `idx` of `model.rows`: (new state, events, ‖ĝ_m‖)."
