@@ -12,27 +12,36 @@ from scipy.linalg.blas import dtrmm
 from .linalg import cholesky, chol_logdet, tri_inv, chol_solve, _raw_routine, _IP, _DP, _CH, _PTR
 
 # %% auto #0
-__all__ = ['SMALL_LAM_K', 'DenseCov', 'SiteCov', 'PrecisionCov']
+__all__ = ['SMALL_LAM_K', 'FactorCov', 'DenseCov', 'SiteCov', 'PrecisionCov']
 
 # %% ../nbs/04_covariance.ipynb #0789d164
-class DenseCov:
+class FactorCov:
+    "Shared by the representations that hold a square factor F with V = F Fᵀ: variances, products and the dense matrix."
+    def var_at(self, Hn):
+        "diag(Hn V Hnᵀ) = ‖Fᵀhₙ‖² for the rows of Hn (None = identity)"
+        return np.sum(self.F**2, 1) if Hn is None else np.sum((Hn @ self.F)**2, 1)
+    def site_var(self, model):
+        "v_i = c_i + h_iᵀ V h_i (Sheth & Khardon 2016, eq. 4)"
+        return model.c + self.var_at(model.H)
+    def matvec(self, x):
+        "V x = F (Fᵀ x)"
+        return self.F @ (self.F.T @ x)
+    def dense(self):
+        "V as a d × d matrix"
+        return self.F @ self.F.T
+
+class DenseCov(FactorCov):
     "V = L Lᵀ from a lower-triangular factor L (d × d)."
     def __init__(self, L):
         self.L = np.tril(np.asarray(L, dtype=float)); self.d = self.L.shape[0]
-    def var_at(self, Hn):
-        "diag(Hn V Hnᵀ) for rows of Hn (None = identity)"
-        return np.sum(self.L**2, 1) if Hn is None else np.sum((Hn @ self.L)**2, 1)
-    def site_var(self, model):
-        "v_i = c_i + h_iᵀ V h_i (000 eq. 4)"
-        return model.c + self.var_at(model.H)
+    @property
+    def F(self): return self.L
     def logdet(self): return 2.0 * float(np.sum(np.log(np.abs(np.diag(self.L)))))
     def trace_prior_inv(self, prior, model=None):
         "tr(Σ⁻¹ V) = ‖L_Σ⁻¹ L‖²_F, or Σ_j [Σ⁻¹]_jj L_jj² when V is diagonal (the methods' start v₀I)"
         Ld = np.diag(self.L)
         if np.count_nonzero(self.L) == np.count_nonzero(Ld): return float(prior.inv_diag() @ Ld**2)
         return float(np.sum(prior.half_solve(self.L)**2))
-    def dense(self): return self.L @ self.L.T
-    def matvec(self, x): return self.L @ (self.L.T @ x)
     def __repr__(self): return f"DenseCov(d={self.d})"
 
 # %% ../nbs/04_covariance.ipynb #eda09896
@@ -160,7 +169,7 @@ def _prior_W(model):
     return model._W
 
 # %% ../nbs/04_covariance.ipynb #f8456767
-class PrecisionCov:
+class PrecisionCov(FactorCov):
     "V = (Σ⁻¹ + Λ)⁻¹ for a dense symmetric Λ (d × d), through B = I + L_ΣᵀΛL_Σ = L_B L_Bᵀ: V = F Fᵀ, F = L_Σ L_B⁻ᵀ."
     def __init__(self, prior, Lam):
         Lam = np.asarray(Lam, dtype=float); d = prior.d
@@ -172,12 +181,6 @@ class PrecisionCov:
         B = 0.5 * (B + B.T); B[np.diag_indices_from(B)] += 1.0
         self.LB = cholesky(B, name="I + L_Sigma^T Lam L_Sigma (Sigma^-1 + Lam must be positive definite)", check=False)
         self.F = solve_triangular(self.LB, self.L_Sigma.T, lower=True, check_finite=False).T   # (d, d) L_Σ L_B⁻ᵀ
-    def var_at(self, Hn):
-        "diag(Hn V Hnᵀ) = ‖Fᵀh‖² for the rows of Hn (None = identity)"
-        return np.sum(self.F**2, 1) if Hn is None else np.sum((Hn @ self.F)**2, 1)
-    def site_var(self, model):
-        "v_i = c_i + h_iᵀ V h_i (000 eq. 4)"
-        return model.c + self.var_at(model.H)
     def logdet(self):
         "log|V| = log|Σ| − log|B|"
         return self.prior.logdet() - chol_logdet(self.LB)
@@ -185,13 +188,7 @@ class PrecisionCov:
         "tr(Σ⁻¹V) = tr(B⁻¹) = ‖L_B⁻¹‖²_F for the prior V was built with; ‖L_Σ'⁻¹F‖²_F for another prior Σ'"
         if prior is None or prior is self.prior: return float(np.sum(tri_inv(self.LB, check=False)**2))
         return float(np.sum(prior.half_solve(self.F)**2))
-    def matvec(self, x):
-        "V x = F (Fᵀ x)"
-        return self.F @ (self.F.T @ x)
     def precision_matvec(self, x):
         "V⁻¹ x = Σ⁻¹x + Λx"
         return self.prior.solve(x) + self.Lam @ x
-    def dense(self):
-        "V as a d × d matrix"
-        return self.F @ self.F.T
     def __repr__(self): return f"PrecisionCov(d={self.d})"
