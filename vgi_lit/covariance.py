@@ -84,21 +84,42 @@ class SiteCov:
             G = W * self.s                                           # W Λ^{1/2}
             B = G @ G.T; B[np.diag_indices_from(B)] += 1.0
             self.LB = cholesky(B, name="I + W Λ Wᵀ", check=False)   # symmetric by construction, λ checked above
-            self._hv = np.sum(solve_triangular(self.LB, W, lower=True, check_finite=False)**2, 0)   # h_iᵀVh_i = ‖L_B⁻¹L_Σᵀh_i‖²
         elif self.space == 'n':
-            K = model.K_site(); kd = np.diag(K)
-            B = _lower_sks_plus_identity(K, self.s)                 # I + S K̃ S, lower triangle, Fortran order
+            B = _lower_sks_plus_identity(model.K_site(), self.s)    # I + S K̃ S, lower triangle, Fortran order
             self.LB = cholesky(B, name="I + S K S", check=False, overwrite=True)   # factorised in place
-            self.LBi = tri_inv(self.LB, check=False)                               # L_B⁻¹ (n³/3 flops)
-            Binv_diag = np.einsum('ij,ij->j', self.LBi, self.LBi)      # [B⁻¹]_ii, squared column norms
-            big = self.lam * kd >= SMALL_LAM_K                         # (1 − [B⁻¹]_ii)/λ_i is exact to ~ε/(λ_i K̃_ii)
-            self._hv = np.divide(1.0 - Binv_diag, self.lam, out=np.zeros(self.n), where=big)
-            rest = np.flatnonzero(~big)                                # few sites with λ_i K̃_ii < 1e-4 (or λ_i = 0)
-            if rest.size:
-                self._hv[rest] = kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0)
-            self.n_small = int(rest.size)
         else: raise ValueError(f"space must be 'd' or 'n', got {space!r}")
-        self._trace = self.d - float(self.lam @ self._hv)
+        self._LBi, self._hv_cache = None, None                       # computed on first use (a Newton metric needs neither)
+
+    @property
+    def LBi(self):
+        "L_B⁻¹ (n-space), computed on first use (n³/3 flops)"
+        if self._LBi is None: self._LBi = tri_inv(self.LB, check=False)
+        return self._LBi
+    @property
+    def _hv(self):
+        "h_iᵀVh_i for every site, computed on first use"
+        if self._hv_cache is None: self._hv_cache = self._site_quadratic()
+        return self._hv_cache
+    @property
+    def _trace(self): return self.d - float(self.lam @ self._hv)
+    def _site_quadratic(self):
+        "h_iᵀVh_i: ‖L_B⁻¹L_Σᵀh_i‖² in d-space; in n-space (1 − [B⁻¹]_ii)/λ_i, or K̃_ii − ‖L_B⁻¹SK̃e_i‖² where λ_iK̃_ii is small"
+        if self.space == 'd':
+            self._n_small = 0
+            return np.sum(solve_triangular(self.LB, _prior_W(self.model), lower=True, check_finite=False)**2, 0)
+        K = self.model.K_site(); kd = np.diag(K)
+        Binv_diag = np.einsum('ij,ij->j', self.LBi, self.LBi)          # [B⁻¹]_ii, squared column norms
+        big = self.lam * kd >= SMALL_LAM_K                             # (1 − [B⁻¹]_ii)/λ_i is exact to ~ε/(λ_i K̃_ii)
+        hv = np.divide(1.0 - Binv_diag, self.lam, out=np.zeros(self.n), where=big)
+        rest = np.flatnonzero(~big)                                    # few sites with λ_i K̃_ii < 1e-4 (or λ_i = 0)
+        if rest.size: hv[rest] = kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0)
+        self._n_small = int(rest.size)
+        return hv
+    @property
+    def n_small(self):
+        "How many sites took the small-λ route for their variance (n-space; 0 in d-space)"
+        self._hv
+        return self._n_small
 
     def site_var(self, model=None):
         "v_i = c_i + h_iᵀ V h_i (000 eq. 4)"

@@ -9,6 +9,7 @@ from .. import likelihoods as _liks
 from ..covariance import SiteCov
 from ..vlb import site_terms, vlb as _vlb
 from ..inference import Event, EventKind, History, Stop, VGPosterior, check_budget, register_method, start_state
+from .site_update import site_step
 
 
 # %% auto #0
@@ -31,15 +32,12 @@ def prox_state(model, m, t, cov):
 def prox_step(model, m, t, lam, g, gamma, beta: float):
     """One KL proximal-gradient step of 001 (eqs. 16-19) on the site form, r = 1/(1+β), ρ = 1 − r = β/(1+β):
     λ̃' = rλ̃ + (1−r)γ₊ and m' = m + (1−r)P⁻¹∇_m VLB with P = Σ⁻¹ + Hᵀdiag(rλ̃)H, the step of `site_step(...,
-    rho=ρ, mean="proximal")`; it also returns t' = Σ⁻¹(m' − μ) = t + ρΣ⁻¹P⁻¹g from the same factor
-    (`SiteCov.matvec_split`). γ₊ = γ with negatives (rounding only: the method needs a log-concave
+    rho=ρ, mean="proximal")` it calls; it also returns t' = Σ⁻¹(m' − μ) = t + ρΣ⁻¹P⁻¹g from the same factor
+    (the step's `r_delta`). γ₊ = γ with negatives (rounding only: the method needs a log-concave
     likelihood) set to 0. Returns (m', t', λ̃', V' = SiteCov(model, λ̃'), number of γ set to 0)."""
     if not (np.isfinite(beta) and beta > 0): raise ValueError(f"beta must be a positive finite number, got {beta!r}")
-    rho = beta / (1.0 + beta)
-    neg = gamma < 0
-    lam_new = (1.0 - rho) * lam + rho * np.where(neg, 0.0, gamma)
-    delta, t_delta = SiteCov(model, (1.0 - rho) * lam).matvec_split(g)
-    return m + rho * delta, t + rho * t_delta, lam_new, SiteCov(model, lam_new), int(neg.sum())
+    st = site_step(model, m, lam, g, gamma, rho=beta / (1.0 + beta), mean="proximal")
+    return st.m, t + st.r_delta, st.lam, st.cov, st.n_clipped
 
 # %% ../../nbs/methods/13_proximal.ipynb #80af4d5e
 def _default_beta(lik):

@@ -19,6 +19,7 @@ class SiteStep:
     lam: np.ndarray        # (n,) λ'
     cov: SiteCov           # V' = (Σ⁻¹ + Hᵀdiag(λ')H)⁻¹
     delta: np.ndarray      # (d,) m' − m
+    r_delta: np.ndarray    # (d,) Σ⁻¹(m' − m): callers track Σ⁻¹(m − μ) without a solve with Σ
     n_clipped: int         # sites with γ < 0 set to 0
 
 def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", clip: bool = True) -> SiteStep:
@@ -40,8 +41,8 @@ def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", 
         lam_new = (1.0 - rho) * np.asarray(lam, dtype=float) + rho * gp
     cov = SiteCov(model, lam_new)
     metric = cov if (mean == "natural" or rho == 1.0) else SiteCov(model, (1.0 - rho) * np.asarray(lam, dtype=float))
-    delta = rho * metric.matvec(np.asarray(g, dtype=float))
-    return SiteStep(np.asarray(m, dtype=float) + delta, lam_new, cov, delta, int(neg.sum()))
+    delta, r_delta = metric.matvec_split(np.asarray(g, dtype=float))      # P⁻¹g and Σ⁻¹P⁻¹g from one factor
+    return SiteStep(np.asarray(m, dtype=float) + rho * delta, lam_new, cov, rho * delta, rho * r_delta, int(neg.sum()))
 
 # %% ../../nbs/methods/09_site_update.ipynb #b578d05b
 @dataclass
