@@ -16,7 +16,7 @@ __all__ = ['log2_loss', 'run_demo', 'main']
 
 # %% ../../nbs/experiments/99_demo.ipynb #0610d96d
 def log2_loss(p_pos, y):
-    "Mean negative log₂ predictive probability of labels y ∈ {-1, +1} (001's log-loss; 1.0 = coin flip)."
+    "Mean negative log₂ predictive probability of labels y ∈ {-1, +1} (the log-loss of Khan et al. 2016; 1.0 = coin flip)."
     p = np.where(np.asarray(y) > 0, p_pos, 1.0 - np.asarray(p_pos))
     return float(-np.mean(np.log2(np.clip(p, 1e-300, None))))
 
