@@ -48,6 +48,7 @@ def whitened(model):
 def _half_dense(P):
     return P.L if P.kind == 'dense' else np.diag(np.sqrt(P.diag()))
 
+# %% ../../nbs/methods/10_grad.ipynb #grdsplt1
 def _projected(x, g, d, diag):
     "Projected gradient of the minimised −VLB: components that push a diagonal entry of L below its bound are zero."
     at = np.concatenate([np.zeros(d, bool), diag]) & (x <= L_MIN)
@@ -57,6 +58,7 @@ def _inf(g): return float(np.max(np.abs(g))) if g.size else 0.0
 
 L_MIN = 1e-10   # lower bound on the diagonal of L handed to L-BFGS-B
 
+# %% ../../nbs/methods/10_grad.ipynb #grdsplt2
 @register_method("grad")
 def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, max_seconds: float | None = None,
              callback=None, whiten: bool | None = None, maxcor: int = 20, restarts: int = 3, ftol: float = 0.0,
@@ -102,6 +104,7 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
                            message=post.message, n_iter=post.n_iter, **dict(post.info, whiten=True))
     return _fit_grad(model, m, V, **opts)
 
+# %% ../../nbs/methods/10_grad.ipynb #grdsplt3
 def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol):
     "GRAD in the model's own coordinates from a validated start (m, V or None)."
     d = model.d; tri = np.tril_indices(d); diag = tri[0] == tri[1]
@@ -145,4 +148,3 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
     message = str(res.message) if stop is not Stop.REL_TOL else f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {res.message}"
     return VGPosterior(model, x[:d], cov, "grad", vlb(model, x[:d], cov), stop, hist, message=message,
                        n_iter=nit, grad_norm=gn, gap_bound=bound, n_fev=nfev, whiten=False)
-
