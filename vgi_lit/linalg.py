@@ -43,6 +43,7 @@ def cholesky(A, jitter: float = 0.0, name: str = "matrix", check: bool = True, o
                          f"recorded in the results), or fix the matrix")
     return L
 
+# %% ../nbs/00_linalg.ipynb #6664fddd
 def chol_logdet(L):
     "log|A| from the lower Cholesky factor L of A."
     return 2.0 * np.sum(np.log(np.diag(L)))
@@ -69,6 +70,7 @@ def _raw_routine(module, name, *argtypes):
 _TRTRI = _raw_routine(cython_lapack, "dtrtri", _CH, _CH, _IP, _PTR, _IP, _IP)                  # uplo diag n a lda info
 _TRMM = _raw_routine(cython_blas, "dtrmm", _CH, _CH, _CH, _CH, _IP, _IP, _DP, _PTR, _IP, _PTR, _IP)  # side uplo transa diag m n alpha a lda b ldb
 
+# %% ../nbs/00_linalg.ipynb #5e8fd2c7
 TRI_INV_LEAF = 48   # blocks of at most this order are inverted by LAPACK trtri; larger ones split at a multiple of 32
 
 def tri_inv(L, leaf: int = TRI_INV_LEAF, check: bool = True, overwrite: bool = False):
@@ -87,11 +89,13 @@ def tri_inv(L, leaf: int = TRI_INV_LEAF, check: bool = True, overwrite: bool = F
     _tri_inv_inplace(A, int(leaf))
     return A
 
+# %% ../nbs/00_linalg.ipynb #0306896d
 def _split(k: int) -> int:
     "Order of the leading block when a block of order k is split: k/2 rounded down to a multiple of 32 (k/2 for k < 64)."
     h = (k // 2) // 32 * 32
     return h if h else k // 2
 
+# %% ../nbs/00_linalg.ipynb #e062c114
 def _tri_inv_inplace(A, leaf):
     "Invert the lower triangle of the Fortran-ordered square `A` in place by the recursion above (raw LAPACK/BLAS)."
     ld, base, info = A.shape[0], A.ctypes.data, ctypes.c_int(0)
@@ -109,6 +113,7 @@ def _tri_inv_inplace(A, leaf):
         _TRMM(b"R", b"L", b"N", b"N", rr, hh, one, at(o, o), lda, at(o + h, o), lda)            # C ← C A⁻¹
     rec(0, ld)
 
+# %% ../nbs/00_linalg.ipynb #baf107cb
 def _tri_inv_rec(L, leaf):
     "The same recursion through SciPy's array wrappers (blocks copied in and out): the fallback route."
     n = L.shape[0]
@@ -123,6 +128,7 @@ def _tri_inv_rec(L, leaf):
     out[h:, :h] = dtrmm(1.0, Ai, dtrmm(-1.0, Di, L[h:, :h], lower=1), side=1, lower=1)   # −D⁻¹ C A⁻¹
     return out
 
+# %% ../nbs/00_linalg.ipynb #daa2fee5
 def chol_solve(L, b):
     "A⁻¹b from the lower Cholesky factor L of A: two BLAS triangular solves for a vector (SciPy's `cho_solve` costs 2x more at n ≈ 300), `cho_solve` for a matrix."
     L, b = np.asarray(L, dtype=float), np.asarray(b, dtype=float)
@@ -132,11 +138,12 @@ def chol_solve(L, b):
 
 # %% ../nbs/00_linalg.ipynb #24b175b8
 def natural_params(m, V):
-    "θ = (V⁻¹m, −½V⁻¹) of N(m, V) (library convention; 000/002 use +½V⁻¹). Uses one Cholesky."
+    "θ = (V⁻¹m, −½V⁻¹) of N(m, V) (library convention; Sheth & Khardon 2016 and 2016b use +½V⁻¹). Uses one Cholesky."
     L = cholesky(V, name="V"); I = np.eye(len(m))
     Vinv = cho_solve((L, True), I); Vinv = 0.5 * (Vinv + Vinv.T)
     return Vinv @ np.asarray(m, float), -0.5 * Vinv
 
+# %% ../nbs/00_linalg.ipynb #6ce0dca3
 def from_natural(t1, t2):
     "(m, V) from θ = (θ₁, θ₂) with θ₂ = −½V⁻¹."
     P = -2.0 * np.asarray(t2, float)          # precision V⁻¹
@@ -145,10 +152,12 @@ def from_natural(t1, t2):
     V = cho_solve((L, True), np.eye(len(t1)))
     return m, 0.5 * (V + V.T)
 
+# %% ../nbs/00_linalg.ipynb #6184e04d
 def mean_params(m, V):
     "η = (m, V + m mᵀ)."
     m = np.asarray(m, float); return m, np.asarray(V, float) + np.outer(m, m)
 
+# %% ../nbs/00_linalg.ipynb #cdac7601
 def from_mean(e1, e2):
     "(m, V) from η = (m, V + m mᵀ)."
     e1 = np.asarray(e1, float); return e1, np.asarray(e2, float) - np.outer(e1, e1)
