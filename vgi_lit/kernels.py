@@ -17,8 +17,9 @@ def _check_X(X, name="X"):
     if not np.all(np.isfinite(X)): raise ValueError(f"{name} contains NaN or inf")
     return X
 
+# %% ../nbs/02_kernels.ipynb #1d877b73
 class RBF:
-    "Squared-exponential kernel k(x,x') = variance * exp(-0.5 * sum_j (x_j - x'_j)^2 / lengthscale_j^2)."
+    "Squared-exponential kernel `k(x, x') = variance * exp(-0.5 * sum_j (x_j - x'_j)**2 / lengthscale_j**2)`."
     def __init__(self, variance: float = 1.0, lengthscale=1.0):
         variance = float(variance); ls = np.atleast_1d(np.asarray(lengthscale, dtype=float))
         if not np.isfinite(variance) or variance <= 0: raise ValueError(f"RBF variance must be positive and finite, got {variance}")
@@ -33,7 +34,7 @@ class RBF:
         return X / ls
 
     def sqdist(self, X, X2=None):
-        "Scaled squared distances sum_j (x_j - x'_j)^2 / l_j^2, clipped at 0."
+        "Scaled squared distances `sum_j (x_j - x'_j)**2 / lengthscale_j**2`, clipped at 0."
         A = self._scaled(_check_X(X)); B = A if X2 is None else self._scaled(_check_X(X2, "X2"))
         if A.shape[1] != B.shape[1]: raise ValueError(f"X has {A.shape[1]} columns but X2 has {B.shape[1]}")
         D = np.sum(A**2, 1)[:, None] + np.sum(B**2, 1)[None, :] - 2.0 * A @ B.T

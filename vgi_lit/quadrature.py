@@ -22,6 +22,7 @@ def gh_nodes(n: int = 20):
         _GH_CACHE[n] = (x, w / w.sum())
     return _GH_CACHE[n]
 
+# %% ../nbs/00a_quadrature.ipynb #d3c02d97
 def gh_expect(g, m, v, n: int = 20):
     "E[g(f)] for f ~ N(m, v), vectorised over sites: `g` maps an array (..., n) of f values to values."
     m = np.asarray(m, dtype=float); v = np.asarray(v, dtype=float)
