@@ -21,7 +21,7 @@ class EventKind(str, Enum):
     LINE_SEARCH = "line_search"                    # a step shorter than the full one was taken
     STEP_REJECTED = "step_rejected"                # a full step lowered the VLB and was not taken
     DAMPED = "damped"                              # a step size was reduced (β halved, ...)
-    TWO_CYCLE = "two_cycle"                        # λ_k = λ_(k−2) ≠ λ_(k−1) (000 Theorem 1)
+    TWO_CYCLE = "two_cycle"                        # λ_k = λ_(k−2) ≠ λ_(k−1) (Sheth & Khardon 2016, Theorem 1)
     RESTART = "restart"                            # an optimiser's memory was cleared
     PROJECTED = "projected"                        # an iterate was projected back onto the feasible set
     BOUND_ACTIVE = "bound_active"                  # a variable sits at a bound (e.g. a diagonal entry of L)
@@ -154,7 +154,6 @@ class VGPosterior:
     `vlb` is: "vlb" (the exact VLB of the returned q, recomputed by the shared `vlb.vlb`) unless a
     method says otherwise."""
     def __init__(self, model, m, cov, method, vlb, stop, history, message="", n_iter=None, objective="vlb", **info):
-        if isinstance(stop, (bool, np.bool_)): stop = Stop.GRAD_TOL if stop else Stop.MAX_ITER   # TRANSITION: removed once every method passes a Stop
         if not isinstance(stop, Stop): raise TypeError(f"stop must be a Stop, got {stop!r}")
         self.model, self.m, self.cov, self.method = model, np.asarray(m, float), cov, method
         self.vlb, self.stop, self.history, self.message = float(vlb), stop, history, message
