@@ -46,11 +46,13 @@ ENV_VAR = "VGI_LIT_DATA"
 class DataNotFoundError(FileNotFoundError):
     "A data file is in none of the searched directories and could not be downloaded."
 
+# %% ../nbs/06_datasets.ipynb #6dcad9e9
 def cache_dir() -> Path:
     "User cache for downloaded data: `$XDG_CACHE_HOME/vgi_lit`, default `~/.cache/vgi_lit`."
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base).expanduser() / "vgi_lit"
 
+# %% ../nbs/06_datasets.ipynb #8d441a36
 def shared_data_dir(start=None) -> Path | None:
     "The `shared/data` folder beside the repository root (searched upwards from `start`), or None."
     if start is None: start = globals().get("__file__") or os.getcwd()
@@ -60,6 +62,7 @@ def shared_data_dir(start=None) -> Path | None:
         if cand.is_dir(): return cand
     return None
 
+# %% ../nbs/06_datasets.ipynb #eac476d4
 def data_dirs(data_dir=None) -> list:
     "Directories searched for data files, in order: `data_dir`, then `$VGI_LIT_DATA`, then `cache_dir()`."
     dirs = []
@@ -84,6 +87,7 @@ def _download(url: str, dest: Path, timeout: float = 30.0):
     with urllib.request.urlopen(url, timeout=timeout) as r, open(dest, "wb") as fh:
         shutil.copyfileobj(r, fh)
 
+# %% ../nbs/06_datasets.ipynb #6f6c344e
 def _fetch_to_cache(name: str, url: str, compression: str | None, validate=None) -> Path:
     "Download `url` to `cache_dir()/name`, decompress bz2 if asked, run `validate(path)`; atomic rename at the end."
     cdir = cache_dir(); cdir.mkdir(parents=True, exist_ok=True)
@@ -104,6 +108,7 @@ def _fetch_to_cache(name: str, url: str, compression: str | None, validate=None)
         for t in (tmp, raw):
             if t.exists(): t.unlink()
 
+# %% ../nbs/06_datasets.ipynb #58c70d1e
 def find_file(name: str, data_dir=None, url: str | None = None, compression: str | None = None,
               download: bool = True, hint: str = "", validate=None) -> Path:
     "Path of data file `name`: first of `data_dirs(data_dir)` holding it, else downloaded from `url` into the cache."
@@ -132,6 +137,7 @@ def find_file(name: str, data_dir=None, url: str | None = None, compression: str
 def _bad(path, lineno, msg):
     return ValueError(f"{Path(path).name}, line {lineno}: {msg}")
 
+# %% ../nbs/06_datasets.ipynb #87851d2a
 def read_libsvm(path, n_features: int, labels=(-1.0, 1.0)):
     "Dense (X, y) from a LIBSVM text file with 1-based indices and exactly `n_features` columns."
     path = Path(path); labset = None if labels is None else {float(l) for l in labels}
@@ -159,6 +165,7 @@ def read_libsvm(path, n_features: int, labels=(-1.0, 1.0)):
     X[np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)] = vals
     return X, np.asarray(ys, dtype=float)
 
+# %% ../nbs/06_datasets.ipynb #7d39ea7d
 def read_delimited(path, n_fields: int, sep: str | None = ",", label_map: dict | None = None, labels=None):
     "(X, y) from a text table with features first and the label/target last; `sep=None` splits on whitespace."
     path = Path(path); labset = None if labels is None else {float(l) for l in labels}
@@ -209,6 +216,7 @@ FILES = {
 }
 HOUSING_FEATURES = ["CRIM", "ZN", "INDUS", "CHAS", "NOX", "RM", "AGE", "DIS", "RAD", "TAX", "PTRATIO", "B", "LSTAT"]
 
+# %% ../nbs/06_datasets.ipynb #b4330daf
 def read_file(name: str, data_dir=None, download: bool = True, hint: str = ""):
     "(X, y, path) of the data file `name` of `FILES`, found by `find_file`, with its shape and labels checked."
     spec = FILES[name]; n, D = spec["shape"]; labels = spec.get("labels", LABELS)
@@ -222,6 +230,7 @@ def read_file(name: str, data_dir=None, download: bool = True, hint: str = ""):
     path = find_file(name, data_dir, spec["url"], spec.get("compression"), download, hint, validate=parse)
     return (*parse(path), path)
 
+# %% ../nbs/06_datasets.ipynb #cdd61059
 def _libsvm_pair(name, data_dir, download):
     X, y, p = read_file(name, data_dir, download)
     Xt, yt, pt = read_file(name + ".t", data_dir, download)
@@ -229,18 +238,20 @@ def _libsvm_pair(name, data_dir, download):
                    source=f"LIBSVM binary data sets ({name}, from UCI Adult): {p}, {pt}")
 
 def load_a1a(data_dir=None, download: bool = True) -> Dataset:
-    "a1a (UCI Adult, LIBSVM): 1,605 train / 30,956 test x 123 binary features, labels -1/+1 (001 Table 2)."
+    "a1a (UCI Adult, LIBSVM): 1,605 train / 30,956 test x 123 binary features, labels -1/+1 (Khan et al. 2016, Table 2)."
     return _libsvm_pair("a1a", data_dir, download)
 
 def load_a7a(data_dir=None, download: bool = True) -> Dataset:
     "a7a (UCI Adult, LIBSVM): 16,100 train / 16,461 test x 123 binary features, labels -1/+1."
     return _libsvm_pair("a7a", data_dir, download)
 
+# %% ../nbs/06_datasets.ipynb #d0c8ebd5
 def load_colon_cancer(data_dir=None, download: bool = True) -> Dataset:
-    "Colon cancer (Alon et al., LIBSVM): 62 x 2,000, labels -1/+1, one file, no test split (001 Table 2)."
+    "Colon cancer (Alon et al., LIBSVM): 62 x 2,000, labels -1/+1, one file, no test split (Khan et al. 2016, Table 2)."
     X, y, p = read_file("colon-cancer", data_dir, download)
     return Dataset(X, y, name="colon-cancer", files=(p,), source=f"LIBSVM binary data sets (colon-cancer, Alon et al. 1999): {p}")
 
+# %% ../nbs/06_datasets.ipynb #d4fdf177
 def _uci_split(name, orig, n_train, data_dir, download, resplit, split_seed):
     tra, tst = f"{orig}-tra.csv", f"{orig}-tst.csv"
     dirs = data_dirs(data_dir)
@@ -266,16 +277,18 @@ def _uci_split(name, orig, n_train, data_dir, download, resplit, split_seed):
     warnings.warn(f"{name}: project split files not found; using a seeded re-split of the UCI original ({src})")
     return Dataset(X[tr], y[tr], X[te], y[te], name=name, files=(p,), source=src)
 
+# %% ../nbs/06_datasets.ipynb #9e612bb4
 def load_ionosphere(data_dir=None, download: bool = True, resplit: bool = True, split_seed: int = 0) -> Dataset:
-    "UCI Ionosphere: 280 train / 71 test x 34, labels -1/+1 (001 Table 3); see the section text for `resplit`."
+    "UCI Ionosphere: 280 train / 71 test x 34, labels -1/+1 (Khan et al. 2016, Table 3); see the section text for `resplit`."
     return _uci_split("ionosphere", "ionosphere.data", 280, data_dir, download, resplit, split_seed)
 
 def load_sonar(data_dir=None, download: bool = True, resplit: bool = True, split_seed: int = 0) -> Dataset:
-    "UCI Connectionist Bench (Sonar): 165 train / 43 test x 60, labels -1/+1 (001 Table 3)."
+    "UCI Connectionist Bench (Sonar): 165 train / 43 test x 60, labels -1/+1 (Khan et al. 2016, Table 3)."
     return _uci_split("sonar", "sonar.all-data", 165, data_dir, download, resplit, split_seed)
 
+# %% ../nbs/06_datasets.ipynb #03a35f4b
 def load_housing(data_dir=None, download: bool = True) -> Dataset:
-    "UCI Housing (Boston): 506 x 13 features, target = median value in $1000s (001 Table 3, GP regression)."
+    "UCI Housing (Boston): 506 x 13 features, target = median value in thousands of dollars (Khan et al. 2016, Table 3, GP regression)."
     X, y, p = read_file("housing.data", data_dir, download)
     return Dataset(X, y, name="housing", files=(p,), feature_names=list(HOUSING_FEATURES),
                    source=f"UCI Housing (Boston): {p}")
@@ -289,12 +302,14 @@ class ZScored(NamedTuple):
     scale: np.ndarray          # (D,) training standard deviations (1 for constant columns)
     constant: np.ndarray       # (D,) bool, columns constant on the training rows
 
+# %% ../nbs/06_datasets.ipynb #7135c9b3
 def _finite_2d(A, name):
     A = np.asarray(A, dtype=float)
     if A.ndim != 2: raise ValueError(f"{name} must be a 2-D array, got shape {A.shape}")
     if not np.all(np.isfinite(A)): raise ValueError(f"{name} contains NaN or inf")
     return A
 
+# %% ../nbs/06_datasets.ipynb #016ad5d0
 def zscore(X_train, X_test=None) -> ZScored:
     "Standardise columns by training mean and standard deviation (ddof 0); constant columns centred, scale 1."
     X = _finite_2d(X_train, "X_train")
@@ -319,6 +334,7 @@ class Split(NamedTuple):
     X: np.ndarray; y: np.ndarray; X_test: np.ndarray; y_test: np.ndarray
     train_idx: np.ndarray; test_idx: np.ndarray
 
+# %% ../nbs/06_datasets.ipynb #26c85fbb
 def random_split(X, y, frac: float = 0.5, seed: int = 0) -> Split:
     "Seeded random split: round(frac*n) rows for training, the rest for testing (indices sorted)."
     X = _finite_2d(X, "X"); y = np.asarray(y, dtype=float)
@@ -344,6 +360,7 @@ class _SquaredExponential:
     def Kdiag(self, X): return np.full(len(X), self.variance)
     def __repr__(self): return f"SquaredExponential(variance={self.variance:g}, lengthscale={self.lengthscale:g})"
 
+# %% ../nbs/06_datasets.ipynb #1b208b4c
 def _check_counts(n, d, n_test):
     for nm, v, lo in (("n", n, 1), ("d", d, 1), ("n_test", n_test, 0)):
         if int(v) != v or v < lo: raise ValueError(f"{nm} must be an integer >= {lo}, got {v!r}")
@@ -360,8 +377,9 @@ def _split_out(X, f, y, n, name, source, truth):
     truth = dict(truth, f=f[:n], f_test=f[n:] if nt else None)
     return Dataset(X[:n], y[:n], X[n:] if nt else None, y[n:] if nt else None, name=name, source=source, truth=truth)
 
+# %% ../nbs/06_datasets.ipynb #e7b09eda
 def synthetic_glm(likelihood, n: int, d: int, seed: int, prior_var: float = 1.0, n_test: int = 0) -> Dataset:
-    "GLM data: X_ij ~ N(0, 1/d), w ~ N(0, prior_var I), f = X w, y = likelihood.sample(f, rng) (000 eq. 1, H = X)."
+    "GLM data: X_ij ~ N(0, 1/d), w ~ N(0, prior_var I), f = X w, y = likelihood.sample(f, rng) (Sheth & Khardon 2016, eq. 1, H = X)."
     n, d, n_test = _check_counts(n, d, n_test)
     if not prior_var > 0: raise ValueError(f"prior_var must be positive, got {prior_var}")
     rng = np.random.default_rng(seed)
@@ -373,6 +391,7 @@ def synthetic_glm(likelihood, n: int, d: int, seed: int, prior_var: float = 1.0,
     src = f"synthetic: GLM, X_ij ~ N(0, 1/{d}), w ~ N(0, {prior_var:g} I), f = X w, y ~ {lik}.sample(f), seed {seed}"
     return _split_out(X, f, y, n, f"synthetic-glm-{lik.lower()}", src, dict(w=w, prior_var=prior_var, seed=seed))
 
+# %% ../nbs/06_datasets.ipynb #33da573e
 def synthetic_gp(likelihood, n: int, d: int, seed: int, kernel=None, n_test: int = 0, jitter: float = 1e-8) -> Dataset:
     "GP data: X ~ N(0, I_d), f ~ N(0, K + jitter I) by Cholesky, y = likelihood.sample(f, rng); default SE kernel, lengthscale sqrt(d)."
     n, d, n_test = _check_counts(n, d, n_test)
@@ -386,6 +405,7 @@ def synthetic_gp(likelihood, n: int, d: int, seed: int, kernel=None, n_test: int
     src = f"synthetic: GP, X ~ N(0, I_{d}), f ~ N(0, K + {jitter:g} I) with {kernel!r}, y ~ {lik}.sample(f), seed {seed}"
     return _split_out(X, f, y, n, f"synthetic-gp-{lik.lower()}", src, dict(kernel=kernel, jitter=jitter, seed=seed))
 
+# %% ../nbs/06_datasets.ipynb #070d64d6
 def simulated_counts_on(X, seed: int, X_test=None, scale: float = 0.5, offset: float = 1.0, inputs: str = "inputs") -> Dataset:
     "SIMULATED Poisson counts on real inputs: y ~ Poisson(exp(b + X w)), w rescaled so sd(X w) = scale, mean f = offset."
     X = _finite_2d(X, "X")
