@@ -10,6 +10,7 @@ from ..vlb import grad_V as dense_grad_V, kl_cov_part, kl_mean_part
 from ..covariance import SiteCov, DenseCov
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
                                register_method, start_state)
+from .site_update import site_step
 
 # %% auto #0
 __all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'fpi', 'detect_two_cycle', 'fpb']
@@ -209,13 +210,13 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if neg.any():
             if not clip: raise ValueError(f"gamma < 0 at {int(neg.sum())} sites; use clip=True (Sheth & Khardon 2016, §4)")
             events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
-        try:
-            cov_T = SiteCov(model, np.where(neg, 0.0, gamma))             # T(V_t), one factorisation
+        try:                                                              # the site step with ρ = 1: T(V_t) (one factorisation)
+            step = site_step(model, m, None, g, gamma, rho=1.0)           # and the Newton direction T(V_t) g_t, with Σ⁻¹ of it
         except ValueError as e:                                           # e.g. overflowed γ: not PD in float64
             rec.events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
             stop, msg = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
+        cov_T, delta, r_delta = step.cov, step.delta, step.r_delta
         at_T = _AtCov(model, cov_T)
-        delta, r_delta = cov_T.matvec_split(g)                            # Newton direction T(V_t) g_t and Σ⁻¹ of it
         m_full, r_full = m + delta, r + r_delta
         state = _vlb_grad(model, m_full, at_T, r_full)                    # (m + δ, T(V)): the next start
         tau = 1.0
