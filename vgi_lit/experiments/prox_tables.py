@@ -17,7 +17,7 @@ __all__ = ['LN2', 'PAPER', 'se_gp', 'table2', 'gp_fit', 'table3', 'summarise', '
 
 # %% ../../nbs/experiments/93_prox_tables.ipynb #cf87948e
 LN2 = float(np.log(2.0))
-PAPER = {  # 001 Tables 2 and 3: (value, spread) as printed
+PAPER = {  # Khan et al. (2016), Tables 2 and 3: (value, spread) as printed
     'a1a': dict(prox_nll=590.1, prox_logloss=0.488, prox_time='7m', grad_time='12m (Cholesky)'),
     'colon': dict(prox_nll=(15.82, 0.13), prox_logloss=(0.70, 0.01), prox_time='18m'),
     'ionosphere': dict(laplace=(0.285, 0.002), ep=(0.234, 0.002), prox=(0.230, 0.002)),
@@ -43,7 +43,7 @@ def _glm_fit(X, y, Xte, yte, delta, beta, tol, max_iter, method='prox'):
     return dict(vlb=q.vlb, iters=q.n_iter, converged=q.converged), float(-np.mean(q.log_pred_density(Xte, yte))/LN2)
 
 def table2(dataset='a1a', deltas=None, splits=1, beta=0.25, tol=1e-5, max_iter=5000, data_dir=None, log=print, method='prox'):
-    """001 Table 2 row(s): for each split, fit `method` ('prox', or 'grad' for the a1a timing comparison)
+    """Khan et al. (2016), Table 2 row(s): for each split, fit `method` ('prox', or 'grad' for the a1a timing comparison)
     over the δ grid, pick δ by max VLB, report −VLB, test log-loss (log₂) and the time for the whole grid."""
     data_dir = _data_dir(data_dir)
     if dataset == 'a1a':
@@ -98,7 +98,7 @@ def gp_fit(method, model, Xte, yte, beta=0.25, tol=1e-5, max_iter=5000):
 
 def table3(name, splits=10, grid=None, lb_grid=None, methods=('prox', 'laplace'), beta=None, tol=1e-5,
            max_iter=5000, data_dir=None, log=print, first_split=0):
-    """001 Table 3 row: per split, grid over (log ℓ, log σ[, log b]), selection by max VLB (prox) or
+    """Khan et al. (2016), Table 3 row: per split, grid over (log ℓ, log σ[, log b]), selection by max VLB (prox) or
     max Laplace log p(y) (laplace), test log-loss at the selection, time for the grid per method."""
     grid = np.linspace(-1, 6, 15) if grid is None else np.asarray(grid, float)
     reg = name == 'housing'
@@ -151,11 +151,11 @@ def main(argv=None):
     p.add_argument('dataset', choices=['a1a', 'colon', 'ionosphere', 'sonar', 'housing'])
     p.add_argument('--splits', type=int, default=None, help="number of random 50%% splits (default 10; a1a has 1)")
     p.add_argument('--first-split', type=int, default=0)
-    p.add_argument('--grid', type=int, default=None, help="points per axis of the hyperparameter grid (default: 001's, 30 or 15)")
+    p.add_argument('--grid', type=int, default=None, help="points per axis of the hyperparameter grid (default: the paper's, 30 or 15)")
     p.add_argument('--tol', type=float, default=1e-5)
     p.add_argument('--max-iter', type=int, default=5000)
     p.add_argument('--log10-var', type=float, nargs=2, default=None, metavar=('LO', 'HI'),
-                   help="Table 2: prior variance delta over logspace(LO, HI) instead of 001's range")
+                   help="Table 2: prior variance delta over logspace(LO, HI) instead of the paper's range")
     p.add_argument('--log-b', type=float, nargs='+', default=None, help="housing: grid of log b (Laplace scale)")
     p.add_argument('--method', default='prox', choices=['prox', 'grad'], help="Table 2 only: time GRAD over the grid instead")
     p.add_argument('--data-dir', default=None)
