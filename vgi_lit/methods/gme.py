@@ -10,8 +10,9 @@ from numpy.polynomial.laguerre import laggauss
 from scipy.special import logsumexp, gammaln
 from ..quadrature import gh_nodes
 from ..models import GLM
-from ..covariance import DenseCov
-from ..vlb import kl_gauss, kl_to_prior
+from ..covariance import DenseCov, PrecisionCov
+from ..vlb import kl_to_prior
+from ..inference import History, Event, EventKind, Stop, check_budget
 from .svi import Adagrad, init_state, gauss_update, step_size
 
 # %% auto #0
@@ -124,12 +125,16 @@ def gme_site_terms(model, m_site, s_site, y, sigma, bound, n_outer=10, n_inner=3
 
 # %% ../../nbs/methods/14a_gme.ipynb #46d66ba6
 def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=10, n_inner=32, inner="gh",
-            lr=1.0, schedule="1/t", seed=0, max_epochs=5.0, max_seconds=None, eval_every=None, V0=10.0, sigma_init=1.0):
-    "Stochastic GME fit on `bound` ∈ {'optimal' (8), 'suboptimal' (3)}; returns dict(m, S, sigma, history, ...)."
+            lr=1.0, schedule="1/t", seed=0, max_epochs=5.0, max_seconds=None, eval_every=None, V0=10.0, sigma_init=1.0,
+            callback=None):
+    """Stochastic GME fit on `bound` ∈ {'optimal' (8), 'suboptimal' (3)}: returns dict(m, cov, S, sigma, history, stop, ...),
+    `history` a typed `History` (the bound every `eval_every` steps, σ per step, PROJECTED events), `stop` a `Stop`
+    (BUDGET when `max_epochs` are spent, MAX_SECONDS, CALLBACK: `callback(record)` returning True)."""
     if method not in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): raise ValueError(f"method must be mc-ssvi, h-mc-ssvi or s-dsvi, got {method!r}")
     if bound not in ("optimal", "suboptimal"): raise ValueError(f"bound must be 'optimal' or 'suboptimal', got {bound!r}")
     if not 1 <= batch_size <= model.n: raise ValueError(f"batch_size must be in [1, {model.n}], got {batch_size}")
     if not sigma_init > 0: raise ValueError(f"sigma_init must be positive, got {sigma_init}")
+    check_budget(0.0, 0, max_seconds)
     rng = np.random.default_rng(seed)
     st = init_state(model.glm, method, np.zeros(model.d), V0)
     opt_m = Adagrad(lr) if method != "mc-ssvi" else None
@@ -138,79 +143,84 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     sigma = float(sigma_init)
     per_epoch = int(np.ceil(model.n / batch_size)); eval_every = eval_every or per_epoch
     max_iter = int(np.ceil(max_epochs * per_epoch))
-    hist = [dict(iter=0, time=0.0, vlb=gme_bound(model, st.m, st.cov, sigma, bound), grad_norm=np.nan, events={}, sigma=sigma)]
-    t0 = time.perf_counter()
+    hist = History(callback=callback, max_seconds=max_seconds)
+    hist.record(vlb=gme_bound(model, st.m, st.cov, sigma, bound), step="start", sigma=sigma)
+    stop = Stop.BUDGET
     for t in range(1, max_iter + 1):
         idx = rng.choice(model.n, batch_size, replace=False)
         scale = model.n / batch_size
         ms, ss = _moments(model, st.m, st.cov, idx)
         dE_dm, gamma, gw = gme_site_terms(model, ms, ss, model.y[idx], sigma, bound, n_outer, n_inner, inner, rng)
         rho = step_size(t, schedule)
-        st, ev, gn = gauss_update(model.glm, st, method, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L)
-        events = {e.kind.value: e.count for e in ev}
+        st, events, gn = gauss_update(model.glm, st, method, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L)
         if method == "s-dsvi":
             gs = 2/sigma - 2*sigma/model.tau**2 + scale * gw.sum() / sigma
             s_new = sigma + opt_s.step(np.array(gs))
-            if s_new <= 0: s_new = 0.5 * sigma; events['sigma_projected'] = 1
+            if s_new <= 0: s_new = 0.5 * sigma; events.append(Event(EventKind.PROJECTED, "σ halved instead of crossing 0"))
             sigma = float(s_new)
         else:
             th = -1/(2*sigma**2)
             th_new = (1 - rho) * th + rho * (-1/(2*model.tau**2) + scale * gw.sum() / (4*sigma**2))
             if th_new >= th / (1 + rho):                # σ² would grow by more than 1+ρ (or leave the family): cap it
-                th_new = th / (1 + rho); events['rayleigh_projected'] = 1
+                th_new = th / (1 + rho); events.append(Event(EventKind.PROJECTED, "the growth of σ² capped at 1 + ρ"))
             sigma = float(np.sqrt(-1/(2*th_new)))
-        rec = dict(iter=t, time=time.perf_counter() - t0, vlb=np.nan, grad_norm=gn, events=events, sigma=sigma)
-        if t % eval_every == 0 or t == max_iter:
-            te = time.perf_counter(); rec['vlb'] = gme_bound(model, st.m, st.cov, sigma, bound); t0 += time.perf_counter() - te
-        hist.append(rec)
-        if max_seconds is not None and rec['time'] > max_seconds: break
-    return dict(m=st.m, S=st.cov.dense(), cov=st.cov, sigma=sigma, history=hist, method=method, bound=bound, state=st)
+        v = np.nan
+        if t % eval_every == 0 or t == max_iter:                       # evaluations are not charged to the method's clock
+            te = time.perf_counter(); v = gme_bound(model, st.m, st.cov, sigma, bound); hist.t0 += time.perf_counter() - te
+        hist.record(vlb=v, grad_norm=gn, events=events, step=method, sigma=sigma)
+        if hist.stop_requested: stop = Stop.CALLBACK; break
+        if hist.out_of_time(): stop = Stop.MAX_SECONDS; break
+    if np.isnan(hist[-1].vlb): hist[-1].vlb = gme_bound(model, st.m, st.cov, sigma, bound)
+    hist.stop = stop
+    return dict(m=st.m, S=st.cov.dense(), cov=st.cov, sigma=sigma, history=hist, stop=stop, method=method, bound=bound, state=st)
 
 # %% ../../nbs/methods/14a_gme.ipynb #6297a6e4
 _EULER = 0.5772156649015329
 
-def mf_bound(model, m, S, sigma, beta, sd):
-    "Mean-field VLB (Sheth & Khardon 2016b, eqs. 92-94, with E[1/w₂] = √(π/2)/σ): q(w₁)q(w₂)Π N(f_i | β_i, ς_i²)."
-    ms = model.X @ m; ss = np.einsum('ij,jk,ik->i', model.X, S, model.X)
+def mf_bound(model, m, cov, sigma, beta, sd):
+    """Mean-field VLB (Sheth & Khardon 2016b, eqs. 92-94, with E[1/w₂] = √(π/2)/σ): q(w₁)q(w₂)Π N(f_i | β_i, ς_i²),
+    q(w₁) = N(m, V) with V a covariance object (or a lower-triangular factor F, V = F Fᵀ)."""
+    cov = _as_cov(cov)
+    ms, ss = model.X @ m, cov.var_at(model.X)
     z = (beta - ms)**2 + sd**2 + ss
     c = np.sqrt(np.pi/2) / sigma; Elog = np.log(sigma) + 0.5*(np.log(2) - _EULER)
     E = model.likelihood.expected_log_lik(model.y, beta, sd**2)[0]
     return float(np.sum(E - 0.5*(Elog + np.log(2*np.pi) + c*z) + 0.5*np.log(2*np.pi*np.e*sd**2))) \
-        - kl_gauss(m, S, model.glm.mu, model.glm.prior.dense()) - kl_rayleigh(sigma, model.tau)
+        - kl_to_prior(model.glm, m, cov) - kl_rayleigh(sigma, model.tau)
 
 def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9):
-    "Mean-field coordinate ascent for GME (Sheth & Khardon 2016b, A.4, eqs. 100-104 with c = √(π/2)/σ); returns dict with history."
+    """Mean-field coordinate ascent for GME (Sheth & Khardon 2016b, A.4, eqs. 100-104 with c = √(π/2)/σ): returns dict(m, cov,
+    S, sigma, beta, sd, history, stop), `stop` REL_TOL when the bound changes by at most tol·(1 + |bound|), else MAX_ITER."""
     X, n, d = model.X, model.n, model.d
     beta, sd, sigma = np.zeros(n), np.ones(n), float(sigma_init)
     opt_b, opt_s = Adagrad(lr), Adagrad(lr)
-    Sig_inv = model.glm.prior.solve(np.eye(d))                            # d×d prior precision (small d)
-    hist, t0, prev = [], time.perf_counter(), -np.inf
+    XtX, prior = X.T @ X, model.glm.prior
+    hist, prev, stop = History(), -np.inf, Stop.MAX_ITER
     for it in range(1, max_iter + 1):
         c = np.sqrt(np.pi/2) / sigma
-        P = Sig_inv + c * X.T @ X                                          # (100)-(101)
-        Lp = np.linalg.cholesky(P)
-        S = np.linalg.solve(Lp.T, np.linalg.solve(Lp, np.eye(d)))
-        m = S @ (Sig_inv @ model.glm.mu + c * X.T @ beta)
+        cov = PrecisionCov(prior, c * XtX)                                 # (100): V = (Σ⁻¹ + c XᵀX)⁻¹
+        m = cov.matvec(prior.solve(model.glm.mu) + c * X.T @ beta)        # (101)
         ms = X @ m
         _, dE_dm, dE_dv = model.likelihood.expected_log_lik(model.y, beta, sd**2)
         beta = beta + opt_b.step(c*(ms - beta) + dE_dm)                      # (102)
         sd_new = sd + opt_s.step(-c*sd + sd*2*dE_dv + 1/sd)                  # (103): E[ℓ''] = 2 dE/dv
         sd = np.where(sd_new > 0, sd_new, 0.5*sd)
-        z = (beta - ms)**2 + sd**2 + np.einsum('ij,jk,ik->i', X, S, X)
+        z = (beta - ms)**2 + sd**2 + cov.var_at(X)
         roots = np.roots([-2/model.tau**2, 0.0, 2 - n/2, np.sqrt(np.pi/2)/2*z.sum()])   # (104), corrected
         pos = roots[(np.abs(roots.imag) < 1e-9) & (roots.real > 0)].real
         sigma = float(pos.max())
-        v = mf_bound(model, m, S, sigma, beta, sd)
-        hist.append(dict(iter=it, time=time.perf_counter() - t0, vlb=v, grad_norm=np.nan, events={}, sigma=sigma))
-        if abs(v - prev) < tol * (1 + abs(v)): break
+        v = mf_bound(model, m, cov, sigma, beta, sd)
+        hist.record(vlb=v, step="mean-field", sigma=sigma)
+        if abs(v - prev) < tol * (1 + abs(v)): stop = Stop.REL_TOL; break
         prev = v
-    return dict(m=m, S=S, sigma=sigma, beta=beta, sd=sd, history=hist, method="mean-field")
+    hist.stop = stop
+    return dict(m=m, cov=cov, S=cov.dense(), sigma=sigma, beta=beta, sd=sd, history=hist, stop=stop, method="mean-field")
 
 # %% ../../nbs/methods/14a_gme.ipynb #121bb9eb
 def gme_log_pred(model, res, X_new, y_new, n_w=20):
     "Per-point log predictive density of GME at (X_new, y_new)."
     X_new = np.asarray(X_new, float)
-    ms = X_new @ res['m']; ss = np.einsum('ij,jk,ik->i', X_new, res['S'], X_new)
+    ms, ss = X_new @ res['m'], res['cov'].var_at(X_new)
     xw, ww = rayleigh_nodes(res['sigma'], n_w)
     lp = np.stack([model.likelihood.log_pred_density(y_new, ms, ss + w) for w in xw], 1)
     return logsumexp(lp + np.log(ww), 1)
