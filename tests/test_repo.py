@@ -104,3 +104,51 @@ def test_tests_and_notebooks_mirror_the_package():
             m = re.search(r"#\| default_exp ([\w.]+)", nb.read_text())
             if m: exported.add(m.group(1))
         assert {f"{tier}.{m}" for m in mods} == exported, (tier, mods, exported)
+
+
+def _prose_outside_math_and_code(text):
+    "Markdown prose with display and inline math, code blocks, code spans, HTML tags and link targets removed."
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
+    text = re.sub(r"\$[^$\n]+\$", " ", text)
+    text = re.sub(r"`[^`\n]+`", " ", text)
+    text = re.sub(r"<[^>]+>", " ", text)
+    return re.sub(r"\]\([^)]*\)", "]", text)
+
+
+def _markdown_cells():
+    import json
+    for nb in sorted((ROOT / "nbs").rglob("*.ipynb")):
+        if "_proc" in nb.parts: continue
+        for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
+            if cell["cell_type"] == "markdown":
+                yield nb.relative_to(ROOT), i, "".join(cell["source"])
+
+
+def test_prose_math_is_latex():
+    "pandoc turns ^…^ and _…_ in plain prose into superscripts and italics: formulas go in $…$."
+    bad = []
+    for nb, i, src in _markdown_cells():
+        for line in _prose_outside_math_and_code(src).splitlines():
+            if re.search(r"\^|(?<![\w\\])_(?=\w)|\w_\{|\\[a-zA-Z]+\{?", line): bad.append(f"{nb} cell {i}: {line.strip()[:100]}")
+    assert not bad, f"{len(bad)} prose lines with math outside $…$:\n" + "\n".join(bad[:40])
+
+
+def test_papers_cited_by_authors_not_file_numbers():
+    "The site is public: papers are cited by authors and year, in prose and in the docstrings the API pages show."
+    cite = re.compile(r"(?<![\d.,])\b00[0-4]\b(?![,.]\d)(?=\s*(?:eq|§|Remark|Theorem|Prop|Cond|Alg|Table|Fig|'s|,|\)|:|\s[a-z]))")
+    bad = [f"{nb} cell {i}: {l.strip()[:100]}" for nb, i, src in _markdown_cells()
+           for l in _prose_outside_math_and_code(src).splitlines() if cite.search(l)]
+    for path in (ROOT / "vgi_lit").rglob("*.py"):
+        if path.name == "_modidx.py": continue
+        bad += [f"{path.relative_to(ROOT)}:{k}: {l.strip()[:100]}" for k, l in enumerate(path.read_text().splitlines(), 1) if cite.search(l)]
+    assert not bad, f"{len(bad)} citations by file number:\n" + "\n".join(bad[:40])
+
+
+def test_modules_compile_without_warnings():
+    "Invalid escape sequences in docstrings (LaTeX in a module summary) are warnings today and errors tomorrow."
+    import warnings
+    for path in (ROOT / "vgi_lit").rglob("*.py"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            compile(path.read_text(), str(path), "exec")
