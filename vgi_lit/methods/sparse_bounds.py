@@ -8,7 +8,7 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from ..linalg import cholesky, chol_logdet
 from ..models import inducing_prior, sparse_gp_site_map
-from ..covariance import DenseCov
+from ..covariance import DenseCov, PrecisionCov
 from ..vlb import kl as _kl
 
 # %% auto #0
@@ -22,25 +22,27 @@ def sgp_parts(kernel, X, Z, jitter=1e-8):
     _, cd, H = sparse_gp_site_map(kernel, Z, prior, np.asarray(X, float))
     return prior, H, cd
 
-def _post_from_AB(L_uu, A, b):
-    "S = (K_uu⁻¹ + A)⁻¹, m = S b, via B = I + L_uuᵀ A L_uu (no explicit inverse of K_uu)."
-    M = L_uu.shape[0]
-    Bm = np.eye(M) + L_uu.T @ A @ L_uu
-    L_B = cholesky(0.5*(Bm + Bm.T), name="I + L^T A L")
-    W = solve_triangular(L_B, L_uu.T, lower=True).T        # S = W Wᵀ
-    S = W @ W.T
-    return S @ b, S
+def _post_from_AB(prior, A, b):
+    "(m, S) with S = (K_uu⁻¹ + A)⁻¹ a `PrecisionCov` (through B = I + L_uuᵀ A L_uu, no explicit inverse of K_uu) and m = S b."
+    S = PrecisionCov(prior, A)
+    return S.matvec(b), S
+
+def _as_cov(S):
+    "A covariance object as it is; a dense positive-definite S as the `DenseCov` of its Cholesky factor."
+    return S if hasattr(S, 'var_at') else DenseCov(cholesky(np.asarray(S, float), name="S"))
 
 def titsias(kernel, X, y, Z, noise, jitter=1e-8):
     "Bound (3) optimum (Sheth & Khardon 2016b, §3.5, 'sub-optimal'): S = (K_uu⁻¹ + σ⁻²HᵀH)⁻¹, m = Sσ⁻²Hᵀy."
     prior, H, cd = sgp_parts(kernel, X, Z, jitter)
-    return _post_from_AB(prior.L, H.T @ H / noise, H.T @ y / noise)
+    m, S = _post_from_AB(prior, H.T @ H / noise, H.T @ y / noise)
+    return m, S.dense()
 
 def v1(kernel, X, y, Z, noise, jitter=1e-8):
     "V1 (Sheth & Khardon 2016b, §3.5): bound (8) applied to the sparse GP, A = Σh_ih_iᵀ/c_i, b = Σy_ih_i/c_i, c_i = K_ii − Q_ii + σ²."
     prior, H, cd = sgp_parts(kernel, X, Z, jitter)
     c = cd + noise
-    return _post_from_AB(prior.L, (H.T / c) @ H, H.T @ (y / c))
+    m, S = _post_from_AB(prior, (H.T / c) @ H, H.T @ (y / c))
+    return m, S.dense()
 
 def optimal(kernel, X, y, Z, noise, jitter=1e-8):
     "Bound (6) optimum (Sheth & Khardon 2016b, §3.5): A = HᵀC⁻¹H, b = HᵀC⁻¹y with C = K_ff − Q_ff + σ²I (O(n³))."
@@ -49,40 +51,42 @@ def optimal(kernel, X, y, Z, noise, jitter=1e-8):
     C = kernel.K(X) - Kfu @ H.T + noise * np.eye(len(X))
     L_C = cholesky(0.5*(C + C.T), name="K_ff - Q_ff + noise I")
     CiH = cho_solve((L_C, True), H)
-    return _post_from_AB(prior.L, H.T @ CiH, CiH.T @ y)
+    m, S = _post_from_AB(prior, H.T @ CiH, CiH.T @ y)
+    return m, S.dense()
 
 # %% ../../nbs/methods/14b_sparse_bounds.ipynb #35809989
 def v2_objective(prior, H, cd, y, noise, m, S):
-    "V2 objective: −KL(q‖p) + Σ_i log N(y_i | h_iᵀm, c_i + h_iᵀSh_i), c_i = K_ii − Q_ii + σ²; p = N(0, K_uu) as `prior`."
-    v = cd + noise + np.einsum('ij,jk,ik->i', H, S, H); r = y - H @ m
-    return float(np.sum(-0.5*np.log(2*np.pi*v) - 0.5*r**2/v)) - _kl(m, DenseCov(cholesky(S, name="S")), np.zeros(prior.d), prior)
+    """V2 objective: −KL(q‖p) + Σ_i log N(y_i | h_iᵀm, c_i + h_iᵀSh_i), c_i = K_ii − Q_ii + σ²; p = N(0, K_uu) as `prior`;
+    S a covariance object or a dense matrix."""
+    S = _as_cov(S)
+    v = cd + noise + S.var_at(H); r = y - H @ m
+    return float(np.sum(-0.5*np.log(2*np.pi*v) - 0.5*r**2/v)) - _kl(m, S, np.zeros(prior.d), prior)
 
 def v2(kernel, X, y, Z, noise, jitter=1e-8, max_iter=500, tol=1e-10):
     "V2 (Sheth & Khardon 2016b, §3.5) by coordinate ascent (m closed form, then one S fixed-point step); returns m, S, info."
     prior, H, cd = sgp_parts(kernel, X, Z, jitter)
-    L_uu = prior.L
     c = cd + noise
-    m, S = _post_from_AB(L_uu, (H.T / c) @ H, H.T @ (y / c))          # start at V1
+    m, S = _post_from_AB(prior, (H.T / c) @ H, H.T @ (y / c))          # start at V1
     clipped, prev, hist = 0, -np.inf, []
     for it in range(max_iter):
-        v = c + np.einsum('ij,jk,ik->i', H, S, H)
-        m, _ = _post_from_AB(L_uu, (H.T / v) @ H, H.T @ (y / v))
+        v = c + S.var_at(H)
+        m, _ = _post_from_AB(prior, (H.T / v) @ H, H.T @ (y / v))
         r = y - H @ m
         wts = (v - r**2) / v**2
         try:
-            _, S = _post_from_AB(L_uu, (H.T * wts) @ H, np.zeros(len(m)))
+            _, S = _post_from_AB(prior, (H.T * wts) @ H, np.zeros(len(m)))
         except ValueError:
             clipped += 1
-            _, S = _post_from_AB(L_uu, (H.T * np.maximum(wts, 0)) @ H, np.zeros(len(m)))
+            _, S = _post_from_AB(prior, (H.T * np.maximum(wts, 0)) @ H, np.zeros(len(m)))
         obj = v2_objective(prior, H, cd, y, noise, m, S); hist.append(obj)
         if abs(obj - prev) < tol * (1 + abs(obj)): break
         prev = obj
-    return m, S, dict(iters=it + 1, clipped=clipped, objective=hist)
+    return m, S.dense(), dict(iters=it + 1, clipped=clipped, objective=hist)
 
 def predict_sparse(kernel, Z, m, S, X_new, jitter=1e-8):
-    "Predictive N(f* | h*ᵀm, K** − Q** + h*ᵀSh*) of q(w)p(f*|w)."
+    "Predictive N(f* | h*ᵀm, K** − Q** + h*ᵀSh*) of q(w)p(f*|w); S a covariance object or a dense matrix."
     _, H, cd = sgp_parts(kernel, X_new, Z, jitter)
-    return H @ m, cd + np.einsum('ij,jk,ik->i', H, S, H)
+    return H @ m, cd + _as_cov(S).var_at(H)
 
 def gaussian_nlpd(y, mean, var_f, noise):
     "Mean negative log predictive density of y under N(mean, var_f + noise)."
