@@ -12,8 +12,8 @@ from scipy.linalg import cython_blas, cython_lapack
 import ctypes
 
 # %% auto #0
-__all__ = ['TRI_INV_LEAF', 'cholesky', 'chol_logdet', 'tri_inv', 'chol_solve', 'natural_params', 'from_natural', 'mean_params',
-           'from_mean']
+__all__ = ['TRI_INV_LEAF', 'TRI_INV_RAW_MIN', 'cholesky', 'chol_logdet', 'tri_inv', 'chol_solve', 'natural_params',
+           'from_natural', 'mean_params', 'from_mean']
 
 # %% ../nbs/00_linalg.ipynb #a67d5d80
 def cholesky(A, jitter: float = 0.0, name: str = "matrix", check: bool = True, overwrite: bool = False):
@@ -71,7 +71,8 @@ _TRTRI = _raw_routine(cython_lapack, "dtrtri", _CH, _CH, _IP, _PTR, _IP, _IP)   
 _TRMM = _raw_routine(cython_blas, "dtrmm", _CH, _CH, _CH, _CH, _IP, _IP, _DP, _PTR, _IP, _PTR, _IP)  # side uplo transa diag m n alpha a lda b ldb
 
 # %% ../nbs/00_linalg.ipynb #5e8fd2c7
-TRI_INV_LEAF = 48   # blocks of at most this order are inverted by LAPACK trtri; larger ones split at a multiple of 32
+TRI_INV_LEAF = 48      # blocks of at most this order are inverted by LAPACK trtri; larger ones split at a multiple of 32
+TRI_INV_RAW_MIN = 400  # the in-place raw route from this order on (where `python -m vgi_lit.bench linalg` shows it pays)
 
 def tri_inv(L, leaf: int = TRI_INV_LEAF, check: bool = True, overwrite: bool = False):
     """Inverse of a lower-triangular matrix (n³/3 flops), returned lower-triangular in Fortran order.
@@ -84,8 +85,12 @@ def tri_inv(L, leaf: int = TRI_INV_LEAF, check: bool = True, overwrite: bool = F
     if check and np.any(np.triu(L, 1)): raise ValueError("tri_inv needs a lower-triangular matrix (nonzero entries above the diagonal)")
     zero = np.flatnonzero(np.diag(L) == 0)
     if zero.size: raise ValueError(f"triangular factor is singular: zero diagonal entry at index {zero[0]}")
-    if _TRTRI is None or _TRMM is None: return _tri_inv_rec(L, int(leaf))
-    A = L if (overwrite and L.flags.f_contiguous and L.flags.writeable and L.flags.aligned) else np.array(L, order='F')
+    inplace = overwrite and L.flags.f_contiguous and L.flags.writeable and L.flags.aligned
+    if _TRTRI is None or _TRMM is None or L.shape[0] < TRI_INV_RAW_MIN:   # the wrapper route
+        Li = _tri_inv_rec(L, int(leaf))
+        if not inplace: return Li
+        L[...] = Li; return L
+    A = L if inplace else np.array(L, order='F')
     _tri_inv_inplace(A, int(leaf))
     return A
 
