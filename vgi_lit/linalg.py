@@ -72,7 +72,7 @@ _TRMM = _raw_routine(cython_blas, "dtrmm", _CH, _CH, _CH, _CH, _IP, _IP, _DP, _P
 
 # %% ../nbs/00_linalg.ipynb #5e8fd2c7
 TRI_INV_LEAF = 48      # blocks of at most this order are inverted by LAPACK trtri; larger ones split at a multiple of 32
-TRI_INV_RAW_MIN = 400  # the in-place raw route from this order on (where `python -m vgi_lit.bench linalg` shows it pays)
+TRI_INV_RAW_MIN = 200  # the in-place raw route from this order on (where `python -m vgi_lit.bench linalg` shows it pays)
 
 def tri_inv(L, leaf: int = TRI_INV_LEAF, check: bool = True, overwrite: bool = False):
     """Inverse of a lower-triangular matrix (n³/3 flops), returned lower-triangular in Fortran order.

@@ -20,9 +20,12 @@ def kl_cov_part(cov, prior) -> float:
     "½[tr(Σ⁻¹V) − d + log|Σ| − log|V|]: the part of KL(N(m, V) ‖ N(μ, Σ)) that depends on V only."
     return 0.5 * (cov.trace_prior_inv(prior) - prior.d + prior.logdet() - cov.logdet())
 
-def kl_mean_part(m, mu, prior) -> float:
-    "½(m − μ)ᵀΣ⁻¹(m − μ) = ½‖L_Σ⁻¹(m − μ)‖²."
-    r = prior.half_solve(np.asarray(m, float) - mu)
+def kl_mean_part(m, mu, prior, r=None) -> float:
+    """½(m − μ)ᵀΣ⁻¹(m − μ) = ½‖L_Σ⁻¹(m − μ)‖², or ½(m − μ)ᵀr when the caller tracks r = Σ⁻¹(m − μ)
+    (an O(d) product instead of an O(d²) triangular solve)."""
+    dm = np.asarray(m, float) - mu
+    if r is not None: return 0.5 * float(dm @ r)
+    r = prior.half_solve(dm)
     return 0.5 * float(r @ r)
 
 def kl(m, cov, mu, prior) -> float:

@@ -21,16 +21,20 @@ def _plain_sks(K, s):
     B[np.diag_indices_from(B)] += 1.0
     return B
 
-def measure(ns=(100, 280, 500, 1000), repeat: int = 9, seed: int = 0) -> list[dict]:
+def _raw_inverse(L, leaf):
+    "The in-place route on a Fortran copy of L (what `tri_inv` does from order `TRI_INV_RAW_MIN` on)."
+    A = np.array(L, order='F'); linalg._tri_inv_inplace(A, leaf); return A
+
+def measure(ns=(60, 100, 165, 280, 500, 1000), repeat: int = 9, seed: int = 0) -> list[dict]:
     """For each n: one Cholesky (the unit, seconds) and the cost of each route in Cholesky units, all in one run.
-    Routes for L⁻¹: `tri_inv` (the library's), its recursion through SciPy's wrappers, one LAPACK trtri,
-    `solve_triangular(L, I)`; for I + SKS: the library's `laqsy` route and the NumPy form."""
+    Routes for L⁻¹: the recursion in place through the raw routines, the same recursion through SciPy's
+    wrappers, one LAPACK trtri, `solve_triangular(L, I)`; for I + SKS: the library's `laqsy` route and the NumPy form."""
     rng, rows = np.random.default_rng(seed), []
     for n in ns:
         A = rng.normal(size=(n, n)); K = A @ A.T / n + np.eye(n); s = rng.uniform(0.0, 2.0, n)
         L = np.asfortranarray(np.linalg.cholesky(K))
         unit = median_time(lambda: dpotrf(K, lower=1, clean=1), repeat)
-        t = dict(tri_inv=lambda: linalg.tri_inv(L, check=False), tri_inv_wrappers=lambda: linalg._tri_inv_rec(L, linalg.TRI_INV_LEAF),
+        t = dict(tri_inv_raw=lambda: _raw_inverse(L, linalg.TRI_INV_LEAF), tri_inv_wrappers=lambda: linalg._tri_inv_rec(L, linalg.TRI_INV_LEAF),
                  trtri=lambda: dtrtri(L, lower=1), solve_triangular=lambda: solve_triangular(L, np.eye(n), lower=True),
                  sks_library=lambda: covariance._lower_sks_plus_identity(K, s), sks_numpy=lambda: _plain_sks(K, s))
         rows.append(dict(n=n, cholesky_s=unit, **{k: median_time(f, repeat) / unit for k, f in t.items()}))
@@ -40,11 +44,11 @@ def measure(ns=(100, 280, 500, 1000), repeat: int = 9, seed: int = 0) -> list[di
 def run(argv=None):
     "`python -m vgi_lit.bench linalg [--n N ...] [--repeat R]`: prints the table of `measure`."
     p = argparse.ArgumentParser(prog="python -m vgi_lit.bench linalg", description=measure.__doc__)
-    p.add_argument("--n", nargs="+", type=int, default=[100, 280, 500, 1000])
+    p.add_argument("--n", nargs="+", type=int, default=[60, 100, 165, 280, 500, 1000])
     p.add_argument("--repeat", type=int, default=9)
     a = p.parse_args(argv)
     rows = measure(a.n, a.repeat)
-    cols = ["tri_inv", "tri_inv_wrappers", "trtri", "solve_triangular", "sks_library", "sks_numpy"]
+    cols = ["tri_inv_raw", "tri_inv_wrappers", "trtri", "solve_triangular", "sks_library", "sks_numpy"]
     print(f"{'n':>6} {'Cholesky ms':>12} " + " ".join(f"{c:>17}" for c in cols) + "   (Cholesky units)")
     for r in rows: print(f"{r['n']:6d} {1e3 * r['cholesky_s']:12.3f} " + " ".join(f"{r[c]:17.2f}" for c in cols))
     return 0

@@ -32,7 +32,7 @@ def _vlb_grad(model, m, at: _AtCov, r=None):
     "(VLB, ∂VLB/∂m, γ) at (m, V) with V given through `at`; `r` = Σ⁻¹(m − μ) if the caller tracks it."
     E, dE_dm, gamma = _site(model, m, at)
     r = model.prior.solve(m - model.mu) if r is None else r                 # Σ⁻¹(m − μ), (d,)
-    vlb = float(np.sum(E)) - at.kl_V - kl_mean_part(m, model.mu, model.prior)
+    vlb = float(np.sum(E)) - at.kl_V - kl_mean_part(m, model.mu, model.prior, r)
     g = model.HTmul(dE_dm) - r                                              # Hᵀ dE/dm − Σ⁻¹(m − μ)
     return vlb, g, gamma
 
