@@ -188,3 +188,18 @@ def test_stop_reasons_and_exact_vlb(solver):
     s = fit(model, method="dual", solver=solver, tol=1e-8, m0=r.m + 0.3, V0=0.5)
     assert s.converged and abs(s.vlb - r.vlb) <= 1e-8 * abs(r.vlb)
     assert "m0" in s.history[0].events[0].detail
+
+
+def test_bound_run_out_of_iterations_still_ends_at_the_exact_optimum():
+    "A logistic dual that stops on its bound before converging (max_iter) hands over to FPi all the same, and says how it stopped."
+    from vgi_lit.kernels import RBF
+    from vgi_lit.models import GP
+    from vgi_lit.inference import Stop
+    rng = np.random.default_rng(4); X = rng.normal(size=(40, 2)); y = np.where(X[:, 0] + 0.3 * rng.normal(size=40) > 0, 1.0, -1.0)
+    model = GP(X, y, L.Logistic(), RBF(30.0, 1.5))
+    ref = fit(model, "grad", tol=1e-8)
+    r = fit(model, "dual", max_iter=3)
+    hand = [e for rec in r.history for e in rec.events if e.kind is EventKind.HANDOVER]
+    assert len(hand) == 1 and "max_iter" in hand[0].detail
+    assert r.objective == "vlb" and r.converged and abs(r.vlb - ref.vlb) <= 1e-8 * abs(ref.vlb)
+    assert fit(model, "dual", max_iter=3, exact=False).stop is Stop.MAX_ITER
