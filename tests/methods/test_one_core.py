@@ -50,3 +50,14 @@ def test_default_method_reaches_the_one_optimum(problem, method):
     tol = 1e-3 if method in STOCHASTIC else 1e-8
     assert post.vlb <= ref.vlb + 1e-8 * abs(ref.vlb), (method, post.vlb, ref.vlb)
     assert rel <= tol, f"{method} on {problem}: VLB {post.vlb:.10f} vs FPi {ref.vlb:.10f} (relative gap {rel:.2e}, {secs:.1f} s)"
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_max_iter_zero_returns_the_start_honestly(method):
+    "max_iter=0 is a request for the start: every method returns it with Stop.MAX_ITER, never as a converged fit."
+    from vgi_lit.models import GLM
+    from vgi_lit.likelihoods import Logistic
+    from vgi_lit.inference import Stop
+    X = np.random.default_rng(0).normal(size=(30, 3)); y = np.sign(X[:, 0])
+    post = vgi_lit.fit(GLM(X, y, Logistic()), method, max_iter=0)
+    assert post.stop is Stop.MAX_ITER and not post.converged and np.isfinite(post.vlb)

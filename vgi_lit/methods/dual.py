@@ -158,7 +158,7 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
     hist[-1].events.append(Event(EventKind.SOLVER, message))
     info = dict(grad_norm=gn, dual_value=st.value, gap=st.value - pv, alpha=st.alpha, lam=st.lam, x=st.x, conj=conj)
     if not conj.exact: info["bound_value"] = pv
-    if exact and not conj.exact and stop in CONVERGED_STOPS | {Stop.MAX_ITER, Stop.STALLED}:
+    if exact and not conj.exact and max_iter > 0 and stop in CONVERGED_STOPS | {Stop.MAX_ITER, Stop.STALLED}:
         return _to_exact(model, st, hist, message, n_iter, info, callback, max_seconds, stop)
     return VGPosterior(model, st.m, st.cov, "dual", vlb_exact(model, st.m, st.cov), stop, hist, message=message,
                        n_iter=n_iter, objective=conj.objective, **info)

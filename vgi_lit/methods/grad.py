@@ -125,14 +125,15 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
     hist.record(vlb=-f, grad_norm=_inf(_projected(x0, g, d, diag)), step="start",
                 events=[Event(EventKind.START, "m0 = μ" if np.array_equal(m, model.mu) else "m0 given", None),
                         Event(EventKind.START, "V0 = I" if V is None else "V0 given")])
-    x, nit, nfev, stop, bound = x0, 0, 0, None, None
+    x, nit, nfev, stop, bound, message = x0, 0, 0, None, None, f"max_iter={max_iter}: the start is returned"
+    gn = _inf(_projected(x0, g, d, diag))
     for attempt in range(restarts + 1):
         if nit >= max_iter: stop = Stop.MAX_ITER; break
         res = minimize(fun, x, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
                        options=dict(maxiter=max_iter - nit, gtol=tol, ftol=ftol, maxcor=maxcor, maxfun=10 * max_iter))
-        nit, nfev, x = nit + res.nit, nfev + res.nfev, res.x
+        nit, nfev, x, message = nit + res.nit, nfev + res.nfev, res.x, str(res.message)
         f, g = fun(x); gp = _projected(x, g, d, diag); gn = _inf(gp)
-        hist[-1].events.append(Event(EventKind.SOLVER, str(res.message)))
+        hist[-1].events.append(Event(EventKind.SOLVER, message))
         bound = gap_bound(model, gp)
         if 'stop' in halt: stop = halt['stop']; break
         if not np.isfinite(f): stop = Stop.NOT_FINITE; break
@@ -145,6 +146,6 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
     n_low = int(np.sum(np.diag(L) <= 10 * L_MIN))
     if n_low: hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"diagonal entries of L at the bound {L_MIN:g}: V is near singular", n_low))
     cov = DenseCov(L)
-    message = str(res.message) if stop is not Stop.REL_TOL else f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {res.message}"
+    if stop is Stop.REL_TOL: message = f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {message}"
     return VGPosterior(model, x[:d], cov, "grad", vlb(model, x[:d], cov), stop, hist, message=message,
                        n_iter=nit, grad_norm=gn, gap_bound=bound, n_fev=nfev, whiten=False)
