@@ -205,7 +205,9 @@ class Linear(Kernel):
         v = self._values["variance"]
         if v.ndim == 1 and v.size != d:
             raise ValueError(f"Linear: ARD variance has {v.size} entries but inputs have {d} dimensions")
-    def _K(self, A, B, same): return (A * self._values["variance"]) @ B.T
+    def _K(self, A, B, same):
+        if same: S = A * np.sqrt(self._values["variance"]); return S @ S.T      # one symmetric product: K exactly symmetric
+        return (A * self._values["variance"]) @ B.T
     def _Kdiag(self, A): return np.sum(A * A * self._values["variance"], 1)
     def _dK(self, A):
         v = self._values["variance"]
