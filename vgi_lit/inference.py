@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 import numpy as np
 from .linalg import cholesky
+from .models import LGM
 
 # %% auto #0
 __all__ = ['CONVERGED_STOPS', 'METHODS', 'DEFAULT_METHOD', 'EventKind', 'Event', 'Stop', 'Record', 'History', 'start_state',
@@ -172,10 +173,11 @@ class VGPosterior:
         "(m_i, v_i) of the training sites."
         return self.model.site_mean(self.m), self.cov.site_var(self.model)
     def predict(self, X_new, chunk: int = 2000):
-        "Latent predictive mean and variance at new inputs (rows of X_new)."
+        """Latent predictive mean and variance at new inputs: the rows of `X_new`, checked once by the model's
+        `check_inputs` (its number of columns; a 1-d array is one column of a one-input model; a data frame
+        must have the model's columns in the model's order)."""
         means, vars_ = [np.zeros(0)], [np.zeros(0)]
-        X_new = np.asarray(X_new, float)
-        if X_new.ndim != 2: raise ValueError(f"X_new must be a 2-d array (n_new, d), got shape {X_new.shape}")
+        X_new = self.model.check_inputs(X_new)
         for s in range(0, len(X_new), chunk):
             mu_s, var_s = self.model.predict_latent(self.m, self.cov, X_new[s:s + chunk])
             means.append(mu_s); vars_.append(var_s)
@@ -204,7 +206,9 @@ def register_method(name: str):
 DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi'}
 
 def fit(model, method: str | None = None, **options) -> VGPosterior:
-    "Fit q(w) = N(m, V) to `model` by `method` (see `METHODS`); options go to the method."
+    "Fit q(w) = N(m, V) to `model` (a `GLM`, `GP`, `SparseGP` or other `LGM`) by `method` (see `METHODS`); options go to the method."
+    if not isinstance(model, LGM):
+        raise TypeError(f"model must be a model such as GLM(X, y, Logistic()) or GP(X, y, Logistic(), RBF()), got {type(model).__name__}")
     if method is None:
         method = DEFAULT_METHOD.get(model.kind, 'grad')
         if method not in METHODS: method = 'grad'

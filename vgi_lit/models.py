@@ -4,6 +4,7 @@
 
 # %% ../nbs/03_models.ipynb #d9577ba8
 from __future__ import annotations
+import copy
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from .linalg import cholesky, chol_logdet, tri_inv
@@ -12,11 +13,56 @@ from .kernels import _check_X
 # %% auto #0
 __all__ = ['PriorCov', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map', 'SparseGP']
 
+# %% ../nbs/03_models.ipynb #c9a1e0b4
+def _frozen(a):
+    "Mark the array `a` read-only and return it."
+    a.flags.writeable = False
+    return a
+
+def _value(a):
+    """`a` as a read-only array the model owns: a copy, unless `a` already is a read-only array owning its
+    memory (another model's data), which nobody can write into and is shared."""
+    a = np.asarray(a)
+    return a if (a.flags.owndata and not a.flags.writeable) else _frozen(a.copy())
+
+# %% ../nbs/03_models.ipynb #c9a1e0b5
+def _real_array(x, name):
+    """`x` as a float64 array; a TypeError naming `x` if it is complex (NumPy would drop the imaginary part
+    with only a warning) or not numeric."""
+    a = np.asarray(x)
+    if np.iscomplexobj(a):
+        raise TypeError(f"{name} is complex ({a.dtype}); the model is real: pass {name}.real if the imaginary part is meant to be zero")
+    try: return a.astype(float, copy=False)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be numeric, got {a.dtype} values" + (f" such as {a.flat[0]!r}" if a.size else "")) from None
+
+def _inputs(X, name="X"):
+    """(inputs as a read-only float64 (n, p) array, column names or None): a 1-d `X` is one input column, a
+    data frame's column names are kept (anything with a `columns` attribute), complex or non-numeric input
+    is a TypeError and NaN or inf a ValueError, each naming `name`."""
+    cols = getattr(X, "columns", None)
+    return _value(_check_X(_real_array(X, name), name)), (None if cols is None else tuple(cols))
+
+# %% ../nbs/03_models.ipynb #c9a1e0b2
+def _symmetric_part(A, block: int = 256):
+    """(S, asym, scale) for a square A: S = (A + Aᵀ)/2 (a new array, exactly symmetric), asym = max |A_ij − A_ji|
+    and scale = max |S_ij|, in one pass over pairs of block × block tiles."""
+    n = A.shape[0]; S = np.empty((n, n)); asym = scale = 0.0
+    for i in range(0, n, block):
+        for j in range(0, i + 1, block):
+            P, Q = A[i:i + block, j:j + block], A[j:j + block, i:i + block].T     # A_IJ and (A_JI)ᵀ
+            D = P - Q; T = P + Q; T *= 0.5            # P + Q = Q + P exactly, so a diagonal tile is exactly symmetric
+            asym, scale = max(asym, D.max(), -D.min()), max(scale, T.max(), -T.min())
+            S[i:i + block, j:j + block] = T; S[j:j + block, i:i + block] = T.T
+    return S, float(asym), float(scale)
+
 # %% ../nbs/03_models.ipynb #07bc9095
 class PriorCov:
-    "Prior covariance Σ: scalar·I, diagonal or dense (with its Cholesky factor and the jitter used)."
+    """Prior covariance Σ: scalar·I, diagonal or dense (with its Cholesky factor and the jitter used).
+
+    Its arrays are read-only: a prior is a value, built once and shared by a model and its methods."""
     def __init__(self, cov, d: int, jitter: float = 0.0, name: str = "prior covariance"):
-        cov = np.asarray(cov, dtype=float); self.d, self.jitter, self.name = int(d), float(jitter), name
+        cov = _real_array(cov, name); self.d, self.jitter, self.name = int(d), float(jitter), name
         if not np.all(np.isfinite(cov)): raise ValueError(f"{name} contains NaN or inf")
         if cov.ndim == 0:
             if cov <= 0: raise ValueError(f"{name} must be positive, got {float(cov)}")
@@ -24,13 +70,14 @@ class PriorCov:
         elif cov.ndim == 1:
             if cov.shape != (self.d,): raise ValueError(f"{name} diagonal has length {cov.shape[0]}, expected {self.d}")
             if np.any(cov <= 0): raise ValueError(f"{name} diagonal must be positive; smallest entry {cov.min():g}")
-            self.kind, self._s = 'diag', cov + self.jitter
+            self.kind, self._s = 'diag', _frozen(cov + self.jitter)
         elif cov.ndim == 2:
             if cov.shape != (self.d, self.d): raise ValueError(f"{name} has shape {cov.shape}, expected ({self.d}, {self.d})")
-            if not np.allclose(cov, cov.T, rtol=1e-10, atol=1e-12 * np.abs(cov).max()): raise ValueError(f"{name} is not symmetric")
-            self.kind, self._S = 'dense', 0.5 * (cov + cov.T)
-            self.L = cholesky(self._S, jitter=self.jitter, name=name)
-            if self.jitter: self._S[np.diag_indices_from(self._S)] += self.jitter   # Σ as factorised
+            S, asym, scale = _symmetric_part(cov)
+            if asym > 1e-10 * scale: raise ValueError(f"{name} is not symmetric: largest |Σ_ij − Σ_ji| is {asym:.3e}, largest |Σ_ij + Σ_ji|/2 {scale:.3e}")
+            self.L = _frozen(cholesky(S, jitter=self.jitter, name=name, check=False))   # checked above, once
+            if self.jitter: S[np.diag_indices_from(S)] += self.jitter                     # Σ as factorised
+            self.kind, self._S = 'dense', _frozen(S)
         else: raise ValueError(f"{name} must be a scalar, a vector or a matrix, got ndim={cov.ndim}")
 
     def _col(self, B, p):  # diagonal scaling of B's rows by s**p
@@ -60,38 +107,65 @@ class PriorCov:
     def inv_diag(self):
         "diagonal of Σ⁻¹: squared column norms of L⁻¹ for a dense Σ (n³/3 flops, once per prior)"
         if self.kind != 'dense': return 1.0 / self.diag()
-        if getattr(self, '_inv_diag', None) is None: self._inv_diag = np.sum(tri_inv(self.L)**2, 0)
+        if getattr(self, '_inv_diag', None) is None: self._inv_diag = _frozen(np.sum(tri_inv(self.L)**2, 0))
         return self._inv_diag
     def diag(self):
-        "diagonal of Σ"
+        "diagonal of Σ (a new array)"
         return np.diag(self._S).copy() if self.kind == 'dense' else np.broadcast_to(self._s, (self.d,)).astype(float)
     def dense(self):
-        "Σ as a d × d matrix (jitter included)"
+        "Σ as a d × d matrix (jitter included; a new array)"
         return self._S.copy() if self.kind == 'dense' else np.diag(self.diag())
     def __repr__(self): return f"PriorCov({self.kind}, d={self.d}, jitter={self.jitter:g})"
 
+# %% ../nbs/03_models.ipynb #c9a1e0b6
+def _check_likelihood(likelihood):
+    "The likelihood, if it is a likelihood object (has `check_y`); a TypeError saying what was passed otherwise."
+    if isinstance(likelihood, type):
+        raise TypeError(f"likelihood is the class {likelihood.__name__}, not a likelihood: pass an instance, {likelihood.__name__}()")
+    if not callable(getattr(likelihood, "check_y", None)):
+        raise TypeError(f"likelihood must be a likelihood object such as vgi_lit.likelihoods.Logistic(), got {type(likelihood).__name__} {likelihood!r:.60}")
+    return likelihood
+
+def _check_kernel(kernel):
+    """A private copy of `kernel` (the model caches K(X, X) built from it), if it has methods `K(X, X2=None)`
+    and `Kdiag(X)`; a TypeError saying what was passed otherwise."""
+    if isinstance(kernel, type):
+        raise TypeError(f"kernel is the class {kernel.__name__}, not a kernel: pass an instance, {kernel.__name__}() (with its parameters)")
+    missing = [m for m in ("K", "Kdiag") if not callable(getattr(kernel, m, None))]
+    if missing:
+        sk = callable(kernel) and callable(getattr(kernel, "diag", None))     # scikit-learn's k(X, Y), k.diag(X)
+        raise TypeError(f"kernel must have methods K(X, X2=None) and Kdiag(X) (e.g. vgi_lit.kernels.RBF()); "
+                        f"{type(kernel).__name__} has no {' or '.join(missing)}"
+                        + ("; it looks like a scikit-learn kernel: wrap it in an object whose K(X, X2=None) returns "
+                           "k(X, X2) and Kdiag(X) returns k.diag(X)" if sk else ""))
+    return copy.deepcopy(kernel)
+
 # %% ../nbs/03_models.ipynb #af7e301b
 class LGM:
-    "Latent Gaussian model with sites `f_i = a_i + h_iᵀw + N(0, c_i)`, `w ~ N(mu, Sigma)` (Sheth & Khardon 2016, eqs. 1 and 4)."
+    """Latent Gaussian model with sites `f_i = a_i + h_iᵀw + N(0, c_i)`, `w ~ N(mu, Sigma)` (Sheth & Khardon 2016, eqs. 1 and 4).
+
+    A value: `y`, `mu`, `a`, `c` and `H` are read-only arrays of the model's own (copies of the arguments)."""
     kind = 'lgm'
     def __init__(self, y, likelihood, mu, prior: PriorCov, a, c, H):
-        self.likelihood, self.prior, self.H = likelihood, prior, H
-        self.y = likelihood.check_y(y)
+        if not isinstance(prior, PriorCov): raise TypeError(f"prior must be a PriorCov, got {type(prior).__name__}")
+        self.likelihood, self.prior = _check_likelihood(likelihood), prior
+        self.y = _value(likelihood.check_y(_value(y)))          # check_y sees the model's copy, never the caller's array
         self.n, self.d = len(self.y), prior.d
-        mu = np.asarray(mu, dtype=float)
+        mu = _real_array(mu, "prior mean")
         if mu.ndim > 1 or (mu.ndim == 1 and mu.shape != (self.d,)):
             raise ValueError(f"prior mean must be a scalar or a vector of length {self.d}, got shape {mu.shape}")
-        self.mu = np.broadcast_to(mu, (self.d,)).copy()
+        self.mu = _frozen(np.broadcast_to(mu, (self.d,)).copy())
         if not np.all(np.isfinite(self.mu)): raise ValueError("prior mean contains NaN or inf")
         for name, val in (("site offset a", a), ("site noise c", c)):
-            val = np.asarray(val, float)
+            val = _real_array(val, name)
             if val.ndim > 1 or (val.ndim == 1 and val.shape != (self.n,)):
                 raise ValueError(f"{name} must be a scalar or a vector of length {self.n}, got shape {val.shape}")
-        self.a = np.broadcast_to(np.asarray(a, float), (self.n,)).copy()
-        self.c = np.broadcast_to(np.asarray(c, float), (self.n,)).copy()
+        self.a = _frozen(np.broadcast_to(np.asarray(a, float), (self.n,)).copy())
+        self.c = _frozen(np.broadcast_to(np.asarray(c, float), (self.n,)).copy())
         if np.any(self.c < 0): raise ValueError("site noise c must be non-negative")
-        if H is not None and H.shape != (self.n, self.d):
-            raise ValueError(f"site matrix H has shape {H.shape}, expected ({self.n}, {self.d})")
+        self.H = None if H is None else _value(_real_array(H, "site matrix H"))
+        if H is not None and self.H.shape != (self.n, self.d):
+            raise ValueError(f"site matrix H has shape {self.H.shape}, expected ({self.n}, {self.d})")
         if H is None and self.n != self.d: raise ValueError("identity site map needs n == d")
         self._K_site = None
 
@@ -109,11 +183,33 @@ class LGM:
         "Site means `m_i = a_i + h_iᵀm` for all sites (Sheth & Khardon 2016, eq. 4)."
         return self.a + self.Hmul(m)
     def K_site(self):
-        "H Σ Hᵀ (n × n), cached; only algorithms working in site space call it"
+        "H Σ Hᵀ (n × n), cached and read-only; only algorithms working in site space call it"
         if self._K_site is None:
             K = self.prior.dense() if self.H is None else self.Hmul(self.prior.matmul(self.H.T))
-            self._K_site = 0.5 * (K + K.T)
+            self._K_site = _frozen(K if self.H is None else 0.5 * (K + K.T))    # a dense prior is exactly symmetric already
         return self._K_site
+    def check_inputs(self, X_new, name: str = "X_new"):
+        """`X_new` as a float (n_new, p) array of this model's p inputs, or a ValueError/TypeError naming it: the
+        wrong number of columns; a 1-d array when p > 1 (a 1-d array is one column); a data frame whose
+        columns differ from, or are a reordering of, those the model was built with (plain arrays are taken
+        by position)."""
+        X = getattr(self, "X", None)
+        if X is None: raise NotImplementedError(f"{type(self).__name__} does not define predictions")
+        p, names, cols = X.shape[1], getattr(self, "feature_names", None), getattr(X_new, "columns", None)
+        if names is not None and cols is not None and tuple(cols) != names:
+            cols = tuple(cols)
+            if sorted(map(repr, cols)) == sorted(map(repr, names)):
+                raise ValueError(f"{name} has the model's columns in another order {list(cols)}; the model was built with {list(names)} "
+                                 f"(reorder them, e.g. X_new[{list(names)}])")
+            raise ValueError(f"{name} has columns {list(cols)} but the model was built with {list(names)}"
+                             + (f"; missing {[c for c in names if c not in cols]}" if any(c not in cols for c in names) else ""))
+        A = _real_array(X_new, name)
+        if A.ndim == 1 and p != 1:
+            raise ValueError(f"{name} is 1-d (length {A.shape[0]}) but the model has {p} inputs: pass an array of shape (n_new, {p}) "
+                             f"(one point as X_new[None, :])")
+        A = _check_X(A, name)
+        if A.shape[1] != p: raise ValueError(f"{name} has {A.shape[1]} columns, the model has {p} inputs")
+        return A
     def project(self, X_new):
         "Site map (a*, c*, H*) of new inputs: f* = a* + H* w + N(0, c*)."
         raise NotImplementedError(f"{type(self).__name__} does not define predictions")
@@ -134,29 +230,32 @@ def _check_idx(idx, n):
 
 # %% ../nbs/03_models.ipynb #228cf9b2
 def _scalar_mean(mean):
-    "The constant GP mean as a float; ValueError for anything else."
-    if np.ndim(mean) != 0 or not np.isfinite(float(mean)): raise ValueError(f"GP mean must be a finite scalar (a constant mean function), got {mean!r}")
-    return float(mean)
+    "The constant GP mean as a float; ValueError naming `mean` for anything else (a string, None, a vector, NaN)."
+    try: v = float(mean) if np.ndim(mean) == 0 and not isinstance(mean, (str, bytes)) else None
+    except (TypeError, ValueError): v = None
+    if v is None or not np.isfinite(v): raise ValueError(f"GP mean must be a finite real number (a constant mean function), got {mean!r:.60}")
+    return v
 
 # %% ../nbs/03_models.ipynb #e3a5c300
 def _check_rows(X, y, name="X"):
-    X = _check_X(X, name); y = np.asarray(y)
+    "(X as the model's read-only inputs, y as an array, X's column names or None); ValueError if they do not match."
+    X, names = _inputs(X, name); y = np.asarray(y)
     if y.ndim != 1: raise ValueError(f"y must be a 1-d array, got shape {y.shape}")
     if X.shape[0] != y.shape[0]: raise ValueError(f"{name} has {X.shape[0]} rows but y has {y.shape[0]} entries")
-    return X, y
+    return X, y, names
 
 # %% ../nbs/03_models.ipynb #8f480770
 class GLM(LGM):
     "Bayesian generalised linear model: `w ~ N(prior_mean, prior_cov)`, `f = X w`, `y_i ~ p(y_i | f_i)`."
     kind = 'glm'
     def __init__(self, X, y, likelihood, prior_mean=0.0, prior_cov=1.0):
-        X, y = _check_rows(X, y)
+        _check_likelihood(likelihood)
+        X, y, self.feature_names = _check_rows(X, y)
         if X.shape[1] == 0: raise ValueError("X has no columns: a GLM needs at least one feature (add a constant column for an intercept-only model)")
         self.X = X
         super().__init__(y, likelihood, prior_mean, PriorCov(prior_cov, X.shape[1]), 0.0, 0.0, X)
     def project(self, X_new):
-        X_new = _check_X(X_new, "X_new")
-        if X_new.shape[1] != self.d: raise ValueError(f"X_new has {X_new.shape[1]} columns, the model has {self.d}")
+        X_new = self.check_inputs(X_new)
         return np.zeros(len(X_new)), np.zeros(len(X_new)), X_new
 
 # %% ../nbs/03_models.ipynb #95c8caef
@@ -178,13 +277,15 @@ class GP(LGM):
     "Gaussian process with a constant mean: `f ~ N(mean, K(X, X) + j I)`, `y_i ~ p(y_i | f_i)`, `j = jitter · mean(diag K)`."
     kind = 'gp'
     def __init__(self, X, y, likelihood, kernel, mean=0.0, jitter=1e-8):
-        X, y = _check_rows(X, y)
+        _check_likelihood(likelihood); kernel = _check_kernel(kernel)
+        X, y, self.feature_names = _check_rows(X, y)
+        if len(X) == 0: raise ValueError("X has no rows: a GP needs at least one input (its latent vector f has one entry per row of X)")
         self.X, self.kernel, self.mean = X, kernel, _scalar_mean(mean)
         K, name = kernel.K(X), "kernel matrix K(X, X)"
         prior = PriorCov(K, len(X), jitter=_abs_jitter(jitter, K, name), name=name)
         super().__init__(y, likelihood, self.mean, prior, 0.0, 0.0, None)
     def project(self, X_new):
-        X_new = _check_X(X_new, "X_new")
+        X_new = self.check_inputs(X_new)
         Ks = self.kernel.K(X_new, self.X)                       # (n*, n)
         Hs = cho_solve((self.prior.L, True), Ks.T).T            # rows h*ᵀ = k*ᵀ K⁻¹
         cs = np.maximum(self.kernel.Kdiag(X_new) - np.sum(Hs * Ks, 1), 0.0)
@@ -194,7 +295,7 @@ class GP(LGM):
         k* = K(X, x*): mean(x*) + k*ᵀΣ⁻¹(m − μ) and k** − k*ᵀSB⁻¹Sk*, with no solve against K per test
         point; otherwise through `project`."""
         if getattr(cov, 'space', None) != 'n': return super().predict_latent(m, cov, X_new)
-        X_new = _check_X(X_new, "X_new")
+        X_new = self.check_inputs(X_new)
         Ks = self.kernel.K(X_new, self.X)                                     # (n*, n)
         mean = self.mean + Ks @ self.prior.solve(np.asarray(m, float) - self.mu)
         return mean, np.maximum(self.kernel.Kdiag(X_new) - cov.data_reduction(Ks.T), 0.0)
@@ -202,7 +303,8 @@ class GP(LGM):
 # %% ../nbs/03_models.ipynb #feafa42c
 def inducing_prior(kernel, Z, jitter=1e-8) -> PriorCov:
     "Prior of the inducing values: K(Z, Z) + j I factorised, j = jitter · mean(diag K(Z, Z)) (relative jitter)."
-    Z = _check_X(Z, "Z")
+    Z = _check_X(_real_array(Z, "Z"), "Z")
+    if len(Z) == 0: raise ValueError("Z has no rows: a sparse GP needs at least one inducing input")
     Kuu, name = kernel.K(Z), "inducing kernel matrix K(Z, Z)"
     return PriorCov(Kuu, len(Z), jitter=_abs_jitter(jitter, Kuu, name), name=name)
 
@@ -220,7 +322,8 @@ class SparseGP(LGM):
     "Sparse GP: `u ~ N(mean, K_uu + j I)` at inducing inputs Z (`j = jitter · mean(diag K_uu)`), `f_i | u ~ N(a_i + h_iᵀu, c_i)`."
     kind = 'sparse_gp'
     def __init__(self, X, y, likelihood, kernel, Z, mean=0.0, jitter=1e-8):
-        X, y = _check_rows(X, y); Z = _check_X(Z, "Z")
+        _check_likelihood(likelihood); kernel = _check_kernel(kernel)
+        X, y, self.feature_names = _check_rows(X, y); Z = _inputs(Z, "Z")[0]
         if Z.shape[1] != X.shape[1]: raise ValueError(f"Z has {Z.shape[1]} columns but X has {X.shape[1]}")
         self.X, self.Z, self.kernel, self.mean = X, Z, kernel, _scalar_mean(mean)
         prior = inducing_prior(kernel, Z, jitter)
@@ -230,4 +333,4 @@ class SparseGP(LGM):
     def rows(self, idx):
         "Site map of the sites `idx`, recomputed from K(X_idx, Z) (the mini-batch never reads the n × M H)."
         return sparse_gp_site_map(self.kernel, self.Z, self.prior, self.X[_check_idx(idx, self.n)], self.mean)
-    def project(self, X_new): return sparse_gp_site_map(self.kernel, self.Z, self.prior, _check_X(X_new, "X_new"), self.mean)
+    def project(self, X_new): return sparse_gp_site_map(self.kernel, self.Z, self.prior, self.check_inputs(X_new), self.mean)
