@@ -92,11 +92,37 @@ def gauss_rule(m, v, t=None, w=1.0, method: str = 'auto', n_gh: int = 32, **comp
     return f, W
 
 # %% ../nbs/01_likelihoods.ipynb #8cac655b
-def _as_float_array(y, name="y"):
-    "Float array of `y`; ValueError for non-numeric input, NaN or inf."
-    try: a = np.asarray(y, dtype=float)
-    except (TypeError, ValueError): raise ValueError(f"{name} must be numeric, got {type(y).__name__}") from None
-    if not np.all(np.isfinite(a)): raise ValueError(f"{name} contains NaN or inf")
+def _labels_text(vals, k: int = 5):
+    "Up to `k` distinct values, for an error message."
+    out = []
+    for v in vals:
+        if v not in out: out.append(v)
+        if len(out) == k: break
+    return out
+
+def _as_float_array(y, name="y", who=None):
+    """Float array of `y`, or one ValueError naming `who` (the likelihood) and the offending values for anything that
+    is not plain real numbers: strings, other objects, a pandas categorical, booleans, complex numbers, NaN or inf."""
+    pre = f"{who}: " if who else ""
+    if str(getattr(y, "dtype", "")) == "category":                  # a pandas Categorical or categorical Series
+        cats = list(getattr(getattr(y, "cat", y), "categories", []))
+        raise ValueError(f"{pre}{name} is a pandas categorical with categories {_labels_text(cats)}; map the "
+                         f"categories to numbers explicitly (which category is which label is not for the library to guess)")
+    a = np.asarray(y)
+    if a.dtype.kind == "b":
+        raise ValueError(f"{pre}{name} is boolean (values {_labels_text(a.ravel().tolist())}); code it as numbers "
+                         f"explicitly, e.g. np.where(y, 1, -1) for binary labels")
+    if a.dtype.kind not in "iuf":
+        flat = a.ravel().tolist()
+        bad = [v for v in flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating))]
+        if bad or a.dtype.kind in "USc":
+            raise ValueError(f"{pre}{name} must be numeric; got {a.dtype.kind in 'US' and 'strings' or 'values'} "
+                             f"{_labels_text(bad or flat)}")
+    a = a.astype(float)
+    fin = np.isfinite(a)
+    if not np.all(fin):
+        raise ValueError(f"{pre}{name} contains NaN or inf ({int((~fin).sum())} of {a.size} entries, e.g. "
+                         f"{_labels_text(a[~fin].tolist(), 2)} at index {np.argwhere(~fin)[0].tolist()})")
     return a
 
 def _positive(x, name):
@@ -105,6 +131,16 @@ def _positive(x, name):
     except (TypeError, ValueError): raise ValueError(f"{name} must be a positive number, got {x!r}") from None
     if not np.isfinite(x) or x <= 0: raise ValueError(f"{name} must be positive and finite, got {x!r}")
     return x
+
+def _times_exp(a, x, log_a):
+    """a·eˣ for a ≥ 0 (`log_a` = log a, −∞ at a = 0) with no NaN: the product where it is finite and non-zero, else
+    exp(log a + x). The product alone gives 0·∞ = NaN at a = 0 once eˣ overflows, ∞ where a is tiny but a·eˣ is
+    not, and 0·∞ again where a underflowed; the log form is inf only where a·eˣ itself overflows."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        q = a * np.exp(x)
+        redo = ~np.isfinite(q) | (q == 0)
+        return np.where(redo, np.exp(log_a + x), q) if np.any(redo) else q
+
 
 # %% ../nbs/01_likelihoods.ipynb #4a7625c0
 class Likelihood:
@@ -211,7 +247,7 @@ class Gaussian(Likelihood):
     log_concave = True
     def __init__(self, variance: float = 1.0, **kw):
         super().__init__(**kw); self.variance = _positive(variance, "Gaussian variance")
-    def check_y(self, y): return _as_float_array(y)
+    def check_y(self, y): return _as_float_array(y, who="Gaussian")
     def derivs(self, y, f):
         r = y - f
         lp = -0.5 * (_LOG2PI + np.log(self.variance)) - 0.5 * r * r / self.variance
@@ -232,7 +268,7 @@ class Gaussian(Likelihood):
 # %% ../nbs/01_likelihoods.ipynb #24a4af78
 def _check_pm1(y, who):
     "Canonical {−1, +1} labels from {−1, +1} or {0, 1} coding; ValueError otherwise."
-    y = _as_float_array(y)
+    y = _as_float_array(y, who=who)
     vals = set(np.unique(y).tolist())
     if vals <= {-1.0, 1.0}: return y.copy()
     if vals <= {0.0, 1.0}: return 2.0 * y - 1.0
@@ -361,9 +397,9 @@ class Poisson(Likelihood):
     def _logu(self, n=None):
         return 0.0 if self.exposure is None else np.log(self.exposure)
     def check_y(self, y):
-        y = _as_float_array(y)
-        if np.any(y < 0) or np.any(y != np.round(y)):
-            raise ValueError(f"Poisson counts must be non-negative integers; got e.g. {y[(y < 0) | (y != np.round(y))][:5].tolist()}")
+        y = _as_float_array(y, who="Poisson")
+        bad = (y < 0) | (y != np.round(y))
+        if np.any(bad): raise ValueError(f"Poisson counts must be non-negative integers; got e.g. {_labels_text(y[bad].tolist())}")
         if self.exposure is not None and self.exposure.ndim and self.exposure.shape != y.shape:
             raise ValueError(f"exposure has shape {self.exposure.shape} but y has shape {y.shape}")
         return y
@@ -372,11 +408,11 @@ class Poisson(Likelihood):
         return lu if np.ndim(lu) == 0 else (lu.reshape(-1, 1) if np.ndim(shape_like) == 2 else lu)
     def derivs(self, y, f):
         eta = f + self._lu(f)
-        rate = np.exp(eta)
+        with np.errstate(over="ignore"): rate = np.exp(eta)      # inf where u e^f overflows: lp = −∞ honestly
         return y * eta - rate - gammaln(y + 1.0), y - rate, -rate
     def _ell_closed(self, y, m, v):
         lu = self._logu()
-        r = np.exp(m + lu + 0.5 * v)
+        with np.errstate(over="ignore"): r = np.exp(m + lu + 0.5 * v)   # E = −∞ where u e^{m+v/2} overflows
         return y * (m + lu) - r - gammaln(y + 1.0), y - r, -0.5 * r
     def _pred_rule(self, y, m, v, **kw):
         t = (np.log(np.maximum(y, 1.0)) - self._logu()).reshape(-1, 1)
@@ -405,7 +441,7 @@ class Laplace(Likelihood):
     log_concave = True
     def __init__(self, scale: float = 1.0, **kw):
         super().__init__(**kw); self.scale = _positive(scale, "Laplace scale"); self.width = self.scale
-    def check_y(self, y): return _as_float_array(y)
+    def check_y(self, y): return _as_float_array(y, who="Laplace")
     def derivs(self, y, f):
         r = y - f; b = self.scale
         return -np.abs(r) / b - np.log(2 * b), np.sign(r) / b, np.zeros(np.shape(r))
@@ -433,7 +469,7 @@ class StudentT(Likelihood):
         self.df = _positive(df, "Student-t df"); self.scale2 = _positive(scale2, "Student-t scale2")
         self.width = float(np.sqrt(self.df * self.scale2)) / 3   # GH-32 is accurate for s <= √a/3 (measured), poles at ±i√a
         self._C = gammaln(0.5 * (self.df + 1)) - gammaln(0.5 * self.df) - 0.5 * np.log(self.df * np.pi * self.scale2)
-    def check_y(self, y): return _as_float_array(y)
+    def check_y(self, y): return _as_float_array(y, who="Student-t")
     def derivs(self, y, f):
         r = y - f; a = self.df * self.scale2; q = a + r * r; nu1 = self.df + 1
         lp = self._C - 0.5 * nu1 * np.log1p(r * r / a)         # naive: log of the density formula
@@ -452,14 +488,14 @@ class Exponential(Likelihood):
     "`p(y|f) = e^f exp(−y e^f)`, y > 0; `E = m − y e^{m+v/2}`."
     log_concave = True
     def check_y(self, y):
-        y = _as_float_array(y)
-        if np.any(y <= 0): raise ValueError("exponential observations y must be positive")
+        y = _as_float_array(y, who="Exponential")
+        if np.any(y <= 0): raise ValueError(f"Exponential: observations y must be positive; got e.g. {_labels_text(y[y <= 0].tolist())}")
         return y
     def derivs(self, y, f):
-        ye = y * np.exp(f)
+        ye = _times_exp(y, f, np.log(y))
         return f - ye, 1.0 - ye, -ye
     def _ell_closed(self, y, m, v):
-        r = y * np.exp(m + 0.5 * v)
+        r = _times_exp(y, m + 0.5 * v, np.log(y))
         return m - r, 1.0 - r, -0.5 * r
     def _pred_rule(self, y, m, v, **kw):
         return gauss_rule(m, v, -np.log(y).reshape(-1, 1), 0.3, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
@@ -472,12 +508,15 @@ class Exponential(Likelihood):
 class StochasticVolatility(Likelihood):
     "`p(y|f) = N(y | 0, e^f)`; `E = −½log 2π − m/2 − ½y² e^{−m+v/2}`, `γ = ½y² e^{−m+v/2}`."
     log_concave = True
-    def check_y(self, y): return _as_float_array(y)
+    def check_y(self, y): return _as_float_array(y, who="Stochastic volatility")
+    def _half_y2_exp(self, y, x):
+        "½y²eˣ, 0 at y = 0 for every x (`_times_exp`)."
+        with np.errstate(divide="ignore"): return _times_exp(0.5 * y * y, x, 2.0 * np.log(np.abs(y)) - np.log(2.0))
     def derivs(self, y, f):
-        q = 0.5 * y * y * np.exp(-f)
+        q = self._half_y2_exp(y, -f)
         return -0.5 * _LOG2PI - 0.5 * f - q, -0.5 + q, -q
     def _ell_closed(self, y, m, v):
-        q = 0.5 * y * y * np.exp(-m + 0.5 * v)
+        q = self._half_y2_exp(y, -m + 0.5 * v)
         return -0.5 * _LOG2PI - 0.5 * m - q, -0.5 + q, -0.5 * q
     def _pred_rule(self, y, m, v, **kw):
         return gauss_rule(m, v, np.log(np.maximum(y * y, 1e-300)).reshape(-1, 1), 0.3, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
@@ -509,9 +548,9 @@ class Ordinal(Likelihood):
         if np.any(np.diff(c) <= 0): raise ValueError(f"cutpoints must be strictly increasing, got {c.tolist()}")
         self.cutpoints = c; self.K = c.size + 1
     def check_y(self, y):
-        y = _as_float_array(y)
+        y = _as_float_array(y, who="Ordinal")
         bad = (y != np.round(y)) | (y < 0) | (y > self.K - 1)
-        if np.any(bad): raise ValueError(f"ordinal labels must be integers 0..{self.K - 1}; got e.g. {y[bad][:5].tolist()}")
+        if np.any(bad): raise ValueError(f"Ordinal: labels must be integers 0..{self.K - 1} (K = {self.K} classes); got e.g. {_labels_text(y[bad].tolist())}")
         return y
     def _ab(self, y):
         k = np.asarray(y).astype(int)
