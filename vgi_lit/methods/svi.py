@@ -16,7 +16,7 @@ from .site_update import precision_step
 
 # %% auto #0
 __all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'gauss_update', 'svi_step',
-           'svi_run']
+           'pd_factor', 'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
 METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
@@ -122,6 +122,23 @@ def svi_step(model, st, method, idx, rho, expect="gh", n_samples=10, rng=None, o
     dE_dm, dE_dv = site_derivs(model.likelihood, model.y[idx], a + H @ st.m, c + st.cov.var_at(H), expect, n_samples, rng)
     return gauss_update(model, st, method, H, dE_dm, -2.0 * dE_dv, rho, model.n / len(idx), opt_m, opt_L, whiten)
 
+# %% ../../nbs/methods/14_svi.ipynb #pdfac001
+def pd_factor(L, c: float = 100.0):
+    """(L', δ): a lower-triangular L' whose dense L'L'ᵀ is numerically positive definite (positive smallest eigenvalue
+    by `eigvalsh`, and a Cholesky factor). L' = L and δ = 0 when LLᵀ already is; else L'L'ᵀ = LLᵀ + δI with
+    δ = c·d·ε·‖L‖²_F, from the QR factorisation of [Lᵀ; √δ I] (the sum is never formed before it is factorised)."""
+    L = np.asarray(L, float); d = L.shape[0]
+    if d == 0: return L, 0.0
+    V = L @ L.T
+    if np.linalg.eigvalsh(V)[0] > 0:
+        try: np.linalg.cholesky(V); return L, 0.0
+        except np.linalg.LinAlgError: pass
+    delta = c * d * np.finfo(float).eps * float(np.sum(L * L))
+    R = np.linalg.qr(np.vstack([L.T, np.sqrt(delta) * np.eye(d)]), mode="r")     # RᵀR = LLᵀ + δI
+    R *= np.where(np.diag(R) < 0, -1.0, 1.0)[:, None]                             # positive diagonal
+    return np.ascontiguousarray(R.T), delta
+
+
 # %% ../../nbs/methods/14_svi.ipynb #e949235c
 def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, max_seconds=None, callback=None,
             batch_size=500, schedule=None, tau=1.0, kappa=0.6, lr=None, expect=None, n_samples=100, seed=0,
@@ -196,12 +213,18 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         elif t % eval_every == 0: stop = Stop.NOT_FINITE
         if stop is None and hist.stop_requested: stop = Stop.CALLBACK
         if stop is None and hist.out_of_time(): stop = Stop.MAX_SECONDS
-    last = hist[-1]
+    last, jitter = hist[-1], 0.0
+    if method == "s-dsvi" and np.all(np.isfinite(st.cov.L)):
+        L_pd, jitter = pd_factor(st.cov.L)
+        if jitter > 0:
+            st = SVIState(st.m, DenseCov(L_pd)); last.vlb = np.nan
+            last.events.append(Event(EventKind.PROJECTED, f"returned V = LLᵀ + δI, δ = {jitter:.3g}: LLᵀ was not numerically positive definite", 1))
     if not np.isfinite(last.vlb):
         last.vlb, last.grad_norm = vlb_stream(model, st.m, st.cov)
     return VGPosterior(model, st.m, st.cov, method, last.vlb, stop, hist,
                        f"{stop.value} after {t} steps ({t * batch_size / n:.2f} epochs)", n_iter=t, state=st,
-                       batch_size=batch_size, schedule=schedule, expect=expect, whiten=whiten, seed=seed, n_samples=n_samples)
+                       batch_size=batch_size, schedule=schedule, expect=expect, whiten=whiten, seed=seed, n_samples=n_samples,
+                       jitter=jitter)
 
 # %% ../../nbs/methods/14_svi.ipynb #0a8b3658
 def _register(method):
