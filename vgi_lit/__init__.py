@@ -10,3 +10,4 @@ from .inference import fit, VGPosterior, History, METHODS, register_method
 from . import likelihoods, datasets
 from . import methods
 from .methods import grad, fixed_point, dual, proximal, laplace, svi   # registers every method with `fit`
+from .methods import hyper                                           # fit(model, learn=True)

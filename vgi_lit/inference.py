@@ -12,8 +12,8 @@ from .linalg import cholesky
 from .models import LGM
 
 # %% auto #0
-__all__ = ['CONVERGED_STOPS', 'METHODS', 'DEFAULT_METHOD', 'EventKind', 'Event', 'Stop', 'Record', 'History', 'start_state',
-           'check_budget', 'VGPosterior', 'register_method', 'fit']
+__all__ = ['CONVERGED_STOPS', 'METHODS', 'DEFAULT_METHOD', 'LEARNERS', 'EventKind', 'Event', 'Stop', 'Record', 'History',
+           'start_state', 'check_budget', 'VGPosterior', 'register_method', 'register_learner', 'fit']
 
 # %% ../nbs/07_inference.ipynb #a3e9a7e7
 class EventKind(str, Enum):
@@ -204,9 +204,17 @@ def register_method(name: str):
     return deco
 
 DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi'}
+LEARNERS: list = []
 
-def fit(model, method: str | None = None, **options) -> VGPosterior:
-    "Fit q(w) = N(m, V) to `model` (a `GLM`, `GP`, `SparseGP` or other `LGM`) by `method` (see `METHODS`); options go to the method."
+def register_learner(fn):
+    "Register `fn(model, method, **options)` as what `fit(model, learn=True)` calls (the hyperparameter page does)."
+    LEARNERS[:] = [fn]; return fn
+
+def fit(model, method: str | None = None, learn: bool = False, **options):
+    """Fit q(w) = N(m, V) to `model` (a `GLM`, `GP`, `SparseGP` or other `LGM`) by `method` (see `METHODS`);
+    options go to the method. With `learn=True` the prior's hyperparameters are learned too (by maximising
+    the optimal VLB, `vgi_lit.methods.hyper.learn`) and the result is a `HyperFit` holding the new model,
+    its posterior and the learned values; the model passed in is not changed."""
     if not isinstance(model, LGM):
         raise TypeError(f"model must be a model such as GLM(X, y, Logistic()) or GP(X, y, Logistic(), RBF()), got {type(model).__name__}")
     if method is None:
@@ -214,4 +222,7 @@ def fit(model, method: str | None = None, **options) -> VGPosterior:
         if method not in METHODS: method = 'grad'
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}")
+    if learn:
+        if not LEARNERS: raise RuntimeError("no hyperparameter learner is registered (import vgi_lit.methods.hyper)")
+        return LEARNERS[0](model, method, **options)
     return METHODS[method](model, **options)

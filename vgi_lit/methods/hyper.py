@@ -4,12 +4,17 @@
 
 # %% ../../nbs/methods/15_hyper.ipynb #af6850f4
 from __future__ import annotations
+import time
+from dataclasses import dataclass
 import numpy as np
+from scipy.optimize import minimize
 from ..linalg import chol_solve
 from ..covariance import SiteCov
+from ..models import GLM, GP
+from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit, register_learner
 
 # %% auto #0
-__all__ = ['prior_residual', 'dvlb_dprior']
+__all__ = ['prior_residual', 'dvlb_dprior', 'HyperFit', 'learn']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -42,3 +47,124 @@ def dvlb_dprior(model, m, cov, dSigma, dmu=None, W=None) -> np.ndarray:
     g = 0.5 * np.einsum('i,pij,j->p', r, dSigma, r) - 0.5 * np.einsum('ij,pij->p', W, dSigma)
     if dmu is not None: g = g + np.asarray(dmu, dtype=float) @ r
     return g
+
+# %% ../../nbs/methods/15_hyper.ipynb #0317268b
+class _Hyper:
+    "The learnable parameters of a model: names, start, a model at given values, dΣ/dθ and dμ/dθ."
+    def __init__(self, model, learn_mean: bool):
+        self.model, self.learn_mean = model, bool(learn_mean)
+        if isinstance(model, GP):
+            K = model.kernel.K(model.X)
+            self.rel_jitter = model.prior.jitter / float(np.mean(np.diag(K))) if len(K) else 0.0
+            self.names = [f"kernel.{n}" for n in model.kernel.param_names]
+            self.theta0 = np.asarray(model.kernel.params, dtype=float)
+            self.n_log = len(self.theta0)
+        elif isinstance(model, GLM):
+            P = model.prior
+            if P.kind == 'dense': raise ValueError("learn: a GLM with a full prior covariance has no variance parameter to learn (give a scalar or a diagonal)")
+            self.names = ["prior_var"] if P.kind == 'scalar' else [f"prior_var[{j}]" for j in range(model.d)]
+            self.theta0 = np.log(np.atleast_1d(P.diag()[:1] if P.kind == 'scalar' else P.diag()))
+            self.n_log = len(self.theta0)
+            if self.learn_mean and not np.allclose(model.mu, model.mu[0]):
+                raise ValueError("learn: learn_mean needs a scalar prior mean (all entries equal)")
+        else:
+            raise TypeError(f"learn: hyperparameters of a {type(model).__name__} are not supported yet (GP and GLM are)")
+        if self.learn_mean:
+            self.names.append("mean"); self.theta0 = np.append(self.theta0, float(model.mu[0]) if model.d else 0.0)
+
+    def build(self, theta):
+        "The model at θ (log-parameters, then the mean if learned)."
+        M, t = self.model, np.asarray(theta, dtype=float)
+        mean = t[-1] if self.learn_mean else None
+        if isinstance(M, GP):
+            return GP(M.X, M.y, M.likelihood, M.kernel.with_params(t[:self.n_log]),
+                      mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
+        var = np.exp(t[:self.n_log]); var = float(var[0]) if M.prior.kind == 'scalar' else var
+        return GLM(M.X, M.y, M.likelihood, prior_mean=M.mu if mean is None else mean, prior_cov=var)
+
+    def derivatives(self, model):
+        "(dΣ/dθ (p, d, d), dμ/dθ (p, d)) at `model`."
+        d, p = model.d, len(self.names)
+        dS, dm = np.zeros((p, d, d)), np.zeros((p, d))
+        if isinstance(model, GP):
+            dK = model.kernel.dK(model.X)
+            dS[:self.n_log] = dK + self.rel_jitter * np.mean(np.diagonal(dK, axis1=1, axis2=2), 1)[:, None, None] * np.eye(d)
+        else:
+            var = model.prior.diag()
+            if model.prior.kind == 'scalar': dS[0] = var[0] * np.eye(d)
+            else: dS[np.arange(d), np.arange(d), np.arange(d)] = var
+        if self.learn_mean: dm[-1] = 1.0
+        return dS, dm
+
+# %% ../../nbs/methods/15_hyper.ipynb #4bfdb4a4
+@dataclass
+class HyperFit:
+    "The result of `learn`: the model at the learned hyperparameters, its posterior, the values by name, the outer trace."
+    model: object
+    posterior: VGPosterior
+    theta: dict
+    history: History
+    stop: Stop
+    message: str = ""
+    n_inner: int = 0
+    @property
+    def vlb(self): return self.posterior.vlb
+    @property
+    def converged(self): return self.stop in (Stop.GRAD_TOL, Stop.REL_TOL) and self.posterior.converged
+
+def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-5, max_iter: int = 200,
+          max_seconds: float | None = None, callback=None, bound: float = 12.0, inner: dict | None = None) -> HyperFit:
+    """Hyperparameters by maximising the optimal VLB (L-BFGS-B on log-parameters, envelope gradients).
+
+    method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
+        options (default tight: tol=1e-9 for fpi/fpb, 1e-8 otherwise), warm-started at the previous optimum.
+    learn_mean: also learn the GP's constant mean or the GLM's scalar prior mean.
+    tol: stop (`Stop.GRAD_TOL`) when the ∞-norm of the outer gradient (on the box) is ≤ tol.
+    max_iter, max_seconds, callback: the outer budget and `callback(record)` (True stops).
+    bound: log-parameters are kept in [−bound, bound]; a parameter that ends there gets a BOUND_ACTIVE event."""
+    check_budget(tol, max_iter, max_seconds)
+    hp = _Hyper(model, learn_mean)
+    inner = dict(inner or ({"tol": 1e-9, "tol_rel": 0.0} if method in ("fpi", "fpb") else {"tol": 1e-8}))
+    hist = History(callback=callback, max_seconds=max_seconds)
+    state = dict(post=None, model=None, n_inner=0, key=None, stop=None)
+    def evaluate(theta):
+        key = theta.tobytes()
+        if state['key'] == key: return state['f'], state['g']
+        m_new = hp.build(theta); warm = {}
+        if state['post'] is not None and method in ("fpi", "fpb", "grad"):
+            warm = dict(m0=state['post'].m, V0=state['post'].cov.dense())
+        post = _fit(m_new, method, **warm, **inner)
+        dS, dm = hp.derivatives(m_new)
+        g = dvlb_dprior(m_new, post.m, post.cov, dS, dm)
+        state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
+        rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, bound)))), step="outer",
+                          theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value)
+        if not post.converged: rec.events.append(Event(EventKind.SOLVER, f"inner {method} stopped: {post.stop.value}"))
+        if hist.stop_requested: state['stop'] = Stop.CALLBACK; raise StopIteration
+        if hist.out_of_time(): state['stop'] = Stop.MAX_SECONDS; raise StopIteration
+        return state['f'], state['g']
+    bounds = [(-bound, bound)] * hp.n_log + [(None, None)] * (len(hp.names) - hp.n_log)
+    theta0 = np.clip(hp.theta0, -bound, bound) if hp.n_log else hp.theta0
+    try:
+        res = minimize(evaluate, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options=dict(maxiter=int(max_iter), gtol=tol, ftol=0.0, maxcor=20))
+        theta, message = res.x, str(res.message)
+        evaluate(theta)
+        gn = hist[-1].grad_norm
+        stop = Stop.GRAD_TOL if gn <= tol else (Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED)
+    except StopIteration:
+        theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
+    at_bound = [n for n, t in zip(hp.names[:hp.n_log], theta[:hp.n_log]) if abs(abs(t) - bound) < 1e-9]
+    if at_bound: hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"at the edge of [-{bound:g}, {bound:g}] in log space: {', '.join(at_bound)}", len(at_bound)))
+    hist.stop = stop
+    values = {n: (float(np.exp(t)) if i < hp.n_log else float(t)) for i, (n, t) in enumerate(zip(hp.names, theta))}
+    return HyperFit(state['model'], state['post'], values, hist, stop, message, state['n_inner'])
+
+def _box(theta, g, bound):
+    "The gradient with components that push out of the box [−bound, bound] set to zero (ascent direction g)."
+    g = np.array(g, dtype=float); t = np.asarray(theta)
+    n = min(len(g), len(t))
+    g[:n][(t[:n] >= bound) & (g[:n] > 0)] = 0.0; g[:n][(t[:n] <= -bound) & (g[:n] < 0)] = 0.0
+    return g
+
+register_learner(learn)
