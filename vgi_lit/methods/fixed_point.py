@@ -13,7 +13,7 @@ from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Sto
 from .site_update import site_step
 
 # %% auto #0
-__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'fpi', 'detect_two_cycle', 'fpb']
+__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_scale', 'fpi', 'detect_two_cycle', 'fpb']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 class _AtCov:
@@ -105,20 +105,64 @@ def newton_mean_step(model, m, g, vlb0, cov_T, at: _AtCov, line_search: bool = T
     return m, 0.0, vlb0
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #2c3e1a17
+def _start_var_cap(lik) -> float:
+    """Largest start site variance v_i − c_i the likelihood allows: 10 where γ grows like e^(m + v/2) (Poisson,
+    exponential; then γ ≤ e⁵ at m = 0), no bound where γ is bounded."""
+    return 10.0 if type(lik).__name__ in ("Poisson", "Exponential") else np.inf
+
+def start_scale(model, v0: float) -> float:
+    """The factor s ∈ (0, 1] of the default start V = s·v₀I: 1 for a likelihood with bounded γ; else the largest s ≤ 1 with s·v₀‖h_i‖² ≤ h_iᵀΣh_i at every
+    site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ `_start_var_cap`."""
+    if model.H is None: hh, hSh = np.ones(model.n), model.prior.diag()         # GP: h_i = e_i
+    else:
+        H = np.asarray(model.H, dtype=float)
+        hh = np.einsum('ij,ij->i', H, H)                                     # ‖h_i‖², (n,)
+        hSh = np.einsum('ij,ji->i', H, model.prior.matmul(H.T))             # h_iᵀΣh_i, (n,)
+    nz, cap = hh > 0, _start_var_cap(model.likelihood)
+    if not (nz.any() and np.isfinite(cap)): return 1.0                       # bounded curvature: any start is finite
+    s = min(1.0, float(np.min(hSh[nz] / (v0 * hh[nz]))), cap / (v0 * float(np.max(hh))))
+    return 1.0 if (s >= 1.0 - 1e-12 or not s > 0) else s                       # 1 up to the rounding of hSh
+
 def _initial_state(model, m0=None, V0=None):
-    """Starting (m, cov). `m0`: None (m = 0, as in Sheth & Khardon 2016, §4), a scalar or a length-d vector. `V0`: None
-    (V = v₀I with v₀ = 0.1 for count likelihoods, else 1, as there), a positive scalar v₀ (V = v₀I),
-    a positive length-d diagonal or a d × d positive-definite matrix."""
+    """Starting (m, cov, events). `m0`: None (m = 0, as in Sheth & Khardon 2016, §4), a scalar or a length-d vector.
+    `V0`: None (V = s·v₀I with v₀ = 0.1 for count likelihoods, else 1, as there, and s = `start_scale`, 1 unless a
+    row is large; event START when s < 1), a positive scalar v₀ (V = v₀I), a positive length-d diagonal or a d × d
+    positive-definite matrix (used as given)."""
     m, _ = start_state(model, 0.0 if m0 is None else m0, None)
     if V0 is None:
-        V0 = 0.1 if type(model.likelihood).__name__ in ("Poisson", "Exponential") else 1.0
+        v0 = 0.1 if type(model.likelihood).__name__ in ("Poisson", "Exponential") else 1.0
+        s = start_scale(model, v0)
+        ev = [] if s == 1.0 else [Event(EventKind.START, f"V0 = {s * v0:.3g} I: v0 I (v0 = {v0:g}) scaled by {s:.3g} so that no start site "
+                                                         "variance exceeds the prior's or the likelihood's bound")]
+        return m, DenseCov(np.sqrt(s * v0) * np.eye(model.d)), ev
     if np.ndim(V0) == 0:                                                # v₀I: a diagonal factor, no factorisation
         try: v0 = float(V0)
         except (TypeError, ValueError): raise ValueError(f"V0 must be a positive number, a diagonal or a matrix, got {V0!r}") from None
         if not (np.isfinite(v0) and v0 > 0): raise ValueError(f"V0 as a scalar (V0·I) must be positive and finite, got {V0!r}")
-        return m, DenseCov(np.sqrt(v0) * np.eye(model.d))
+        return m, DenseCov(np.sqrt(v0) * np.eye(model.d)), []
     _, V = start_state(model, None, V0)
-    return m, DenseCov(cholesky(V, name="V0"))
+    return m, DenseCov(cholesky(V, name="V0")), []
+
+def _finite(state) -> bool:
+    "True when (VLB, ∂VLB/∂m, γ) are all finite."
+    vlb, g, gamma = state
+    return bool(np.isfinite(vlb) and np.all(np.isfinite(g)) and np.all(np.isfinite(gamma)))
+
+def _finite_start(model, m, cov, r, shrink: float = 1e-2, tries: int = 40):
+    """(cov, at, state, events) at the start: while the VLB, the gradient or γ is not finite there (a `V0` whose site
+    variances overflow the expected log-likelihood), V is multiplied by `shrink` (event START with the total factor).
+    If V·shrink^tries does not help, m0 is at fault: ValueError."""
+    at = _AtCov(model, cov); state = _vlb_grad(model, m, at, r)
+    f = 1.0
+    for _ in range(tries):
+        if _finite(state): break
+        f *= shrink; cov = DenseCov(np.sqrt(shrink) * cov.L); at = _AtCov(model, cov); state = _vlb_grad(model, m, at, r)
+    else:
+        if not _finite(state):
+            raise ValueError(f"the VLB or its gradient is not finite at the start m0 even with V0 scaled by {f:g}: the expected "
+                             f"log-likelihood of the {type(model.likelihood).__name__} likelihood overflows at the site means of m0; give a smaller m0")
+    ev = [] if f == 1.0 else [Event(EventKind.START, f"V0 scaled by {f:g}: at the given V0 the VLB or gamma was not finite (overflow)")]
+    return cov, at, state, ev
 
 def _check_opts(tol, tol_rel, max_iter, max_seconds):
     "The shared budget checks, and `tol_rel` ≥ 0."
@@ -180,12 +224,12 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         risen for `stall` iterations in which the VLB fell at least three times."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
-    m, cov = _initial_state(model, m0, V0)
+    m, cov, events = _initial_state(model, m0, V0)
     hist = History(callback=callback, max_seconds=max_seconds)
-    at = _AtCov(model, cov)
-    prev, events, stop, msg = None, [], Stop.MAX_ITER, f"reached max_iter={max_iter}"
-    state = None                                                          # (VLB, g, γ) at (m, cov) if known
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
+    cov, at, state, ev = _finite_start(model, m, cov, r)                  # (VLB, g, γ) at (m, cov) if known
+    events += ev
+    prev, stop, msg = None, Stop.MAX_ITER, f"reached max_iter={max_iter}"
     best, fell = None, []                                                 # best state seen; did the VLB fall, per iteration
     for it in range(int(max_iter) + 1):
         if state is None: state = _vlb_grad(model, m, at, r)
@@ -226,10 +270,18 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             _, tau, _ = newton_mean_step(model, m, g, vlb, cov_T, at, delta=delta)   # Armijo at the old V
             if not first: events.append(Event(EventKind.STEP_REJECTED, "the full step failed the Armijo test over the whole iteration"))
             if tau != 1.0: events.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g} at the old V"))
-        if tau == 1.0: m, r = m_full, r_full
-        else: m, r, state = m + tau * delta, r + tau * r_delta, None       # evaluate the new state next iteration
+        if not (tau == 1.0 and _finite(state)):                           # the state at (m + τδ, T(V)), τ halved while it overflows
+            for k in range(61):
+                state = _vlb_grad(model, m + tau * delta, at_T, r + tau * r_delta)
+                if _finite(state) or tau == 0.0: break
+                tau = 0.5 * tau if k < 59 else 0.0
+            if k: events.append(Event(EventKind.LINE_SEARCH, f"step {tau:g}: at T(V) the VLB or gamma overflows for longer mean steps", count=k))
+            if not _finite(state):
+                rec.events.append(Event(EventKind.STEP_REJECTED, "T(V) makes the VLB or gamma overflow even without a mean step: the iteration ends here"))
+                stop, msg = Stop.NOT_FINITE, ("the expected log-likelihood overflows at T(V) for every mean step; the last finite state is returned"); break
+        m, r = m + tau * delta, r + tau * r_delta
         cov, at, prev = cov_T, at_T, vlb
-    if stop is Stop.STALLED:                                              # hand back the best state, not the last
+    if stop is Stop.STALLED or (stop is Stop.NOT_FINITE and best is not None and not _finite(state)):   # the best state, not the last
         vlb, m, cov, g, gamma, k = best
         _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "best",
                 [Event(EventKind.BEST_STATE, f"the best state visited (iteration {k})")])
@@ -262,11 +314,10 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     for name, v in (("max_newton", max_newton), ("max_fp", max_fp)):
         if isinstance(v, bool) or int(v) != v or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    m, cov = _initial_state(model, m0, V0)
+    m, cov, ev = _initial_state(model, m0, V0)
     hist = History(callback=callback, max_seconds=max_seconds)
-    at = _AtCov(model, cov)
-    vlb, g, gamma = _vlb_grad(model, m, at)
-    _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "start", [], outer=0)
+    cov, at, (vlb, g, gamma), ev2 = _finite_start(model, m, cov, model.prior.solve(m - model.mu))
+    _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "start", ev + ev2, outer=0)
 
     def check():
         "(Stop, message) called for by the last record, or None."
@@ -310,9 +361,14 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
             except ValueError as e:
                 hist[-1].events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
                 stop = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
-            at = _AtCov(model, cov)
-            vlb_old = vlb
-            vlb, g, gamma = _vlb_grad(model, m, at)
+            at_new = _AtCov(model, cov)
+            state = _vlb_grad(model, m, at_new)
+            if not _finite(state):                                        # T(V) overflows the site expectations: keep V
+                cov = at.cov
+                hist[-1].events.append(Event(EventKind.STEP_REJECTED, "T(V) makes the VLB or gamma overflow: V kept"))
+                stop = Stop.NOT_FINITE, "the expected log-likelihood overflows at T(V); the last finite state is returned"; break
+            at, vlb_old = at_new, vlb
+            vlb, g, gamma = state
             gV, exact = _grad_V_inf(model, cov, gamma, decide=(0.0, tol))   # decides the T loop: exact if needed
             ev = list(info['events'])
             lams.append(cov.lam.copy())

@@ -10,6 +10,7 @@ from ..covariance import SiteCov
 from ..vlb import site_terms, vlb as _vlb
 from ..inference import Event, EventKind, History, Stop, VGPosterior, check_budget, register_method, start_state
 from .site_update import site_step
+from .fixed_point import _start_var_cap
 
 
 # %% auto #0
@@ -52,13 +53,24 @@ def _beta_fn(beta):
     return lambda k: float(beta)
 
 def _start_lam(model, lam0):
-    "The start site precisions λ̃₀ (None = 0, i.e. V₀ = Σ; a scalar or a length-n vector, finite and ≥ 0)."
-    if lam0 is None: return np.zeros(model.n)
+    """The start site precisions λ̃₀ and the START event. lam0 None: λ̃₀ = 0 (V₀ = Σ, Khan et al. 2016) unless a prior site
+    variance h_iᵀΣh_i exceeds the likelihood's bound v̄ (`_start_var_cap`); then λ̃₀ = 1/v̄ at every site (their
+    Algorithm 1 starts from a constant δ₁), which bounds every start site variance by c_i + v̄. Otherwise a scalar or
+    a length-n vector, finite and ≥ 0."""
+    if lam0 is None:
+        lam = np.zeros(model.n)
+        cap = _start_var_cap(model.likelihood)
+        if np.isfinite(cap):
+            top = float(np.max(SiteCov(model, lam).site_var(model) - model.c))
+            if top > cap:
+                return np.full(model.n, 1.0 / cap), Event(EventKind.START, f"lam0 = {1 / cap:g} at every site: under V0 = Sigma a site variance "
+                                                                       f"is {top:.3g} > {cap:g}, where the expected log-likelihood overflows")
+        return lam, Event(EventKind.START, "V0 = Sigma (lam = 0)")
     lam = np.asarray(lam0, dtype=float)
     if lam.ndim > 1 or (lam.ndim == 1 and lam.shape != (model.n,)):
         raise ValueError(f"lam0 must be a scalar or a vector of length n = {model.n}, got shape {lam.shape}")
     if not np.all(np.isfinite(lam)) or np.any(lam < 0): raise ValueError("lam0 must be finite and >= 0 (site precisions)")
-    return np.broadcast_to(lam, (model.n,)).copy()
+    return np.broadcast_to(lam, (model.n,)).copy(), Event(EventKind.START, "V0 from lam0")
 
 @register_method("prox")
 def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, max_seconds: float | None = None,
@@ -69,7 +81,8 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
 
     m0: start mean (None = μ, a scalar or a length-d vector).
     V0: must be None: V stays in site form, so an arbitrary dense V0 cannot be represented; use `lam0`.
-    lam0: start site precisions λ̃₀ (None = 0, i.e. V₀ = Σ; a scalar or a length-n vector ≥ 0).
+    lam0: start site precisions λ̃₀ (a scalar or a length-n vector ≥ 0); None: 0, i.e. V₀ = Σ, unless a site variance
+        under Σ exceeds 10 for a Poisson or exponential likelihood, then 1/10 at every site (event START).
     tol: stop (converged, `Stop.GRAD_TOL`) when the optimality residuals max(‖∇_m VLB‖_∞, ‖λ̃ − γ‖_∞) ≤ tol
         (∇_V VLB = ½Hᵀdiag(λ̃ − γ)H, so both vanish exactly at the optimum).
     max_iter: largest number of steps (`Stop.MAX_ITER`).
@@ -89,13 +102,13 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
         raise ValueError("method='prox' keeps V in site form (Sigma^-1 + H' diag(lam) H)^-1 and cannot start from an arbitrary "
                          "dense V0: pass V0=None and give the start site precisions as lam0 (default 0, i.e. V0 = Sigma)")
     bet = _beta_fn(_default_beta(lik) if beta is None else beta)
-    lam = _start_lam(model, lam0)
+    lam, ev0 = _start_lam(model, lam0)
     hist = History(callback=callback, max_seconds=max_seconds)
     t = model.prior.solve(m - model.mu) if m0 is not None else np.zeros(model.d)   # Σ⁻¹(m − μ), carried from here on
     cov = SiteCov(model, lam)
     value, g, gamma = prox_state(model, m, t, cov)
     b, b_step, k, stop, msg = bet(0), np.nan, 0, Stop.MAX_ITER, f"reached max_iter={max_iter}"
-    events = [Event(EventKind.START, "V0 = Sigma (lam = 0)" if lam0 is None else "V0 from lam0")]
+    events = [ev0]
     while True:
         rm, rg = float(np.max(np.abs(g), initial=0.0)), float(np.max(np.abs(lam - np.maximum(gamma, 0.0)), initial=0.0))
         hist.record(vlb=value, grad_norm=max(rm, rg), events=events, step="prox", grad_m=rm, gamma_res=rg, beta=b_step)
