@@ -255,3 +255,12 @@ def test_dense_prior_symmetry_check_still_refuses_asymmetry(n):
     C = S.copy(); C[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         PriorCov(C, n)
+
+
+def test_sparse_design_matrix_is_refused_by_name():
+    import scipy.sparse as sps
+    from vgi_lit.models import GLM
+    from vgi_lit.likelihoods import Logistic
+    X = sps.random(20, 5, density=0.3, format="csr", random_state=0)
+    with pytest.raises(TypeError, match=r"X is a scipy.sparse matrix .*toarray"):
+        GLM(X, np.ones(20), Logistic())

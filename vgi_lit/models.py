@@ -28,7 +28,10 @@ def _value(a):
 # %% ../nbs/03_models.ipynb #c9a1e0b5
 def _real_array(x, name):
     """`x` as a float64 array; a TypeError naming `x` if it is complex (NumPy would drop the imaginary part
-    with only a warning) or not numeric."""
+    with only a warning), a scipy.sparse matrix (not supported yet) or not numeric."""
+    if hasattr(x, "tocsr") and hasattr(x, "nnz"):
+        raise TypeError(f"{name} is a scipy.sparse matrix ({x.shape[0]} x {x.shape[1]}, {x.nnz} stored entries); sparse design "
+                        f"matrices are not supported yet: pass {name}.toarray() if it fits in memory")
     a = np.asarray(x)
     if np.iscomplexobj(a):
         raise TypeError(f"{name} is complex ({a.dtype}); the model is real: pass {name}.real if the imaginary part is meant to be zero")
