@@ -319,7 +319,10 @@ def test_sdsvi_returned_covariance_is_positive_definite():
         V = p.V
         assert np.linalg.eigvalsh(V)[0] > 0, name
         np.linalg.cholesky(V)
-        assert p.info["jitter"] > 0 and any(e.kind is EventKind.PROJECTED and "δ" in e.detail for e in p.history[-1].events)
+        projected = p.info["jitter"] > 0 and any(e.kind is EventKind.PROJECTED and "δ" in e.detail for e in p.history[-1].events)
+        best = p.history.count(EventKind.BEST_STATE) == 1 and p.history[-1].step == "best"
+        assert projected or best, name                                  # a diverged run returns its best evaluated state
+        assert p.vlb >= p.history[0].vlb, name                          # never below the start
         assert p.vlb == pytest.approx(shared_vlb(model, p.m, p.cov), rel=1e-12), name
 
 
@@ -327,3 +330,12 @@ def test_pd_factor_keeps_a_well_conditioned_factor():
     L = np.linalg.cholesky(np.array([[2.0, 0.3], [0.3, 1.0]]))
     L2, delta = svi.pd_factor(L)
     assert L2 is L and delta == 0.0
+
+
+def test_a_diverging_run_returns_its_start_as_stalled():
+    "S-DSVI with a step size far too large on a Poisson GP never improves on its start: it returns the start, STALLED, not a converged garbage state."
+    from vgi_lit.experiments.fp_experiments import make_problem
+    model = make_problem("gp-poisson-housing", n_max=120)[0]
+    p = svi.svi_run(model, "s-dsvi", lr=3.0, max_epochs=20)
+    assert p.stop is Stop.STALLED and not p.converged and p.history.count(EventKind.BEST_STATE) == 1
+    assert p.vlb == p.history[0].vlb and np.allclose(p.m, model.mu)

@@ -188,6 +188,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     hist = History(callback=callback, max_seconds=max_seconds)
     v, gn = vlb_stream(model, st.m, st.cov)
     hist.record(vlb=v, grad_norm=gn, events=start_events, step="start", points=0, m=st.m, cov=st.cov)
+    best = (v, st, 0)                                                  # the best evaluated state: (VLB, state, step)
     hist[0].extra.pop('cov')
     stop, prev, perm, pos, t = None, v, rng.permutation(n), 0, 0
     while stop is None:
@@ -210,10 +211,18 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         if np.isfinite(v):
             if abs(v - prev) <= tol * (1 + abs(v)): stop = Stop.REL_TOL
             prev = v
+            if v > best[0]: best = (v, st, t)
         elif t % eval_every == 0: stop = Stop.NOT_FINITE
         if stop is None and hist.stop_requested: stop = Stop.CALLBACK
         if stop is None and hist.out_of_time(): stop = Stop.MAX_SECONDS
     last, jitter = hist[-1], 0.0
+    if not np.isfinite(last.vlb) and np.all(np.isfinite(st.m)): last.vlb, last.grad_norm = vlb_stream(model, st.m, st.cov)
+    if np.isfinite(best[0]) and not last.vlb >= best[0]:              # a run that ended below a state it visited
+        st = best[1]                                                   # (Monte Carlo noise, or a diverging step size)
+        last = hist.record(vlb=best[0], step="best", events=[Event(EventKind.BEST_STATE, f"the best evaluated state (step {best[2]}) "
+                           f"is returned: the last one's VLB {hist[-1].vlb:.6g} is lower")], points=t * batch_size, m=st.m, cov=st.cov)
+        last.extra.pop('cov', None)
+        if best[2] == 0: stop = Stop.STALLED                          # no evaluated state improved on the start: diverged
     if method == "s-dsvi" and np.all(np.isfinite(st.cov.L)):
         L_pd, jitter = pd_factor(st.cov.L)
         if jitter > 0:
