@@ -80,3 +80,15 @@ def test_prox_poisson_glm_large_features_reaches_the_dual():
     assert np.isfinite(r.vlb)
     if r.converged: _check(r, model, -214.13266988)
     else: assert r.stop in (Stop.MAX_ITER, Stop.STALLED), r.stop
+
+
+def test_grad_poisson_glm_large_features_starts_finite():
+    """GRAD's default V0 = I overflowed at once here (VLB -inf); with the scale-aware start of FPi it starts finite.
+    L-BFGS-B on (m, L) still cannot make progress on this ill-conditioned problem (it stalls far below the optimum
+    -214.13, which FPi, FPb and the dual reach): the result says so (STALLED), it is never -inf."""
+    X, y = _counts(60)
+    model = models.GLM(30.0 * X, y, likelihoods.Poisson(), prior_cov=0.1)
+    r = fit(model, method="grad")
+    assert np.isfinite(r.history[0].vlb) and np.isfinite(r.vlb) and r.vlb <= -214.13266988 + 1e-6
+    assert r.converged or r.stop in (Stop.STALLED, Stop.MAX_ITER)
+    assert any("scaled" in e.detail for e in r.history[0].events if e.kind is EventKind.START)

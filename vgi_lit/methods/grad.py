@@ -10,6 +10,7 @@ from ..covariance import DenseCov
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
                                check_budget)
+from .fixed_point import start_scale
 
 
 # %% auto #0
@@ -108,7 +109,8 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
 def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol):
     "GRAD in the model's own coordinates from a validated start (m, V or None)."
     d = model.d; tri = np.tril_indices(d); diag = tri[0] == tri[1]
-    L0 = np.eye(d) if V is None else np.linalg.cholesky(V)
+    s = start_scale(model, 1.0) if V is None else 1.0                 # < 1 only for large rows under e^(m + v/2) likelihoods
+    L0 = np.sqrt(s) * np.eye(d) if V is None else np.linalg.cholesky(V)
     x0 = np.concatenate([m, L0[tri]])
     bounds = [(None, None)] * d + [(L_MIN, None) if on else (None, None) for on in diag]
     hist = History(callback=callback, max_seconds=max_seconds); last, halt = {}, {}
@@ -124,7 +126,8 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
     f, g = fun(x0)
     hist.record(vlb=-f, grad_norm=_inf(_projected(x0, g, d, diag)), step="start",
                 events=[Event(EventKind.START, "m0 = μ" if np.array_equal(m, model.mu) else "m0 given", None),
-                        Event(EventKind.START, "V0 = I" if V is None else "V0 given")])
+                        Event(EventKind.START, ("V0 = I" if s == 1.0 else f"V0 = {s:.3g} I: I scaled so that no start site variance "
+                                               "exceeds the prior's or the likelihood's bound (as for FPi)") if V is None else "V0 given")])
     x, nit, nfev, stop, bound, message = x0, 0, 0, None, None, f"max_iter={max_iter}: the start is returned"
     gn = _inf(_projected(x0, g, d, diag))
     for attempt in range(restarts + 1):
