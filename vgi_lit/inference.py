@@ -99,6 +99,11 @@ class History(list):
         self.append(rec)
         if self.callback is not None and self.callback(rec) is True: self.stop_requested = True
         return rec
+    def append_run(self, other: "History", step: str) -> None:
+        "Append the records of a run that continued this one (after its start record), as `step`, on this run's clock."
+        t_off = self[-1].time if self else 0.0
+        for rec in list(other)[1:]:
+            self.append(Record(len(self), t_off + rec.time, rec.vlb, rec.grad_norm, step, list(rec.events), dict(rec.extra)))
     def out_of_time(self) -> bool:
         "Whether the time budget `max_seconds` is spent."
         return self.max_seconds is not None and time.perf_counter() - self.t0 > self.max_seconds

@@ -10,7 +10,7 @@ from scipy.linalg import cho_solve
 from ..linalg import cholesky
 from ..covariance import SiteCov, DenseCov
 from ..vlb import kl_to_prior, vlb as vlb_exact
-from ..inference import (History, Record, VGPosterior, Event, EventKind, Stop, CONVERGED_STOPS, register_method,
+from ..inference import (History, VGPosterior, Event, EventKind, Stop, CONVERGED_STOPS, register_method,
                                start_state, check_budget)
 from .conjugates import conjugate_for, SiteConjugate
 
@@ -172,9 +172,7 @@ def _to_exact(model, st, hist, message, n_iter, info, callback, max_seconds, dua
     hist[-1].events.append(Event(EventKind.HANDOVER, f"the dual optimised {info['conj'].objective}{how}: FPi continues to the exact VLB"))
     left = None if max_seconds is None else max(max_seconds - hist[-1].time, 1e-3)
     p = fpi(model, m0=st.m, V0=st.cov.dense(), max_seconds=left, callback=callback)
-    t_off = hist[-1].time
-    for rec in p.history[1:]:
-        hist.append(Record(len(hist), t_off + rec.time, rec.vlb, rec.grad_norm, "fpi_exact", list(rec.events), dict(rec.extra)))
+    hist.append_run(p.history, "fpi_exact")
     return VGPosterior(model, p.m, p.cov, "dual", p.vlb, p.stop, hist, message=f"{message}; then FPi: {p.message}",
                        n_iter=n_iter + p.n_iter, objective="vlb", **info)
 

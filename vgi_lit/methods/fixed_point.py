@@ -193,13 +193,9 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
     if not g.vlb >= last.vlb:
         last.events.append(Event(EventKind.HANDOVER, f"GRAD ended at a lower VLB ({g.vlb:.10g}); the FP state is kept"))
         return m, cov, stop, msg + "; GRAD polish did not improve"
-    t_off = last.time
-    for rec in list(g.history)[1:]:
-        hist.append(Record(len(hist), t_off + rec.time, rec.vlb, rec.grad_norm, "grad_polish", list(rec.events), dict(rec.extra)))
+    hist.append_run(g.history, "grad_polish")
     if not hist[-1].vlb == g.vlb:                                             # end on the VLB of the returned state
-        t_end = t_off + (g.history[-1].time if len(g.history) else 0.0)
-        gn = g.history[-1].grad_norm if len(g.history) else np.nan
-        hist.append(Record(len(hist), t_end, g.vlb, gn, "grad_polish", [], {}))
+        hist.append(Record(len(hist), hist[-1].time, g.vlb, hist[-1].grad_norm, "grad_polish", [], {}))
     return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #b5590ee2
