@@ -12,6 +12,10 @@ lic = licenses[cfg['license']]
 
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+# optional extras: `pip install vgi_lit[sklearn]` (estimators), `vgi_lit[dask]` (out-of-core data)
+extras = {'dev': dev_requirements,
+          'sklearn': shlex.split(cfg.get('sklearn_requirements', '')),
+          'dask': shlex.split(cfg.get('dask_requirements', ''))}
 
 setuptools.setup(
     name=cfg['lib_name'],
@@ -31,10 +35,10 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['vgi_lit', 'vgi_lit.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements},
+    extras_require=extras,
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
     zip_safe=False,
-    entry_points={'console_scripts': [], 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
+    entry_points={'console_scripts': ['vgi-lit=vgi_lit.apps.cli:main'], 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
 )

@@ -1,9 +1,10 @@
 __version__ = "0.1.0"
-# Hand-maintained (not generated). The package has four tiers, each importing only the tiers before it:
+# Hand-maintained (not generated). The package has five tiers, each importing only the tiers before it:
 #   foundation (this folder): linalg, quadrature, likelihoods, kernels, models, covariance, vlb, inference, datasets
 #   methods/      inference methods; importing them registers each with `fit`
 #   experiments/  the papers' figures and tables, the demo
 #   bench/        benchmark suites (`python -m vgi_lit.bench SUITE`)
+#   apps/         scikit-learn estimators and the command line (`vgi-lit`, `python -m vgi_lit`: vgi_lit/__main__.py)
 from . import linalg, quadrature, kernels, models, covariance, vlb, inference
 from .models import LGM, GLM, GP, SparseGP
 from .inference import fit, VGPosterior, History, METHODS, register_method
