@@ -255,6 +255,7 @@ class GLM(LGM):
         _check_likelihood(likelihood)
         X, y, self.feature_names = _check_rows(X, y)
         if X.shape[1] == 0: raise ValueError("X has no columns: a GLM needs at least one feature (add a constant column for an intercept-only model)")
+        if X.shape[0] == 0: raise ValueError("X has no rows: a GLM needs at least one observation (with none the posterior is the prior, and there is nothing to fit)")
         self.X = X
         super().__init__(y, likelihood, prior_mean, PriorCov(prior_cov, X.shape[1]), 0.0, 0.0, X)
     def project(self, X_new):

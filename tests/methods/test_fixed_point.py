@@ -204,13 +204,14 @@ def test_clipping_alone_stops_short_and_polish_closes_the_gap():
 
 
 def test_degenerate_sizes():
-    "A GLM without rows fits (VLB 0: the posterior is the prior); one without columns is refused by name."
+    "A GLM without rows (nothing to fit: its posterior is the prior) or without columns is refused by name at construction."
     from vgi_lit import models, likelihoods
-    r = fit(models.GLM(np.zeros((0, 3)), np.zeros(0), likelihoods.Logistic(), prior_cov=1.0), method="fpi")
-    assert r.vlb == 0.0 and r.converged and np.all(r.m == 0.0)
-    assert r.stop is Stop.GRAD_TOL
+    with pytest.raises(ValueError, match="X has no rows"):
+        models.GLM(np.zeros((0, 3)), np.zeros(0), likelihoods.Logistic(), prior_cov=1.0)
     with pytest.raises(ValueError, match="no columns"):
         models.GLM(np.zeros((5, 0)), np.ones(5), likelihoods.Logistic())
+    r = fit(models.GLM(np.ones((1, 1)), np.ones(1), likelihoods.Logistic(), prior_cov=1.0), method="fpi")   # the smallest legal GLM
+    assert r.converged and np.isfinite(r.vlb) and r.vlb < 0
 
 
 @pytest.mark.parametrize("meth", ["fpi", "fpb"])
