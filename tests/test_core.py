@@ -214,3 +214,16 @@ def test_gp_predict_latent_direct_route_matches_generic():
     np.testing.assert_allclose(v_d, v_g, rtol=1e-7, atol=1e-10)
     dense = DenseCov(np.linalg.cholesky(cov.dense()))             # a dense V takes the generic route
     np.testing.assert_allclose(gp.predict_latent(m, dense, Xs)[1], v_g, rtol=1e-6, atol=1e-9)
+
+
+def test_progress_bar_follows_learning_and_keeps_the_callback(capsys):
+    "fit(..., progress=True) with learn=True: the bar goes to standard error, the user's callback still sees every outer record."
+    import vgi_lit
+    from vgi_lit.likelihoods import Logistic
+    rng = np.random.default_rng(0); X = rng.normal(size=(30, 2)); y = np.where(X[:, 0] + 0.3 * rng.normal(size=30) > 0, 1.0, -1.0)
+    seen = []
+    h = vgi_lit.fit(GLM(X, y, Logistic()), method="fpi", learn=True, progress=True, callback=seen.append, max_iter=5)
+    err = capsys.readouterr().err
+    assert len(seen) == len(h.history) > 0 and "learn fpi" in err and "vlb=" in err
+    quiet = vgi_lit.fit(GLM(X, y, Logistic()), method="fpi", learn=True, max_iter=5)
+    assert capsys.readouterr().err == "" and quiet.theta == h.theta

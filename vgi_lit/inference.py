@@ -8,12 +8,13 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 import numpy as np
+from tqdm import tqdm
 from .linalg import cholesky
 from .models import LGM
 
 # %% auto #0
 __all__ = ['CONVERGED_STOPS', 'METHODS', 'DEFAULT_METHOD', 'LEARNERS', 'EventKind', 'Event', 'Stop', 'Record', 'History',
-           'start_state', 'check_budget', 'VGPosterior', 'register_method', 'register_learner', 'fit']
+           'Progress', 'start_state', 'check_budget', 'VGPosterior', 'register_method', 'register_learner', 'fit']
 
 # %% ../nbs/07_inference.ipynb #a3e9a7e7
 class EventKind(str, Enum):
@@ -120,6 +121,27 @@ class History(list):
         "How many events of this kind the run recorded."
         return sum(e.kind is kind for r in self for e in r.events)
 
+# %% ../nbs/07_inference.ipynb #prog2
+class Progress:
+    """A progress bar (tqdm) advanced by each `Record` of a run, usable as the `callback` of every method
+    and of hyperparameter learning. It shows the latest VLB and gradient norm and passes each record on
+    to `callback`, whose True still stops the run. `total`: the expected number of records (e.g. `max_iter`),
+    or None; `file`: where the bar is written (standard error by default); `disable`: no bar at all."""
+    def __init__(self, desc: str = "", total: int | None = None, callback=None, file=None, leave: bool = True, disable: bool = False):
+        if callback is not None and not callable(callback): raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+        self.callback, self.n = callback, 0
+        self.bar = tqdm(desc=desc, total=total, file=file, leave=leave, disable=disable, unit="it", dynamic_ncols=True)
+    def __call__(self, rec):
+        self.n += 1; self.bar.update(1)
+        self.bar.set_postfix_str(f"vlb={rec.vlb:.6g} |g|={rec.grad_norm:.2e}", refresh=False)
+        return None if self.callback is None else self.callback(rec)
+    def close(self):
+        "Close the bar (a context manager closes it on exit)."
+        self.bar.close()
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+
+
 # %% ../nbs/07_inference.ipynb #4de04e9c
 def start_state(model, m0=None, V0=None):
     """Validated start: `m0` (None, a scalar or a length-d vector; default μ) as a vector, and `V0`
@@ -215,11 +237,12 @@ def register_learner(fn):
     "Register `fn(model, method, **options)` as what `fit(model, learn=True)` calls (the hyperparameter page does)."
     LEARNERS[:] = [fn]; return fn
 
-def fit(model, method: str | None = None, learn: bool = False, **options):
+def fit(model, method: str | None = None, learn: bool = False, progress: bool = False, **options):
     """Fit q(w) = N(m, V) to `model` (a `GLM`, `GP`, `SparseGP` or other `LGM`) by `method` (see `METHODS`);
     options go to the method. With `learn=True` the prior's hyperparameters are learned too (by maximising
     the optimal VLB, `vgi_lit.methods.hyper.learn`) and the result is a `HyperFit` holding the new model,
-    its posterior and the learned values; the model passed in is not changed."""
+    its posterior and the learned values; the model passed in is not changed. With `progress=True` a
+    progress bar (`Progress`, on standard error) follows the run's records; off by default."""
     if not isinstance(model, LGM):
         raise TypeError(f"model must be a model such as GLM(X, y, Logistic()) or GP(X, y, Logistic(), RBF()), got {type(model).__name__}")
     if method is None:
@@ -227,6 +250,11 @@ def fit(model, method: str | None = None, learn: bool = False, **options):
         if method not in METHODS: method = 'grad'
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}")
+    if progress:
+        mi = options.get('max_iter')
+        total = int(mi) if isinstance(mi, (int, np.integer)) and not isinstance(mi, bool) and not learn else None
+        with Progress(f"{'learn' if learn else 'fit'} {method}", total=total, callback=options.get('callback')) as bar:
+            return fit(model, method, learn, **{**options, 'callback': bar})
     if learn:
         if not LEARNERS: raise RuntimeError("no hyperparameter learner is registered (import vgi_lit.methods.hyper)")
         return LEARNERS[0](model, method, **options)
