@@ -6,10 +6,12 @@
 from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
-from ..covariance import SiteCov, PrecisionCov
+from scipy.linalg import solve_triangular
+from ..linalg import cholesky, chol_logdet, chol_solve
+from ..covariance import SiteCov, PrecisionCov, _halfT
 
 # %% auto #0
-__all__ = ['SiteStep', 'site_step', 'PrecisionStep', 'precision_step']
+__all__ = ['SiteStep', 'site_step', 'SignedSiteCov', 'site_cov', 'PrecisionStep', 'precision_step']
 
 # %% ../../nbs/methods/09_site_update.ipynb #d913d1f5
 @dataclass
@@ -17,20 +19,30 @@ class SiteStep:
     "The result of one site step: the new mean and site precisions, V' as a `SiteCov`, the mean step, and how many γ were clipped."
     m: np.ndarray          # (d,) m'
     lam: np.ndarray        # (n,) λ'
-    cov: SiteCov           # V' = (Σ⁻¹ + Hᵀdiag(λ')H)⁻¹
+    cov: SiteCov           # V' = (Σ⁻¹ + Hᵀdiag(λ')H)⁻¹ (a `SignedSiteCov` when some λ' < 0)
     delta: np.ndarray      # (d,) m' − m
     r_delta: np.ndarray    # (d,) Σ⁻¹(m' − m): callers track Σ⁻¹(m − μ) without a solve with Σ
     n_clipped: int         # sites with γ < 0 set to 0
 
-def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", clip: bool = True) -> SiteStep:
+def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", clip: bool = True,
+              signed: bool = False) -> SiteStep:
     """One damped natural-gradient step on the site parameters:
     λ' = (1−ρ)λ + ργ₊ and m' = m + ρ P⁻¹g with P = Σ⁻¹ + Hᵀdiag(λ')H (`mean="natural"`; the FP step at ρ = 1)
     or P = Σ⁻¹ + Hᵀdiag((1−ρ)λ)H (`mean="proximal"`, Khan et al. 2016 eq. 17 with ρ = β/(1+β)).
     γ₊ is γ with negative entries set to 0 (`clip`; otherwise negative γ raise a ValueError).
+    `signed`: keep negative γ (λ' = (1−ρ)λ + ργ, `clip` ignored, natural mean step only); V' is then built by
+    `site_cov`, a ValueError when Σ⁻¹ + Hᵀdiag(λ')H is not positive definite (the caller backs off ρ).
     `lam` may be None when ρ = 1 (the old precisions do not enter)."""
     if not (np.isfinite(rho) and 0 < rho <= 1): raise ValueError(f"rho must be in (0, 1], got {rho!r}")
     if mean not in ("natural", "proximal"): raise ValueError(f"mean must be 'natural' or 'proximal', got {mean!r}")
     gamma = np.asarray(gamma, dtype=float); neg = gamma < 0
+    if signed:
+        if mean != "natural": raise ValueError("signed site precisions need the natural mean step (mean='natural')")
+        if rho != 1.0 and lam is None: raise ValueError("lam (the current site precisions) is needed when rho < 1")
+        lam_new = gamma if rho == 1.0 else (1.0 - rho) * np.asarray(lam, dtype=float) + rho * gamma
+        cov = site_cov(model, lam_new)
+        delta, r_delta = cov.matvec_split(np.asarray(g, dtype=float))
+        return SiteStep(np.asarray(m, dtype=float) + rho * delta, lam_new, cov, rho * delta, rho * r_delta, 0)
     if neg.any() and not clip:
         raise ValueError(f"gamma < 0 at {int(neg.sum())} sites (a likelihood that is not log-concave): the step would leave "
                          "V indefinite; use clip=True")
@@ -43,6 +55,69 @@ def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", 
     metric = cov if (mean == "natural" or rho == 1.0) else SiteCov(model, (1.0 - rho) * np.asarray(lam, dtype=float))
     delta, r_delta = metric.matvec_split(np.asarray(g, dtype=float))      # P⁻¹g and Σ⁻¹P⁻¹g from one factor
     return SiteStep(np.asarray(m, dtype=float) + rho * delta, lam_new, cov, rho * delta, rho * r_delta, int(neg.sum()))
+
+# %% ../../nbs/methods/09_site_update.ipynb #sgn00002
+def _split_cols(pos, X):
+    "(V₊X, Σ⁻¹V₊X) for the columns of X (d × k) from the factor of `pos` (a `SiteCov`, either space)."
+    M, P = pos.model, pos.model.prior
+    if pos.space == 'd':                                                         # V₊ = L_Σ B⁻¹ L_Σᵀ
+        u = chol_solve(pos.LB, _halfT(P, X))
+        return P.half(u), P.half_T_solve(u)
+    s = pos.s[:, None]                                                           # V₊X = Σ(X − W), Σ⁻¹V₊X = X − W
+    W = M.HTmul(s * chol_solve(pos.LB, s * M.Hmul(P.matmul(X))))
+    return P.matmul(X - W), X - W
+
+class SignedSiteCov:
+    """V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹ for site precisions of either sign: V₊ = (Σ⁻¹ + Hᵀdiag(λ₊)H)⁻¹ as a `SiteCov`, then
+    the k sites N with λ < 0 by Woodbury, V = V₊ + U C⁻¹Uᵀ, U = V₊H_NᵀS, S = diag(√−λ_N), C = I − S H_N V₊ H_NᵀS (k × k).
+    V is positive definite exactly when C is; otherwise ValueError. Same interface as `SiteCov` (`lam`, `site_var`,
+    `logdet`, `trace_prior_inv`, `matvec`, `matvec_split`, `var_at`, `dense`)."""
+    def __init__(self, model, lam, space: str | None = None):
+        lam = np.asarray(lam, dtype=float)
+        if lam.shape != (model.n,): raise ValueError(f"lam has shape {lam.shape}, expected ({model.n},)")
+        if not np.all(np.isfinite(lam)): raise ValueError("lam contains NaN or inf")
+        self.model, self.lam, self.d, self.n = model, lam, model.d, model.n
+        self.neg = np.flatnonzero(lam < 0)                                       # (k,) the sites N
+        self.pos = SiteCov(model, np.maximum(lam, 0.0), space)                   # V₊ (`space` as for `SiteCov`)
+        sN = np.sqrt(-lam[self.neg])                                             # (k,) diagonal of S
+        HN = np.eye(model.d)[self.neg] if model.H is None else model.H[self.neg]  # (k, d) rows h_iᵀ, i ∈ N
+        self.U, self.SiU = _split_cols(self.pos, HN.T * sN)                      # (d, k) U = V₊H_NᵀS and Σ⁻¹U
+        C = -(sN[:, None] * (HN @ self.U)); C = 0.5 * (C + C.T)                  # −S H_N V₊ H_Nᵀ S, symmetrised
+        C[np.diag_indices_from(C)] += 1.0
+        self.LC = cholesky(C, name="I − S H_N V₊ H_Nᵀ S (Σ⁻¹ + Hᵀdiag(λ)H must be positive definite)", check=False)
+        Z = solve_triangular(self.LC, model.Hmul(self.U).T, lower=True, check_finite=False)   # (k, n) L_C⁻¹UᵀHᵀ
+        self._hv = self.pos._hv + np.sum(Z**2, 0)                                # h_iᵀVh_i = h_iᵀV₊h_i + ‖L_C⁻¹Uᵀh_i‖²
+    def site_var(self, model=None):
+        "v_i = c_i + h_iᵀ V h_i"
+        return self.model.c + self._hv
+    def logdet(self):
+        "log|V| = log|V₊| − log|C|"
+        return self.pos.logdet() - chol_logdet(self.LC)
+    def trace_prior_inv(self, prior=None, model=None):
+        "tr(Σ⁻¹V) = d − Σ_i λ_i h_iᵀVh_i"
+        return self.d - float(self.lam @ self._hv)
+    def matvec(self, x):
+        "V x = V₊x + U C⁻¹Uᵀx"
+        return self.pos.matvec(x) + self.U @ chol_solve(self.LC, self.U.T @ x)
+    def matvec_split(self, x):
+        "(V x, Σ⁻¹V x)"
+        a, b = self.pos.matvec_split(x); z = chol_solve(self.LC, self.U.T @ x)
+        return a + self.U @ z, b + self.SiU @ z
+    def var_at(self, Hn):
+        "diag(Hn V Hnᵀ) for the rows of Hn (None = identity)"
+        Z = solve_triangular(self.LC, (self.U if Hn is None else Hn @ self.U).T, lower=True, check_finite=False)
+        return self.pos.var_at(Hn) + np.sum(Z**2, 0)
+    def dense(self):
+        "V as a d × d matrix"
+        Z = solve_triangular(self.LC, self.U.T, lower=True, check_finite=False)
+        return self.pos.dense() + Z.T @ Z
+    def __repr__(self): return f"SignedSiteCov(d={self.d}, n={self.n}, negative sites={self.neg.size})"
+
+def site_cov(model, lam):
+    "V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹: a `SiteCov` when λ ≥ 0, else a `SignedSiteCov` (ValueError when not positive definite)."
+    lam = np.asarray(lam, dtype=float)
+    return SiteCov(model, lam) if (lam.size == 0 or not np.any(lam < 0)) else SignedSiteCov(model, lam)
+
 
 # %% ../../nbs/methods/09_site_update.ipynb #b578d05b
 @dataclass
