@@ -10,12 +10,14 @@ from ..vlb import grad_V as dense_grad_V, kl_cov_part, kl_mean_part
 from ..covariance import SiteCov, DenseCov
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
                                register_method, start_state)
-from .site_update import site_step
+from .site_update import site_step, site_cov, SignedSiteCov
 
 # %% auto #0
 __all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_scale', 'fpi', 'detect_two_cycle', 'fpb']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
+_SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
+
 class _AtCov:
     "Cache of the V-only quantities of `cov` for `model`: site variances and the V part of the KL (`kl_cov_part`)."
     def __init__(self, model, cov):
@@ -38,8 +40,9 @@ def _vlb_grad(model, m, at: _AtCov, r=None):
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #91d38f52
 def fp_operator(model, m, cov, clip: bool = True, at: _AtCov | None = None):
-    """T(V) = (Σ⁻¹ + Σ_i γ_i(m_i, v_i) h_i h_iᵀ)⁻¹ (Sheth & Khardon 2016, eq. 8), with γ < 0 set to 0 when `clip` (their §4).
-    Returns `(new_cov, info)`: a `SiteCov` and a dict with `gamma` (n,), `n_clipped` and `events`
+    """T(V) = (Σ⁻¹ + Σ_i γ_i(m_i, v_i) h_i h_iᵀ)⁻¹ (Sheth & Khardon 2016, eq. 8), with γ < 0 set to 0 when `clip` (their §4);
+    with `clip=False` the signed γ is kept (a `SignedSiteCov`), and a T(V) that is not positive definite is a ValueError.
+    Returns `(new_cov, info)`: the new covariance and a dict with `gamma` (n,), `n_clipped` and `events`
     (an `Event(EventKind.CLIPPED_GAMMA, count=k)` when k sites were clipped)."""
     at = _AtCov(model, cov) if at is None else at
     _, _, gamma = _site(model, np.asarray(m, dtype=float), at)
@@ -47,8 +50,11 @@ def fp_operator(model, m, cov, clip: bool = True, at: _AtCov | None = None):
     events = []
     if neg.any():
         if not clip:
-            raise ValueError(f"gamma < 0 at {int(neg.sum())} sites (non-log-concave likelihood); "
-                             "T(V) would not be positive definite, use clip=True (the clipping heuristic of Sheth & Khardon 2016, §4)")
+            try: return site_cov(model, gamma), dict(gamma=gamma, n_clipped=0, events=events)
+            except ValueError as e:
+                raise ValueError(f"gamma < 0 at {int(neg.sum())} sites (non-log-concave likelihood) and T(V) with the signed gamma "
+                                 f"is not positive definite ({e}); use clip=True (the clipping heuristic of Sheth & Khardon 2016, §4) "
+                                 "or a damped step (`fpi`)") from None
         events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
     lam = np.where(neg, 0.0, gamma)
     return SiteCov(model, lam), dict(gamma=gamma, n_clipped=int(neg.sum()), events=events)
@@ -57,7 +63,7 @@ def fp_operator(model, m, cov, clip: bool = True, at: _AtCov | None = None):
 def grad_V(model, cov, gamma):
     "∂VLB/∂V (d, d) = ½(V⁻¹ − Σ⁻¹ − Hᵀdiag(γ)H) (Sheth & Khardon 2016, eqs. 5 and 9); structured when `cov` is a `SiteCov`."
     gamma = np.asarray(gamma, dtype=float)
-    if isinstance(cov, SiteCov):
+    if isinstance(cov, _SITE_FORMS):
         delta = 0.5 * (cov.lam - gamma)                                   # (n,)
         if model.H is None: return np.diag(delta)
         H = model.H
@@ -71,7 +77,7 @@ def _grad_V_inf(model, cov, gamma, decide=None):
     mean gradient alone then keeps max(gm, ‖∂VLB/∂V‖_∞) above tol), the exact value otherwise.
     For a starting V that is not a `SiteCov` nothing is computed (NaN): the start is never a stopping
     point, and the dense inverse would cost more than an iteration."""
-    if not isinstance(cov, SiteCov): return float("nan"), False
+    if not isinstance(cov, _SITE_FORMS): return float("nan"), False
     delta = cov.lam - gamma
     if model.H is None: return 0.5 * float(np.max(np.abs(delta))), True
     if decide is not None and decide[0] > decide[1]:
@@ -177,11 +183,11 @@ def _record(hist, vlb, g, gV, step, events, **extra) -> Record:
                        grad_m=gm, grad_V=gV, **extra)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #ae2bb02d
-def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callback=None):
-    """If γ < 0 at a converged limit, or the FP iteration `stalled`, continue with GRAD (`fit_grad`) from
+def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callback=None, clipped: bool = True):
+    """If γ < 0 at a converged limit of the `clipped` iteration, or the FP iteration `stalled`, continue with GRAD (`fit_grad`) from
     (m, V) with the time left; its records are appended to `hist` (step 'grad_polish').
     Returns `(m, cov, stop, message)`: GRAD's when it improved the VLB, the FP ones otherwise."""
-    if not (stalled or (stop in CONVERGED_STOPS and np.any(np.asarray(gamma) < 0))): return m, cov, stop, msg
+    if not (stalled or (clipped and stop in CONVERGED_STOPS and np.any(np.asarray(gamma) < 0))): return m, cov, stop, msg
     left = None if hist.max_seconds is None else hist.max_seconds - (hist[-1].time if hist else 0.0)
     if left is not None and left <= 0: return m, cov, stop, msg
     from vgi_lit.methods.grad import fit_grad                                  # local import: grad imports inference too
@@ -198,9 +204,29 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
         hist.append(Record(len(hist), hist[-1].time, g.vlb, hist[-1].grad_norm, "grad_polish", [], {}))
     return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
+def _signed_step(model, m, r, cov, state, rho: float, mean: bool = True, rho_min: float = 1e-10):
+    """One damped natural-gradient step with signed site precisions from (m, V) in site form (`site_step(signed=True)`):
+    λ' = (1−ρ)λ + ργ, m' = m + ρV'g (`mean`; else m' = m), ρ halved while Σ⁻¹ + Hᵀdiag(λ')H is not positive
+    definite or the VLB falls by more than rounding (10⁻¹² relative). `r` = Σ⁻¹(m − μ) or None.
+    Returns `(step, at, state, rho, events)` (events DAMPED with the halvings), or None when ρ fell below `rho_min`."""
+    vlb, g, gamma = state
+    not_pd = fell = 0
+    g = g if mean else np.zeros_like(g)
+    while rho >= rho_min:
+        try: st = site_step(model, m, cov.lam, g, gamma, rho=rho, signed=True)
+        except ValueError: not_pd += 1; rho *= 0.5; continue              # λ' outside the positive-definite set
+        at = _AtCov(model, st.cov)
+        new = _vlb_grad(model, st.m, at, None if r is None else r + st.r_delta)
+        if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb):
+            ev = [Event(EventKind.DAMPED, "ρ halved: Σ⁻¹ + Hᵀdiag(λ')H not positive definite", count=not_pd)] if not_pd else []
+            if fell: ev.append(Event(EventKind.DAMPED, "ρ halved: the VLB fell", count=fell))
+            return st, at, new, rho, ev
+        fell += 1; rho *= 0.5
+    return None
+
 # %% ../../nbs/methods/11_fixed_point.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
-        callback=None, tol_rel: float = 1e-9, clip: bool = True, line_search: bool = True, polish: bool = True,
+        callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
         stall: int = 20) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
@@ -212,7 +238,11 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
     tol_rel: also stop (`Stop.REL_TOL`) when the relative VLB change between iterations is ≤ tol_rel and
         the VLB fell in none of the last five iterations; 0 turns this test off.
-    clip: set γ < 0 to 0 (the heuristic of Sheth & Khardon 2016, §4; event CLIPPED_GAMMA); False refuses a model with γ < 0 (ValueError).
+    clip: True sets γ < 0 to 0 (the heuristic of Sheth & Khardon 2016, §4; event CLIPPED_GAMMA; GRAD polish when it
+        is active at the limit); False keeps the signed γ: after the first iteration each step is the damped
+        natural-gradient step λ' = (1−ρ)λ + ργ, m' = m + ρV'g, ρ halved while V' is not positive definite or the
+        VLB falls, doubled (up to 1) after each accepted step (events DAMPED); None (default): False for a
+        likelihood that is not log-concave (`likelihood.log_concave`), True otherwise (where γ ≥ 0, the same iterates).
     line_search: Armijo backtracking of the mean step at the old V when the full step fails the joint
         test (events STEP_REJECTED, LINE_SEARCH); False takes the size-1 natural-gradient step.
     polish: continue with GRAD when the clipping is active at the limit or the run stalled (HANDOVER).
@@ -220,6 +250,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         risen for `stall` iterations in which the VLB fell at least three times."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
+    if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
+    signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
     m, cov, events = _initial_state(model, m0, V0)
     hist = History(callback=callback, max_seconds=max_seconds)
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
@@ -227,6 +259,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     events += ev
     prev, stop, msg = None, Stop.MAX_ITER, f"reached max_iter={max_iter}"
     best, fell = None, []                                                 # best state seen; did the VLB fall, per iteration
+    rho, full = 1.0, True                                                 # signed steps: next ρ; was the last step a full one
     for it in range(int(max_iter) + 1):
         if state is None: state = _vlb_grad(model, m, at, r)
         vlb, g, gamma = state
@@ -237,7 +270,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if gn <= tol: stop, msg = Stop.GRAD_TOL, f"gradient inf-norm {gn:.2e} <= tol={tol}"; break
         fell.append(prev is not None and vlb < prev - 1e-10 * abs(prev))
         if best is None or vlb > best[0]: best = (vlb, m, cov, g, gamma, it)
-        if prev is not None and abs(vlb - prev) <= tol_rel * abs(vlb) and not any(fell[-5:]):
+        if prev is not None and abs(vlb - prev) <= tol_rel * abs(vlb) and not any(fell[-5:]) and full:
             stop, msg = Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"; break
         if it - best[5] >= stall and sum(fell[-stall:]) >= 3:
             stop, msg = Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(fell[-stall:])} times "
@@ -246,9 +279,18 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget max_seconds={max_seconds} spent"; break
         if it == max_iter: break
         events = []
+        if signed and isinstance(cov, _SITE_FORMS):                       # the damped signed step (after the first iteration)
+            res = _signed_step(model, m, r, cov, state, rho)
+            if res is None:
+                rec.events.append(Event(EventKind.STEP_REJECTED, "no damped signed step down to ρ = 1e-10 keeps V positive definite and the VLB"))
+                stop, msg = Stop.STALLED, "stalled: no damped natural-gradient step raises the VLB"; break
+            st, at, state, rho_used, ev = res
+            events += ev
+            m, r, cov, prev = st.m, r + st.r_delta, st.cov, vlb
+            full, rho = rho_used == 1.0, min(1.0, 2.0 * rho_used)
+            continue
         neg = gamma < 0
         if neg.any():
-            if not clip: raise ValueError(f"gamma < 0 at {int(neg.sum())} sites; use clip=True (Sheth & Khardon 2016, §4)")
             events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
         try:                                                              # the site step with ρ = 1: T(V_t) (one factorisation)
             step = site_step(model, m, None, g, gamma, rho=1.0)           # and the Newton direction T(V_t) g_t, with Σ⁻¹ of it
@@ -282,7 +324,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "best",
                 [Event(EventKind.BEST_STATE, f"the best state visited (iteration {k})")])
     _exact_last(model, cov, gamma, hist)
-    if polish: m, cov, stop, msg = _polish(model, m, cov, gamma, hist, stop, msg, stop is Stop.STALLED, callback)
+    if polish: m, cov, stop, msg = _polish(model, m, cov, gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
     return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #dc2b523b
@@ -296,7 +338,7 @@ def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #1dc63eca
 def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_seconds: float | None = None,
-        callback=None, tol_rel: float = 1e-9, max_newton: int = 50, max_fp: int = 50, clip: bool = True,
+        callback=None, tol_rel: float = 1e-9, max_newton: int = 50, max_fp: int = 50, clip: bool | None = None,
         line_search: bool = True, polish: bool = True) -> VGPosterior:
     """FPb (Sheth & Khardon 2016, §4): alternate Newton on m to convergence and T(V) iterated to convergence; records 2-cycles.
 
@@ -306,10 +348,14 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
     tol_rel: relative VLB change that ends an inner loop, and the run (`Stop.REL_TOL`) over an outer iteration.
     max_newton, max_fp: caps of the Newton loop on m and of the T loop on V per outer iteration.
-    clip, line_search, polish: as for `fpi`."""
+    clip, line_search, polish: as for `fpi`; with signed γ the T loop takes damped steps on λ alone (m fixed),
+        the Newton metric on m keeps γ₊."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     for name, v in (("max_newton", max_newton), ("max_fp", max_fp)):
         if isinstance(v, bool) or int(v) != v or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
+    signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
+    rho = 1.0
     m, cov, ev = _initial_state(model, m0, V0)
     hist = History(callback=callback, max_seconds=max_seconds)
     cov, at, (vlb, g, gamma), ev2 = _finite_start(model, m, cov, model.prior.solve(m - model.mu))
@@ -350,15 +396,22 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
         lams = []
         for _ in range(int(max_fp)):
             if stop: break
-            if not clip and np.any(gamma < 0):
-                raise ValueError(f"gamma < 0 at {int(np.sum(gamma < 0))} sites (non-log-concave likelihood); use clip=True (Sheth & Khardon 2016, §4)")
-            try:
-                cov, info = fp_operator(model, m, cov, clip=clip, at=at)
-            except ValueError as e:
+            if signed and isinstance(cov, _SITE_FORMS):                   # damped signed step on λ at fixed m
+                res = _signed_step(model, m, None, cov, (vlb, g, gamma), rho, mean=False)
+                if res is None:
+                    hist[-1].events.append(Event(EventKind.STEP_REJECTED, "no damped signed step keeps V positive definite and the VLB"))
+                    stop = Stop.STALLED, "stalled: no damped natural-gradient step on the site precisions raises the VLB"; break
+                st, at_new, state, rho_used, ev = res
+                rho = min(1.0, 2.0 * rho_used)
+                cov, info = st.cov, dict(events=ev)
+            else:
+              try:
+                cov, info = fp_operator(model, m, cov, clip=True, at=at)
+              except ValueError as e:
                 hist[-1].events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
                 stop = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
-            at_new = _AtCov(model, cov)
-            state = _vlb_grad(model, m, at_new)
+              at_new = _AtCov(model, cov)
+              state = _vlb_grad(model, m, at_new)
             if not _finite(state):                                        # T(V) overflows the site expectations: keep V
                 cov = at.cov
                 hist[-1].events.append(Event(EventKind.STEP_REJECTED, "T(V) makes the VLB or gamma overflow: V kept"))
@@ -374,12 +427,12 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
             stop = check()
             if cyc or gV <= tol or abs(vlb - vlb_old) <= tol_rel * abs(vlb) or stop: break
         if stop: break
-        if prev_outer is not None and abs(vlb - prev_outer) <= tol_rel * abs(vlb):
+        if prev_outer is not None and abs(vlb - prev_outer) <= tol_rel * abs(vlb) and rho == 1.0:
             stop = Stop.REL_TOL, f"relative VLB change over an outer iteration <= tol_rel={tol_rel}"; break
         prev_outer = vlb
     stop, msg = stop or (Stop.MAX_ITER, f"reached max_iter={max_iter}")
     _exact_last(model, cov, gamma, hist)
-    if polish: m, cov, stop, msg = _polish(model, m, cov, gamma, hist, stop, msg, callback=callback)
+    if polish: m, cov, stop, msg = _polish(model, m, cov, gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
     return VGPosterior(model, m, cov, "fpb", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #f31a8c3f
