@@ -426,3 +426,64 @@ def test_bad_download_not_cached(isolated, monkeypatch):
     with pytest.raises(DataNotFoundError, match="colon-cancer.bz2 failed: OSError"):
         load_colon_cancer(data_dir=tmp)
     assert list(ds.cache_dir().iterdir()) == []
+
+
+# ---------------------------------------------------------------- MovieLens 100K (ratings)
+def test_movielens_100k_shared_copy(data_dir, isolated):
+    from vgi_lit.datasets import load_movielens_100k, MOVIELENS_SIZE
+    r = load_movielens_100k(data_dir=data_dir)
+    assert isolated[1] == []
+    assert (len(r.ratings), r.n_users, r.n_items) == MOVIELENS_SIZE
+    assert r.users.min() == 0 and r.items.min() == 0 and set(np.unique(r.ratings)) == {1.0, 2.0, 3.0, 4.0, 5.0}
+    first = (data_dir / "movielens-100k" / "ml-100k.inter").read_text().split("\n")[1].split("\t")
+    assert (r.users[0], r.items[0], r.ratings[0], r.timestamps[0]) == (int(first[0]) - 1, int(first[1]) - 1, float(first[2]), float(first[3]))
+    assert "RecBole" in r.source and str(data_dir) in r.source
+
+
+def _u_data_from(data_dir, tmp):
+    "GroupLens layout (u.data, no header) written from the shared copy."
+    lines = (data_dir / "movielens-100k" / "ml-100k.inter").read_text().split("\n")[1:]
+    p = tmp / "u.data"; p.write_text("\n".join(l for l in lines if l) + "\n")
+    return p
+
+
+def test_movielens_100k_grouplens_layout_and_download(data_dir, isolated, monkeypatch):
+    import zipfile
+    from vgi_lit.datasets import load_movielens_100k
+    tmp, calls = isolated
+    src = _u_data_from(data_dir, tmp)
+    a, b = load_movielens_100k(data_dir=data_dir), load_movielens_100k(data_dir=tmp)
+    assert np.array_equal(a.ratings, b.ratings) and np.array_equal(a.users, b.users) and "GroupLens" in b.source
+    zpath = tmp / "ml.zip"
+    with zipfile.ZipFile(zpath, "w") as z: z.write(src, "ml-100k/u.data")
+    def fake(url, dest, timeout=30.0):
+        calls.append(url); shutil.copyfile(zpath, dest)
+    monkeypatch.setattr(ds, "_download", fake)
+    empty = tmp / "empty"; empty.mkdir()
+    c = load_movielens_100k(data_dir=empty)
+    assert calls == [ds.MOVIELENS_URL] and np.array_equal(c.items, a.items)
+    assert (ds.cache_dir() / "ml-100k-u.data").is_file()
+    load_movielens_100k(data_dir=empty)                        # now from the cache: no second download
+    assert len(calls) == 1
+
+
+def test_movielens_100k_missing_or_malformed(data_dir, isolated):
+    from vgi_lit.datasets import load_movielens_100k
+    tmp, calls = isolated
+    with pytest.raises(DataNotFoundError, match="ml-100k.zip"): load_movielens_100k(data_dir=tmp)
+    assert calls == [ds.MOVIELENS_URL]
+    with pytest.raises(DataNotFoundError, match="download=False"): load_movielens_100k(data_dir=tmp, download=False)
+    (tmp / "u.data").write_text("1\t2\t3\t881250949\n2\t5\t4\t881250950\n")
+    with pytest.raises(ValueError, match="2 ratings"): load_movielens_100k(data_dir=tmp)
+    (tmp / "u.data").write_text("1\t2\t3\n")
+    with pytest.raises(ValueError, match="line 1: 3 tab-separated fields"): load_movielens_100k(data_dir=tmp)
+
+
+def test_rating_folds():
+    from vgi_lit.datasets import rating_folds, fold_split
+    f = rating_folds(103, 5, seed=1)
+    assert sorted(np.bincount(f).tolist()) == [20, 20, 21, 21, 21] and not np.array_equal(f, rating_folds(103, 5, seed=2))
+    parts = [fold_split(f, k)[1] for k in range(5)]
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(103))
+    for bad in (dict(n=0), dict(n=10, n_folds=1), dict(n=3, n_folds=4)):
+        with pytest.raises(ValueError): rating_folds(**{"n_folds": 5, **bad})

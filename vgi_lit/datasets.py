@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_datasets.ipynb #a6400d56
 from __future__ import annotations
-import bz2, os, shutil, tempfile, urllib.request, warnings
+import bz2, os, shutil, tempfile, urllib.request, warnings, zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -12,10 +12,11 @@ import numpy as np
 from .linalg import cholesky
 
 # %% auto #0
-__all__ = ['ENV_VAR', 'LIBSVM_URL', 'UCI_URL', 'LABELS', 'FILES', 'HOUSING_FEATURES', 'Dataset', 'DataNotFoundError', 'cache_dir',
-           'shared_data_dir', 'data_dirs', 'find_file', 'read_libsvm', 'read_delimited', 'read_file', 'load_a1a',
-           'load_a7a', 'load_colon_cancer', 'load_ionosphere', 'load_sonar', 'load_housing', 'ZScored', 'zscore',
-           'Split', 'random_split', 'synthetic_glm', 'synthetic_gp', 'simulated_counts_on']
+__all__ = ['ENV_VAR', 'LIBSVM_URL', 'UCI_URL', 'LABELS', 'FILES', 'HOUSING_FEATURES', 'MOVIELENS_URL', 'MOVIELENS_FILES',
+           'MOVIELENS_SIZE', 'Dataset', 'DataNotFoundError', 'cache_dir', 'shared_data_dir', 'data_dirs', 'find_file',
+           'read_libsvm', 'read_delimited', 'read_file', 'load_a1a', 'load_a7a', 'load_colon_cancer', 'load_ionosphere',
+           'load_sonar', 'load_housing', 'ZScored', 'zscore', 'Split', 'random_split', 'Ratings', 'read_ratings',
+           'load_movielens_100k', 'rating_folds', 'fold_split', 'synthetic_glm', 'synthetic_gp', 'simulated_counts_on']
 
 # %% ../nbs/06_datasets.ipynb #ece6c417
 @dataclass(repr=False)
@@ -345,6 +346,109 @@ def random_split(X, y, frac: float = 0.5, seed: int = 0) -> Split:
     perm = np.random.default_rng(seed).permutation(n)
     tr, te = np.sort(perm[:n_tr]), np.sort(perm[n_tr:])
     return Split(X[tr], y[tr], X[te], y[te], tr, te)
+
+# %% ../nbs/06_datasets.ipynb #ml100k02
+MOVIELENS_URL = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
+MOVIELENS_FILES = (("movielens-100k/ml-100k.inter", True), ("ml-100k.inter", True), ("ml-100k/u.data", False), ("u.data", False),
+                   ("ml-100k-u.data", False))    # the last: the name under which a download is cached
+MOVIELENS_SIZE = (100_000, 943, 1682)          # ratings, users, items
+
+@dataclass(repr=False)
+class Ratings:
+    "A sparse rating matrix as aligned coordinate arrays (0-based indices), with where it came from."
+    users: np.ndarray        # (n,) int row indices, 0..n_users-1
+    items: np.ndarray        # (n,) int column indices, 0..n_items-1
+    ratings: np.ndarray      # (n,) float64 values, as in the file
+    timestamps: np.ndarray   # (n,) float64 seconds since 1970
+    n_users: int
+    n_items: int
+    name: str = ""
+    source: str = ""
+    files: tuple = ()
+    def __repr__(self):
+        return f"Ratings({self.name!r}, {len(self.ratings)} ratings, {self.n_users} users x {self.n_items} items, source={self.source!r})"
+
+# %% ../nbs/06_datasets.ipynb #ml100k03
+def read_ratings(path, header: bool):
+    """(users, items, ratings, timestamps) from a tab-separated file of `user item rating timestamp` lines with 1-based
+    integer ids (users and items returned 0-based); `header`: whether the first line is a header to skip."""
+    path = Path(path); users, items, vals, times = [], [], [], []
+    with open(path, "r") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if header and lineno == 1: continue
+            if not line.strip(): continue
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 4: raise _bad(path, lineno, f"{len(parts)} tab-separated fields, expected 4 (user, item, rating, timestamp)")
+            try: u, i, r, t = int(parts[0]), int(parts[1]), float(parts[2]), float(parts[3])
+            except ValueError: raise _bad(path, lineno, "user and item must be integers, rating and timestamp numbers") from None
+            if u < 1 or i < 1: raise _bad(path, lineno, f"ids are 1-based, got user {u}, item {i}")
+            if not (np.isfinite(r) and np.isfinite(t)): raise _bad(path, lineno, "rating or timestamp is not finite")
+            users.append(u - 1); items.append(i - 1); vals.append(r); times.append(t)
+    return (np.asarray(users, dtype=np.intp), np.asarray(items, dtype=np.intp), np.asarray(vals, dtype=float),
+            np.asarray(times, dtype=float))
+
+# %% ../nbs/06_datasets.ipynb #ml100k04
+def _check_movielens(path, header):
+    "The arrays of a MovieLens 100K file, with the counts of the GroupLens release checked (ValueError naming the file otherwise)."
+    u, i, r, t = read_ratings(path, header)
+    n, nu, ni = MOVIELENS_SIZE
+    got = (len(r), int(u.max()) + 1 if len(u) else 0, int(i.max()) + 1 if len(i) else 0)
+    if got != MOVIELENS_SIZE:
+        raise ValueError(f"{path}: {got[0]} ratings, {got[1]} users, {got[2]} items; MovieLens 100K has {n}, {nu}, {ni}")
+    if not set(np.unique(r).tolist()) <= {1.0, 2.0, 3.0, 4.0, 5.0}: raise ValueError(f"{path}: ratings outside 1..5")
+    return u, i, r, t
+
+def _fetch_movielens(dest_name: str) -> Path:
+    "Download GroupLens's ml-100k.zip into the cache and keep its `ml-100k/u.data` as `dest_name` (checked before it is kept)."
+    cdir = cache_dir(); cdir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".ml-100k.", dir=cdir); os.close(fd); tmp = Path(tmp)
+    out = tmp.with_name(tmp.name + ".data")
+    try:
+        _download(MOVIELENS_URL, tmp)
+        with zipfile.ZipFile(tmp) as z, z.open("ml-100k/u.data") as src, open(out, "wb") as dst: shutil.copyfileobj(src, dst)
+        _check_movielens(out, header=False)
+        final = cdir / dest_name; out.replace(final)
+        return final
+    finally:
+        for f in (tmp, out):
+            if f.exists(): f.unlink()
+
+def load_movielens_100k(data_dir=None, download: bool = True) -> Ratings:
+    """MovieLens 100K (GroupLens): 100,000 ratings 1-5 by 943 users of 1,682 items, as `Ratings` (0-based indices).
+    Searched as RecBole's `ml-100k.inter` or GroupLens's `u.data` in `data_dirs(data_dir)`, else downloaded (`MOVIELENS_URL`)."""
+    dirs = data_dirs(data_dir)
+    found = next(((d / name, header) for d in dirs for name, header in MOVIELENS_FILES if (d / name).is_file()), None)
+    if found is None:
+        why = "downloading was switched off (download=False)"
+        if download:
+            try: found = (_fetch_movielens("ml-100k-u.data"), False)
+            except Exception as e: why = f"download from {MOVIELENS_URL} failed: {type(e).__name__}: {e}"
+        if found is None:
+            searched = "\n".join(f"  - {d}" for d in dirs)
+            raise DataNotFoundError(f"MovieLens 100K not found: none of {[n for n, _ in MOVIELENS_FILES]} in\n{searched}\n{why}.\n"
+                                    f"To provide it: pass data_dir= a folder holding one of these files (in CI: ../shared/data), "
+                                    f"set {ENV_VAR}, or unzip u.data from {MOVIELENS_URL} into that folder.")
+    path, header = found
+    u, i, r, t = _check_movielens(path, header)
+    src = "RecBole copy (ml-100k.inter)" if header else "GroupLens original (u.data)"
+    return Ratings(u, i, r, t, MOVIELENS_SIZE[1], MOVIELENS_SIZE[2], name="movielens-100k", files=(path,),
+                   source=f"MovieLens 100K (GroupLens; Harper & Konstan 2015), {src}: {path}")
+
+# %% ../nbs/06_datasets.ipynb #ml100k05
+def rating_folds(n: int, n_folds: int = 5, seed: int = 0) -> np.ndarray:
+    "Fold label (0..n_folds−1) of each of n ratings: a seeded permutation dealt round-robin, so fold sizes differ by at most one."
+    if isinstance(n, bool) or int(n) != n or n < 1: raise ValueError(f"n must be a positive integer, got {n!r}")
+    if isinstance(n_folds, bool) or int(n_folds) != n_folds or not 2 <= n_folds <= n:
+        raise ValueError(f"n_folds must be an integer in 2..n, got {n_folds!r}")
+    folds = np.empty(int(n), dtype=np.intp)
+    folds[np.random.default_rng(seed).permutation(int(n))] = np.arange(int(n)) % int(n_folds)
+    return folds
+
+def fold_split(folds, k: int):
+    "(train, test) index arrays (sorted) with fold k as the test set."
+    folds = np.asarray(folds)
+    if not 0 <= k <= folds.max(): raise ValueError(f"fold k={k} outside 0..{folds.max()}")
+    return np.flatnonzero(folds != k), np.flatnonzero(folds == k)
 
 # %% ../nbs/06_datasets.ipynb #0f5d0fe6
 class _SquaredExponential:
