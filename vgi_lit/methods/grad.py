@@ -6,6 +6,7 @@
 from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
+from scipy.linalg import solve_triangular
 from ..covariance import DenseCov
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
@@ -14,14 +15,16 @@ from .fixed_point import start_scale
 
 
 # %% auto #0
-__all__ = ['L_MIN', 'gap_bound', 'whitened', 'fit_grad']
+__all__ = ['L_MIN', 'gap_bound', 'whitened', 'recentred', 'fit_grad']
 
 # %% ../../nbs/methods/10_grad.ipynb #42424b7c
 def _objective(model, x, d, tri):
     "Negative VLB and its gradient in the packed (m, tril L) coordinates (shared `vlb`, `grad_m`, `grad_L`)."
     m = x[:d]; L = np.zeros((d, d)); L[tri] = x[d:]
-    cov = DenseCov(L); t = site_terms(model, m, cov)
-    g = np.concatenate([grad_m(model, m, t), grad_L(model, L, t)[tri]])
+    cov = DenseCov(L)
+    with np.errstate(over="ignore", invalid="ignore"):          # overflow at a probed point is a non-finite value L-BFGS-B backs off from
+        t = site_terms(model, m, cov)
+        g = np.concatenate([grad_m(model, m, t), grad_L(model, L, t)[tri]])
     return -vlb(model, m, cov, t), -g
 
 def gap_bound(model, grad) -> float | None:
@@ -48,6 +51,18 @@ def whitened(model):
 
 def _half_dense(P):
     return P.L if P.kind == 'dense' else np.diag(np.sqrt(P.diag()))
+
+# %% ../../nbs/methods/10_grad.ipynb #rcntr1im
+def recentred(model, m_c, L_c):
+    """The same model in coordinates u with w = m_c + L_c u (L_c lower triangular, positive diagonal): sites
+    a + H m_c + (H L_c) u, prior N(L_c⁻¹(μ − m_c), (L_c⁻¹L_Σ)(L_c⁻¹L_Σ)ᵀ). The VLB of q(u) = N(m_u, L_u L_uᵀ) is that of
+    q(w) = N(m_c + L_c m_u, (L_c L_u)(L_c L_u)ᵀ). A ValueError when the new prior is not numerically positive definite."""
+    from vgi_lit.models import LGM, PriorCov
+    P = model.prior
+    M = solve_triangular(L_c, _half_dense(P), lower=True, check_finite=False)     # L_c⁻¹ L_Σ, (d, d)
+    mu_u = solve_triangular(L_c, model.mu - m_c, lower=True, check_finite=False)
+    prior = PriorCov(M @ M.T, model.d, name="prior covariance in the coordinates of the current q")
+    return LGM(model.y, model.likelihood, mu_u, prior, model.site_mean(m_c), model.c, model.Hmul(L_c))
 
 # %% ../../nbs/methods/10_grad.ipynb #grdsplt1
 def _projected(x, g, d, diag):
@@ -107,29 +122,42 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
 
 # %% ../../nbs/methods/10_grad.ipynb #grdsplt3
 def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol):
-    "GRAD in the model's own coordinates from a validated start (m, V or None)."
+    """GRAD in the model's own coordinates from a validated start (m, V or None); a restart continues in the
+    coordinates of the current q (`recentred`), and the result is mapped back to the model's coordinates."""
     d = model.d; tri = np.tril_indices(d); diag = tri[0] == tri[1]
     s = start_scale(model, 1.0) if V is None else 1.0                 # < 1 only for large rows under e^(m + v/2) likelihoods
     L0 = np.sqrt(s) * np.eye(d) if V is None else np.linalg.cholesky(V)
-    x0 = np.concatenate([m, L0[tri]])
+    x0 = np.concatenate([m, L0[tri]]); unit = np.concatenate([np.zeros(d), np.eye(d)[tri]])   # N(0, I) in packed form
     bounds = [(None, None)] * d + [(L_MIN, None) if on else (None, None) for on in diag]
     hist = History(callback=callback, max_seconds=max_seconds); last, halt = {}, {}
+    frame = dict(model=model, m=np.zeros(d), L=np.eye(d))           # w = frame m + frame L u; u are the optimised coordinates
     def fun(x):
         if not np.array_equal(x, last.get('x')):
-            f, g = _objective(model, x, d, tri); last.update(x=x.copy(), f=f, g=g)
+            f, g = _objective(frame['model'], x, d, tri); last.update(x=x.copy(), f=f, g=g)
         return last['f'], last['g']
     def cb(intermediate_result):
         x = intermediate_result.x; f, g = fun(x)
         hist.record(vlb=-f, grad_norm=_inf(_projected(x, g, d, diag)), step="grad")
         if hist.stop_requested: halt['stop'] = Stop.CALLBACK; raise StopIteration
         if hist.out_of_time(): halt['stop'] = Stop.MAX_SECONDS; raise StopIteration
-    f, g = fun(x0)
+    def to_model(x):                                                 # (m, L) of q in the model's coordinates
+        L = np.zeros((d, d)); L[tri] = x[d:]
+        return frame['m'] + frame['L'] @ x[:d], frame['L'] @ L
+    f, g = fun(x0); shrunk = 1.0
+    for _ in range(40):                                              # a V0 whose site variances overflow E: shrink it, as FPi does
+        if np.isfinite(f) and np.all(np.isfinite(g)): break
+        shrunk *= 1e-2; x0 = np.concatenate([m, np.sqrt(shrunk) * L0[tri]]); f, g = fun(x0)
+    if not (np.isfinite(f) and np.all(np.isfinite(g))):
+        raise ValueError(f"the VLB or its gradient is not finite at the start m0 even with V0 scaled by {shrunk:g}: the expected "
+                         f"log-likelihood of the {type(model.likelihood).__name__} likelihood overflows at the site means of m0; give a smaller m0")
+    ev_v = Event(EventKind.START, ("V0 = I" if s == 1.0 else f"V0 = {s:.3g} I: I scaled so that no start site variance "
+                                   "exceeds the prior's or the likelihood's bound (as for FPi)") if V is None else "V0 given")
     hist.record(vlb=-f, grad_norm=_inf(_projected(x0, g, d, diag)), step="start",
-                events=[Event(EventKind.START, "m0 = μ" if np.array_equal(m, model.mu) else "m0 given", None),
-                        Event(EventKind.START, ("V0 = I" if s == 1.0 else f"V0 = {s:.3g} I: I scaled so that no start site variance "
-                                               "exceeds the prior's or the likelihood's bound (as for FPi)") if V is None else "V0 given")])
+                events=[Event(EventKind.START, "m0 = μ" if np.array_equal(m, model.mu) else "m0 given", None), ev_v]
+                + ([Event(EventKind.START, f"V0 scaled by {shrunk:g}: at the given V0 the VLB or its gradient was not finite (overflow)")]
+                   if shrunk != 1.0 else []))
     x, nit, nfev, stop, bound, message = x0, 0, 0, None, None, f"max_iter={max_iter}: the start is returned"
-    gn = _inf(_projected(x0, g, d, diag))
+    gn, fresh = _inf(_projected(x0, g, d, diag)), False
     for attempt in range(restarts + 1):
         if nit >= max_iter: stop = Stop.MAX_ITER; break
         res = minimize(fun, x, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
@@ -137,18 +165,29 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
         nit, nfev, x, message = nit + res.nit, nfev + res.nfev, res.x, str(res.message)
         f, g = fun(x); gp = _projected(x, g, d, diag); gn = _inf(gp)
         hist[-1].events.append(Event(EventKind.SOLVER, message))
-        bound = gap_bound(model, gp)
+        bound = gap_bound(frame['model'], gp)
         if 'stop' in halt: stop = halt['stop']; break
         if not np.isfinite(f): stop = Stop.NOT_FINITE; break
         if gn <= tol: stop = Stop.GRAD_TOL; break
         if nit >= max_iter or res.status == 1: stop = Stop.MAX_ITER; break
         if bound is not None and bound <= rtol * abs(f): stop = Stop.REL_TOL; break
-        if res.nit == 0 or attempt == restarts: stop = Stop.STALLED; break
-        hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared", attempt + 1))
-    L = np.zeros((d, d)); L[tri] = x[d:]
+        if (res.nit == 0 and fresh) or attempt == restarts: stop = Stop.STALLED; break
+        m_c, L_c = to_model(x)
+        try: new = recentred(model, m_c, L_c)
+        except ValueError as e:
+            fresh = res.nit == 0
+            if fresh: stop = Stop.STALLED; break
+            hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared "
+                                         f"(the current q gives no coordinates: {e})", attempt + 1))
+            continue
+        frame.update(model=new, m=m_c, L=L_c); last.clear(); x, fresh = unit.copy(), True
+        hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; restarted in the "
+                                     "coordinates of the current q (w = m + L u, u ~ N(0, I)), memory cleared", attempt + 1))
+    m_out, L = to_model(x)
     n_low = int(np.sum(np.diag(L) <= 10 * L_MIN))
     if n_low: hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"diagonal entries of L at the bound {L_MIN:g}: V is near singular", n_low))
     cov = DenseCov(L)
     if stop is Stop.REL_TOL: message = f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {message}"
-    return VGPosterior(model, x[:d], cov, "grad", vlb(model, x[:d], cov), stop, hist, message=message,
-                       n_iter=nit, grad_norm=gn, gap_bound=bound, n_fev=nfev, whiten=False)
+    return VGPosterior(model, m_out, cov, "grad", vlb(model, m_out, cov), stop, hist, message=message,
+                       n_iter=nit, grad_norm=gn, gap_bound=bound, n_fev=nfev, whiten=False,
+                       n_recentred=hist.count(EventKind.RESTART))
