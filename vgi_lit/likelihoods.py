@@ -6,7 +6,7 @@
 from __future__ import annotations
 import numpy as np
 from numpy.polynomial.legendre import leggauss
-from scipy.special import log_ndtr, ndtr, gammaln, logsumexp, erfcx, expit
+from scipy.special import log_ndtr, ndtr, gammaln, logsumexp, erfcx, expit, digamma
 from .quadrature import gh_nodes
 
 # %% auto #0
@@ -581,3 +581,118 @@ class Ordinal(Likelihood):
         rng = np.random.default_rng(rng); f = np.asarray(f, float)
         cum = _sigmoid(self.cutpoints - f[..., None])                  # P(y ≤ k | f)
         return (rng.uniform(size=f.shape)[..., None] > cum).sum(-1).astype(float)
+
+# %% ../nbs/01_likelihoods.ipynb #lpar0c01
+def _lik_params(self) -> np.ndarray:
+    "The parameters θ in their unconstrained space (float64, in the order of `param_names`; empty if none)."
+    return np.asarray(self._get_params(), dtype=float).copy()
+
+def _lik_with_params(self, theta):
+    "The same likelihood at unconstrained parameters `theta` (P,); a non-finite entry, or one outside float64 after exp, is refused."
+    t = np.asarray(theta, dtype=float); names = self.param_names
+    if t.shape != (len(names),):
+        raise ValueError(f"{type(self).__name__}: expected {len(names)} parameters {names}, got shape {t.shape}")
+    for name, ti, lg in zip(names, t, self.param_is_log):
+        with np.errstate(over="ignore", under="ignore"): ok = np.isfinite(ti) and (not lg or 0.0 < np.exp(ti) < np.inf)
+        if not ok: raise ValueError(f"{type(self).__name__} {name}: parameter {float(ti)} must be finite" + (" with exp() a positive finite float64" if lg else ""))
+    if not names: return self
+    return self._from_params(t)
+
+def _lik_expected_dparams(self, y, m, v, method=None, n_gh=None):
+    """∂E/∂θ (P, *shape): `E[∂θ log p(y|f)]` over N(f | m, v) at fixed (m, v), by the closed form where the class has
+    one (method 'auto'), else by the quadrature rule of `expected_log_lik`."""
+    y, m, v = self._prep(y, m, v); shape = m.shape; P = len(self.param_names)
+    y, m, v = y.ravel(), m.ravel(), v.ravel()
+    if P == 0: return np.zeros((0,) + shape)
+    if (method or self.method) == 'auto' and self._dparams_closed is not None:
+        out = self._dparams_closed(y, m, v)
+    else:
+        out = np.empty((P, m.shape[0]))
+        for idx, f, W in self.rule_groups(y, m, v, method, n_gh):
+            D = self.dlogp_dparams((y if idx is None else y[idx])[:, None], f)          # (P, k, K)
+            out[:, slice(None) if idx is None else idx] = np.einsum('pij,ij->pi', D, W)
+    return out.reshape((P,) + shape)
+
+Likelihood.params = property(_lik_params)
+Likelihood.param_names = property(lambda self: list(self._names()))
+Likelihood.param_is_log = property(lambda self: list(self._is_log()))
+Likelihood.with_params = _lik_with_params
+Likelihood.expected_dparams = _lik_expected_dparams
+Likelihood._get_params = lambda self: np.zeros(0)
+Likelihood._names = lambda self: ()
+Likelihood._is_log = lambda self: ()
+Likelihood._dparams_closed = None
+def _no_dparams(self, y, f):
+    "∂θ log p(y|f) (P, *shape): none for a likelihood without parameters."
+    return np.zeros((0,) + np.broadcast(np.asarray(y), np.asarray(f)).shape)
+Likelihood.dlogp_dparams = _no_dparams
+
+# %% ../nbs/01_likelihoods.ipynb #lpar0c02
+def _kw(lik):
+    "The quadrature options of `lik`, for a new instance of the same class."
+    return dict(method=lik.method, n_gh=lik.n_gh)
+
+Gaussian._names = lambda self: ("variance",)
+Gaussian._is_log = lambda self: (True,)
+Gaussian._get_params = lambda self: [np.log(self.variance)]
+Gaussian._from_params = lambda self, t: Gaussian(float(np.exp(t[0])), **_kw(self))
+def _gaussian_dlogp(self, y, f):
+    r = np.asarray(y, float) - f
+    return (-0.5 + 0.5 * r * r / self.variance)[None]
+def _gaussian_dparams(self, y, m, v):
+    return (-0.5 + 0.5 * ((y - m)**2 + v) / self.variance)[None]
+Gaussian.dlogp_dparams, Gaussian._dparams_closed = _gaussian_dlogp, _gaussian_dparams
+
+Laplace._names = lambda self: ("scale",)
+Laplace._is_log = lambda self: (True,)
+Laplace._get_params = lambda self: [np.log(self.scale)]
+Laplace._from_params = lambda self, t: Laplace(float(np.exp(t[0])), **_kw(self))
+def _laplace_dlogp(self, y, f):
+    return (np.abs(np.asarray(y, float) - f) / self.scale - 1.0)[None]
+def _laplace_dparams(self, y, m, v):
+    E = self._ell_closed(y, m, v)[0]                  # E = −E|r|/b − log 2b
+    return (-(E + np.log(2 * self.scale)) - 1.0)[None]
+Laplace.dlogp_dparams, Laplace._dparams_closed = _laplace_dlogp, _laplace_dparams
+
+StudentT._names = lambda self: ("scale2", "df")
+StudentT._is_log = lambda self: (True, True)
+StudentT._get_params = lambda self: [np.log(self.scale2), np.log(self.df)]
+StudentT._from_params = lambda self, t: StudentT(df=float(np.exp(t[1])), scale2=float(np.exp(t[0])), **_kw(self))
+def _student_dlogp(self, y, f):
+    r = np.asarray(y, float) - f; nu = self.df; a = nu * self.scale2; r2 = r * r
+    u = r2 / (a + r2)                                                    # r²/(a + r²) ∈ [0, 1)
+    d_s = -0.5 + 0.5 * (nu + 1) * u
+    c_nu = nu * (0.5 * digamma(0.5 * (nu + 1)) - 0.5 * digamma(0.5 * nu) - 0.5 / nu)
+    d_nu = c_nu - 0.5 * nu * np.log1p(r2 / a) + 0.5 * (nu + 1) * u
+    return np.stack([d_s, d_nu])
+StudentT.dlogp_dparams = _student_dlogp
+
+def _ordinal_names(self):
+    return ("cutpoints[0]",) + tuple(f"log_gap[{j}]" for j in range(1, self.K - 1))
+Ordinal._names = _ordinal_names
+Ordinal._is_log = lambda self: (False,) + (True,) * (self.K - 2)
+Ordinal._get_params = lambda self: np.concatenate([self.cutpoints[:1], np.log(np.diff(self.cutpoints))])
+def _ordinal_from(self, t):
+    c = t[0] + np.concatenate([[0.0], np.cumsum(np.exp(t[1:]))])
+    if not np.all(np.isfinite(c)) or np.any(np.diff(c) <= 0):
+        raise ValueError(f"Ordinal: parameters {t.tolist()} give cut points that are not finite and strictly increasing in float64")
+    return Ordinal(c, **_kw(self))
+Ordinal._from_params = _ordinal_from
+def _ordinal_jacobian(self):
+    "J (K + 1, P): row k + 1 holds ∂c_k/∂θ for k = −1..K−1 (zero rows for the infinite ends c_{−1}, c_{K−1})."
+    P = self.K - 1; J = np.zeros((self.K + 1, P)); gaps = np.diff(self.cutpoints)
+    for j in range(P):
+        J[j + 1, 0] = 1.0; J[j + 1, 1:j + 1] = gaps[:j]                 # e^{θ_l} = c_l − c_{l−1}
+    return J
+def _ordinal_dlogp(self, y, f):
+    a, b = self._ab(y); k = np.asarray(y).astype(int)
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    with np.errstate(invalid='ignore', divide='ignore', over='ignore'):
+        g = np.where(fa & fb, 1.0 / np.expm1(np.where(fa & fb, b - a, 1.0)), 0.0)     # 1/expm1(b − a), inner classes
+        db = np.where(fb, _sigmoid(np.where(fb, f - b, 0.0)) + g, 0.0)                 # ∂ℓ/∂c_k
+        da = np.where(fa, -_sigmoid(np.where(fa, a - f, 0.0)) - g, 0.0)                # ∂ℓ/∂c_{k−1}
+    J = _ordinal_jacobian(self)
+    db, da = np.broadcast_arrays(db, da)
+    kk = np.broadcast_to(k, db.shape)
+    return np.moveaxis(db[..., None] * J[kk + 1] + da[..., None] * J[kk], -1, 0)
+Ordinal.dlogp_dparams = _ordinal_dlogp

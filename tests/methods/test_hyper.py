@@ -5,9 +5,9 @@ import pytest
 import vgi_lit
 from vgi_lit.models import GLM, GP, SparseGP
 from vgi_lit.kernels import RBF
-from vgi_lit.likelihoods import Logistic, Gaussian
+from vgi_lit.likelihoods import Logistic, Gaussian, StudentT, Ordinal, Laplace
 from vgi_lit.inference import Stop, EventKind
-from vgi_lit.methods.hyper import learn, HyperFit
+from vgi_lit.methods.hyper import learn, HyperFit, joint_lbfgs
 
 
 def _glm(seed=0, n=120, d=4):
@@ -30,7 +30,7 @@ def test_gp_regression_learns_the_marginal_likelihood_optimum():
     from scipy.optimize import minimize
     rng = np.random.default_rng(1); X = rng.uniform(-3, 3, (40, 1)); y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=40)
     model = GP(X, y, Gaussian(0.04), RBF(1.0, 1.0))
-    hf = vgi_lit.fit(model, learn=True)
+    hf = vgi_lit.fit(model, learn=True, fixed={"likelihood.variance"})
     def neg_lml(t):
         K = RBF(np.exp(t[0]), np.exp(t[1])).K(X) + 0.04 * np.eye(40)
         L = np.linalg.cholesky(K); a = np.linalg.solve(L, y)
@@ -61,5 +61,63 @@ def test_refusals():
     rng = np.random.default_rng(0); X = rng.normal(size=(20, 2)); y = np.sign(X[:, 0])
     with pytest.raises(ValueError, match="full prior covariance"):
         learn(GLM(X, y, Logistic(), prior_cov=np.eye(2) + 0.1))
-    with pytest.raises(TypeError, match="SparseGP"):
-        learn(SparseGP(X, y, Logistic(), RBF(), X[:5]))
+    with pytest.raises(ValueError, match="unknown parameter 'kernel.period'.*kernel.lengthscale"):
+        learn(GP(X, y, Logistic(), RBF()), fixed={"kernel.period"})
+    with pytest.raises(ValueError, match="restarts"):
+        learn(GLM(X, y, Logistic()), restarts=-1)
+    with pytest.raises(TypeError, match="LGM"):
+        learn(vgi_lit.models.LGM(y, Logistic(), 0.0, vgi_lit.models.PriorCov(1.0, 20), 0.0, 0.0, None))
+
+
+def test_gp_regression_learns_the_noise_variance_too():
+    "Kernel and noise together: the optimum of the log marginal likelihood in three parameters."
+    from scipy.optimize import minimize
+    rng = np.random.default_rng(1); X = rng.uniform(-3, 3, (40, 1)); y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=40)
+    hf = learn(GP(X, y, Gaussian(0.1), RBF(1.0, 1.0)))
+    def neg_lml(t):
+        K = RBF(np.exp(t[0]), np.exp(t[1])).K(X) + np.exp(t[2]) * np.eye(40)
+        L = np.linalg.cholesky(K); a = np.linalg.solve(L, y)
+        return 0.5 * a @ a + np.sum(np.log(np.diag(L))) + 20 * np.log(2 * np.pi)
+    ref = minimize(neg_lml, [0.0, 0.0, np.log(0.1)], method="Nelder-Mead", options=dict(xatol=1e-10, fatol=1e-12, maxiter=8000))
+    assert hf.converged and set(hf.theta) == {"kernel.variance", "kernel.lengthscale", "likelihood.variance"}
+    assert abs(hf.vlb + ref.fun) <= 1e-7 * abs(ref.fun)
+    assert np.allclose([hf.theta[k] for k in ("kernel.variance", "kernel.lengthscale", "likelihood.variance")], np.exp(ref.x), rtol=1e-3)
+
+
+def test_fixed_parameters_stay_and_prefixes_fix_entries():
+    rng = np.random.default_rng(4); X = rng.normal(size=(30, 2)); y = X[:, 0] + 0.3 * rng.normal(size=30)
+    model = GP(X, y, StudentT(4.0, 0.2), RBF(1.0, [1.0, 2.0]))
+    hf = learn(model, fixed={"kernel.lengthscale", "likelihood.df"}, max_iter=30)
+    assert hf.theta["kernel.lengthscale[0]"] == 1.0 and hf.theta["kernel.lengthscale[1]"] == 2.0 and hf.theta["likelihood.df"] == 4.0
+    assert hf.theta["kernel.variance"] != 1.0 and hf.theta["likelihood.scale2"] != 0.2
+    assert set(hf.fixed) == {"kernel.lengthscale[0]", "kernel.lengthscale[1]", "likelihood.df"}
+    all_fixed = learn(model, fixed={"kernel", "likelihood"})
+    assert all_fixed.theta == learn(model, fixed={"kernel", "likelihood"}).theta and all_fixed.converged
+
+
+def test_ordinal_cut_points_and_laplace_scale_are_learned():
+    rng = np.random.default_rng(5); X = rng.normal(size=(150, 2)); f = X @ [1.5, -1.0]
+    y = Ordinal([-1.0, 0.0, 1.5]).sample(f, rng)
+    hf = learn(GLM(X, y, Ordinal([-0.5, 0.2, 0.6]), prior_cov=1.0))
+    c = [hf.theta[f"likelihood.cutpoints[{j}]"] for j in range(3)]
+    assert hf.converged and np.all(np.diff(c) > 0) and hf.model.likelihood.cutpoints.tolist() == c
+    yl = f + rng.laplace(0, 0.5, 150)
+    hl = learn(GLM(X, yl, Laplace(2.0), prior_cov=1.0))
+    assert hl.converged and 0.3 < hl.theta["likelihood.scale"] < 0.8
+
+
+def test_sparse_gp_learns_and_matches_the_joint_optimisation():
+    rng = np.random.default_rng(6); X = rng.normal(size=(50, 2)); y = np.where(X[:, 0] - X[:, 1] + 0.4 * rng.normal(size=50) > 0, 1.0, -1.0)
+    model = SparseGP(X, y, Logistic(), RBF(1.0, 1.0), X[:6])
+    hf = vgi_lit.fit(model, learn=True, learn_mean=True)
+    jt = joint_lbfgs(model, learn_mean=True)
+    assert hf.converged and np.allclose(hf.model.Z, model.Z)
+    assert abs(jt["vlb"] - hf.vlb) <= 1e-6 * abs(hf.vlb)
+
+
+def test_restarts_keep_the_best_and_every_run():
+    model = _glm(3)
+    hf = learn(model, restarts=2, seed=1)
+    assert len(hf.runs) == 3 and hf.vlb == max(r.vlb for r in hf.runs)
+    assert hf.runs[0].history[0]["theta"].tolist() == [0.0]                  # the first run starts at the model's value
+    assert learn(model, restarts=2, seed=1).runs[1].history[0]["theta"].tolist() == hf.runs[1].history[0]["theta"].tolist()

@@ -5,16 +5,18 @@
 # %% ../../nbs/methods/15_hyper.ipynb #af6850f4
 from __future__ import annotations
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize
 from ..linalg import chol_solve
-from ..covariance import SiteCov
-from ..models import GLM, GP
+from ..covariance import SiteCov, DenseCov
+from ..models import GLM, GP, SparseGP
+from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit, register_learner
 
+
 # %% auto #0
-__all__ = ['prior_residual', 'dvlb_dprior', 'HyperFit', 'learn']
+__all__ = ['prior_residual', 'dvlb_dprior', 'dvlb_dsites', 'HyperFit', 'learn', 'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -49,57 +51,133 @@ def dvlb_dprior(model, m, cov, dSigma, dmu=None, W=None) -> np.ndarray:
     return g
 
 # %% ../../nbs/methods/15_hyper.ipynb #0317268b
+def _matches(name: str, key: str) -> bool:
+    "Whether the parameter `name` is named by `key`: the name itself, or a prefix ending before '[' or '.'."
+    return name == key or name.startswith(key + "[") or name.startswith(key + ".")
+
+def _kernel_blocks(kernel, X, Z, block: int = 256):
+    """(dk_diag (P, n), dK_xz (P, n, M), dK_zz (P, M, M)): derivatives in the kernel's log-parameters of
+    k(x_i, x_i), K(X, Z) and K(Z, Z), from `dK` of stacked blocks [X_b; Z] (b ≤ `block` rows at a time)."""
+    n, M, P = len(X), len(Z), kernel.n_params
+    dkd, dKxz = np.empty((P, n)), np.empty((P, n, M))
+    dKzz = kernel.dK(Z)
+    for s in range(0, n, block):
+        Xb = X[s:s + block]; b = len(Xb)
+        D = kernel.dK(np.vstack([Xb, Z]))
+        dkd[:, s:s + b] = np.diagonal(D[:, :b, :b], axis1=1, axis2=2); dKxz[:, s:s + b] = D[:, :b, b:]
+    return dkd, dKxz, dKzz
+
+def dvlb_dsites(model, m, Vd, dE_dm, dE_dv, dkdiag, dKxz, dKzz, dmean=False):
+    """∂/∂θ of Σ_i E_i through the sparse-GP site map at fixed q = N(m, V) (V dense, `Vd`): with K̃ = K_zz + jI,
+    H = K_xz K̃⁻¹ and u = m − mean·1, ∂H = (∂K_xz − H∂K̃)K̃⁻¹, ∂m_i = ∂h_iᵀu, ∂c_i = ∂k_ii − 2∂k_ziᵀh_i + h_iᵀ∂K̃h_i and
+    ∂v_i = ∂c_i + 2∂h_iᵀVh_i; returns Σ_i (∂E_i/∂m_i ∂m_i + ∂E_i/∂v_i ∂v_i) per parameter (P,), and with `dmean`
+    the derivative in the constant mean (through a = mean(1 − H1)) appended."""
+    H, P = model.H, model.prior
+    u = np.asarray(m, float) - model.mean
+    HV = H @ Vd
+    g = np.empty(len(dKxz) + bool(dmean))
+    for p in range(len(dKxz)):
+        HdK = H @ dKzz[p]                                                       # (n, M) H ∂K̃
+        dH = P.solve((dKxz[p] - HdK).T).T                                       # (∂K_xz − H∂K̃) K̃⁻¹
+        dms = dH @ u
+        dc = dkdiag[p] - 2.0 * np.sum(dKxz[p] * H, 1) + np.sum(HdK * H, 1)
+        dv = dc + 2.0 * np.sum(dH * HV, 1)
+        g[p] = dE_dm @ dms + dE_dv @ dv
+    if dmean: g[-1] = dE_dm @ (1.0 - H.sum(1))
+    return g
+
 class _Hyper:
-    "The learnable parameters of a model: names, start, a model at given values, dΣ/dθ and dμ/dθ."
-    def __init__(self, model, learn_mean: bool):
+    """The learnable parameters of a model: every name, its start, which are free (not `fixed`), which live in log
+    space; a model at given free values; the exact partial derivative of the VLB in the free parameters at any q."""
+    def __init__(self, model, learn_mean: bool = False, fixed=None):
         self.model, self.learn_mean = model, bool(learn_mean)
-        if isinstance(model, GP):
-            K = model.kernel.K(model.X)
+        lik = model.likelihood
+        if isinstance(model, (GP, SparseGP)):
+            K = model.kernel.K(model.Z if isinstance(model, SparseGP) else model.X)
             self.rel_jitter = model.prior.jitter / float(np.mean(np.diag(K))) if len(K) else 0.0
-            self.names = [f"kernel.{n}" for n in model.kernel.param_names]
-            self.theta0 = np.asarray(model.kernel.params, dtype=float)
-            self.n_log = len(self.theta0)
+            names = [f"kernel.{n}" for n in model.kernel.param_names]
+            vals = list(np.asarray(model.kernel.params, dtype=float)); logs = [True] * len(names)
         elif isinstance(model, GLM):
             P = model.prior
             if P.kind == 'dense': raise ValueError("learn: a GLM with a full prior covariance has no variance parameter to learn (give a scalar or a diagonal)")
-            self.names = ["prior_var"] if P.kind == 'scalar' else [f"prior_var[{j}]" for j in range(model.d)]
-            self.theta0 = np.log(np.atleast_1d(P.diag()[:1] if P.kind == 'scalar' else P.diag()))
-            self.n_log = len(self.theta0)
+            names = ["prior_var"] if P.kind == 'scalar' else [f"prior_var[{j}]" for j in range(model.d)]
+            vals = list(np.log(np.atleast_1d(P.diag()[:1] if P.kind == 'scalar' else P.diag()))); logs = [True] * len(names)
             if self.learn_mean and not np.allclose(model.mu, model.mu[0]):
                 raise ValueError("learn: learn_mean needs a scalar prior mean (all entries equal)")
         else:
-            raise TypeError(f"learn: hyperparameters of a {type(model).__name__} are not supported yet (GP and GLM are)")
+            raise TypeError(f"learn: hyperparameters of a {type(model).__name__} are not supported (GLM, GP and SparseGP are)")
+        self.n_prior = len(names)
+        lnames = getattr(lik, "param_names", [])
+        names += [f"likelihood.{n}" for n in lnames]; vals += list(lik.params if lnames else []); logs += list(lik.param_is_log if lnames else [])
+        self.n_lik = len(lnames)
         if self.learn_mean:
-            self.names.append("mean"); self.theta0 = np.append(self.theta0, float(model.mu[0]) if model.d else 0.0)
+            names.append("mean"); vals.append(float(model.mu[0]) if model.d else 0.0); logs.append(False)
+        self.names, self.theta_all, self.is_log = names, np.asarray(vals, dtype=float), np.asarray(logs, dtype=bool)
+        fixed = [fixed] if isinstance(fixed, str) else list(fixed or [])
+        for key in fixed:
+            if not isinstance(key, str): raise TypeError(f"learn: fixed must be a set of parameter names (strings), got {key!r}")
+            if not any(_matches(n, key) for n in names):
+                raise ValueError(f"learn: fixed names an unknown parameter {key!r}; this model's parameters are {names}")
+        self.free = np.array([i for i, n in enumerate(names) if not any(_matches(n, k) for k in fixed)], dtype=int)
+        self.fixed = tuple(n for i, n in enumerate(names) if i not in set(self.free.tolist()))
+        self.free_names = [names[i] for i in self.free]
+        self.theta0 = self.theta_all[self.free].copy()
+
+    def full(self, theta):
+        "Every parameter's value, with the free ones at `theta`."
+        t = self.theta_all.copy(); t[self.free] = np.asarray(theta, dtype=float); return t
 
     def build(self, theta):
-        "The model at θ (log-parameters, then the mean if learned)."
-        M, t = self.model, np.asarray(theta, dtype=float)
+        "The model at the free values θ (the others as in the model given)."
+        M, t = self.model, self.full(theta)
+        k, l = self.n_prior, self.n_prior + self.n_lik
+        lik = M.likelihood.with_params(t[k:l]) if self.n_lik else M.likelihood
         mean = t[-1] if self.learn_mean else None
+        if isinstance(M, SparseGP):
+            return SparseGP(M.X, M.y, lik, M.kernel.with_params(t[:k]), M.Z, mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
         if isinstance(M, GP):
-            return GP(M.X, M.y, M.likelihood, M.kernel.with_params(t[:self.n_log]),
-                      mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
-        var = np.exp(t[:self.n_log]); var = float(var[0]) if M.prior.kind == 'scalar' else var
-        return GLM(M.X, M.y, M.likelihood, prior_mean=M.mu if mean is None else mean, prior_cov=var)
+            return GP(M.X, M.y, lik, M.kernel.with_params(t[:k]), mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
+        var = np.exp(t[:k]); var = float(var[0]) if M.prior.kind == 'scalar' else var
+        return GLM(M.X, M.y, lik, prior_mean=M.mu if mean is None else mean, prior_cov=var)
 
-    def derivatives(self, model):
-        "(dΣ/dθ (p, d, d), dμ/dθ (p, d)) at `model`."
-        d, p = model.d, len(self.names)
-        dS, dm = np.zeros((p, d, d)), np.zeros((p, d))
-        if isinstance(model, GP):
-            dK = model.kernel.dK(model.X)
-            dS[:self.n_log] = dK + self.rel_jitter * np.mean(np.diagonal(dK, axis1=1, axis2=2), 1)[:, None, None] * np.eye(d)
+    def _with_jitter(self, dK):
+        "∂(K + jI) for the relative jitter j = ε·mean(diag K)."
+        d = dK.shape[-1]
+        return dK + self.rel_jitter * np.mean(np.diagonal(dK, axis1=1, axis2=2), 1)[:, None, None] * np.eye(d)
+
+    def grad(self, model, m, cov, terms=None):
+        """∂VLB/∂θ (free parameters) at fixed q = N(m, V), `model` = `build(θ)`: the prior's part by `dvlb_dprior`,
+        the likelihood's as Σ_i ∂E_i/∂θ, the sparse-GP site map's by `dvlb_dsites`."""
+        k, l, p = self.n_prior, self.n_prior + self.n_lik, len(self.names)
+        need = set(self.free.tolist())
+        g = np.zeros(p)
+        terms = site_terms(model, m, cov) if terms is None else terms
+        dmu = np.zeros((p, model.d))
+        if self.learn_mean: dmu[-1] = 1.0
+        dS = np.zeros((p, model.d, model.d))
+        if isinstance(model, SparseGP):
+            if need & set(range(k)):
+                dkd, dKxz, dKzz = _kernel_blocks(model.kernel, model.X, model.Z)
+                dKzz = self._with_jitter(dKzz); dS[:k] = dKzz
+                g[:k] += dvlb_dsites(model, m, cov.dense(), terms.dE_dm, terms.dE_dv, dkd, dKxz, dKzz)
+            if self.learn_mean and (p - 1) in need: g[-1] += terms.dE_dm @ (1.0 - model.H.sum(1))
+        elif isinstance(model, GP):
+            if need & set(range(k)): dS[:k] = self._with_jitter(model.kernel.dK(model.X))
         else:
             var = model.prior.diag()
-            if model.prior.kind == 'scalar': dS[0] = var[0] * np.eye(d)
-            else: dS[np.arange(d), np.arange(d), np.arange(d)] = var
-        if self.learn_mean: dm[-1] = 1.0
-        return dS, dm
+            if model.prior.kind == 'scalar': dS[0] = var[0] * np.eye(model.d)
+            else: dS[np.arange(model.d), np.arange(model.d), np.arange(model.d)] = var
+        if need & (set(range(k)) | ({p - 1} if self.learn_mean else set())):
+            g += dvlb_dprior(model, m, cov, dS, dmu)
+        if self.n_lik and need & set(range(k, l)):
+            g[k:l] = np.sum(model.likelihood.expected_dparams(model.y, terms.m_site, terms.v_site), axis=1)
+        return g[self.free]
 
 # %% ../../nbs/methods/15_hyper.ipynb #4bfdb4a4
 @dataclass
 class HyperFit:
-    "The result of `learn`: the model at the learned hyperparameters, its posterior, the values by name, the outer trace."
+    """The result of `learn`: the model at the learned hyperparameters, its posterior, the values by name (natural
+    scale: variances, lengthscales, scales, cut points), the outer trace; `runs` holds every run when restarted."""
     model: object
     posterior: VGPosterior
     theta: dict
@@ -107,26 +185,29 @@ class HyperFit:
     stop: Stop
     message: str = ""
     n_inner: int = 0
+    fixed: tuple = ()
+    runs: list = field(default_factory=list)
     @property
     def vlb(self): return self.posterior.vlb
     @property
     def converged(self): return self.stop in (Stop.GRAD_TOL, Stop.REL_TOL) and self.posterior.converged
 
-def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-5, max_iter: int = 200,
-          max_seconds: float | None = None, callback=None, bound: float = 12.0, inner: dict | None = None) -> HyperFit:
-    """Hyperparameters by maximising the optimal VLB (L-BFGS-B on log-parameters, envelope gradients).
+def _values(hp, model):
+    "Every parameter of `model` by name, on its natural scale."
+    t = _Hyper(model, hp.learn_mean).theta_all
+    out = {}
+    for i, n in enumerate(hp.names):
+        if n.startswith("likelihood.cutpoints") or n.startswith("likelihood.log_gap"): continue
+        out[n] = float(np.exp(t[i])) if hp.is_log[i] else float(t[i])
+    if hasattr(model.likelihood, "cutpoints") and hp.n_lik:
+        for j, c in enumerate(model.likelihood.cutpoints): out[f"likelihood.cutpoints[{j}]"] = float(c)
+    return out
 
-    method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
-        options (default tight: tol=1e-9 for fpi/fpb, 1e-8 otherwise), warm-started at the previous optimum.
-    learn_mean: also learn the GP's constant mean or the GLM's scalar prior mean.
-    tol: stop (`Stop.GRAD_TOL`) when the ∞-norm of the outer gradient (on the box) is ≤ tol.
-    max_iter, max_seconds, callback: the outer budget and `callback(record)` (True stops).
-    bound: log-parameters are kept in [−bound, bound]; a parameter that ends there gets a BOUND_ACTIVE event."""
-    check_budget(tol, max_iter, max_seconds)
-    hp = _Hyper(model, learn_mean)
-    inner = dict(inner or ({"tol": 1e-9, "tol_rel": 0.0} if method in ("fpi", "fpb") else {"tol": 1e-8}))
+def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner):
+    "One outer L-BFGS-B run from the free values `theta0`."
     hist = History(callback=callback, max_seconds=max_seconds)
     state = dict(post=None, model=None, n_inner=0, key=None, stop=None)
+    lo = np.where(hp.is_log[hp.free], -bound, -np.inf); hi = -lo
     def evaluate(theta):
         key = theta.tobytes()
         if state['key'] == key: return state['f'], state['g']
@@ -134,37 +215,104 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         if state['post'] is not None and method in ("fpi", "fpb", "grad"):
             warm = dict(m0=state['post'].m, V0=state['post'].cov.dense())
         post = _fit(m_new, method, **warm, **inner)
-        dS, dm = hp.derivatives(m_new)
-        g = dvlb_dprior(m_new, post.m, post.cov, dS, dm)
+        g = hp.grad(m_new, post.m, post.cov)
         state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
-        rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, bound)))), step="outer",
+        rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
                           theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value)
         if not post.converged: rec.events.append(Event(EventKind.SOLVER, f"inner {method} stopped: {post.stop.value}"))
         if hist.stop_requested: state['stop'] = Stop.CALLBACK; raise StopIteration
         if hist.out_of_time(): state['stop'] = Stop.MAX_SECONDS; raise StopIteration
         return state['f'], state['g']
-    bounds = [(-bound, bound)] * hp.n_log + [(None, None)] * (len(hp.names) - hp.n_log)
-    theta0 = np.clip(hp.theta0, -bound, bound) if hp.n_log else hp.theta0
+    theta0 = np.clip(theta0, lo, hi)
     try:
-        res = minimize(evaluate, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
-                       options=dict(maxiter=int(max_iter), gtol=tol, ftol=0.0, maxcor=20))
-        theta, message = res.x, str(res.message)
-        evaluate(theta)
-        gn = hist[-1].grad_norm
-        stop = Stop.GRAD_TOL if gn <= tol else (Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED)
+        if len(theta0) == 0:
+            evaluate(theta0); theta, message, stop = theta0, "no free parameters", Stop.GRAD_TOL
+        else:
+            res = minimize(evaluate, theta0, jac=True, method="L-BFGS-B", bounds=list(zip(np.where(np.isfinite(lo), lo, None), np.where(np.isfinite(hi), hi, None))),
+                           options=dict(maxiter=int(max_iter), gtol=tol, ftol=0.0, maxcor=20))
+            theta, message = res.x, str(res.message)
+            evaluate(theta)
+            gn = hist[-1].grad_norm
+            stop = Stop.GRAD_TOL if gn <= tol else (Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED)
     except StopIteration:
         theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
-    at_bound = [n for n, t in zip(hp.names[:hp.n_log], theta[:hp.n_log]) if abs(abs(t) - bound) < 1e-9]
-    if at_bound: hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"at the edge of [-{bound:g}, {bound:g}] in log space: {', '.join(at_bound)}", len(at_bound)))
+    at_bound = [n for n, t, a in zip(hp.free_names, theta, lo) if np.isfinite(a) and abs(abs(t) - bound) < 1e-9]
+    if at_bound:
+        vals = ", ".join(f"{n} = {np.exp(t):.3g}" for n, t, a in zip(hp.free_names, theta, lo) if n in at_bound)
+        hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"at the edge of [-{bound:g}, {bound:g}] in log space: {vals}", len(at_bound)))
     hist.stop = stop
-    values = {n: (float(np.exp(t)) if i < hp.n_log else float(t)) for i, (n, t) in enumerate(zip(hp.names, theta))}
-    return HyperFit(state['model'], state['post'], values, hist, stop, message, state['n_inner'])
+    return HyperFit(state['model'], state['post'], _values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed)
 
-def _box(theta, g, bound):
-    "The gradient with components that push out of the box [−bound, bound] set to zero (ascent direction g)."
+def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-5, max_iter: int = 200,
+          max_seconds: float | None = None, callback=None, bound: float = 12.0, inner: dict | None = None,
+          fixed=None, restarts: int = 0, seed=0) -> HyperFit:
+    """Hyperparameters by maximising the optimal VLB (L-BFGS-B on unconstrained parameters, envelope gradients).
+
+    Learned: the kernel's log-parameters (GP, SparseGP; inducing inputs stay fixed) or the GLM's log prior
+    variance (scalar or per feature), the likelihood's parameters (`likelihood.param_names`), and with
+    `learn_mean` the constant GP mean or the GLM's scalar prior mean.
+    method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
+        options (default tight: tol=1e-9 for fpi/fpb, 1e-8 otherwise), warm-started at the previous optimum.
+    fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
+        the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
+        parameter). An unknown name is a ValueError listing the model's parameters.
+    tol: stop (`Stop.GRAD_TOL`) when the ∞-norm of the outer gradient (on the box) is ≤ tol.
+    max_iter, max_seconds, callback: the outer budget (per run) and `callback(record)` (True stops).
+    bound: log-parameters are kept in [−bound, bound]; a parameter that ends there gets a BOUND_ACTIVE event
+        with its finite value.
+    restarts: further runs from the start perturbed by N(0, 1) in the unconstrained parameters (`seed`); the
+        result is the run with the best VLB, and `runs` holds every run (the first from the model's values)."""
+    check_budget(tol, max_iter, max_seconds)
+    if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
+        raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
+    hp = _Hyper(model, learn_mean, fixed)
+    inner = dict(inner or ({"tol": 1e-9, "tol_rel": 0.0} if method in ("fpi", "fpb") else {"tol": 1e-8}))
+    rng = np.random.default_rng(seed)
+    starts = [hp.theta0] + [hp.theta0 + rng.standard_normal(len(hp.theta0)) for _ in range(int(restarts))]
+    runs = [_learn_once(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner) for t0 in starts]
+    best = max(runs, key=lambda r: r.vlb if np.isfinite(r.vlb) else -np.inf)
+    if restarts: best.runs = runs
+    return best
+
+def _box(theta, g, lo, hi):
+    "The gradient with components that push out of the box [lo, hi] set to zero (ascent direction g)."
     g = np.array(g, dtype=float); t = np.asarray(theta)
-    n = min(len(g), len(t))
-    g[:n][(t[:n] >= bound) & (g[:n] > 0)] = 0.0; g[:n][(t[:n] <= -bound) & (g[:n] < 0)] = 0.0
+    g[(t >= hi) & (g > 0)] = 0.0; g[(t <= lo) & (g < 0)] = 0.0
     return g
 
 register_learner(learn)
+
+# %% ../../nbs/methods/15_hyper.ipynb #hjoint01
+def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0, tol: float = 1e-7,
+                max_iter: int = 50_000, max_seconds: float | None = None, m0=None, L0=None, maxcor: int = 30) -> dict:
+    """An independent route to the same optimum as `learn`: one L-BFGS-B over (θ, m, tril L), V = L Lᵀ, of the VLB
+    (GRAD's parametrisation, Sheth & Khardon 2016), with `vlb.grad_m`, `vlb.grad_L` and the exact partial
+    derivative in θ at the current q (`_Hyper.grad`). Starts at θ of the model, m0 (default μ) and L0 (default
+    √diag Σ · I). Returns dict(vlb, theta (natural scale, by name), model, m, L, nit, nfev, seconds, message)."""
+    hp = _Hyper(model, learn_mean, fixed); d = model.d; tri = np.tril_indices(d); k = len(hp.theta0)
+    diag = np.flatnonzero(tri[0] == tri[1])
+    lo = np.where(hp.is_log[hp.free], -bound, -np.inf)
+    t_start = time.perf_counter()
+    def unpack(x):
+        L = np.zeros((d, d)); L[tri] = x[k + d:]; return x[:k], x[k:k + d], L
+    def fun(x):
+        th, m, L = unpack(x)
+        mod = hp.build(th); cov = DenseCov(L); t = site_terms(mod, m, cov)
+        f = vlb(mod, m, cov, t)
+        if not np.isfinite(f): return np.inf, np.zeros_like(x)
+        g = np.concatenate([hp.grad(mod, m, cov, t), grad_m(mod, m, t), grad_L(mod, L, t)[tri]])
+        return -f, -g
+    m0 = np.array(model.mu, dtype=float) if m0 is None else np.asarray(m0, dtype=float)
+    L0 = np.diag(np.sqrt(model.prior.diag())) if L0 is None else np.asarray(L0, dtype=float)
+    x0 = np.concatenate([hp.theta0, m0, L0[tri]])
+    bnds = [(None if not np.isfinite(a) else a, None if not np.isfinite(a) else -a) for a in lo] + [(None, None)] * d \
+        + [(1e-12, None) if j in set(diag.tolist()) else (None, None) for j in range(len(tri[0]))]
+    opts = dict(maxiter=int(max_iter), gtol=tol, ftol=0.0, maxcor=maxcor)
+    cb = None
+    if max_seconds is not None:
+        def cb(intermediate_result):
+            if time.perf_counter() - t_start > max_seconds: raise StopIteration
+    res = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bnds, options=opts, callback=cb)
+    th, m, L = unpack(res.x); mod = hp.build(th)
+    return dict(vlb=vlb(mod, m, DenseCov(L)), theta=_values(hp, mod), model=mod, m=m, L=L, nit=int(res.nit), nfev=int(res.nfev),
+                seconds=time.perf_counter() - t_start, message=str(res.message))
