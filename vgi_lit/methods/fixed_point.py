@@ -93,6 +93,16 @@ def _exact_last(model, cov, gamma, hist):
     gV, _ = _grad_V_inf(model, cov, gamma)
     r['grad_V'], r['grad_V_exact'], r.grad_norm = gV, True, max(r['grad_m'], gV)
 
+def _decrement(model, cov, at, g, gamma) -> float:
+    """A scale-free optimality measure, 0 exactly at a stationary point: max(gᵀVg, max_i |λ_i − γ_i|·h_iᵀVh_i), the Newton
+    decrement in m and the relative error of each site precision (λ in site form; for another V the first term only).
+    The ∞-norms of the gradient are not scale-free: at a kernel variance of 10⁸ they fall below 10⁻⁵ while the VLB is
+    still 40 nats below its optimum (the site precisions are then of order 10⁻¹², their errors as small)."""
+    dec = float(g @ cov.matvec(g))
+    if isinstance(cov, _SITE_FORMS) and cov.lam.size:
+        dec = max(dec, float(np.max(np.abs(cov.lam - gamma) * (at.v_site - model.c))))
+    return dec
+
 # %% ../../nbs/methods/11_fixed_point.ipynb #3d7e092c
 def newton_mean_step(model, m, g, vlb0, cov_T, at: _AtCov, line_search: bool = True,
                      max_halvings: int = 40, c1: float = 1e-4, delta=None):
@@ -204,16 +214,16 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
         hist.append(Record(len(hist), hist[-1].time, g.vlb, hist[-1].grad_norm, "grad_polish", [], {}))
     return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
-def _signed_step(model, m, r, cov, state, rho: float, mean: bool = True, rho_min: float = 1e-10):
-    """One damped natural-gradient step with signed site precisions from (m, V) in site form (`site_step(signed=True)`):
-    λ' = (1−ρ)λ + ργ, m' = m + ρV'g (`mean`; else m' = m), ρ halved while Σ⁻¹ + Hᵀdiag(λ')H is not positive
+def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed: bool = True, rho_min: float = 1e-10):
+    """One damped natural-gradient step from (m, V) in site form (`site_step`): λ' = (1−ρ)λ + ργ (γ signed when
+    `signed`, else γ₊), m' = m + ρV'g (`mean`; else m' = m), ρ halved while Σ⁻¹ + Hᵀdiag(λ')H is not positive
     definite or the VLB falls by more than rounding (10⁻¹² relative). `r` = Σ⁻¹(m − μ) or None.
     Returns `(step, at, state, rho, events)` (events DAMPED with the halvings), or None when ρ fell below `rho_min`."""
     vlb, g, gamma = state
     not_pd = fell = 0
     g = g if mean else np.zeros_like(g)
     while rho >= rho_min:
-        try: st = site_step(model, m, cov.lam, g, gamma, rho=rho, signed=True)
+        try: st = site_step(model, m, cov.lam, g, gamma, rho=rho, signed=signed)
         except ValueError: not_pd += 1; rho *= 0.5; continue              # λ' outside the positive-definite set
         at = _AtCov(model, st.cov)
         new = _vlb_grad(model, st.m, at, None if r is None else r + st.r_delta)
@@ -267,7 +277,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         rec = _record(hist, vlb, g, gV, "fpi", events, grad_V_exact=exact)
         gn = rec.grad_norm
         if not (np.isfinite(vlb) and np.all(np.isfinite(gamma))): stop, msg = Stop.NOT_FINITE, "VLB or gamma is not finite (overflow)"; break
-        if gn <= tol: stop, msg = Stop.GRAD_TOL, f"gradient inf-norm {gn:.2e} <= tol={tol}"; break
+        if gn <= tol and (dec := _decrement(model, cov, at, g, gamma)) <= tol:   # and the scale-free measure
+            stop, msg = Stop.GRAD_TOL, f"gradient inf-norm {gn:.2e} <= tol={tol} (scale-free measure {dec:.1e})"; break
         fell.append(prev is not None and vlb < prev - 1e-10 * abs(prev))
         if best is None or vlb > best[0]: best = (vlb, m, cov, g, gamma, it)
         if prev is not None and abs(vlb - prev) <= tol_rel * abs(vlb) and not any(fell[-5:]) and full:
@@ -279,15 +290,17 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget max_seconds={max_seconds} spent"; break
         if it == max_iter: break
         events = []
-        if signed and isinstance(cov, _SITE_FORMS):                       # the damped signed step (after the first iteration)
-            res = _signed_step(model, m, r, cov, state, rho)
+        if line_search and isinstance(cov, _SITE_FORMS):                  # after the first iteration: the damped step
+            res = _damped_step(model, m, r, cov, state, rho, signed=signed)
             if res is None:
-                rec.events.append(Event(EventKind.STEP_REJECTED, "no damped signed step down to ρ = 1e-10 keeps V positive definite and the VLB"))
+                rec.events.append(Event(EventKind.STEP_REJECTED, "no damped step down to ρ = 1e-10 keeps V positive definite and the VLB"))
                 stop, msg = Stop.STALLED, "stalled: no damped natural-gradient step raises the VLB"; break
             st, at, state, rho_used, ev = res
+            if rho_used < rho: events.append(Event(EventKind.STEP_REJECTED, f"the step with ρ = {rho:g} failed: ρ = {rho_used:g} taken"))
+            if (gamma < 0).any() and not signed: events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int((gamma < 0).sum())))
             events += ev
             m, r, cov, prev = st.m, r + st.r_delta, st.cov, vlb
-            full, rho = rho_used == 1.0, min(1.0, 2.0 * rho_used)
+            full, rho = rho_used >= 0.125, (min(1.0, 2.0 * rho) if rho_used == rho else rho_used)   # grow after an undamped step
             continue
         neg = gamma < 0
         if neg.any():
@@ -302,7 +315,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         m_full, r_full = m + delta, r + r_delta
         state = _vlb_grad(model, m_full, at_T, r_full)                    # (m + δ, T(V)): the next start
         tau = 1.0
-        first = not isinstance(cov, SiteCov)                              # the start V: judge the mean step at the old V
+        first = not isinstance(cov, _SITE_FORMS)                          # the start V: judge the mean step at the old V
         joint_ok = not first and np.isfinite(state[0]) and state[0] >= vlb + 1e-4 * float(g @ delta)
         if line_search and not joint_ok:
             _, tau, _ = newton_mean_step(model, m, g, vlb, cov_T, at, delta=delta)   # Armijo at the old V
@@ -348,8 +361,9 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
     tol_rel: relative VLB change that ends an inner loop, and the run (`Stop.REL_TOL`) over an outer iteration.
     max_newton, max_fp: caps of the Newton loop on m and of the T loop on V per outer iteration.
-    clip, line_search, polish: as for `fpi`; with signed γ the T loop takes damped steps on λ alone (m fixed),
-        the Newton metric on m keeps γ₊."""
+    clip, line_search, polish: as for `fpi`; after the first T step the T loop takes the damped step on λ alone
+        (m fixed; ρ halved while V is not positive definite or the VLB falls), the Newton metric on m keeps γ₊;
+        `line_search=False` iterates the plain T (which can cycle, Sheth & Khardon 2016, Theorem 1)."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     for name, v in (("max_newton", max_newton), ("max_fp", max_fp)):
         if isinstance(v, bool) or int(v) != v or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -365,7 +379,8 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
         "(Stop, message) called for by the last record, or None."
         r = hist[-1]
         if not (np.isfinite(r.vlb) and np.all(np.isfinite(gamma))): return Stop.NOT_FINITE, "VLB or gamma is not finite (overflow)"
-        if r.grad_norm <= tol: return Stop.GRAD_TOL, f"gradient inf-norm {r.grad_norm:.2e} <= tol={tol}"
+        if r.grad_norm <= tol and (dec := _decrement(model, cov, at, g, gamma)) <= tol:   # and the scale-free measure
+            return Stop.GRAD_TOL, f"gradient inf-norm {r.grad_norm:.2e} <= tol={tol} (scale-free measure {dec:.1e})"
         if hist.stop_requested: return Stop.CALLBACK, "the callback asked to stop"
         if hist.out_of_time(): return Stop.MAX_SECONDS, f"time budget max_seconds={max_seconds} spent"
         return None
@@ -375,7 +390,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
         if stop: break
         # (i) Newton on m at fixed V
         for _ in range(int(max_newton)):
-            if float(np.max(np.abs(g))) <= tol: break
+            if float(np.max(np.abs(g))) <= tol and float(g @ cov.matvec(g)) <= tol: break
             neg = gamma < 0
             ev = [Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0 in the Hessian", count=int(neg.sum()))] if neg.any() else []
             try:
@@ -396,13 +411,14 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
         lams = []
         for _ in range(int(max_fp)):
             if stop: break
-            if signed and isinstance(cov, _SITE_FORMS):                   # damped signed step on λ at fixed m
-                res = _signed_step(model, m, None, cov, (vlb, g, gamma), rho, mean=False)
+            if line_search and isinstance(cov, _SITE_FORMS):              # damped step on λ at fixed m (after the first T)
+                res = _damped_step(model, m, None, cov, (vlb, g, gamma), rho, mean=False, signed=signed)
                 if res is None:
                     hist[-1].events.append(Event(EventKind.STEP_REJECTED, "no damped signed step keeps V positive definite and the VLB"))
                     stop = Stop.STALLED, "stalled: no damped natural-gradient step on the site precisions raises the VLB"; break
                 st, at_new, state, rho_used, ev = res
-                rho = min(1.0, 2.0 * rho_used)
+                if (gamma < 0).any() and not signed: ev.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int((gamma < 0).sum())))
+                rho = min(1.0, 2.0 * rho) if rho_used == rho else rho_used
                 cov, info = st.cov, dict(events=ev)
             else:
               try:
@@ -427,7 +443,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
             stop = check()
             if cyc or gV <= tol or abs(vlb - vlb_old) <= tol_rel * abs(vlb) or stop: break
         if stop: break
-        if prev_outer is not None and abs(vlb - prev_outer) <= tol_rel * abs(vlb) and rho == 1.0:
+        if prev_outer is not None and abs(vlb - prev_outer) <= tol_rel * abs(vlb) and rho >= 0.125:
             stop = Stop.REL_TOL, f"relative VLB change over an outer iteration <= tol_rel={tol_rel}"; break
         prev_outer = vlb
     stop, msg = stop or (Stop.MAX_ITER, f"reached max_iter={max_iter}")
