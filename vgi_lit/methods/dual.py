@@ -16,7 +16,7 @@ from .conjugates import conjugate_for, SiteConjugate
 
 
 # %% auto #0
-__all__ = ['NEWTON_MAX_N', 'DualState', 'dual_eval', 'primal_value', 'fit_dual']
+__all__ = ['NEWTON_MAX_N', 'NEWTON_AUTO_N', 'DualState', 'dual_eval', 'primal_value', 'fit_dual']
 
 # %% ../../nbs/methods/12a_dual.ipynb #4ba91a29
 class DualState:
@@ -71,10 +71,11 @@ def _newton_hessian(model, conj, st):
     return Hx
 
 NEWTON_MAX_N = 6000   # largest n for solver="newton" (an n x n Hessian and its Cholesky per iteration)
+NEWTON_AUTO_N = 1000  # solver="auto": Newton up to this n, L-BFGS-B above (17 Newton steps on a GLM with n = 1605, d = 123 cost more than L-BFGS-B)
 
 @register_method("dual")
 def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, max_seconds: float | None = None,
-             callback=None, solver: str = "lbfgsb", x0=None, conj: SiteConjugate | None = None, maxcor: int = 20,
+             callback=None, solver: str = "auto", x0=None, conj: SiteConjugate | None = None, maxcor: int = 20,
              record_gap: bool = True, scale: bool = True, rtol: float = 1e-10, exact: bool = True) -> VGPosterior:
     """Dual VI (Khan et al.): minimise D(x) (Khan et al. 2013, eq. 20) over the effective domain of the site conjugates
     and recover m*, V* by eqs. (17)-(18).
@@ -86,7 +87,8 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
         constraint residual, in the units of the site means and variances) is at most `tol`.
     max_iter: largest number of solver iterations (`Stop.MAX_ITER`). max_seconds: time budget
         (`Stop.MAX_SECONDS`). callback: `callback(record)` after every iteration; True stops (`Stop.CALLBACK`).
-    solver: "lbfgsb" (L-BFGS-B on the box of x, rescaled when `scale`) or "newton" (n × n Hessian, n ≤ NEWTON_MAX_N).
+    solver: "lbfgsb" (L-BFGS-B on the box of x, rescaled when `scale`), "newton" (projected Newton, an n × n Hessian,
+        n ≤ NEWTON_MAX_N) or "auto" (default: "newton" when n ≤ NEWTON_AUTO_N, else "lbfgsb"; the record of the start names it).
     x0: a dual start on the effective domain (instead of m0/V0). conj: the site conjugates (default
         `conjugate_for(model.likelihood, model.y)`). maxcor: L-BFGS-B memory.
     record_gap: record per iteration the primal value of the optimised objective and the duality gap.
@@ -105,7 +107,9 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
     `info["bound_value"]` (the bounded VLB at the returned q, which the dual optimum equals) and `vlb`
     the exact VLB of the returned q, which is below the exact VG optimum. `vlb` is always the shared
     `vgi_lit.vlb.vlb`."""
-    if solver not in ("lbfgsb", "newton"): raise ValueError(f"solver must be 'lbfgsb' or 'newton', got {solver!r}")
+    if solver not in ("auto", "lbfgsb", "newton"): raise ValueError(f"solver must be 'auto', 'lbfgsb' or 'newton', got {solver!r}")
+    chosen = solver == "auto"
+    if chosen: solver = "newton" if model.n <= NEWTON_AUTO_N else "lbfgsb"
     check_budget(tol, max_iter, max_seconds)
     if not (isinstance(rtol, (int, float)) and rtol >= 0): raise ValueError(f"rtol must be a number >= 0, got {rtol!r}")
     if solver == "newton" and model.n > NEWTON_MAX_N:
@@ -132,7 +136,8 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
         if hist.stop_requested: return Stop.CALLBACK
         if hist.out_of_time(): return Stop.MAX_SECONDS
         return None
-    st = evaluate(x); halt = record(st, [start_event])
+    st = evaluate(x)
+    halt = record(st, [start_event] + ([Event(EventKind.OPTION_ADJUSTED, f"solver=\"auto\": {solver} (n = {model.n}; Newton up to {NEWTON_AUTO_N})")] if chosen else []))
     if halt is not None: n_iter, message, stop = 0, "stopped before the first iteration", halt
     elif solver == "lbfgsb":
         lo, hi = conj.bounds()
@@ -188,20 +193,20 @@ def _proj_grad(x, g, conj):
     return g
 
 def _newton(model, conj, st, evaluate, record, tol, max_iter):
-    "Damped Newton on x with a fraction-to-the-boundary rule; returns (state, message, iterations, Stop)."
+    """Projected Newton on the box of x (Bertsekas 1982): variables at a bound whose gradient points out of the box
+    are held there, Newton on the others, the step projected back onto the box with Armijo backtracking along
+    the projection arc. Returns (state, message, iterations, Stop)."""
     lo, hi = conj.bounds()
     for it in range(1, max_iter + 1):
         if np.max(np.abs(_proj_grad(st.x, st.grad, conj))) <= tol: return st, "Newton: gradient below tol", it - 1, Stop.GRAD_TOL
-        Hx = _newton_hessian(model, conj, st)
+        held = ((st.x <= lo) & (st.grad > 0)) | ((st.x >= hi) & (st.grad < 0))      # active bounds
+        free = ~held; Hx = _newton_hessian(model, conj, st)[np.ix_(free, free)]
         Lh = cholesky(Hx, name="dual Hessian")
-        p = -cho_solve((Lh, True), st.grad)
-        # fraction to the boundary: at most 99% of the way to any finite bound
-        with np.errstate(divide='ignore', invalid='ignore'):
-            tmax = np.min(np.concatenate([np.where(p < 0, (lo - st.x) / p, np.inf), np.where(p > 0, (hi - st.x) / p, np.inf)]))
-        t = min(1.0, 0.99 * tmax); slope = float(st.grad @ p); events = []
+        p = np.zeros_like(st.x); p[free] = -cho_solve((Lh, True), st.grad[free])
+        t, events = 1.0, ([Event(EventKind.BOUND_ACTIVE, "dual variables held at a bound of their domain", int(held.sum()))] if held.any() else [])
         for halvings in range(60):
-            cand = evaluate(st.x + t * p)
-            if np.isfinite(cand.value) and cand.value <= st.value + 1e-4 * t * slope: break
+            xt = np.clip(st.x + t * p, lo, hi); cand = evaluate(xt)
+            if np.isfinite(cand.value) and cand.value <= st.value + 1e-4 * float(st.grad @ (xt - st.x)) and np.any(xt != st.x): break
             t *= 0.5
         else:
             return st, "Newton: line search failed (no decrease; at machine precision?)", it - 1, Stop.STALLED
