@@ -114,9 +114,12 @@ def main(argv=None):
     ap.add_argument("--what", choices=("cv", "traces", "both"), default="both")
     ap.add_argument("--folds", default=None, help="comma-separated fold numbers of the cross-validation (default all five; one in the small run)")
     ap.add_argument("--n-f", type=int, default=1, help="k2, the draws of f per draw of u in (52) (default 1; the paper uses 10)")
+    ap.add_argument("--subset", default=None, help="USERS,ITEMS: only the first USERS users and ITEMS films (default: all with --full, 150,250 without)")
+    ap.add_argument("--trace-sweeps", type=int, default=None, help="sweeps of each run of the traces (default 6 with --full, 2 without)")
     a = ap.parse_args(argv)
     ml = load_movielens_100k(data_dir=a.data_dir or shared_data_dir(), download=a.data_dir is None and shared_data_dir() is None)
-    if not a.full: ml = movielens_subset(ml, 150, 250)
+    if a.subset: ml = movielens_subset(ml, *(int(v) for v in a.subset.split(",")))
+    elif not a.full: ml = movielens_subset(ml, 150, 250)
     K = a.K or (10 if a.full else 4); sweeps = a.sweeps or (10 if a.full else 3)
     out = {}
     if a.what in ("cv", "both"):
@@ -126,7 +129,7 @@ def main(argv=None):
         print(json.dumps(out["summary"], indent=1), flush=True)
     if a.what in ("traces", "both"):
         runs = tuple((m, b) for m in METHODS for b in (None, 20))
-        out["traces"] = vlb_traces(ml, "ordinal", runs, K=K, max_iter=max(sweeps // 2, 2) if not a.full else 6, n_f=a.n_f,
+        out["traces"] = vlb_traces(ml, "ordinal", runs, K=K, max_iter=a.trace_sweeps or (6 if a.full else 2), n_f=a.n_f,
                                    vlb_samples=2)
     return out
 
