@@ -353,3 +353,19 @@ def test_laplace_expectations_accurate_on_grid_range(v):
         assert abs(E[0] - rE) <= 1e-8 * abs(rE)
         assert abs(dm[0] - rdm) <= 1e-8 * abs(rdm) + 1e-12
         assert abs(dv[0] - rdv) <= 1e-8 * abs(rdv) + 1e-300
+
+
+def test_prox_ordinal_sparse_gp_with_duplicated_inducing_inputs():
+    """Duplicated inducing inputs are accepted: K(Z, Z) is singular and the model's relative jitter (1e-8, reported as
+    model.prior.jitter) makes it positive definite. Proximal then converges to FPi's optimum like on distinct inputs."""
+    from vgi_lit import likelihoods as lik_, kernels as ker_
+    from vgi_lit.models import SparseGP as SGP
+    from vgi_lit.inference import fit as fit_
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((60, 3)); f = 2 * np.sin(2 * X[:, 0]) + X[:, 1]
+    y = np.digitize(f + 0.3 * rng.standard_normal(60), [-1.0, 0.0, 1.0]).astype(float)
+    model = SGP(X, y, lik_.Ordinal([-1.0, 0.0, 1.0]), ker_.RBF(1.0, 3.0), np.concatenate([X[:8], X[:8], X[3:6]]))
+    assert model.prior.jitter > 0
+    p, q = fit_(model, "prox", max_iter=2000), fit_(model, "fpi")
+    assert p.converged and q.converged, (p.stop, p.n_iter, q.stop)
+    assert abs(p.vlb - q.vlb) <= 1e-8 * abs(q.vlb), (p.vlb, q.vlb)
