@@ -71,6 +71,17 @@ def test_static_check_finds_broken_links_anchors_and_images(tmp_path):
         assert any(what in b for b in bad), (what, bad)
 
 
+def test_katex_version_check(tmp_path):
+    site, dist = tmp_path / "site", tmp_path / "katex" / "dist"
+    site.mkdir(); dist.mkdir(parents=True)
+    (dist.parent / "package.json").write_text('{"version": "0.16.47"}')
+    cdn = '<script src="https://cdn.jsdelivr.net/npm/katex@{}/dist/katex.min.js"></script>'
+    (site / "a.html").write_text(_page(cdn.format("0.16")))
+    assert check_site.katex_version_problems(site, dist) == []
+    (site / "b.html").write_text(_page(cdn.format("0.15.2")))
+    assert len(check_site.katex_version_problems(site, dist)) == 1
+
+
 def test_dom_check_finds_untypeset_math_katex_errors_raw_tex_and_missing_images():
     good = _page('<p>The bound <span class="math inline"><span class="katex">x</span></span> holds; '
                  'costs $5 or more.</p><pre>$a$ \\frac</pre><img src="http://127.0.0.1:1/fig.png">')
@@ -116,7 +127,7 @@ def test_site_builds_and_passes_the_browser_check(tmp_path):
         assert (repo / "README.md").read_bytes() == readme
         site = repo / "_docs"
     assert (site / "index.html").exists()
-    bad = check_site.static_problems(site, check_site.site_address(ROOT))
+    bad = check_site.static_problems(site, check_site.site_address(ROOT)) + check_site.katex_version_problems(site, katex)
     more, n = check_site.browser_problems(site, katex, chromium, workers=2)
     bad += more
     assert n >= 30, f"only {n} pages rendered"

@@ -64,6 +64,18 @@ def find_katex(explicit=None):
     return None
 
 
+def katex_version_problems(site, katex):
+    "The KaTeX release the pages load from the CDN must be the one the check uses (same major.minor)."
+    local = json.loads((Path(katex).parent / "package.json").read_text())["version"] if (Path(katex).parent / "package.json").exists() else None
+    wanted = set()
+    for page in pages(site):
+        wanted |= set(re.findall(r"https://cdn\.jsdelivr\.net/npm/katex@([^/\"']+)/dist/", (site / page).read_text(errors="replace")))
+    if local is None: return [f"cannot tell the version of the local KaTeX copy in {katex}"]
+    mm = ".".join(local.split(".")[:2])
+    return [f"pages load KaTeX {w} from the CDN but the check uses {local}" for w in sorted(wanted)
+            if w != "latest" and not (w == mm or w.startswith(mm + "."))]
+
+
 def find_chromium(explicit=None):
     for c in [explicit, os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"]:
         if c and shutil.which(c): return shutil.which(c)
@@ -262,7 +274,7 @@ def main(argv=None):
     katex, chromium = find_katex(a.katex), find_chromium(a.chromium)
     if katex is None: sys.exit("no local KaTeX copy: npm install katex@0.16 and pass --katex node_modules/katex/dist")
     if chromium is None: sys.exit("no Chromium found: install the chromium package or pass --chromium")
-    bad = static_problems(site, site_address(ROOT))
+    bad = static_problems(site, site_address(ROOT)) + katex_version_problems(site, katex)
     more, n = browser_problems(site, katex, chromium, a.workers, a.screenshots, a.shoot)
     bad += more
     for b in bad: print(b)
