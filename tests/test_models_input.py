@@ -264,3 +264,28 @@ def test_sparse_design_matrix_is_refused_by_name():
     X = sps.random(20, 5, density=0.3, format="csr", random_state=0)
     with pytest.raises(TypeError, match=r"X is a scipy.sparse matrix .*toarray"):
         GLM(X, np.ones(20), Logistic())
+
+
+class _Categorical:
+    "The part of a pandas Categorical a model sees: dtype 'category', its categories, and its values through __array__."
+    dtype = "category"
+    def __init__(self, values): self._v = np.asarray(values); self.categories = sorted(set(self._v.tolist()))
+    def __array__(self, dtype=None, copy=None): return self._v if dtype is None else self._v.astype(dtype)
+    def __len__(self): return len(self._v)
+
+
+@pytest.mark.parametrize("values", [np.where(Y2 > 0, "g", "b"), Y2.astype(int)])
+@pytest.mark.parametrize("kind", ["glm", "gp", "sgp"])
+def test_a_categorical_y_is_refused_by_name(kind, values):
+    "Numeric categories used to pass as their values (np.asarray), string ones as 'strings': both are named as a categorical."
+    make = {"glm": lambda y: GLM(X2, y, Logistic()), "gp": lambda y: GP(X2, y, Logistic(), RBF()),
+            "sgp": lambda y: SparseGP(X2, y, Logistic(), RBF(), X2[:3])}[kind]
+    with pytest.raises(ValueError, match="categorical with categories"):
+        make(_Categorical(values))
+
+
+def test_a_real_pandas_categorical_is_refused_by_name():
+    pd = pytest.importorskip("pandas")
+    for y in (pd.Categorical(np.where(Y2 > 0, "g", "b")), pd.Series(pd.Categorical(Y2.astype(int)))):
+        with pytest.raises(ValueError, match="categorical"):
+            GLM(X2, y, Logistic())

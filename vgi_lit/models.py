@@ -242,6 +242,10 @@ def _scalar_mean(mean):
 # %% ../nbs/03_models.ipynb #e3a5c300
 def _check_rows(X, y, name="X"):
     "(X as the model's read-only inputs, y as an array, X's column names or None); ValueError if they do not match."
+    if str(getattr(y, "dtype", "")) == "category":       # before np.asarray turns a pandas categorical into its category values
+        cats = list(getattr(getattr(y, "cat", y), "categories", []))
+        raise ValueError(f"y is a pandas categorical with categories {cats[:5]}; map the categories to numbers explicitly "
+                         f"(which category is which label is not for the library to guess)")
     X, names = _inputs(X, name); y = np.asarray(y)
     if y.ndim != 1: raise ValueError(f"y must be a 1-d array, got shape {y.shape}")
     if X.shape[0] != y.shape[0]: raise ValueError(f"{name} has {X.shape[0]} rows but y has {y.shape[0]} entries")
