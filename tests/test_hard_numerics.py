@@ -128,3 +128,52 @@ def test_numeric_codings_still_work():
         np.testing.assert_array_equal(lik.check_y(np.array([0.0, 1.0], dtype=object)), [-1, 1])
     np.testing.assert_array_equal(Ordinal([0.0, 1.0]).check_y([0, 2, 1]), [0, 2, 1])
     np.testing.assert_array_equal(Poisson().check_y(np.array([0, 3], dtype=np.uint16)), [0, 3])
+
+
+# --- quadrature at site variances up to 1e6 (hyperparameters at the edge make them that large) ------------------------
+
+def _quad_z(g, m, v, pts=(), w=1.0):
+    "Oracle: ∫ g(f) N(f|m, v) df as ∫ g(m + s z) φ(z) dz by scipy quad, split on a z grid and geometrically around each of `pts`."
+    from scipy.integrate import quad
+    s = np.sqrt(v)
+    cuts = {float(k) for k in (-45, -30, -20, -12, -8, -5, -3, -2, -1, 0, 1, 2, 3, 5, 8, 12, 20, 30, 45)}
+    for p in pts:
+        for k in (0, 1, 4, 16, 64, 256):
+            cuts |= {z for z in ((p - m) / s - k * w / s, (p - m) / s + k * w / s) if abs(z) < 45}
+    cuts = sorted(cuts)
+    dens = lambda z: g(m + s * z) * np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sum(quad(dens, a, b, epsabs=0, epsrel=1e-13, limit=400)[0] for a, b in zip(cuts[:-1], cuts[1:]))
+
+WIDE = [("logistic", Logistic(), 1.0, (0.0,)), ("probit", Probit(), -1.0, (0.0,)), ("student-t", StudentT(4.0, 0.3), 2.5, (2.5,)),
+        ("laplace", Laplace(0.7), 2.5, (2.5,)), ("ordinal", Ordinal([-1.0, 0.5, 2.0]), 1.0, (-1.0, 0.5, 2.0)), ("gaussian", Gaussian(0.5), 0.3, ())]
+
+
+def _wide_errors(lik, y, m, v, pts):
+    "Error / tolerance (1e-8 relative, 1e-12 absolute floor on E|g|) of E, ∂E/∂m, ∂E/∂v and ∂E/∂θ against `_quad_z`."
+    yy, mm, vv = np.array([y]), np.array([m]), np.array([v])
+    est = [e.item() for e in lik.expected_log_lik(yy, mm, vv)] + list(lik.expected_dparams(yy, mm, vv)[:, 0])
+    gs = [lambda f: lik.derivs(y, f)[0], lambda f: lik.derivs(y, f)[1],
+          (lambda f: lik.logp(y, f) * ((f - m) ** 2 / v - 1) / (2 * v)) if isinstance(lik, Laplace) else (lambda f: 0.5 * lik.derivs(y, f)[2])]
+    gs += [lambda f, k=k: lik.dlogp_dparams(y, np.asarray(f))[k] for k in range(len(lik.param_names))]
+    out = []
+    for e, g in zip(est, gs):
+        ref, scale = _quad_z(g, m, v, pts, lik.width), _quad_z(lambda f: abs(g(f)), m, v, pts, lik.width)
+        out.append(abs(e - ref) / (1e-8 * abs(ref) + 1e-12 * max(1.0, scale)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name,lik,y,pts", WIDE, ids=[w[0] for w in WIDE])
+def test_expectations_accurate_at_huge_site_variance(name, lik, y, pts):
+    "E, its derivatives in (m, v) and in the likelihood's parameters, at v = 1e6, within 1e-8 relative of adaptive quadrature."
+    assert np.max(_wide_errors(lik, y, 0.3, 1e6, pts)) <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,lik,y,pts", WIDE, ids=[w[0] for w in WIDE])
+def test_expectations_accurate_over_site_variances_1e_minus6_to_1e6(name, lik, y, pts):
+    worst = max(np.max(_wide_errors(lik, y0, m, v, pts if name not in ("student-t", "laplace") else (y0,)))
+                for y0 in ((y, -y) if name in ("logistic", "probit") else (y, 0.0) if name != "ordinal" else (0.0, 1.0, 3.0))
+                for m in (-7.0, 0.3, 4.0) for v in (1e-6, 1e-3, 1.0, 1e2, 1e4, 1e6))
+    assert worst <= 1.0

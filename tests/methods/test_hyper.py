@@ -121,3 +121,13 @@ def test_restarts_keep_the_best_and_every_run():
     assert len(hf.runs) == 3 and hf.vlb == max(r.vlb for r in hf.runs)
     assert hf.runs[0].history[0]["theta"].tolist() == [0.0]                  # the first run starts at the model's value
     assert learn(model, restarts=2, seed=1).runs[1].history[0]["theta"].tolist() == hf.runs[1].history[0]["theta"].tolist()
+
+
+def test_irrelevant_input_lengthscale_runs_to_the_edge_with_an_event():
+    "ARD: the lengthscale of an input the labels ignore grows until the VLB is flat; finite value, BOUND_ACTIVE event."
+    rng = np.random.default_rng(0); X = rng.normal(size=(25, 2)); y = np.where(np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=25) > 0, 1.0, -1.0)
+    hf = learn(GP(X, y, Logistic(), RBF(1.0, [1.0, 1.0])))
+    ev = [e for r in hf.history for e in r.events if e.kind is EventKind.BOUND_ACTIVE]
+    assert np.isfinite(hf.vlb) and all(np.isfinite(v) for v in hf.theta.values())
+    assert hf.theta["kernel.lengthscale[1]"] > 1e3 and hf.theta["kernel.lengthscale[0]"] < 10
+    assert len(ev) == 1 and "kernel.lengthscale[1]" in ev[0].detail

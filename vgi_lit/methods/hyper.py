@@ -236,6 +236,8 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             stop = Stop.GRAD_TOL if gn <= tol else (Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED)
     except StopIteration:
         theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
+    if stop not in (Stop.CALLBACK, Stop.MAX_SECONDS) and len(theta):
+        _runaway(hp, theta0, theta, -state['g'], state['post'], hist, method, inner, bound)
     at_bound = [n for n, t, a in zip(hp.free_names, theta, lo) if np.isfinite(a) and abs(abs(t) - bound) < 1e-9]
     if at_bound:
         vals = ", ".join(f"{n} = {np.exp(t):.3g}" for n, t, a in zip(hp.free_names, theta, lo) if n in at_bound)
@@ -273,6 +275,21 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     best = max(runs, key=lambda r: r.vlb if np.isfinite(r.vlb) else -np.inf)
     if restarts: best.runs = runs
     return best
+
+def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: float = 100.0):
+    """A BOUND_ACTIVE event for each log-parameter inside the box that ran away: moved by more than `factor` from
+    its start, its gradient still pointing the way it moved, and the optimal VLB not lower 10 times further out
+    (one warm-started inner solve per candidate). Such a parameter is at the edge of a flat VLB (an irrelevant
+    input's lengthscale, a variance on separable data); its finite value is reported, not moved."""
+    free_log = hp.is_log[hp.free]
+    moved = theta - theta0
+    for j in np.flatnonzero(free_log & (np.abs(moved) > np.log(factor)) & (np.sign(g) == np.sign(moved)) & (np.abs(theta) < bound - 1e-9)):
+        probe = theta.copy(); probe[j] = np.clip(theta[j] + np.sign(moved[j]) * np.log(10.0), -bound, bound)
+        far = _fit(hp.build(probe), method, **(dict(m0=post.m, V0=post.cov.dense()) if method in ("fpi", "fpb", "grad") else {}), **inner)
+        if np.isfinite(far.vlb) and far.vlb >= post.vlb - 1e-9 * max(1.0, abs(post.vlb)):
+            hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{hp.free_names[j]} runs to the edge: it moved from {np.exp(theta0[j]):.3g} to "
+                                         f"{np.exp(theta[j]):.3g} and the optimal VLB is not lower at {np.exp(probe[j]):.3g} "
+                                         f"({far.vlb - post.vlb:+.2e}); the finite value is reported", 1))
 
 def _box(theta, g, lo, hi):
     "The gradient with components that push out of the box [lo, hi] set to zero (ascent direction g)."
