@@ -94,11 +94,13 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
         L = L_Σ L_u (default: True when Σ is a full matrix: GP, sparse GP, GLM with a full prior).
     maxcor: L-BFGS-B memory. ftol: L-BFGS-B's own relative-reduction test (0: only when no decrease).
     restarts: when L-BFGS-B can no longer decrease the objective with the gradient above `tol`, it is
-        restarted with a cleared memory at most this many times (`EventKind.RESTART`).
+        restarted at most this many times (`EventKind.RESTART`), with a cleared memory, in the coordinates of the
+        current q (`recentred`: w = m + L u, the current q is u ~ N(0, I)); `info["n_recentred"]` counts them.
     rtol: for log-concave likelihoods, a run that L-BFGS-B cannot continue is converged
         (`Stop.REL_TOL`) when the certified bound ½λ_max(Σ)‖∇‖²₂ on VLB* − VLB is at most
         rtol·|VLB|; otherwise it stops as `Stop.STALLED` once the restarts are spent.
 
+    A V0 at which the VLB or its gradient overflows is multiplied by 1e-2 until they are finite (`EventKind.START`).
     The result's `vlb` is the shared `vgi_lit.vlb.vlb` at the returned (m, L); `info` has `grad_norm`,
     `gap_bound` (None when the likelihood is not log-concave), `n_fev` and `whiten`."""
     check_budget(tol, max_iter, max_seconds)
