@@ -108,11 +108,13 @@ def gauss_update(model, st, method, H, dE_dm, gamma, rho, scale, opt_m=None, opt
             L_new[np.diag_indices_from(L_new)] = np.where(bad, 0.5 * np.diag(L), dg)
             events.append(Event(EventKind.PROJECTED, "diagonal of L halved instead of crossing 0", int(bad.sum())))
         return SVIState(m + _mean_step(model, opt_m, g_m, whiten), DenseCov(L_new)), events, float(np.linalg.norm(g_m))
-    # natural step on Λ (Sheth & Khardon 2016b, eq. 24) and, except for H-MC-SSVI, on the mean (eq. 25): the site update's mini-batch form
-    step = precision_step(model, st.cov, m, H, dE_dm, gamma, rho, scale, mean=None if method == "h-mc-ssvi" else "natural")
+    # natural step on Λ (Sheth & Khardon 2016b, eq. 24) and, except for H-MC-SSVI with an ADAGRAD mean, on the mean (eq. 25):
+    # the site update's mini-batch form; H-MC-SSVI's mean whitened by q (whiten='q') is the step m + ρV'ĝ, the same update
+    adagrad_mean = method == "h-mc-ssvi" and whiten != "q"
+    step = precision_step(model, st.cov, m, H, dE_dm, gamma, rho, scale, mean=None if adagrad_mean else "natural")
     if step.n_clipped:
         events.append(Event(EventKind.CLIPPED_GAMMA, "Σ⁻¹ + Λ' was indefinite: step redone with negative γ set to 0", step.n_clipped))
-    if method == "h-mc-ssvi":                                          # standard mean step (63)
+    if adagrad_mean:                                                   # standard mean step (63), ADAGRAD
         return SVIState(m + _mean_step(model, opt_m, g_m, whiten), step.cov), events, float(np.linalg.norm(g_m))
     return SVIState(step.m, step.cov), events, float(np.linalg.norm(g_m))
 
@@ -158,7 +160,9 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
       noise in γ̂ leaves GP classification 2-5e-3 relative below the optimum, with 100 about 3e-4, at a similar
       cost because the d × d factorisation dominates a step); default 'gh' for svi, 'mc' for the others.
     - `seed`: mini-batch order and Monte Carlo draws.
-    - `whiten`: standard-gradient steps in ṽ = L_Σ⁻¹(m − μ), L̃ = L_Σ⁻¹L; default True for a dense prior Σ.
+    - `whiten`: coordinates of the standard-gradient steps: True or 'prior' (ṽ = L_Σ⁻¹(m − μ), L̃ = L_Σ⁻¹L), False (m, L as
+      they are), or, for h-mc-ssvi only, 'q' (the mean whitened by q's own covariance: a plain gradient step of size ρ_t
+      there, m + ρ_t V'ĝ). Default 'q' for h-mc-ssvi; for s-dsvi True on a dense prior Σ, else False.
     - `eval_every`: steps between full-data VLB evaluations (default one epoch)."""
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     check_budget(tol, 0 if max_iter is None else max_iter, max_seconds)
@@ -174,13 +178,16 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     if schedule is None: schedule = 0.5 if full else "1/t"
     step_size(1, schedule, tau, kappa)                                 # validates the schedule
     if max_epochs is None: max_epochs = (300 if method == "s-dsvi" else 200) if full else 20
-    if whiten is None: whiten = model.prior.kind == 'dense'
+    if whiten is None: whiten = "q" if method == "h-mc-ssvi" else model.prior.kind == 'dense'
+    if whiten == "prior": whiten = True
+    if not (whiten is True or whiten is False or (whiten == "q" and method == "h-mc-ssvi")):
+        raise ValueError(f"whiten must be True, False or 'prior'" + (" or 'q'" if method == "h-mc-ssvi" else "") + f" for {method}, got {whiten!r}")
     if lr is None: lr = 0.3 if method == "s-dsvi" else 1.0
     expect = expect or ("gh" if method == "svi" else "mc")
     if expect not in ("gh", "mc"): raise ValueError(f"expect must be 'gh' or 'mc', got {expect!r}")
     rng = np.random.default_rng(seed)
     st = init_state(model, method, m0, V0)
-    opt_m = Adagrad(lr) if method in ("h-mc-ssvi", "s-dsvi") else None
+    opt_m = Adagrad(lr) if (method == "s-dsvi" or (method == "h-mc-ssvi" and whiten != "q")) else None
     opt_L = Adagrad(lr) if method == "s-dsvi" else None
     per_epoch = int(np.ceil(n / batch_size))
     eval_every = per_epoch if eval_every is None else int(eval_every)
