@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 from scipy.linalg.lapack import dpotrf
 from .. import linalg
-from ..inference import fit
+from ..inference import fit, EventKind
 from ..covariance import SiteCov
 from ..experiments.fp_experiments import make_problem, time_to
 from ..methods.fixed_point import _initial_state, _AtCov, _vlb_grad
@@ -85,7 +85,8 @@ def bench_problem(name: str, data_dir=None, time_limit: float = 600.0, methods=(
     for meth, (r, nchol_total, at_record) in runs.items():
         t, k, rec = time_to(r.history, vlb_opt, 1e-6)
         nchol = np.nan if rec is None else (at_record[k] if k < len(at_record) else nchol_total)   # else: whole run (upper bound)
-        rows[meth] = dict(iterations=k, n_chol=nchol, seconds=t, final_gap=(vlb_opt - r.vlb) / abs(vlb_opt),
+        halvings = np.nan if rec is None else sum(e.count or 0 for rc in r.history[1:k + 1] for e in rc.events if e.kind is EventKind.DAMPED)
+        rows[meth] = dict(iterations=k, n_chol=nchol, halvings=halvings, seconds=t, final_gap=(vlb_opt - r.vlb) / abs(vlb_opt),
                           run_seconds=float(r.history.time[-1]), run_iterations=len(r.history) - 1,
                           chol_total=nchol_total)
     size = _system_size(model)
