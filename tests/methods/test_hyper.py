@@ -131,3 +131,45 @@ def test_irrelevant_input_lengthscale_runs_to_the_edge_with_an_event():
     assert np.isfinite(hf.vlb) and all(np.isfinite(v) for v in hf.theta.values())
     assert hf.theta["kernel.lengthscale[1]"] > 1e3 and hf.theta["kernel.lengthscale[0]"] < 10
     assert len(ev) == 1 and "kernel.lengthscale[1]" in ev[0].detail
+
+
+# --- accuracy: learn against an independent joint L-BFGS over (θ, m, L) on the papers' data ---------------------------
+
+def _problem(name, n):
+    "A GP (or the a1a GLM) on the first n training rows of a data set: the model and the `learn` options."
+    from vgi_lit import datasets
+    from vgi_lit.likelihoods import Poisson
+    D = datasets.shared_data_dir()
+    if name in ("ionosphere", "sonar"):
+        ds = getattr(datasets, f"load_{name}")(data_dir=D); X = datasets.zscore(ds.X).X[:n]
+        return GP(X, ds.y[:n], Logistic(), RBF(1.0, np.sqrt(X.shape[1]))), {}
+    if name == "housing-poisson":                                             # simulated counts on the housing inputs
+        c = datasets.simulated_counts_on(datasets.zscore(datasets.load_housing(data_dir=D).X).X, seed=0, inputs="housing")
+        return GP(c.X[:n], c.y[:n], Poisson(), RBF(1.0, np.sqrt(13))), {}
+    if name == "housing-t":
+        ds = datasets.load_housing(data_dir=D); y = ds.y[:n]
+        return GP(datasets.zscore(ds.X).X[:n], (y - y.mean()) / y.std(), StudentT(4.0, 0.1), RBF(1.0, np.sqrt(13))), {}
+    ds = datasets.load_a1a(data_dir=D)                                        # a1a: the GLM prior variance δ
+    return GLM(ds.X[:n], ds.y[:n], Logistic(), prior_cov=1.0), {}
+
+
+def _learn_matches_joint(name, n, **joint_opts):
+    model, kw = _problem(name, n)
+    hf = learn(model, **kw)
+    p0 = vgi_lit.fit(model, "fpi")                                            # the joint run starts at q*(θ0), not at learn's result
+    jt = joint_lbfgs(model, m0=p0.m, L0=np.linalg.cholesky(p0.cov.dense()), **kw, **joint_opts)
+    assert hf.converged, (name, hf.stop)
+    assert abs(jt["vlb"] - hf.vlb) <= 1e-6 * abs(hf.vlb), (name, hf.vlb, jt["vlb"], jt["message"])
+    return hf, jt
+
+
+@pytest.mark.parametrize("name", ["ionosphere", "sonar", "housing-t"])
+def test_learned_vlb_matches_the_joint_optimisation(name):
+    _learn_matches_joint(name, 30)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,n", [("ionosphere", 100), ("sonar", 100), ("housing-poisson", 100), ("housing-t", 100), ("a1a", 10_000),
+                                    ("ionosphere", 10_000), ("sonar", 10_000)])
+def test_learned_vlb_matches_the_joint_optimisation_full(name, n):
+    _learn_matches_joint(name, n, max_iter=100_000)
