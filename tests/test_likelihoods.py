@@ -339,3 +339,38 @@ def test_poisson_exposure_for_new_sites():
     np.testing.assert_allclose(per_site.log_pred_density(y, m, v, exposure=u), ref, rtol=1e-8)
     scalar = Poisson(exposure=3.0)
     np.testing.assert_allclose(scalar.predict_y(m, v), 3.0 * np.exp(m + v / 2))
+
+
+# --- parameters: params / with_params / expected_dparams --------------------------------------------------------------
+
+PARAM_CASES = [(Gaussian(0.6), ["variance"], np.array([0.3, -2.0, 4.0])), (Laplace(0.7), ["scale"], np.array([0.3, -2.0, 4.0])),
+               (StudentT(4.0, 0.5), ["scale2", "df"], np.array([0.3, -2.0, 4.0])),
+               (Ordinal([-1.0, 0.5, 2.0]), ["cutpoints[0]", "log_gap[1]", "log_gap[2]"], np.array([0.0, 2.0, 3.0]))]
+
+
+@pytest.mark.parametrize("lik,names,y", PARAM_CASES, ids=lambda c: type(c).__name__ if hasattr(c, "derivs") else "")
+def test_parameters_round_trip_and_derivative(lik, names, y):
+    "with_params(params) is the same likelihood, a new value; ∂E/∂θ equals differences of E in θ (wide sites included)."
+    assert lik.param_names == names and lik.params.shape == (len(names),)
+    t = lik.params; new = lik.with_params(t + 0.1)
+    assert type(new) is type(lik) and np.allclose(new.params, t + 0.1) and np.allclose(lik.params, t)   # lik unchanged
+    m = np.array([1.1, 0.2, -0.5, 3.0, -2.0, 0.0]); v = np.array([0.4, 3.0, 1e-3, 80.0, 1e4, 1e-9]); yy = np.concatenate([y, y])
+    g = lik.expected_dparams(yy, m, v)
+    h = 1e-5
+    fd = np.stack([(lik.with_params(t + h * e).expected_log_lik(yy, m, v)[0] - lik.with_params(t - h * e).expected_log_lik(yy, m, v)[0]) / (2 * h)
+                   for e in np.eye(len(t))])
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7 * (1 + np.abs(fd).max()))
+    f, W = lik.rule(yy, m, v)                                                   # the quadrature route, also where a closed form exists
+    gq = np.einsum('pij,ij->pi', lik.dlogp_dparams(yy[:, None], f), W)
+    wide = np.sqrt(v) > lik.width                                               # the composite rule's sites (GH is not for a kink)
+    np.testing.assert_allclose(gq[:, wide], g[:, wide], rtol=1e-8, atol=1e-10)
+
+
+def test_parameters_refuse_bad_values_and_keep_cut_points_ordered():
+    with pytest.raises(ValueError, match="expected 2 parameters"): StudentT().with_params([0.0])
+    with pytest.raises(ValueError, match="scale: parameter nan"): Laplace().with_params([np.nan])
+    with pytest.raises(ValueError, match="variance: parameter 800"): Gaussian().with_params([800.0])
+    c = Ordinal([0.0, 1.0, 1.5]).with_params([-3.0, -5.0, 2.0]).cutpoints
+    assert np.all(np.diff(c) > 0) and np.isclose(c[0], -3.0)
+    assert Logistic().params.shape == (0,) and Logistic().expected_dparams(np.ones(3), np.zeros(3), np.ones(3)).shape == (0, 3)
+    assert Poisson().with_params([]) is not None
