@@ -132,8 +132,9 @@ class Progress:
         self.callback, self.n = callback, 0
         self.bar = tqdm(desc=desc, total=total, file=file, leave=leave, disable=disable, unit="it", dynamic_ncols=True)
     def __call__(self, rec):
-        self.n += 1; self.bar.update(1)
-        self.bar.set_postfix_str(f"vlb={rec.vlb:.6g} |g|={rec.grad_norm:.2e}", refresh=False)
+        self.n += 1
+        self.bar.set_postfix_str(f"vlb={rec.vlb:.6g} |g|={rec.grad_norm:.2e}", refresh=False)   # shown by the update
+        self.bar.update(1)
         return None if self.callback is None else self.callback(rec)
     def close(self):
         "Close the bar (a context manager closes it on exit)."
