@@ -6,11 +6,14 @@
 from __future__ import annotations
 import warnings
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.preprocessing import LabelEncoder
-from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.preprocessing import LabelEncoder
+    from sklearn.utils import check_random_state
+    from sklearn.utils.multiclass import check_classification_targets, type_of_target
+    from sklearn.utils.validation import check_is_fitted, validate_data
+except ImportError as e:   # scikit-learn is an optional dependency (the [sklearn] extra)
+    raise ImportError(f"vgi_lit.apps.sklearn needs scikit-learn >= 1.6: pip install 'vgi_lit[sklearn]' ({e})") from e
 from ..inference import fit as _fit
 from ..kernels import Kernel, RBF
 from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT
