@@ -46,3 +46,16 @@ def test_unknown_options_are_refused_at_fit():
     for est, msg in [(VGClassifier(likelihood="cauchit"), "likelihood"), (VGClassifier(latent="tree"), "latent"),
                      (VGRegressor(likelihood="huber"), "likelihood"), (VGClassifier(kernel="rbf"), "kernel")]:
         with pytest.raises((ValueError, TypeError), match=msg): est.fit(X, y)
+
+
+def test_sparse_gp_and_likelihood_parameters_are_learned():
+    "A sparse-GP regressor learns the kernel and the Gaussian noise variance; return_std uses the learned noise."
+    rng = np.random.default_rng(0); X = rng.normal(size=(120, 2)); y = np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=120)
+    reg = VGRegressor(latent="sparse_gp", n_inducing=15, random_state=0).fit(X, y)
+    hp = reg.hyperparameters_
+    assert {"kernel.variance", "kernel.lengthscale"} <= set(hp) and reg.score(X, y) > 0.6
+    if "likelihood.variance" in hp:                              # the learner fits likelihood parameters
+        assert reg.posterior_.model.likelihood.variance == pytest.approx(hp["likelihood.variance"])
+    mu, sd = reg.predict(X[:4], return_std=True)
+    f_mu, f_sd = reg.predict_latent(X[:4]); s = np.std(y)
+    assert np.allclose(mu, f_mu) and np.allclose(sd**2, f_sd**2 + s**2 * reg.posterior_.model.likelihood.variance)
