@@ -172,7 +172,7 @@ def main(argv=None):
     dd, out = a.data_dir, {}
     if "sk" in a.parts:
         print("== Sheth & Khardon (2016) with hyperparameters learned by the VLB, then GRAD / FPb / FPi ==", flush=True)
-        probs = SK_PROBLEMS if a.full else ("gp-logistic-sonar", "gp-laplace-housing")
+        probs = SK_PROBLEMS if a.full else ("gp-laplace-housing", "gp-poisson-housing")
         out["sk"] = [sk_learned(n, n_learn=200 if a.full else 60, n_max=500 if a.full else 120, max_seconds=a.time_limit,
                                 data_dir=dd) for n in probs if a.only is None or a.only in n]
     if "khan" in a.parts:
@@ -191,7 +191,7 @@ def main(argv=None):
         out["khan"] = rows
     if "lvf" in a.parts:
         print("== learned against fixed hyperparameters: test log-loss (bits) / NLPD (nats) ==", flush=True)
-        probs = LVF_PROBLEMS if a.full else ("gp-logistic-sonar", "gp-laplace-housing")
+        probs = LVF_PROBLEMS if a.full else ("gp-laplace-housing", "gp-studentt-housing")
         out["lvf"] = [learned_vs_fixed(n, n_max=(253 if n.endswith("housing") else 500) if a.full else 120, data_dir=dd)
                       for n in probs if a.only is None or a.only in n]
     return out
