@@ -114,6 +114,9 @@ def main(argv=None):
     ap.add_argument("--what", choices=("cv", "traces", "both"), default="both")
     ap.add_argument("--folds", default=None, help="comma-separated fold numbers of the cross-validation (default all five; one in the small run)")
     ap.add_argument("--n-f", type=int, default=1, help="k2, the draws of f per draw of u in (52) (default 1; the paper uses 10)")
+    ap.add_argument("--method", default="h-mc-ssvi", choices=METHODS)
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated likelihoods of the cross-validation")
+    ap.add_argument("--lim-teh", action="store_true", help="exact expectations and ρ = 1 (Gaussian only: MC-SSVI is then Lim & Teh's VB)")
     ap.add_argument("--subset", default=None, help="USERS,ITEMS: only the first USERS users and ITEMS films (default: all with --full, 150,250 without)")
     ap.add_argument("--trace-sweeps", type=int, default=None, help="sweeps of each run of the traces (default 6 with --full, 2 without)")
     a = ap.parse_args(argv)
@@ -124,7 +127,8 @@ def main(argv=None):
     out = {}
     if a.what in ("cv", "both"):
         folds = [int(f) for f in a.folds.split(",")] if a.folds else (None if a.full else [0])
-        rows = cross_validate(ml, K=K, max_iter=sweeps, folds=folds, n_f=a.n_f)
+        extra = dict(method="mc-ssvi", expect="exact", schedule=1.0) if a.lim_teh else dict(method=a.method)
+        rows = cross_validate(ml, kinds=tuple(a.kinds.split(",")), K=K, max_iter=sweeps, folds=folds, n_f=a.n_f, **extra)
         out["cv"] = rows; out["summary"] = summarise(rows)
         print(json.dumps(out["summary"], indent=1), flush=True)
     if a.what in ("traces", "both"):
