@@ -1,6 +1,6 @@
 __version__ = "0.1.0"
 # Hand-maintained (not generated). The package has five tiers, each importing only the tiers before it:
-#   foundation (this folder): linalg, quadrature, likelihoods, kernels, models, covariance, vlb, inference, datasets
+#   foundation (this folder): linalg, quadrature, likelihoods, kernels, models, covariance, vlb, inference, datasets, io
 #   methods/      inference methods; importing them registers each with `fit`
 #   experiments/  the papers' figures and tables, the demo
 #   bench/        benchmark suites (`python -m vgi_lit.bench SUITE`)
@@ -8,7 +8,8 @@ __version__ = "0.1.0"
 from . import linalg, quadrature, kernels, models, covariance, vlb, inference
 from .models import LGM, GLM, GP, SparseGP
 from .inference import fit, VGPosterior, History, METHODS, register_method
-from . import likelihoods, datasets
+from . import likelihoods, datasets, io                            # io: save/load a fitted posterior (.npz)
 from . import methods
 from .methods import grad, fixed_point, dual, proximal, laplace, svi   # registers every method with `fit`
 from .methods import hyper                                           # fit(model, learn=True)
+from .methods import pmf                                             # matrix factorisation (not an LGM: fit_pmf)
