@@ -16,8 +16,8 @@ from ..inference import History, Event, EventKind, Stop, check_budget
 from .svi import Adagrad, init_state, gauss_update, step_size
 
 # %% auto #0
-__all__ = ['kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'GME', 'gme_bound', 'gme_site_terms', 'gme_fit', 'mf_bound',
-           'gme_mean_field', 'gme_log_pred']
+__all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'GME', 'gme_bound', 'gme_site_terms', 'prior_closed_form',
+           'gme_fit', 'mf_bound', 'gme_mean_field', 'gme_log_pred']
 
 # %% ../../nbs/methods/14a_gme.ipynb #5303e7fb
 def kl_rayleigh(sigma, tau):
@@ -77,6 +77,7 @@ class GME:
     def __init__(self, X, y, likelihood, prior_mean=0.0, prior_var=1.0, tau=5.0):
         if not tau > 0: raise ValueError(f"tau must be positive, got {tau}")
         self.glm = GLM(X, y, likelihood, prior_mean, prior_var)          # the w₁ part: prior, rows, KL
+        self.prior_mean, self.prior_var = float(prior_mean), float(prior_var)
         self.X, self.y, self.likelihood, self.tau = self.glm.X, self.glm.y, likelihood, float(tau)
         self.n, self.d = self.X.shape
 
@@ -124,17 +125,39 @@ def gme_site_terms(model, m_site, s_site, y, sigma, bound, n_outer=10, n_inner=3
     return d1.mean(1), -d2.mean(1), (w2 * dw).mean(1)
 
 # %% ../../nbs/methods/14a_gme.ipynb #46d66ba6
+HYPER = ("mean", "var", "tau")
+
+def prior_closed_form(m, cov, sigma):
+    """Hyperparameters that maximise the GME bound with q fixed (Sheth & Khardon 2016b, eqs. 60-61 and 68, with the d
+    coordinates of w₁ as the groups): μ̂₀ = mean_j m_j, δ̂ = (tr V + ‖m − μ̂₀1‖²)/d, and the Rayleigh scale τ̂ = σ."""
+    m = np.asarray(m, float); mu0 = float(m.mean())
+    return mu0, float((np.trace(_as_cov(cov).dense()) + np.sum((m - mu0)**2)) / m.size), float(sigma)
+
+def _with_prior(model, st, mu0, delta, tau):
+    "(the model with prior N(μ₀1, δI) and Rayleigh scale τ, the state with the same q): a precision state's Λ absorbs Σ⁻¹'s change."
+    new = GME(model.X, model.y, model.likelihood, mu0, delta, tau)
+    if isinstance(st.cov, PrecisionCov):                               # V⁻¹ = Σ⁻¹ + Λ fixed: Λ' = Λ + Σ⁻¹ − Σ'⁻¹
+        I = np.eye(model.d)
+        st = type(st)(st.m, PrecisionCov(new.glm.prior, st.cov.Lam + model.glm.prior.solve(I) - new.glm.prior.solve(I)))
+    return new, st
+
 def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=10, n_inner=32, inner="gh",
             lr=1.0, schedule="1/t", seed=0, max_epochs=5.0, max_seconds=None, eval_every=None, V0=10.0, sigma_init=1.0,
-            callback=None):
+            callback=None, learn_prior=False):
     """Stochastic GME fit on `bound` ∈ {'optimal' (8), 'suboptimal' (3)}: returns dict(m, cov, S, sigma, history, stop, ...),
     `history` a typed `History` (the bound every `eval_every` steps, σ per step, PROJECTED events), `stop` a `Stop`
-    (BUDGET when `max_epochs` are spent, MAX_SECONDS, CALLBACK: `callback(record)` returning True)."""
+    (BUDGET when `max_epochs` are spent, MAX_SECONDS, CALLBACK: `callback(record)` returning True).
+    `learn_prior`: False, True (all of `HYPER`) or a subset of ('mean', 'var', 'tau'): after every update of q the
+    chosen hyperparameters are set to their closed forms (`prior_closed_form`); each record carries `prior_gain`, the
+    exact increase of the bound from that update (the change of −KL, q fixed), and the result the learned
+    `prior_mean`, `prior_var`, `tau` and the model with them (`model`)."""
     if method not in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): raise ValueError(f"method must be mc-ssvi, h-mc-ssvi or s-dsvi, got {method!r}")
     if bound not in ("optimal", "suboptimal"): raise ValueError(f"bound must be 'optimal' or 'suboptimal', got {bound!r}")
     if not 1 <= batch_size <= model.n: raise ValueError(f"batch_size must be in [1, {model.n}], got {batch_size}")
     if not sigma_init > 0: raise ValueError(f"sigma_init must be positive, got {sigma_init}")
     check_budget(0.0, 0, max_seconds)
+    learn = set(HYPER if learn_prior is True else () if learn_prior is False else learn_prior)
+    if not learn <= set(HYPER): raise ValueError(f"learn_prior must be True, False or a subset of {HYPER}, got {learn_prior!r}")
     rng = np.random.default_rng(seed)
     st = init_state(model.glm, method, np.zeros(model.d), V0)
     opt_m = Adagrad(lr) if method != "mc-ssvi" else None
@@ -164,15 +187,23 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
             if th_new >= th / (1 + rho):                # σ² would grow by more than 1+ρ (or leave the family): cap it
                 th_new = th / (1 + rho); events.append(Event(EventKind.PROJECTED, "the growth of σ² capped at 1 + ρ"))
             sigma = float(np.sqrt(-1/(2*th_new)))
+        gain = {}
+        if learn:                                                       # hyperparameters after the update of q
+            before = kl_to_prior(model.glm, st.m, st.cov) + kl_rayleigh(sigma, model.tau)
+            mu0, delta, tau = prior_closed_form(st.m, st.cov, sigma)
+            model, st = _with_prior(model, st, mu0 if "mean" in learn else model.prior_mean,
+                                    delta if "var" in learn else model.prior_var, tau if "tau" in learn else model.tau)
+            gain = dict(prior_gain=before - kl_to_prior(model.glm, st.m, st.cov) - kl_rayleigh(sigma, model.tau))
         v = np.nan
         if t % eval_every == 0 or t == max_iter:                       # evaluations are not charged to the method's clock
             te = time.perf_counter(); v = gme_bound(model, st.m, st.cov, sigma, bound); hist.t0 += time.perf_counter() - te
-        hist.record(vlb=v, grad_norm=gn, events=events, step=method, sigma=sigma)
+        hist.record(vlb=v, grad_norm=gn, events=events, step=method, sigma=sigma, **gain)
         if hist.stop_requested: stop = Stop.CALLBACK; break
         if hist.out_of_time(): stop = Stop.MAX_SECONDS; break
     if np.isnan(hist[-1].vlb): hist[-1].vlb = gme_bound(model, st.m, st.cov, sigma, bound)
     hist.stop = stop
-    return dict(m=st.m, S=st.cov.dense(), cov=st.cov, sigma=sigma, history=hist, stop=stop, method=method, bound=bound, state=st)
+    return dict(m=st.m, S=st.cov.dense(), cov=st.cov, sigma=sigma, history=hist, stop=stop, method=method, bound=bound, state=st,
+                prior_mean=model.prior_mean, prior_var=model.prior_var, tau=model.tau, model=model)
 
 # %% ../../nbs/methods/14a_gme.ipynb #6297a6e4
 _EULER = 0.5772156649015329

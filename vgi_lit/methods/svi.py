@@ -15,8 +15,8 @@ from ..inference import register_method, History, VGPosterior, Event, EventKind,
 from .site_update import precision_step
 
 # %% auto #0
-__all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'gauss_update', 'svi_step',
-           'pd_factor', 'svi_run']
+__all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'gauss_update',
+           'batch_objective', 'backtracking_step', 'svi_step', 'pd_factor', 'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
 METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
@@ -118,6 +118,37 @@ def gauss_update(model, st, method, H, dE_dm, gamma, rho, scale, opt_m=None, opt
         return SVIState(m + _mean_step(model, opt_m, g_m, whiten), step.cov), events, float(np.linalg.norm(g_m))
     return SVIState(step.m, step.cov), events, float(np.linalg.norm(g_m))
 
+def batch_objective(model, st, idx):
+    """The mini-batch estimate (N/|𝓜|)Σ_{i∈𝓜} E_i − KL(q‖p) of the VLB at the state `st`, site terms by the likelihood's
+    quadrature: its gradient is what a standard-gradient step follows (−inf where q is not finite or not valid)."""
+    a, c, H = model.rows(idx)
+    with np.errstate(all="ignore"):
+        try:
+            E = model.likelihood.expected_log_lik(model.y[idx], a + H @ st.m, c + st.cov.var_at(H))[0]
+            v = model.n / len(idx) * float(np.sum(E)) - kl_to_prior(model, st.m, st.cov)
+        except (ValueError, np.linalg.LinAlgError): return -np.inf
+    return v if np.isfinite(v) else -np.inf
+
+def backtracking_step(model, st, idx, rho, expect, n_samples, rng, opt_m, opt_L, whiten, frac, max_halvings=30):
+    """One S-DSVI step whose ADAGRAD steps are scaled by `frac` ≤ 1, halved (and the step redone with the same
+    Monte Carlo draws and ADAGRAD memory) until the mini-batch objective does not fall by more than 10·(1 + |objective|) (a divergence);
+    returns (state, events, ‖ĝ_m‖, new frac). `frac` doubles (at most 1) after a step accepted at once."""
+    f0, state, acc = batch_objective(model, st, idx), rng.bit_generator.state, (opt_m.acc, opt_L.acc)
+    lr = opt_m.lr                                                      # the base rate, restored on return
+    slack = 10.0 * (1.0 + abs(f0))                                     # ADAGRAD oscillates and recovers: only a fall by 10 × |objective| is a divergence
+    for k in range(max_halvings + 1):
+        opt_m.lr = opt_L.lr = lr * frac
+        new, events, gn = svi_step(model, st, "s-dsvi", idx, rho, expect, n_samples, rng, opt_m, opt_L, whiten)
+        if np.all(np.isfinite(new.m)) and np.all(np.isfinite(new.cov.L)) and batch_objective(model, new, idx) >= f0 - slack: break
+        if k == max_halvings:
+            new = st; events = events + [Event(EventKind.STEP_REJECTED, "the mini-batch objective fell at every step length: state kept")]
+            break
+        rng.bit_generator.state = state; opt_m.acc, opt_L.acc = acc; frac *= 0.5
+    if k: events = events + [Event(EventKind.DAMPED, f"ADAGRAD steps scaled by {frac:.3g}: the mini-batch objective fell", k)]
+    else: frac = min(1.0, 2.0 * frac)
+    opt_m.lr = opt_L.lr = lr
+    return new, events, gn, frac
+
 def svi_step(model, st, method, idx, rho, expect="gh", n_samples=10, rng=None, opt_m=None, opt_L=None, whiten=False):
     "One stochastic step of `method` on the mini-batch `idx` of `model.rows`: (new state, events, ‖ĝ_m‖)."
     a, c, H = model.rows(idx)                                          # (b,), (b,), (b, d)
@@ -144,7 +175,7 @@ def pd_factor(L, c: float = 100.0):
 # %% ../../nbs/methods/14_svi.ipynb #e949235c
 def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, max_seconds=None, callback=None,
             batch_size=500, schedule=None, tau=1.0, kappa=0.6, lr=None, expect=None, n_samples=100, seed=0,
-            max_epochs=None, whiten=None, eval_every=None) -> VGPosterior:
+            max_epochs=None, whiten=None, eval_every=None, backtrack=None) -> VGPosterior:
     """Fit q(w) = N(m, V) to `model` by one of `METHODS` (Sheth & Khardon 2016b, §3.3) on mini-batches of `model.rows`.
 
     - `m0`, `V0`: start (defaults μ and Σ; `V0` a positive scalar, diagonal or d × d matrix).
@@ -163,7 +194,9 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     - `whiten`: coordinates of the standard-gradient steps: True or 'prior' (ṽ = L_Σ⁻¹(m − μ), L̃ = L_Σ⁻¹L), False (m, L as
       they are), or, for h-mc-ssvi only, 'q' (the mean whitened by q's own covariance: a plain gradient step of size ρ_t
       there, m + ρ_t V'ĝ). Default 'q' for h-mc-ssvi; for s-dsvi True on a dense prior Σ, else False.
-    - `eval_every`: steps between full-data VLB evaluations (default one epoch)."""
+    - `eval_every`: steps between full-data VLB evaluations (default one epoch).
+    - `backtrack`: s-dsvi only (default True): scale its ADAGRAD steps down by halving until the mini-batch objective
+      does not decrease (`backtracking_step`; events DAMPED, STEP_REJECTED)."""
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     check_budget(tol, 0 if max_iter is None else max_iter, max_seconds)
     if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
@@ -183,6 +216,10 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     if not (whiten is True or whiten is False or (whiten == "q" and method == "h-mc-ssvi")):
         raise ValueError(f"whiten must be True, False or 'prior'" + (" or 'q'" if method == "h-mc-ssvi" else "") + f" for {method}, got {whiten!r}")
     if lr is None: lr = 0.3 if method == "s-dsvi" else 1.0
+    if backtrack is None: backtrack = method == "s-dsvi"
+    if backtrack not in (True, False) or (backtrack and method != "s-dsvi"):
+        raise ValueError(f"backtrack must be True or False (True for s-dsvi only), got {backtrack!r} for {method}")
+    frac = 1.0
     expect = expect or ("gh" if method == "svi" else "mc")
     if expect not in ("gh", "mc"): raise ValueError(f"expect must be 'gh' or 'mc', got {expect!r}")
     rng = np.random.default_rng(seed)
@@ -204,7 +241,11 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         t += 1
         if pos + batch_size > n: perm, pos = rng.permutation(n), 0
         idx = np.sort(perm[pos:pos + batch_size]); pos += batch_size
-        st_new, events, gns = svi_step(model, st, method, idx, step_size(t, schedule, tau, kappa), expect, n_samples, rng, opt_m, opt_L, whiten)
+        if backtrack:
+            st_new, events, gns, _ = backtracking_step(model, st, idx, step_size(t, schedule, tau, kappa), expect, n_samples, rng,
+                                                      opt_m, opt_L, whiten, 1.0)  # every step starts at the full ADAGRAD length
+        else:
+            st_new, events, gns = svi_step(model, st, method, idx, step_size(t, schedule, tau, kappa), expect, n_samples, rng, opt_m, opt_L, whiten)
         if not np.all(np.isfinite(st_new.m)):
             stop = Stop.NOT_FINITE; hist.record(events=events, step=method, points=t * batch_size); break
         st = st_new
@@ -216,7 +257,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
                           **({'m': st.m, 'cov': st.cov} if t % eval_every == 0 else {}))
         rec.extra.pop('cov', None)                                     # V is the callback's to read, not the history's to keep
         if np.isfinite(v):
-            if abs(v - prev) <= tol * (1 + abs(v)): stop = Stop.REL_TOL
+            if abs(v - prev) <= tol * (1 + abs(v)) and not any(e.kind is EventKind.DAMPED for e in events): stop = Stop.REL_TOL
             prev = v
             if v > best[0]: best = (v, st, t)
         elif t % eval_every == 0: stop = Stop.NOT_FINITE
