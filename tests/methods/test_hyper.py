@@ -170,6 +170,6 @@ def test_learned_vlb_matches_the_joint_optimisation(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,n", [("ionosphere", 100), ("sonar", 100), ("housing-poisson", 100), ("housing-t", 100), ("a1a", 10_000),
-                                    ("ionosphere", 10_000), ("sonar", 10_000)])
+                                    ("sonar", 10_000)])
 def test_learned_vlb_matches_the_joint_optimisation_full(name, n):
     _learn_matches_joint(name, n, max_iter=100_000)

@@ -324,7 +324,7 @@ def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0
     x0 = np.concatenate([hp.theta0, m0, L0[tri]])
     bnds = [(None if not np.isfinite(a) else a, None if not np.isfinite(a) else -a) for a in lo] + [(None, None)] * d \
         + [(1e-12, None) if j in set(diag.tolist()) else (None, None) for j in range(len(tri[0]))]
-    opts = dict(maxiter=int(max_iter), gtol=tol, ftol=0.0, maxcor=maxcor)
+    opts = dict(maxiter=int(max_iter), maxfun=2 * int(max_iter), gtol=tol, ftol=0.0, maxcor=maxcor)
     cb = None
     if max_seconds is not None:
         def cb(intermediate_result):
