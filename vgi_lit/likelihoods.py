@@ -510,7 +510,7 @@ class StochasticVolatility(Likelihood):
     log_concave = True
     def check_y(self, y): return _as_float_array(y, who="Stochastic volatility")
     def _half_y2_exp(self, y, x):
-        "½y²eˣ, 0 at y = 0 for every x (`_times_exp`)."
+        "½y²eˣ, 0 at y = 0 for every x (_times_exp)."
         with np.errstate(divide="ignore"): return _times_exp(0.5 * y * y, x, 2.0 * np.log(np.abs(y)) - np.log(2.0))
     def derivs(self, y, f):
         q = self._half_y2_exp(y, -f)

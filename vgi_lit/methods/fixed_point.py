@@ -128,7 +128,7 @@ def _start_var_cap(lik) -> float:
 
 def start_scale(model, v0: float) -> float:
     """The factor s ∈ (0, 1] of the default start V = s·v₀I: 1 for a likelihood with bounded γ; else the largest s ≤ 1 with s·v₀‖h_i‖² ≤ h_iᵀΣh_i at every
-    site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ `_start_var_cap`."""
+    site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ _start_var_cap."""
     if model.H is None: hh, hSh = np.ones(model.n), model.prior.diag()         # GP: h_i = e_i
     else:
         H = np.asarray(model.H, dtype=float)

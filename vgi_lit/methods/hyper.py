@@ -304,7 +304,7 @@ def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0
                 max_iter: int = 50_000, max_seconds: float | None = None, m0=None, L0=None, maxcor: int = 30) -> dict:
     """An independent route to the same optimum as `learn`: one L-BFGS-B over (θ, m, tril L), V = L Lᵀ, of the VLB
     (GRAD's parametrisation, Sheth & Khardon 2016), with `vlb.grad_m`, `vlb.grad_L` and the exact partial
-    derivative in θ at the current q (`_Hyper.grad`). Starts at θ of the model, m0 (default μ) and L0 (default
+    derivative in θ at the current q (_Hyper.grad). Starts at θ of the model, m0 (default μ) and L0 (default
     √diag Σ · I). Returns dict(vlb, theta (natural scale, by name), model, m, L, nit, nfev, seconds, message)."""
     hp = _Hyper(model, learn_mean, fixed); d = model.d; tri = np.tril_indices(d); k = len(hp.theta0)
     diag = np.flatnonzero(tri[0] == tri[1])

@@ -54,7 +54,7 @@ def _beta_fn(beta):
 
 def _start_lam(model, lam0):
     """The start site precisions λ̃₀ and the START event. lam0 None: λ̃₀ = 0 (V₀ = Σ, Khan et al. 2016) unless a prior site
-    variance h_iᵀΣh_i exceeds the likelihood's bound v̄ (`_start_var_cap`); then λ̃₀ = 1/v̄ at every site (their
+    variance h_iᵀΣh_i exceeds the likelihood's bound v̄ (_start_var_cap); then λ̃₀ = 1/v̄ at every site (their
     Algorithm 1 starts from a constant δ₁), which bounds every start site variance by c_i + v̄. Otherwise a scalar or
     a length-n vector, finite and ≥ 0."""
     if lam0 is None:
