@@ -86,3 +86,79 @@ def test_python_m_vgi_lit(files):
     r = subprocess.run([sys.executable, "-m", "vgi_lit", "fit", tr, "--target", "nope"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and r.stderr.strip() == f"vgi-lit: error: {tr}: missing column 'nope' (--target); the file has " + \
         str([f"x{j}" for j in range(34)] + ["y"])
+
+
+def _housing_ratings(d):
+    """Boston housing (standardised inputs) with its median value binned at the quintiles into ratings 1..5:
+    an ordinal target coded 1..5, not 0..4. Rows 0..299 (permuted, seed 0) train, 300..399 test."""
+    D = np.loadtxt(shared_data_dir(ROOT) / "housing.data")
+    X, t = (D[:, :13] - D[:, :13].mean(0)) / D[:, :13].std(0), D[:, 13]
+    y = 1.0 + np.searchsorted(np.quantile(t, [0.2, 0.4, 0.6, 0.8]), t, side="right")
+    p = np.random.default_rng(0).permutation(len(y))
+    return _write(d / "h_train.csv", X[p[:300]], y[p[:300]]), _write(d / "h_test.csv", X[p[300:400]], y[p[300:400]]), y[p[:300]]
+
+
+def test_ordinal_glm_learned_cutpoints(tmp_path, capsys):
+    tr, te, y = _housing_ratings(tmp_path)
+    rc = main(["fit", tr, "--target", "y", "--likelihood", "ordinal", "--model", "glm", "--no-progress", "--predict", te,
+               "--predictions", str(tmp_path / "p.csv"), "--out", str(tmp_path / "fit.npz")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "ordinal    5 classes [1, 2, 3, 4, 5], coded 0..4" in out and "learning   grad_tol (converged)" in out
+    cuts = [float(l.split("=")[1]) for l in out.splitlines() if "likelihood.cutpoints[" in l]
+    cum = np.cumsum(np.bincount(y.astype(int) - 1))[:-1] / len(y)
+    assert len(cuts) == 4 and np.all(np.diff(cuts) > 0)
+    assert not np.allclose(cuts, np.log(cum / (1 - cum)), atol=1e-3)   # learned: moved from the frequency start
+    assert "(intercept)" not in load(tmp_path / "fit.npz").model.feature_names  # the cut points play the intercept's part
+    hdr = open(tmp_path / "p.csv").readline().strip().split(",")
+    assert hdr == ["f_mean", "f_var", "y_pred", "p_1", "p_2", "p_3", "p_4", "p_5"]
+    P = read_csv(tmp_path / "p.csv")[1]
+    assert P.shape == (100, 8) and np.allclose(P[:, 3:].sum(1), 1) and np.all(P[:, 3:] >= 0)
+    assert np.array_equal(P[:, 2], 1.0 + np.argmax(P[:, 3:], 1))       # the most probable class, in the file's coding
+    y_te = read_csv(te, ["y"])[1][:, 0]
+    assert np.mean(P[:, 2] == y_te) > 0.5                               # five balanced classes: chance is 0.2
+    lpd = float(out.split("mean log predictive density of the test labels ")[1].split()[0])
+    assert lpd > np.log(0.2) + 0.5
+    # predict from the saved fit: the same table, the labels read back from the file
+    assert main(["predict", str(tmp_path / "fit.npz"), te, "--predictions", str(tmp_path / "q.csv")]) == 0
+    assert np.array_equal(read_csv(tmp_path / "q.csv")[1], P)
+
+
+def test_ordinal_gp_no_learn_start_is_the_class_frequencies(tmp_path, capsys):
+    tr, _, y = _housing_ratings(tmp_path)
+    assert main(["fit", tr, "--target", "y", "--likelihood", "ordinal", "--model", "gp", "--no-learn", "--no-progress",
+                 "--out", str(tmp_path / "gp.npz")]) == 0
+    capsys.readouterr()
+    cum = np.cumsum(np.bincount(y.astype(int) - 1))[:-1] / len(y)
+    assert np.allclose(load(tmp_path / "gp.npz").model.likelihood.cutpoints, np.log(cum) - np.log1p(-cum), rtol=0, atol=1e-12)
+
+
+def test_ordinal_errors(tmp_path, capsys):
+    (tmp_path / "half.csv").write_text("x0,y\n1.0,1\n2.0,2.5\n3.0,3\n")
+    (tmp_path / "one.csv").write_text("x0,y\n1.0,2\n2.0,2\n")
+    tr, _, _ = _housing_ratings(tmp_path)
+    (tmp_path / "te6.csv").write_text(",".join(f"x{j}" for j in range(13)) + ",y\n" + ",".join(["0.0"] * 13) + ",6\n")
+    for argv, what in [([str(tmp_path / "half.csv")], "column 'y': ordinal labels must be integers, got e.g. 2.5"),
+                       ([str(tmp_path / "one.csv")], "at least two classes, got only [2]"),
+                       ([tr, "--predict", str(tmp_path / "te6.csv"), "--predictions", str(tmp_path / "p6.csv")],
+                        "test labels: 6 not among the training classes [1, 2, 3, 4, 5]")]:
+        rc = main(["fit"] + argv + ["--target", "y", "--likelihood", "ordinal", "--model", "glm", "--no-learn", "--no-progress"])
+        err = capsys.readouterr().err
+        assert rc == 2 and what in err and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+
+
+def test_readme_example(tmp_path):
+    """The README's command, run as written from the repository root (the output file in tmp_path); about 1.5 s."""
+    cmd = "vgi-lit fit ../shared/data/randhie.csv --target mdvis --likelihood poisson --model glm --out fitted.npz".split()
+    argv = cmd[1:-1] + [str(tmp_path / "fitted.npz")]
+    r = subprocess.run([sys.executable, "-m", "vgi_lit"] + argv, capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "GLM(n=20190, d=10, likelihood=Poisson" in r.stdout and "stop       grad_tol (converged)" in r.stdout
+    assert "learning   grad_tol (converged)" in r.stdout and "prior_var = " in r.stdout
+    assert "learn fpi" in r.stderr                                       # the progress bar, on by default in the CLI
+    post = load(tmp_path / "fitted.npz")
+    assert post.model.feature_names[0] == "lncoins" and post.model.feature_names[-1] == "(intercept)"
+    vlb = float(r.stdout.split("VLB")[1].split()[0])
+    assert abs(post.vlb - vlb) < 1e-5 and np.isfinite(vlb)
+    mu = np.exp(post.predict(post.model.X)[0])                           # fitted mean visits near the observed mean
+    assert abs(mu.mean() - post.model.y.mean()) < 0.05 * post.model.y.mean()

@@ -4,28 +4,28 @@
 
 # %% ../../nbs/apps/51_cli.ipynb #cl01
 from __future__ import annotations
-import argparse, csv, os, sys, time
+import argparse, csv, os, sys, time, zipfile
 from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 from .. import io as vio
 from ..inference import fit as _fit, METHODS, CONVERGED_STOPS
 from ..kernels import RBF, Matern12, Matern32, Matern52, Linear
-from ..likelihoods import Gaussian, Laplace, Logistic, Poisson, Probit, StudentT
+from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT
 from ..models import GLM, GP, SparseGP
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
 
 # %% auto #0
-__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'CLIError', 'read_csv', 'build_model', 'summary', 'write_predictions', 'parser',
-           'cmd_fit', 'cmd_predict', 'main']
+__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'CLIError', 'read_csv', 'ordinal_codes', 'build_model', 'summary',
+           'write_predictions', 'parser', 'cmd_fit', 'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
     "A problem with the command line or its files, reported as one line and exit code 2."
 
 LIKELIHOODS = {"logistic": Logistic, "probit": Probit, "gaussian": Gaussian, "laplace": Laplace,
-               "student-t": StudentT, "poisson": Poisson}
+               "student-t": StudentT, "poisson": Poisson, "ordinal": Ordinal}
 KERNELS = {"rbf": RBF, "matern12": Matern12, "matern32": Matern32, "matern52": Matern52, "linear": Linear}
 INTERCEPT = "(intercept)"
 
@@ -67,13 +67,25 @@ def _kernel(name, p, ard):
     if name == "linear": return Linear(np.ones(p) if ard else 1.0)
     return KERNELS[name](1.0, np.ones(p) if ard else 1.0)
 
-def build_model(X, y, names, a):
-    "The model the options `a` describe, for inputs X (with column `names`) and targets y."
-    lik = LIKELIHOODS[a.likelihood]()
+def ordinal_codes(y, target="y"):
+    """(classes, codes, cut points) of ordered integer labels y: `classes` the sorted distinct labels, `codes`
+    their indices 0..K-1, the cut points the logits of the cumulative class frequencies (K − 1 of them)."""
+    y = np.asarray(y, dtype=float)
+    bad = y != np.round(y)
+    if np.any(bad): raise CLIError(f"column {target!r}: ordinal labels must be integers, got e.g. {float(y[bad][0]):g}")
+    classes, codes = np.unique(y, return_inverse=True)
+    if classes.size < 2: raise CLIError(f"column {target!r}: ordinal labels need at least two classes, got only {[int(c) for c in classes]}")
+    cum = np.cumsum(np.bincount(codes, minlength=classes.size))[:-1] / y.size
+    return classes, codes.astype(float), np.log(cum) - np.log1p(-cum)
+
+def build_model(X, y, names, a, cutpoints=None):
+    """The model the options `a` describe, for inputs X (with column `names`) and targets y
+    (`cutpoints`: the start of an ordinal likelihood's cut points)."""
+    lik = Ordinal(cutpoints) if a.likelihood == "ordinal" else LIKELIHOODS[a.likelihood]()
     kind = a.model.replace("-", "_")
     try:
         if kind == "glm":
-            if a.intercept: X, names = np.hstack([X, np.ones((len(X), 1))]), names + [INTERCEPT]
+            if a.intercept and a.likelihood != "ordinal": X, names = np.hstack([X, np.ones((len(X), 1))]), names + [INTERCEPT]
             model = GLM(X, y, lik, prior_cov=a.prior_var)
         elif kind == "gp": model = GP(X, y, lik, _kernel(a.kernel, X.shape[1], a.ard))
         else:
@@ -111,16 +123,32 @@ def summary(post, res, seconds) -> str:
     if ev: lines.append("events     " + ", ".join(f"{k} x{v}" for k, v in sorted(ev.items())))
     return "\n".join(lines)
 
-def write_predictions(post, X, path, y=None):
-    "Write the latent mean and variance and the predictive mean (P(y = +1) for binary labels) of each row to `path`."
+def _prediction_table(post, X, classes=None):
+    """(header, rows): latent mean and variance and the predictive mean (P(y = +1) for binary labels); for an
+    ordinal likelihood the most probable class (in the labels `classes`) and each class's probability."""
     f_mean, f_var = post.predict(X)
-    y_pred = post.model.likelihood.predict_y(f_mean, f_var)
-    label = "p_positive" if isinstance(post.model.likelihood, (Logistic, Probit)) else "y_mean"
+    lik = post.model.likelihood
+    if isinstance(lik, Ordinal):
+        classes = np.arange(lik.K, dtype=float) if classes is None else np.asarray(classes, float)
+        P = np.clip(lik.predict_y(f_mean, f_var), 0.0, 1.0); P /= P.sum(1, keepdims=True)
+        head = ["f_mean", "f_var", "y_pred"] + [f"p_{c:g}" for c in classes]
+        return head, np.column_stack([f_mean, f_var, classes[np.argmax(P, 1)], P])
+    label = "p_positive" if isinstance(lik, (Logistic, Probit)) else "y_mean"
+    return ["f_mean", "f_var", label], np.column_stack([f_mean, f_var, lik.predict_y(f_mean, f_var)])
+
+def write_predictions(post, X, path, y=None, classes=None):
+    """Write the latent mean and variance and the predictive mean (P(y = +1) for binary labels; for ordinal
+    labels the most probable class and the class probabilities) of each row to `path`."""
+    head, T = _prediction_table(post, X, classes)
     with open(path, "w", newline="") as fh:
-        w = csv.writer(fh); w.writerow(["f_mean", "f_var", label])
-        for row in zip(f_mean, f_var, y_pred): w.writerow([repr(float(v)) for v in row])
+        w = csv.writer(fh); w.writerow(head)
+        for row in T: w.writerow([repr(float(v)) for v in row])
     msg = f"predictions for {len(X)} rows written to {path}"
     if y is not None:
+        if classes is not None:
+            unseen = sorted(set(np.asarray(y, float).tolist()) - set(np.asarray(classes, float).tolist()))
+            if unseen: raise CLIError(f"test labels: {', '.join(f'{v:g}' for v in unseen[:3])} not among the training classes {[int(c) for c in classes]}")
+            y = np.searchsorted(classes, y).astype(float)
         try: lpd = float(np.mean(post.log_pred_density(X, y)))
         except ValueError as e: raise CLIError(f"test labels: {e}") from None
         msg += f"; mean log predictive density of the test labels {lpd:.4f}"
@@ -138,7 +166,9 @@ def parser():
     f = sub.add_parser("fit", help="fit a model to a CSV file (header line, numeric columns)")
     f.add_argument("data"); f.add_argument("--target", required=True, help="the column holding y")
     f.add_argument("--features", help="comma-separated input columns (default: every other column)")
-    f.add_argument("--likelihood", default="logistic", choices=list(LIKELIHOODS))
+    f.add_argument("--likelihood", default="logistic", choices=list(LIKELIHOODS),
+                   help="ordinal: ordered integer labels, the sorted distinct values as classes 0..K-1; cut points start at "
+                        "the logits of the training class frequencies, logit P(y <= k), and are learned unless --no-learn")
     f.add_argument("--model", default="gp", choices=["gp", "sparse-gp", "glm"])
     f.add_argument("--kernel", default="rbf", choices=list(KERNELS)); f.add_argument("--ard", action="store_true", help="one lengthscale per input")
     f.add_argument("--method", default=None, help=f"inference method (default: the model's, fpi); one of {', '.join(sorted(METHODS))}")
@@ -170,31 +200,50 @@ def cmd_fit(a, out=print):
     if a.target in feats: raise CLIError(f"--features includes the target column {a.target!r}")
     if not feats: raise CLIError(f"{a.data}: no input columns besides the target {a.target!r}")
     _, D = read_csv(a.data, feats + [a.target])
-    model = build_model(D[:, :-1], D[:, -1], feats, a)
+    y, classes, cuts = D[:, -1], None, None
+    if a.likelihood == "ordinal":
+        classes, y, cuts = ordinal_codes(y, a.target)
+        K = classes.size
+        out(f"ordinal    {K} classes {[int(c) for c in classes]}" + ("" if np.array_equal(classes, np.arange(K)) else f", coded 0..{K - 1}")
+            + "; cut points start at the logits of the cumulative class frequencies")
+    model = build_model(D[:, :-1], y, feats, a, cuts)
     t0 = time.perf_counter()
     try: res = _fit(model, a.method, learn=a.learn, progress=a.progress)
     except (ValueError, TypeError) as e: raise CLIError(f"fit failed: {e}") from None
     post = getattr(res, "posterior", res)
     if post.model.feature_names is None: post.model.feature_names = model.feature_names   # a learned model is rebuilt from arrays
     out(summary(post, res, time.perf_counter() - t0))
-    if a.out: out(f"fitted posterior written to {vio.save(post, a.out)}")
+    if a.out:
+        path = vio.save(post, a.out)
+        if classes is not None: _add_array(path, "ordinal_classes", classes)
+        out(f"fitted posterior written to {path}")
     if a.predict:
         hdr, _ = read_csv(a.predict)
         X = _design(post.model, a.predict)
         y = read_csv(a.predict, [a.target])[1][:, 0] if a.target in hdr else None
         dest = a.predictions or f"{Path(a.predict).stem}.predictions.csv"
-        out(write_predictions(post, X, dest, y))
+        out(write_predictions(post, X, dest, y, classes))
     return 0
+
+def _add_array(path, name, arr):
+    "Append one array to a saved posterior (.npz); `vgi_lit.io.load` ignores arrays it does not know."
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as z, z.open(f"{name}.npy", "w") as fh:
+        np.lib.format.write_array(fh, np.asarray(arr, dtype=float), allow_pickle=False)
+
+def _saved_classes(path):
+    "The ordinal class labels stored beside a saved posterior, or None."
+    with np.load(path, allow_pickle=False) as z: return z["ordinal_classes"] if "ordinal_classes" in z.files else None
 
 def cmd_predict(a, out=print):
     try: post = vio.load(a.fitted)
     except ValueError as e: raise CLIError(str(e)) from None
     X = _design(post.model, a.data)
-    if a.predictions: out(write_predictions(post, X, a.predictions))
+    classes = _saved_classes(a.fitted)
+    if a.predictions: out(write_predictions(post, X, a.predictions, classes=classes))
     else:
-        f_mean, f_var = post.predict(X); y_pred = post.model.likelihood.predict_y(f_mean, f_var)
-        w = csv.writer(sys.stdout); w.writerow(["f_mean", "f_var", "y_pred"])
-        for row in zip(f_mean, f_var, y_pred): w.writerow([repr(float(v)) for v in row])
+        head, T = _prediction_table(post, X, classes)
+        w = csv.writer(sys.stdout); w.writerow(head)
+        for row in T: w.writerow([repr(float(v)) for v in row])
     return 0
 
 def main(argv=None) -> int:
