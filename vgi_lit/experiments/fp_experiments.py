@@ -8,7 +8,7 @@ import sys, time, argparse
 from pathlib import Path
 import numpy as np
 from .. import datasets, likelihoods, kernels, models
-from ..inference import fit, EventKind
+from ..inference import fit, EventKind, Progress
 import vgi_lit.methods.fixed_point  # noqa: F401  (registers fpb / fpi)
 
 # %% auto #0
@@ -161,12 +161,17 @@ def main(argv=None):
     p.add_argument("--out", default=".")
     p.add_argument("--time-limit", type=float, default=600.0)
     p.add_argument("--grad-max-iter", type=int, default=3000, help="iteration cap of GRAD (L-BFGS)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars (default: one per run, on standard error)")
     a = p.parse_args(argv)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     results, ok = {}, True
     for name in a.problems:
         model, _, _, info = make_problem(name, a.data_dir)
-        runs = run_methods(model, max_seconds=a.time_limit, options={"grad": {"max_iter": a.grad_max_iter}})
+        runs = {}
+        for m in ("grad", "fpb", "fpi"):                       # one run at a time, each with its own progress bar
+            with Progress(f"{name} {m}", disable=not a.progress) as bar:
+                opts = {"callback": bar, **({"max_iter": a.grad_max_iter} if m == "grad" else {})}
+                runs.update(run_methods(model, (m,), max_seconds=a.time_limit, options={m: opts}))
         vlb_opt, rows = summarize(runs)
         print_rows(f"{name} (n={info['n']}, D={info['D']}{', ' + info['note'] if 'note' in info else ''})", vlb_opt, rows)
         agree = all(r['rel_gap'] <= 1e-6 for r in rows)
