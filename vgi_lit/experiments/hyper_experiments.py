@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, sys, time
 import numpy as np
+from tqdm import tqdm
 from .. import datasets, likelihoods
 from ..models import GLM, GP
 from ..inference import fit
@@ -168,32 +169,36 @@ def main(argv=None):
     p.add_argument("--time-limit", type=float, default=150.0, help="seconds per method in part sk (GRAD, FPb, FPi)")
     p.add_argument("--only", default=None, help="parts sk and lvf: only the problems whose name contains this text")
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar (default: one over the runs, on standard error)")
     a = p.parse_args(argv)
-    dd, out = a.data_dir, {}
+    dd, out, jobs = a.data_dir, {p: [] for p in ("sk", "khan", "lvf") if p in a.parts}, []   # jobs: (part, label, thunk), in order under one bar
     if "sk" in a.parts:
-        print("== Sheth & Khardon (2016) with hyperparameters learned by the VLB, then GRAD / FPb / FPi ==", flush=True)
         probs = SK_PROBLEMS if a.full else ("gp-laplace-housing", "gp-poisson-housing")
-        out["sk"] = [sk_learned(n, n_learn=200 if a.full else 60, n_max=500 if a.full else 120, max_seconds=a.time_limit,
-                                data_dir=dd) for n in probs if a.only is None or a.only in n]
+        jobs += [("sk", n, lambda n=n: sk_learned(n, n_learn=200 if a.full else 60, n_max=500 if a.full else 120,
+                                                 max_seconds=a.time_limit, data_dir=dd)) for n in probs if a.only is None or a.only in n]
     if "khan" in a.parts:
-        print("== Khan et al. (2016), Tables 2-3: grid search against continuous optimisation ==", flush=True)
-        rows = []
         for s in range(a.splits if a.full else 1):
-            if s == 0: rows.append(glm_delta("a1a", 0, data_dir=dd, n_max=None if a.full else 400,
-                                             deltas=None if a.full else np.logspace(-3, 1, 9)))
-            if a.full: rows.append(glm_delta("colon", s, data_dir=dd))
+            if s == 0: jobs.append(("khan", "a1a", lambda: glm_delta("a1a", 0, data_dir=dd, n_max=None if a.full else 400,
+                                                                      deltas=None if a.full else np.logspace(-3, 1, 9))))
+            if a.full: jobs.append(("khan", f"colon split {s}", lambda s=s: glm_delta("colon", s, data_dir=dd)))
             for name in ("ionosphere", "sonar", "housing"):
                 if a.full:
                     g, lb = (None, None) if name != "housing" else (np.linspace(-1, 6, 6), [-2.0, -1.0, 0.0])
-                    rows.append(gp_sigma_ell(name, s, grid=g, lb_grid=lb, data_dir=dd))
+                    f = lambda name=name, s=s, g=g, lb=lb: gp_sigma_ell(name, s, grid=g, lb_grid=lb, data_dir=dd)
                 else:
-                    rows.append(gp_sigma_ell(name, s, grid=np.linspace(-1, 6, 5), lb_grid=[-1.0, 0.0], n_max=80, data_dir=dd))
-        out["khan"] = rows
+                    f = lambda name=name, s=s: gp_sigma_ell(name, s, grid=np.linspace(-1, 6, 5), lb_grid=[-1.0, 0.0], n_max=80, data_dir=dd)
+                jobs.append(("khan", f"{name} split {s}", f))
     if "lvf" in a.parts:
-        print("== learned against fixed hyperparameters: test log-loss (bits) / NLPD (nats) ==", flush=True)
         probs = LVF_PROBLEMS if a.full else ("gp-laplace-housing", "gp-studentt-housing")
-        out["lvf"] = [learned_vs_fixed(n, n_max=(253 if n.endswith("housing") else 500) if a.full else 120, data_dir=dd)
-                      for n in probs if a.only is None or a.only in n]
+        jobs += [("lvf", n, lambda n=n: learned_vs_fixed(n, n_max=(253 if n.endswith("housing") else 500) if a.full else 120, data_dir=dd))
+                 for n in probs if a.only is None or a.only in n]
+    titles = {"sk": "Sheth & Khardon (2016) with hyperparameters learned by the VLB, then GRAD / FPb / FPi",
+              "khan": "Khan et al. (2016), Tables 2-3: grid search against continuous optimisation",
+              "lvf": "learned against fixed hyperparameters: test log-loss (bits) / NLPD (nats)"}
+    with tqdm(jobs, desc="hyper_experiments", unit="run", disable=not a.progress, file=sys.stderr, dynamic_ncols=True) as bar:
+        for part, label, thunk in bar:
+            if not out[part]: print(f"== {titles[part]} ==", flush=True)
+            bar.set_postfix_str(f"{part}: {label}"); out[part].append(thunk())
     return out
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #h5e18
