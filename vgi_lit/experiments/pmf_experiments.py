@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, json, sys, time
 import numpy as np
+from tqdm import tqdm
 from ..likelihoods import Gaussian, Logistic, Ordinal
 from ..datasets import load_movielens_100k, rating_folds, fold_split, shared_data_dir
 from ..methods.pmf import PMF, METHODS, fit_pmf, expected_class
@@ -119,6 +120,7 @@ def main(argv=None):
     ap.add_argument("--lim-teh", action="store_true", help="exact expectations and ρ = 1 (Gaussian only: MC-SSVI is then Lim & Teh's VB)")
     ap.add_argument("--subset", default=None, help="USERS,ITEMS: only the first USERS users and ITEMS films (default: all with --full, 150,250 without)")
     ap.add_argument("--trace-sweeps", type=int, default=None, help="sweeps of each run of the traces (default 6 with --full, 2 without)")
+    ap.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar (default: one over the runs, on standard error)")
     a = ap.parse_args(argv)
     ml = load_movielens_100k(data_dir=a.data_dir or shared_data_dir(), download=a.data_dir is None and shared_data_dir() is None)
     if a.subset: ml = movielens_subset(ml, *(int(v) for v in a.subset.split(",")))
@@ -128,13 +130,18 @@ def main(argv=None):
     if a.what in ("cv", "both"):
         folds = [int(f) for f in a.folds.split(",")] if a.folds else (None if a.full else [0])
         extra = dict(method="mc-ssvi", expect="exact", schedule=1.0) if a.lim_teh else dict(method=a.method)
-        rows = cross_validate(ml, kinds=tuple(a.kinds.split(",")), K=K, max_iter=sweeps, folds=folds, n_f=a.n_f, **extra)
+        cells = [(k, kind) for k in (range(5) if folds is None else folds) for kind in a.kinds.split(",")]
+        rows = []                                   # cross_validate one (fold, likelihood) at a time: the same runs, with a progress bar
+        for k, kind in tqdm(cells, desc="cross-validation", unit="run", disable=not a.progress, file=sys.stderr, dynamic_ncols=True):
+            rows += cross_validate(ml, kinds=(kind,), K=K, max_iter=sweeps, folds=[k], n_f=a.n_f, **extra)
         out["cv"] = rows; out["summary"] = summarise(rows)
         print(json.dumps(out["summary"], indent=1), flush=True)
     if a.what in ("traces", "both"):
         runs = tuple((m, b) for m in METHODS for b in (None, 20))
-        out["traces"] = vlb_traces(ml, "ordinal", runs, K=K, max_iter=a.trace_sweeps or (6 if a.full else 2), n_f=a.n_f,
-                                   vlb_samples=2)
+        out["traces"] = {}
+        for run in tqdm(runs, desc="VLB traces", unit="run", disable=not a.progress, file=sys.stderr, dynamic_ncols=True):
+            out["traces"].update(vlb_traces(ml, "ordinal", (run,), K=K, max_iter=a.trace_sweeps or (6 if a.full else 2), n_f=a.n_f,
+                                            vlb_samples=2))
     return out
 
 if __name__ == "__main__" and "ipykernel" not in sys.modules: main()
