@@ -24,12 +24,13 @@ def log2_loss(p_pos, y):
 def _kernel_text(kernel):
     return ", ".join(f"{n}={v:.4g}" for n, v in zip(kernel.param_names, np.exp(kernel.params)))
 
-def learn_kernel(model, X_test, y_test, out=sys.stdout):
+def learn_kernel(model, X_test, y_test, out=sys.stdout, progress=False):
     """Learn the kernel parameters of `model` by the optimal VLB (`vgi_lit.fit(model, learn=True)`, FPi inside) and
     print the values before and after, the VLB at the starting values and at the learned ones, the test log-loss
-    of both, the outer evaluations, inner FPi iterations and seconds. Returns the `HyperFit`."""
-    post0 = vgi_lit.fit(model)
-    t0 = time.perf_counter(); hf = vgi_lit.fit(model, learn=True); secs = time.perf_counter() - t0
+    of both, the outer evaluations, inner FPi iterations and seconds (`progress`: a bar per run on standard error).
+    Returns the `HyperFit`."""
+    post0 = vgi_lit.fit(model, progress=progress)
+    t0 = time.perf_counter(); hf = vgi_lit.fit(model, learn=True, progress=progress); secs = time.perf_counter() - t0
     print(f"learning the kernel parameters by the optimal VLB (FPi inside, warm-started):", file=out)
     print(f"  start    RBF({_kernel_text(model.kernel)}): VLB {post0.vlb:12.6f}, "
           f"test log-loss {log2_loss(post0.predict_y(X_test), y_test):.4f}", file=out)
@@ -42,9 +43,10 @@ def learn_kernel(model, X_test, y_test, out=sys.stdout):
     return hf
 
 def run_demo(methods=("grad", "fpi"), variance: float = 1.0, lengthscale: float | None = None, learn: bool = True,
-             data_dir=None, figure: str | None = "demo_objective.png", out=sys.stdout):
+             data_dir=None, figure: str | None = "demo_objective.png", out=sys.stdout, progress: bool = False):
     """GP-logistic on ionosphere: learn the kernel parameters from the start (variance, lengthscale) unless
-    `learn=False`, then fit the model by each available method; print a table and save objective-vs-time."""
+    `learn=False`, then fit the model by each available method; print a table and save objective-vs-time.
+    `progress`: a progress bar per run on standard error (off by default)."""
     data = datasets.load_ionosphere(data_dir=data_dir or datasets.shared_data_dir())
     z = datasets.zscore(data.X, data.X_test)
     ls = np.sqrt(z.X.shape[1]) if lengthscale is None else lengthscale
@@ -53,7 +55,7 @@ def run_demo(methods=("grad", "fpi"), variance: float = 1.0, lengthscale: float 
           f"start RBF(variance={variance:g}, lengthscale={ls:.3g})", file=out)
     hf = None
     if learn:
-        hf = learn_kernel(model, z.X_test, data.y_test, out)
+        hf = learn_kernel(model, z.X_test, data.y_test, out, progress)
         model = hf.model
     print(f"every method on the model at the {'learned' if learn else 'fixed'} kernel parameters, "
           f"RBF({_kernel_text(model.kernel)}):", file=out)
@@ -61,7 +63,7 @@ def run_demo(methods=("grad", "fpi"), variance: float = 1.0, lengthscale: float 
     for name in methods:
         if name not in vgi_lit.METHODS:
             print(f"  {name}: not available in this version (known: {', '.join(sorted(vgi_lit.METHODS))})", file=out); continue
-        t0 = time.perf_counter(); post = vgi_lit.fit(model, method=name); secs = time.perf_counter() - t0
+        t0 = time.perf_counter(); post = vgi_lit.fit(model, method=name, progress=progress); secs = time.perf_counter() - t0
         results[name] = (post, secs, log2_loss(post.predict_y(z.X_test), data.y_test))
     if not results:
         raise ValueError(f"none of the methods {list(methods)} is available; known: {', '.join(sorted(vgi_lit.METHODS))}")
@@ -92,10 +94,11 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--figure", default="demo_objective.png")
     ap.add_argument("--blas-threads", type=int, default=1, help="BLAS threads (default 1: fastest for these sizes on a shared machine)")
+    ap.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars (default: one per run, on standard error)")
     a = ap.parse_args(argv)
     from threadpoolctl import threadpool_limits
     with threadpool_limits(a.blas_threads, user_api="blas"):
-        run_demo(a.methods, a.variance, a.lengthscale, not a.no_learn, a.data_dir, a.figure)
+        run_demo(a.methods, a.variance, a.lengthscale, not a.no_learn, a.data_dir, a.figure, progress=a.progress)
 
 
 # %% ../../nbs/experiments/99_demo.ipynb #b98803be
