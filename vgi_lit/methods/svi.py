@@ -13,10 +13,13 @@ from ..covariance import DenseCov, PrecisionCov
 from ..vlb import kl_to_prior
 from ..inference import register_method, History, VGPosterior, Event, EventKind, Stop, start_state, check_budget
 from .site_update import precision_step
+from ..models import GLM
+from .hyper import _Hyper, _values as _hyper_values
 
 # %% auto #0
 __all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'gauss_update',
-           'batch_objective', 'backtracking_step', 'svi_step', 'pd_factor', 'svi_run']
+           'batch_objective', 'backtracking_step', 'svi_step', 'pd_factor', 'glm_prior_closed_form', 'with_prior_state',
+           'PriorLearner', 'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
 METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
@@ -172,10 +175,98 @@ def pd_factor(L, c: float = 100.0):
     return np.ascontiguousarray(R.T), delta
 
 
+# %% ../../nbs/methods/14_svi.ipynb #hyp01cd
+def glm_prior_closed_form(model, m, cov, learn_mean: bool = False, learn_var: bool = True):
+    """(μ̂, δ̂): the GLM prior N(μ, Σ) (Σ = δI or diag(δ)) that maximises the VLB with q = N(m, V) fixed, by blocks
+    (Sheth & Khardon 2016b, eqs. 60-61 and 68): the constant mean first, μ̂₀ = Σ_j m_j/δ_j / Σ_j 1/δ_j at the current δ
+    (the plain average for a scalar δ), then δ̂_j = V_jj + (m_j − μ̂_j)² (diagonal) or their average (scalar).
+    Each block is an exact maximiser, so the bound does not decrease; for a scalar δ the pair is the joint maximiser."""
+    P = model.prior
+    if P.kind == 'dense': raise ValueError("learn_prior: a GLM with a full prior covariance has no variance parameter to learn (give a scalar or a diagonal)")
+    m = np.asarray(m, float); mu = np.asarray(model.mu, float)
+    delta = P.diag()
+    if learn_mean:
+        if not np.allclose(mu, mu[0]): raise ValueError("learn_prior: learning the prior mean needs a constant prior mean (all entries equal)")
+        w = 1.0 / delta
+        mu = np.full(model.d, float(w @ m / w.sum()))
+    if learn_var:
+        r2 = cov.var_at(None) + (m - mu)**2
+        delta = np.full(1, r2.mean()) if P.kind == 'scalar' else r2
+    return mu, (float(delta[0]) if P.kind == 'scalar' else delta)
+
+def with_prior_state(old, new, st):
+    """The state `st` of q under `old`'s prior re-expressed under `new`'s prior with q = N(m, V) unchanged: m and a
+    `DenseCov` factor L do not refer to the prior; a `PrecisionCov` stores Λ = V⁻¹ − Σ⁻¹, so Λ' = Λ + Σ⁻¹ − Σ'⁻¹."""
+    if not isinstance(st.cov, PrecisionCov): return st
+    I = np.eye(old.d)
+    return SVIState(st.m, PrecisionCov(new.prior, st.cov.Lam + old.prior.solve(I) - new.prior.solve(I)))
+
+class PriorLearner:
+    """Hyperparameter updates with q held fixed, interleaved with a stochastic method every `every` steps.
+    GLM: the closed forms `glm_prior_closed_form` (variance; constant mean with `learn_mean`).
+    GP, SparseGP: one Adam step (rate `lr`, moments 0.9 and 0.999) on the free parameters of `hyper._Hyper` (kernel
+    log-parameters, likelihood parameters, constant mean; `fixed` names those held) along the exact envelope gradient
+    ∂VLB/∂θ at the current q, of length `scale` (start `lr`) times Adam's normalised direction, halved (at most
+    `max_halvings` times) until the bound at fixed q does not decrease, else rejected; `scale` keeps the halvings and
+    grows by 1.25 (at most 10·`lr`) after a step accepted at once (the bound at fixed q is sharply curved in θ for a GP:
+    V held in function space must stay compatible with the new K).
+    `update(model, st)` returns (model, state, gain, events): gain is the exact change of the full-data VLB at fixed q."""
+    def __init__(self, model, every: int, learn_mean: bool = False, fixed=None, lr: float = 0.1, max_halvings: int = 5):
+        if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0): raise ValueError(f"learn_rate must be positive, got {lr!r}")
+        self.every, self.learn_mean, self.lr, self.max_halvings = int(every), bool(learn_mean), float(lr), int(max_halvings)
+        self.glm = isinstance(model, GLM)
+        if self.glm:
+            keys = ["prior_var", "mean"]
+            for key in ([fixed] if isinstance(fixed, str) else list(fixed or [])):
+                if key not in keys: raise ValueError(f"learn_prior: fixed names an unknown GLM prior parameter {key!r}; they are {keys}")
+            fixed = set([fixed] if isinstance(fixed, str) else list(fixed or []))
+            self.learn_var, self.learn_mean = "prior_var" not in fixed, self.learn_mean and "mean" not in fixed
+            glm_prior_closed_form(model, model.mu, None, self.learn_mean, False)       # validates the prior's kind and mean
+        else:
+            self.hp = _Hyper(model, learn_mean, fixed)
+            self.theta = self.hp.theta0.copy()
+            self.m1, self.m2, self.k, self.scale = np.zeros_like(self.theta), np.zeros_like(self.theta), 0, self.lr
+
+    def values(self, model):
+        "Every hyperparameter of `model` by name, on its natural scale (variances, lengthscales, ...)."
+        if self.glm:
+            out = {"prior_var": float(model.prior.diag()[0])} if model.prior.kind == 'scalar' else \
+                  {f"prior_var[{j}]": float(v) for j, v in enumerate(model.prior.diag())}
+            if self.learn_mean: out["mean"] = float(model.mu[0])
+            return out
+        return _hyper_values(self.hp, model)
+
+    def update(self, model, st):
+        if self.glm:
+            mu, delta = glm_prior_closed_form(model, st.m, st.cov, self.learn_mean, self.learn_var)
+            new = GLM(model.X, model.y, model.likelihood, prior_mean=mu, prior_cov=delta)
+            st_new = with_prior_state(model, new, st)
+            return new, st_new, kl_to_prior(model, st.m, st.cov) - kl_to_prior(new, st_new.m, st_new.cov), []
+        if len(self.theta) == 0: return model, st, 0.0, []
+        g = self.hp.grad(model, st.m, st.cov)
+        if not np.all(np.isfinite(g)): return model, st, 0.0, [Event(EventKind.STEP_REJECTED, "hyperparameter gradient not finite: θ kept")]
+        self.k += 1
+        self.m1 = 0.9 * self.m1 + 0.1 * g; self.m2 = 0.999 * self.m2 + 0.001 * g**2
+        step = self.scale * (self.m1 / (1 - 0.9**self.k)) / (np.sqrt(self.m2 / (1 - 0.999**self.k)) + 1e-8)
+        v0 = vlb_stream(model, st.m, st.cov)[0]
+        for h in range(self.max_halvings + 1):
+            theta = self.theta + step
+            try:
+                new = self.hp.build(theta); st_new = with_prior_state(model, new, st)
+                gain = vlb_stream(new, st_new.m, st_new.cov)[0] - v0
+            except (ValueError, np.linalg.LinAlgError): gain = -np.inf
+            if np.isfinite(gain) and gain >= 0:
+                self.theta = theta
+                if h == 0: self.scale = min(1.25 * self.scale, 10.0 * self.lr)
+                return new, st_new, float(gain), ([Event(EventKind.DAMPED, "hyperparameter step halved: the bound fell at fixed q", h)] if h else [])
+            step, self.scale = 0.5 * step, 0.5 * self.scale
+        return model, st, 0.0, [Event(EventKind.STEP_REJECTED, "hyperparameter step lowered the bound at fixed q at every length: θ kept")]
+
 # %% ../../nbs/methods/14_svi.ipynb #e949235c
 def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, max_seconds=None, callback=None,
             batch_size=500, schedule=None, tau=1.0, kappa=0.6, lr=None, expect=None, n_samples=100, seed=0,
-            max_epochs=None, whiten=None, eval_every=None, backtrack=None) -> VGPosterior:
+            max_epochs=None, whiten=None, eval_every=None, backtrack=None, learn_prior=False, learn_every=None,
+            learn_mean=False, fixed=None, learn_rate=0.1) -> VGPosterior:
     """Fit q(w) = N(m, V) to `model` by one of `METHODS` (Sheth & Khardon 2016b, §3.3) on mini-batches of `model.rows`.
 
     - `m0`, `V0`: start (defaults μ and Σ; `V0` a positive scalar, diagonal or d × d matrix).
@@ -196,7 +287,15 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
       there, m + ρ_t V'ĝ). Default 'q' for h-mc-ssvi; for s-dsvi True on a dense prior Σ, else False.
     - `eval_every`: steps between full-data VLB evaluations (default one epoch).
     - `backtrack`: s-dsvi only (default True): scale its ADAGRAD steps down by halving until the mini-batch objective
-      does not decrease (`backtracking_step`; events DAMPED, STEP_REJECTED)."""
+      does not decrease (`backtracking_step`; events DAMPED, STEP_REJECTED).
+    - `learn_prior`: True to update the hyperparameters with q held fixed every `learn_every` steps (default one epoch,
+      `eval_every`), after the update of q (`PriorLearner`): a GLM's prior variance (scalar or per feature, as its prior is)
+      and, with `learn_mean`, its constant prior mean, in closed form (Sheth & Khardon 2016b, eqs. 60-61, 68); a GP's or
+      sparse GP's kernel and likelihood parameters (and constant mean with `learn_mean`) by an Adam step of rate
+      `learn_rate` on their log-parameters along the exact gradient at fixed q. `fixed`: parameter names held
+      (`hyper.learn`'s names; for a GLM 'prior_var' or 'mean'). The record of each update carries `prior_gain` (the exact
+      change of the full-data VLB, q fixed) and `hyper` (the values after it); the result's `model` is the final model and
+      `info['hyper']` its values (None without `learn_prior`)."""
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     check_budget(tol, 0 if max_iter is None else max_iter, max_seconds)
     if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
@@ -222,17 +321,22 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     frac = 1.0
     expect = expect or ("gh" if method == "svi" else "mc")
     if expect not in ("gh", "mc"): raise ValueError(f"expect must be 'gh' or 'mc', got {expect!r}")
+    if learn_prior not in (True, False): raise ValueError(f"learn_prior must be True or False, got {learn_prior!r}")
     rng = np.random.default_rng(seed)
     st = init_state(model, method, m0, V0)
     opt_m = Adagrad(lr) if (method == "s-dsvi" or (method == "h-mc-ssvi" and whiten != "q")) else None
     opt_L = Adagrad(lr) if method == "s-dsvi" else None
     per_epoch = int(np.ceil(n / batch_size))
     eval_every = per_epoch if eval_every is None else int(eval_every)
+    if learn_every is not None and (isinstance(learn_every, bool) or int(learn_every) != learn_every or learn_every < 1):
+        raise ValueError(f"learn_every must be a positive integer, got {learn_every!r}")
+    learner = PriorLearner(model, eval_every if learn_every is None else learn_every, learn_mean, fixed, learn_rate) if learn_prior else None
+    last_gain = None                                                   # the last hyperparameter update's gain
     n_steps = int(np.ceil(max_epochs * per_epoch))
     hist = History(callback=callback, max_seconds=max_seconds)
     v, gn = vlb_stream(model, st.m, st.cov)
     hist.record(vlb=v, grad_norm=gn, events=start_events, step="start", points=0, m=st.m, cov=st.cov)
-    best = (v, st, 0)                                                  # the best evaluated state: (VLB, state, step)
+    best = (v, st, 0, model)                                           # the best evaluated state: (VLB, state, step, model)
     hist[0].extra.pop('cov')
     stop, prev, perm, pos, t = None, v, rng.permutation(n), 0, 0
     while stop is None:
@@ -249,24 +353,29 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         if not np.all(np.isfinite(st_new.m)):
             stop = Stop.NOT_FINITE; hist.record(events=events, step=method, points=t * batch_size); break
         st = st_new
+        hyper = {}
+        if learner is not None and t % learner.every == 0:             # hyperparameters with q held fixed
+            model, st, gain, hev = learner.update(model, st)
+            events = events + hev; hyper = dict(prior_gain=gain, hyper=learner.values(model)); last_gain = gain
         v = gn = np.nan
         if t % eval_every == 0:
             te = time.perf_counter(); v, gn = vlb_stream(model, st.m, st.cov)
             hist.t0 += time.perf_counter() - te                        # evaluations are not charged to the method's clock
         rec = hist.record(vlb=v, grad_norm=gn, events=events, step=method, grad_norm_stochastic=gns, points=t * batch_size,
-                          **({'m': st.m, 'cov': st.cov} if t % eval_every == 0 else {}))
+                          **hyper, **({'m': st.m, 'cov': st.cov} if t % eval_every == 0 else {}))
         rec.extra.pop('cov', None)                                     # V is the callback's to read, not the history's to keep
         if np.isfinite(v):
-            if abs(v - prev) <= tol * (1 + abs(v)) and not any(e.kind is EventKind.DAMPED for e in events): stop = Stop.REL_TOL
+            if abs(v - prev) <= tol * (1 + abs(v)) and not any(e.kind is EventKind.DAMPED for e in events) \
+                    and (learner is None or (last_gain is not None and last_gain <= tol * (1 + abs(v)))): stop = Stop.REL_TOL
             prev = v
-            if v > best[0]: best = (v, st, t)
+            if v > best[0]: best = (v, st, t, model)
         elif t % eval_every == 0: stop = Stop.NOT_FINITE
         if stop is None and hist.stop_requested: stop = Stop.CALLBACK
         if stop is None and hist.out_of_time(): stop = Stop.MAX_SECONDS
     last, jitter = hist[-1], 0.0
     if not np.isfinite(last.vlb) and np.all(np.isfinite(st.m)): last.vlb, last.grad_norm = vlb_stream(model, st.m, st.cov)
     if np.isfinite(best[0]) and not last.vlb >= best[0]:              # a run that ended below a state it visited
-        st = best[1]                                                   # (Monte Carlo noise, or a diverging step size)
+        st, model = best[1], best[3]                                   # (Monte Carlo noise, or a diverging step size)
         last = hist.record(vlb=best[0], step="best", events=[Event(EventKind.BEST_STATE, f"the best evaluated state (step {best[2]}) "
                            f"is returned: the last one's VLB {hist[-1].vlb:.6g} is lower")], points=t * batch_size, m=st.m, cov=st.cov)
         last.extra.pop('cov', None)
@@ -281,7 +390,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     return VGPosterior(model, st.m, st.cov, method, last.vlb, stop, hist,
                        f"{stop.value} after {t} steps ({t * batch_size / n:.2f} epochs)", n_iter=t, state=st,
                        batch_size=batch_size, schedule=schedule, expect=expect, whiten=whiten, seed=seed, n_samples=n_samples,
-                       jitter=jitter)
+                       jitter=jitter, hyper=None if learner is None else learner.values(model))
 
 # %% ../../nbs/methods/14_svi.ipynb #0a8b3658
 def _register(method):
