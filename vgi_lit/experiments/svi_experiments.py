@@ -4,7 +4,8 @@
 
 # %% ../../nbs/experiments/94_svi_experiments.ipynb #f90d2141
 from __future__ import annotations
-import argparse, json, time, tracemalloc
+import argparse, json, sys, time, tracemalloc
+from tqdm import tqdm
 import numpy as np
 from ..models import GLM, SparseGP
 from ..methods.svi import svi_run
@@ -158,9 +159,15 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=50); ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--epochs", type=float, default=5); ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=1.0); ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--no-progress", dest="progress", action="store_false", help="glm: no progress bar over the runs (default: on standard error)")
     a = ap.parse_args(argv)
-    if a.name == "glm":
-        out = exp_glm(a.max_time, a.batch, seed=a.seed, lr=a.lr, data_dir=a.data_dir); out = dict(summary=glm_summary(out), runs=out)
+    if a.name == "glm":                             # exp_glm's four runs one at a time (the same runs), with a progress bar
+        n = load_a7a(data_dir=_data_dir(a.data_dir), download=False).X.shape[0]
+        out = {}
+        for run in tqdm([("mc-ssvi", a.batch), ("h-mc-ssvi", a.batch), ("s-dsvi", a.batch), ("h-mc-ssvi", n)], desc="a7a runs",
+                        unit="run", disable=not a.progress, file=sys.stderr, dynamic_ncols=True):
+            out.update(exp_glm(a.max_time, a.batch, seed=a.seed, lr=a.lr, data_dir=a.data_dir, methods=[run]))
+        out = dict(summary=glm_summary(out), runs=out)
     elif a.name == "gme": out = exp_gme(max_epochs=a.epochs, batch=a.batch, seed=a.seed, lr=a.lr, data_dir=a.data_dir)
     elif a.name == "sgp": out = exp_sgp(repeats=a.repeats, seed=a.seed, data_dir=a.data_dir)
     else: out = exp_large(n=a.n, epochs=int(a.epochs), seed=a.seed)
