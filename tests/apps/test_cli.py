@@ -162,3 +162,22 @@ def test_readme_example(tmp_path):
     assert abs(post.vlb - vlb) < 1e-5 and np.isfinite(vlb)
     mu = np.exp(post.predict(post.model.X)[0])                           # fitted mean visits near the observed mean
     assert abs(mu.mean() - post.model.y.mean()) < 0.05 * post.model.y.mean()
+
+
+@pytest.mark.parametrize("name", ["fp_experiments", "prox_tables", "svi_experiments", "hyper_experiments", "pmf_experiments", "demo"])
+def test_experiment_commands_have_no_progress(name, capsys):
+    import importlib
+    mod = importlib.import_module(f"vgi_lit.experiments.{name}")
+    with pytest.raises(SystemExit) as e: mod.main(["--help"])
+    assert e.value.code == 0 and "--no-progress" in capsys.readouterr().out
+
+
+def test_demo_progress_on_in_the_command_off_in_the_library(tmp_path, capfd):
+    from vgi_lit.experiments.demo import main as demo_main, run_demo
+    demo_main(["--methods", "fpi", "--no-learn", "--figure", str(tmp_path / "d.png")])
+    assert "fit fpi" in capfd.readouterr().err                          # the command: a bar per run by default
+    demo_main(["--methods", "fpi", "--no-learn", "--figure", str(tmp_path / "d.png"), "--no-progress"])
+    assert capfd.readouterr().err == ""
+    import io
+    buf = io.StringIO(); run_demo(["fpi"], learn=False, figure=None, data_dir=str(shared_data_dir(ROOT)), out=buf)
+    assert capfd.readouterr().err == "" and "fpi" in buf.getvalue()     # the library: silent unless asked

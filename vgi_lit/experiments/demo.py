@@ -98,7 +98,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     from threadpoolctl import threadpool_limits
     with threadpool_limits(a.blas_threads, user_api="blas"):
-        run_demo(a.methods, a.variance, a.lengthscale, not a.no_learn, a.data_dir, a.figure, progress=a.progress)
+        run_demo(a.methods, a.variance, a.lengthscale, not a.no_learn, a.data_dir, a.figure, out=sys.stdout, progress=a.progress)
 
 
 # %% ../../nbs/experiments/99_demo.ipynb #b98803be
