@@ -148,8 +148,13 @@ def test_ordinal_errors(tmp_path, capsys):
 
 
 def test_readme_example(tmp_path):
-    """The README's command, run as written from the repository root (the output file in tmp_path); about 1.5 s."""
-    cmd = "vgi-lit fit ../shared/data/randhie.csv --target mdvis --likelihood poisson --model glm --out fitted.npz".split()
+    """The README's command, read from README.md and run as written from the repository root (the output file in
+    tmp_path); about 1.5 s."""
+    import re
+    found = re.findall(r"`(vgi-lit fit [^`]+)`", (ROOT / "README.md").read_text())
+    assert found, "README.md has no `vgi-lit fit ...` example"
+    cmd = found[0].split()
+    assert cmd == "vgi-lit fit ../shared/data/randhie.csv --target mdvis --likelihood poisson --model glm --out fitted.npz".split()
     argv = cmd[1:-1] + [str(tmp_path / "fitted.npz")]
     r = subprocess.run([sys.executable, "-m", "vgi_lit"] + argv, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
