@@ -206,14 +206,19 @@ class PriorLearner:
     GLM: the closed forms `glm_prior_closed_form` (variance; constant mean with `learn_mean`).
     GP, SparseGP: one Adam step (rate `lr`, moments 0.9 and 0.999) on the free parameters of `hyper._Hyper` (kernel
     log-parameters, likelihood parameters, constant mean; `fixed` names those held) along the exact envelope gradient
-    ∂VLB/∂θ at the current q, of length `scale` (start `lr`) times Adam's normalised direction, halved (at most
+    ∂VLB/∂θ at the current q, of length `scale` (start `lr`) times Adam's normalised direction (the RMS-scaled current
+    gradient instead when the momentum is not an ascent direction), halved (at most
     `max_halvings` times) until the bound at fixed q does not decrease, else rejected; `scale` keeps the halvings and
     grows by 1.25 (at most 10·`lr`) after a step accepted at once (the bound at fixed q is sharply curved in θ for a GP:
     V held in function space must stay compatible with the new K).
-    `update(model, st)` returns (model, state, gain, events): gain is the exact change of the full-data VLB at fixed q."""
+    `update(model, st)` returns (model, state, gain, events): gain is the exact change of the full-data VLB at fixed q;
+    `progress` is what the driver's convergence test reads: the gain of a closed-form update, and for a gradient step
+    max(gain, `lr`·‖∂VLB/∂θ‖₁) (the first-order gain of a step of the base length, so that a shrunk step does not pass
+    for convergence), infinite after a rejected step."""
     def __init__(self, model, every: int, learn_mean: bool = False, fixed=None, lr: float = 0.1, max_halvings: int = 5):
         if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0): raise ValueError(f"learn_rate must be positive, got {lr!r}")
         self.every, self.learn_mean, self.lr, self.max_halvings = int(every), bool(learn_mean), float(lr), int(max_halvings)
+        self.progress = np.inf
         self.glm = isinstance(model, GLM)
         if self.glm:
             keys = ["prior_var", "mean"]
@@ -241,13 +246,16 @@ class PriorLearner:
             mu, delta = glm_prior_closed_form(model, st.m, st.cov, self.learn_mean, self.learn_var)
             new = GLM(model.X, model.y, model.likelihood, prior_mean=mu, prior_cov=delta)
             st_new = with_prior_state(model, new, st)
-            return new, st_new, kl_to_prior(model, st.m, st.cov) - kl_to_prior(new, st_new.m, st_new.cov), []
-        if len(self.theta) == 0: return model, st, 0.0, []
-        g = self.hp.grad(model, st.m, st.cov)
+            gain = kl_to_prior(model, st.m, st.cov) - kl_to_prior(new, st_new.m, st_new.cov); self.progress = abs(gain)
+            return new, st_new, gain, []
+        if len(self.theta) == 0: self.progress = 0.0; return model, st, 0.0, []
+        g = self.hp.grad(model, st.m, st.cov); self.progress = np.inf
         if not np.all(np.isfinite(g)): return model, st, 0.0, [Event(EventKind.STEP_REJECTED, "hyperparameter gradient not finite: θ kept")]
         self.k += 1
         self.m1 = 0.9 * self.m1 + 0.1 * g; self.m2 = 0.999 * self.m2 + 0.001 * g**2
-        step = self.scale * (self.m1 / (1 - 0.9**self.k)) / (np.sqrt(self.m2 / (1 - 0.999**self.k)) + 1e-8)
+        rms = np.sqrt(self.m2 / (1 - 0.999**self.k)) + 1e-8
+        step = self.scale * (self.m1 / (1 - 0.9**self.k)) / rms
+        if not g @ step > 0: step = self.scale * g / rms                # the momentum points downhill: the current gradient, scaled
         v0 = vlb_stream(model, st.m, st.cov)[0]
         for h in range(self.max_halvings + 1):
             theta = self.theta + step
@@ -258,6 +266,7 @@ class PriorLearner:
             if np.isfinite(gain) and gain >= 0:
                 self.theta = theta
                 if h == 0: self.scale = min(1.25 * self.scale, 10.0 * self.lr)
+                self.progress = max(float(gain), self.lr * float(np.sum(np.abs(g))))
                 return new, st_new, float(gain), ([Event(EventKind.DAMPED, "hyperparameter step halved: the bound fell at fixed q", h)] if h else [])
             step, self.scale = 0.5 * step, 0.5 * self.scale
         return model, st, 0.0, [Event(EventKind.STEP_REJECTED, "hyperparameter step lowered the bound at fixed q at every length: θ kept")]
@@ -356,7 +365,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         hyper = {}
         if learner is not None and t % learner.every == 0:             # hyperparameters with q held fixed
             model, st, gain, hev = learner.update(model, st)
-            events = events + hev; hyper = dict(prior_gain=gain, hyper=learner.values(model)); last_gain = gain
+            events = events + hev; hyper = dict(prior_gain=gain, hyper=learner.values(model)); last_gain = learner.progress
         v = gn = np.nan
         if t % eval_every == 0:
             te = time.perf_counter(); v, gn = vlb_stream(model, st.m, st.cov)
