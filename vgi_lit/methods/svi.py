@@ -299,7 +299,8 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
       does not decrease (`backtracking_step`; events DAMPED, STEP_REJECTED).
     - `learn_prior`: True to update the hyperparameters with q held fixed every `learn_every` steps (default one epoch,
       `eval_every`), after the update of q (`PriorLearner`): a GLM's prior variance (scalar or per feature, as its prior is)
-      and, with `learn_mean`, its constant prior mean, in closed form (Sheth & Khardon 2016b, eqs. 60-61, 68); a GP's or
+      and, with `learn_mean`, its constant prior mean, in closed form (Sheth & Khardon 2016b, eqs. 60-61, 68; its likelihood
+      parameters stay as given: `hyper.learn` learns them in batch); a GP's or
       sparse GP's kernel and likelihood parameters (and constant mean with `learn_mean`) by an Adam step of rate
       `learn_rate` on their log-parameters along the exact gradient at fixed q. `fixed`: parameter names held
       (`hyper.learn`'s names; for a GLM 'prior_var' or 'mean'). The record of each update carries `prior_gain` (the exact
