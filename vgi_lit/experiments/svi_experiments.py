@@ -63,7 +63,7 @@ def glm_summary(out):
     return rows
 
 # %% ../../nbs/experiments/94_svi_experiments.ipynb #51a3e0a4
-def exp_gme(n=4000, n_test=2000, max_epochs=5, batch=500, tau=1.0, seed=0, lr=1.0, data_dir=None, mf_iter=300):
+def exp_gme(n=4000, n_test=2000, max_epochs=5, batch=500, tau=1.0, seed=0, lr=1.0, data_dir=None, mf_iter=300, progress=False):
     "Sheth & Khardon (2016b), §4.2, in kind: GME vs GLM, three algorithms, three bounds, test NLL (simulated counts on a7a inputs)."
     ds = load_a7a(data_dir=_data_dir(data_dir), download=False)
     X = ds.X[:n + n_test]; mu, sd = X.mean(0), X.std(0); sd[sd == 0] = 1.0
@@ -74,7 +74,8 @@ def exp_gme(n=4000, n_test=2000, max_epochs=5, batch=500, tau=1.0, seed=0, lr=1.
     Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
     lik = Poisson(); model = gme_mod.GME(Xtr, ytr, lik, tau=tau)
     out = dict(true_w2=float(w2))
-    for meth, bound in [("h-mc-ssvi", "optimal"), ("mc-ssvi", "optimal"), ("s-dsvi", "optimal"), ("h-mc-ssvi", "suboptimal")]:
+    runs = [("h-mc-ssvi", "optimal"), ("mc-ssvi", "optimal"), ("s-dsvi", "optimal"), ("h-mc-ssvi", "suboptimal")]
+    for meth, bound in tqdm(runs, desc="GME runs", unit="run", disable=not progress, file=sys.stderr, dynamic_ncols=True):
         t = time.perf_counter()
         r = gme_mod.gme_fit(model, meth, bound, batch_size=batch, max_epochs=max_epochs, lr=lr, seed=seed, eval_every=10**9)
         out[f"{meth} ({'8' if bound == 'optimal' else '3'})"] = dict(
@@ -100,7 +101,7 @@ def _grid_search(X, y, rng, grid=None):
                 if lml > best: best, arg = lml, (var, ls, nz)
     return arg
 
-def exp_sgp(sizes=(50, 100, 200, 339), repeats=10, M=20, seed=0, data_dir=None):
+def exp_sgp(sizes=(50, 100, 200, 339), repeats=10, M=20, seed=0, data_dir=None, progress=False):
     "Sheth & Khardon (2016b), §4.3, in kind on housing: test NLL of (3), V1, V2, (6), full GP against training size."
     ds = load_housing(data_dir=_data_dir(data_dir), download=False)
     rng = np.random.default_rng(seed)
@@ -113,6 +114,7 @@ def exp_sgp(sizes=(50, 100, 200, 339), repeats=10, M=20, seed=0, data_dir=None):
     Z = Xtr[rng.choice(ntr, M, replace=False)]
     res = {s: {n: [] for n in ("V1", "V2", "(6)", "full GP")} for s in sizes}
     abs_ = {s: [] for s in sizes}
+    bar = tqdm(total=len(sizes) * repeats, desc="sparse-GP repeats", unit="fit", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     for s in sizes:
         for r in range(repeats):
             idx = rng.choice(ntr, s, replace=False); X, y = Xtr[idx], ytr[idx]
@@ -123,6 +125,8 @@ def exp_sgp(sizes=(50, 100, 200, 339), repeats=10, M=20, seed=0, data_dir=None):
             res[s]["V2"].append(sb.gaussian_nlpd(yte, *sb.predict_sparse(k, Z, m2, S2, Xte), nz) - base)
             res[s]["(6)"].append(sb.gaussian_nlpd(yte, *sb.predict_sparse(k, Z, *sb.optimal(k, X, y, Z, nz), Xte), nz) - base)
             fm, fv, _ = sb.full_gp(k, X, y, nz, Xte); res[s]["full GP"].append(sb.gaussian_nlpd(yte, fm, fv, nz) - base)
+            bar.update()
+    bar.close()
     summ = {s: {n: (float(np.mean(v)), float(np.std(v) / np.sqrt(len(v))), float(np.mean(np.array(v) < 0))) for n, v in d.items()}
             for s, d in res.items()}
     return dict(hyper=dict(variance=var, lengthscale=ls, noise=nz), M=M, nll_titsias={s: float(np.mean(v)) for s, v in abs_.items()},
@@ -159,7 +163,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=50); ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--epochs", type=float, default=5); ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=1.0); ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--no-progress", dest="progress", action="store_false", help="glm: no progress bar over the runs (default: on standard error)")
+    ap.add_argument("--no-progress", dest="progress", action="store_false", help="glm, gme, sgp: no progress bar over the runs (default: on standard error); large is one run")
     a = ap.parse_args(argv)
     if a.name == "glm":                             # exp_glm's four runs one at a time (the same runs), with a progress bar
         n = load_a7a(data_dir=_data_dir(a.data_dir), download=False).X.shape[0]
@@ -168,8 +172,8 @@ def main(argv=None):
                         unit="run", disable=not a.progress, file=sys.stderr, dynamic_ncols=True):
             out.update(exp_glm(a.max_time, a.batch, seed=a.seed, lr=a.lr, data_dir=a.data_dir, methods=[run]))
         out = dict(summary=glm_summary(out), runs=out)
-    elif a.name == "gme": out = exp_gme(max_epochs=a.epochs, batch=a.batch, seed=a.seed, lr=a.lr, data_dir=a.data_dir)
-    elif a.name == "sgp": out = exp_sgp(repeats=a.repeats, seed=a.seed, data_dir=a.data_dir)
+    elif a.name == "gme": out = exp_gme(max_epochs=a.epochs, batch=a.batch, seed=a.seed, lr=a.lr, data_dir=a.data_dir, progress=a.progress)
+    elif a.name == "sgp": out = exp_sgp(repeats=a.repeats, seed=a.seed, data_dir=a.data_dir, progress=a.progress)
     else: out = exp_large(n=a.n, epochs=int(a.epochs), seed=a.seed)
     print(json.dumps(out, indent=1, default=float))
     return out
