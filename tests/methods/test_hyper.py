@@ -173,3 +173,15 @@ def test_learned_vlb_matches_the_joint_optimisation(name):
                                     ("sonar", 10_000)])
 def test_learned_vlb_matches_the_joint_optimisation_full(name, n):
     _learn_matches_joint(name, n, max_iter=100_000)
+
+
+def test_first_outer_step_stays_within_one_in_log_space():
+    """With a start gradient of about 18 the unscaled first L-BFGS-B step lands on a corner of the box (an inner
+    solve to max_iter); the scaled objective moves each log-parameter by at most 1 and keeps the optimum."""
+    rng = np.random.default_rng(5); X = rng.normal(size=(150, 3))
+    y = np.where(X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=150) > 0, 1.0, -1.0)
+    hf = learn(GP(X, y, Logistic(), RBF(1.0, 3.0)))
+    th = [r["theta"] for r in hf.history]
+    assert hf.history[0].grad_norm > 10 and np.max(np.abs(th[1] - th[0])) <= 1.0 + 1e-12
+    assert hf.converged and max(r["inner_iter"] for r in hf.history) < 100
+    assert abs(hf.vlb - (-38.781652824419524)) <= 1e-8 * 38.8

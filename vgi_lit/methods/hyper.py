@@ -228,8 +228,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if len(theta0) == 0:
             evaluate(theta0); theta, message, stop = theta0, "no free parameters", Stop.GRAD_TOL
         else:
-            res = minimize(evaluate, theta0, jac=True, method="L-BFGS-B", bounds=list(zip(np.where(np.isfinite(lo), lo, None), np.where(np.isfinite(hi), hi, None))),
-                           options=dict(maxiter=int(max_iter), gtol=tol, ftol=0.0, maxcor=20))
+            s = 1.0 / max(1.0, float(np.max(np.abs(evaluate(theta0)[1]))))      # first step ≤ 1 per coordinate
+            res = minimize(lambda th: tuple(s * v for v in evaluate(th)), theta0, jac=True, method="L-BFGS-B",
+                           bounds=list(zip(np.where(np.isfinite(lo), lo, None), np.where(np.isfinite(hi), hi, None))),
+                           options=dict(maxiter=int(max_iter), gtol=s * tol, ftol=0.0, maxcor=20))
             theta, message = res.x, str(res.message)
             evaluate(theta)
             gn = hist[-1].grad_norm
