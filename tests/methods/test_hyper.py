@@ -185,3 +185,16 @@ def test_first_outer_step_stays_within_one_in_log_space():
     assert hf.history[0].grad_norm > 10 and np.max(np.abs(th[1] - th[0])) <= 1.0 + 1e-12
     assert hf.converged and max(r["inner_iter"] for r in hf.history) < 100
     assert abs(hf.vlb - (-38.781652824419524)) <= 1e-8 * 38.8
+
+
+def test_glm_gradient_needs_no_d_by_d_matrices():
+    """n = 20, d = 1500 with a per-feature prior variance: the gradient takes r and diag W only (the dense route
+    would allocate ∂Σ of d³ floats, 27 GB); it matches ½σ²_j(r_j² − W_jj) with W formed densely."""
+    from vgi_lit.methods.hyper import _Hyper, prior_residual, prior_residual_diag
+    rng = np.random.default_rng(7); X = rng.normal(size=(20, 1500)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    model = GLM(X, y, Logistic(), prior_cov=0.5 + rng.random(1500)); post = vgi_lit.fit(model, "fpi")
+    g = _Hyper(model).grad(model, post.m, post.cov)
+    r = model.prior.solve(post.m - model.mu); var = model.prior.diag()
+    Wd = np.diag(prior_residual(model, post.cov))
+    assert g.shape == (1500,) and np.allclose(g, 0.5 * var * (r * r - Wd), rtol=1e-10, atol=1e-12)
+    assert np.allclose(prior_residual_diag(model, post.cov), Wd, rtol=1e-10, atol=1e-12)

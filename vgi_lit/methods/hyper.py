@@ -16,7 +16,7 @@ from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budg
 
 
 # %% auto #0
-__all__ = ['prior_residual', 'dvlb_dprior', 'dvlb_dsites', 'HyperFit', 'learn', 'joint_lbfgs']
+__all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperFit', 'learn', 'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -35,6 +35,22 @@ def prior_residual(model, cov):
     Si = P.solve(np.eye(P.d))
     W = Si - P.solve(P.solve(cov.dense()).T)
     return 0.5 * (W + W.T)
+
+def prior_residual_diag(model, cov) -> np.ndarray:
+    """diag(W), W = Σ⁻¹ − Σ⁻¹VΣ⁻¹, for a scalar or diagonal prior Σ = diag(σ²), without a d × d matrix where the
+    representation allows: ‖L_B⁻¹SH e_j‖² in n-space, (1 − [B⁻¹]_jj)/σ²_j in d-space, 1/σ²_j − V_jj/σ⁴_j from the
+    factor of V otherwise."""
+    P = model.prior
+    if P.kind not in ('scalar', 'diag'): raise ValueError(f"prior_residual_diag needs a scalar or diagonal prior, got {P.kind!r}")
+    var = P.diag()
+    if isinstance(cov, SiteCov) and cov.space == 'n':
+        C = cov.LBi * cov.s[None, :]                                     # L_B⁻¹ S (n × n)
+        CH = C if model.H is None else C @ model.H                        # n × d
+        return np.einsum('ij,ij->j', CH, CH)
+    if isinstance(cov, SiteCov):
+        return (1.0 - np.einsum('ij,ij->j', cov.LBi, cov.LBi)) / var     # [B⁻¹]_jj: squared column norms of L_B⁻¹
+    Vd = np.einsum('ij,ij->i', cov.F, cov.F) if hasattr(cov, 'F') else np.diag(cov.dense())
+    return 1.0 / var - Vd / var**2
 
 # %% ../../nbs/methods/15_hyper.ipynb #5ec3c1c5
 def dvlb_dprior(model, m, cov, dSigma, dmu=None, W=None) -> np.ndarray:
@@ -154,7 +170,7 @@ class _Hyper:
         terms = site_terms(model, m, cov) if terms is None else terms
         dmu = np.zeros((p, model.d))
         if self.learn_mean: dmu[-1] = 1.0
-        dS = np.zeros((p, model.d, model.d))
+        dS = None if isinstance(model, GLM) else np.zeros((p, model.d, model.d))
         if isinstance(model, SparseGP):
             if need & set(range(k)):
                 dkd, dKxz, dKzz = _kernel_blocks(model.kernel, model.X, model.Z)
@@ -163,11 +179,12 @@ class _Hyper:
             if self.learn_mean and (p - 1) in need: g[-1] += terms.dE_dm @ (1.0 - model.H.sum(1))
         elif isinstance(model, GP):
             if need & set(range(k)): dS[:k] = self._with_jitter(model.kernel.dK(model.X))
-        else:
-            var = model.prior.diag()
-            if model.prior.kind == 'scalar': dS[0] = var[0] * np.eye(model.d)
-            else: dS[np.arange(model.d), np.arange(model.d), np.arange(model.d)] = var
-        if need & (set(range(k)) | ({p - 1} if self.learn_mean else set())):
+        else:                                                          # ∂Σ/∂log σ²_j = σ²_j e_j e_jᵀ: only r and diag W
+            var = model.prior.diag(); r = model.prior.solve(np.asarray(m, float) - model.mu)
+            gj = 0.5 * var * (r * r - prior_residual_diag(model, cov))
+            g[:k] = gj.sum() if model.prior.kind == 'scalar' else gj
+            if self.learn_mean: g[-1] = r.sum()
+        if not isinstance(model, GLM) and need & (set(range(k)) | ({p - 1} if self.learn_mean else set())):
             g += dvlb_dprior(model, m, cov, dS, dmu)
         if self.n_lik and need & set(range(k, l)):
             g[k:l] = np.sum(model.likelihood.expected_dparams(model.y, terms.m_site, terms.v_site), axis=1)
