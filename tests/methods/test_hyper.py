@@ -198,3 +198,21 @@ def test_glm_gradient_needs_no_d_by_d_matrices():
     Wd = np.diag(prior_residual(model, post.cov))
     assert g.shape == (1500,) and np.allclose(g, 0.5 * var * (r * r - Wd), rtol=1e-10, atol=1e-12)
     assert np.allclose(prior_residual_diag(model, post.cov), Wd, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sonar"])
+def test_joint_lbfgs_from_the_fpi_posterior_reaches_learns_vlb(name):
+    """Full training sets, z-scored, RBF(1, √d) start: the joint L-BFGS over (θ, m, L) started at FPi's q at the
+    initial θ (m0, L0 = chol V) reaches `learn`'s VLB to 1e-6 relative (measured 5e-14 on sonar; 11 s on one core).
+    Ionosphere (n = 280: −93.68 from the prior against learn's −82.74) is not here: its warm-started joint run
+    took more than 5 minutes."""
+    from vgi_lit import datasets
+    from pathlib import Path
+    ds = getattr(datasets, f"load_{name}")(data_dir=datasets.shared_data_dir(Path(__file__)))
+    z = datasets.zscore(ds.X, ds.X_test)
+    model = GP(z.X, ds.y, Logistic(), RBF(1.0, np.sqrt(z.X.shape[1])))
+    hf = learn(model)
+    q0 = vgi_lit.fit(model, "fpi", tol=1e-9, tol_rel=0.0)
+    jt = joint_lbfgs(model, m0=q0.m, L0=np.linalg.cholesky(q0.cov.dense()), max_seconds=600)
+    assert hf.converged and abs(jt["vlb"] - hf.vlb) <= 1e-6 * abs(hf.vlb)
