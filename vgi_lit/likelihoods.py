@@ -11,7 +11,8 @@ from .quadrature import gh_nodes
 
 # %% auto #0
 __all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
-           'Probit', 'Poisson', 'Laplace', 'StudentT', 'Exponential', 'StochasticVolatility', 'Ordinal']
+           'Probit', 'Poisson', 'Laplace', 'StudentT', 'Exponential', 'StochasticVolatility', 'Ordinal',
+           'frequency_cutpoints']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -581,6 +582,17 @@ class Ordinal(Likelihood):
         rng = np.random.default_rng(rng); f = np.asarray(f, float)
         cum = _sigmoid(self.cutpoints - f[..., None])                  # P(y ≤ k | f)
         return (rng.uniform(size=f.shape)[..., None] > cum).sum(-1).astype(float)
+
+# %% ../nbs/01_likelihoods.ipynb #frqcut02
+def frequency_cutpoints(codes, n_classes: int) -> np.ndarray:
+    "Cut points $c_k = \\operatorname{logit} \\hat P(y \\le k)$ of class codes 0..n_classes-1: at f = 0 they give the observed class frequencies."
+    codes = np.asarray(codes)
+    if codes.ndim != 1 or codes.size == 0 or not np.all((codes >= 0) & (codes < n_classes) & (codes == np.round(codes))):
+        raise ValueError(f"codes must be a non-empty 1-d array of integers in 0..{n_classes - 1}")
+    counts = np.bincount(codes.astype(int), minlength=n_classes)
+    if np.any(counts == 0): raise ValueError(f"every class 0..{n_classes - 1} must occur to start the cut points from the frequencies")
+    cum = np.cumsum(counts)[:-1] / codes.size
+    return np.log(cum) - np.log1p(-cum)
 
 # %% ../nbs/01_likelihoods.ipynb #lpar0c01
 def _lik_params(self) -> np.ndarray:

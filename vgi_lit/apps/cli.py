@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 from .. import io as vio
 from ..inference import fit as _fit, METHODS, CONVERGED_STOPS
 from ..kernels import RBF, Matern12, Matern32, Matern52, Linear
-from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT
+from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
@@ -75,8 +75,7 @@ def ordinal_codes(y, target="y"):
     if np.any(bad): raise CLIError(f"column {target!r}: ordinal labels must be integers, got e.g. {float(y[bad][0]):g}")
     classes, codes = np.unique(y, return_inverse=True)
     if classes.size < 2: raise CLIError(f"column {target!r}: ordinal labels need at least two classes, got only {[int(c) for c in classes]}")
-    cum = np.cumsum(np.bincount(codes, minlength=classes.size))[:-1] / y.size
-    return classes, codes.astype(float), np.log(cum) - np.log1p(-cum)
+    return classes, codes.astype(float), frequency_cutpoints(codes, classes.size)
 
 def build_model(X, y, names, a, cutpoints=None):
     """The model the options `a` describe, for inputs X (with column `names`) and targets y

@@ -16,7 +16,7 @@ except ImportError as e:   # scikit-learn is an optional dependency (the [sklear
     raise ImportError(f"vgi_lit.apps.sklearn needs scikit-learn >= 1.6: pip install 'vgi_lit[sklearn]' ({e})") from e
 from ..inference import fit as _fit
 from ..kernels import Kernel, RBF
-from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT
+from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
@@ -231,8 +231,7 @@ class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
         K = len(self.classes_)
         if K < 2: raise ValueError(f"VGOrdinalRegressor needs at least two classes; y has one class ({self.classes_[0]!r})")
         if self.cutpoints is None:
-            cum = np.cumsum(np.bincount(k, minlength=K))[:-1] / len(k)
-            c = np.log(cum) - np.log1p(-cum)                             # logit of P(y ≤ k)
+            c = frequency_cutpoints(k, K)                                # logit of P(y ≤ k)
         else:
             c = np.asarray(self.cutpoints, dtype=float)
             if c.shape != (K - 1,): raise ValueError(f"cutpoints must have {K - 1} entries for {K} classes, got shape {c.shape}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, json, sys, time
 import numpy as np
 from tqdm import tqdm
-from ..likelihoods import Gaussian, Logistic, Ordinal
+from ..likelihoods import Gaussian, Logistic, Ordinal, frequency_cutpoints
 from ..datasets import load_movielens_100k, rating_folds, fold_split, shared_data_dir
 from ..methods.pmf import PMF, METHODS, fit_pmf, expected_class
 
@@ -23,9 +23,8 @@ def ordinal_cutpoints(train_ratings) -> np.ndarray:
     """Cut points c_k = logit P(rating ≤ k+1) of the training ratings (k = 1..4): with slope 1 and f = 0 the cumulative-logit
     model gives the training marginal of the five classes; held fixed."""
     r = np.asarray(train_ratings, dtype=int)
-    cum = np.cumsum(np.bincount(r - 1, minlength=5))[:4] / r.size
-    if not np.all((cum > 0) & (cum < 1)): raise ValueError("every rating 1..5 must occur in the training set")
-    return np.log(cum / (1 - cum))
+    try: return frequency_cutpoints(r - 1, 5)
+    except ValueError as e: raise ValueError("every rating 1..5 must occur in the training set") from e
 
 def make_task(ratings, kind: str, train, test):
     """(model data, likelihood, test data, to-rating map) for one split of a `Ratings`: 'ordinal' (classes 0..4 = rating − 1,
