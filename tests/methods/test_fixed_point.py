@@ -241,3 +241,30 @@ def test_start_options():
         assert r.n_iter == base.n_iter and abs(r.vlb - base.vlb) <= 1e-12 * abs(base.vlb)
     r = fit(model, method="fpi", m0=base.m, V0=base.V)
     assert r.converged and r.n_iter <= 2
+
+
+@pytest.mark.parametrize("meth", ["fpi", "fpb"])
+def test_lam0_warm_start_stops_at_once(meth):
+    """Warm start from the site precisions of the previous optimum (m0 = post.m, lam0 = post.cov.lam): on the same
+    model FPi stops after one iteration and FPb after two outer iterations, at the same VLB; with the lengthscale
+    x 1.05 the warm start takes fewer iterations than the cold one and reaches the same VLB."""
+    Xh, yh = _housing(60)
+    mk = lambda s: models.SparseGP(Xh, yh, likelihoods.Laplace(0.5), kernels.RBF(1.0, np.sqrt(13) * s), Xh[::4])
+    run = getattr(fp, meth)
+    p = run(mk(1.0), tol=1e-9)
+    assert isinstance(p.cov, SiteCov) and p.converged
+    q = run(mk(1.0), m0=p.m, lam0=p.cov.lam, tol=1e-9)
+    assert q.converged and isinstance(q.cov, SiteCov)
+    outer = max(r.get("outer", 0) for r in q.history) if meth == "fpb" else q.n_iter
+    assert outer <= 2 and abs(q.vlb - p.vlb) <= 1e-8 * abs(p.vlb)
+    assert q.history[0].vlb == pytest.approx(p.vlb, rel=1e-9)                 # the start is the previous optimum
+    cold, warm = run(mk(1.05), tol=1e-9), run(mk(1.05), m0=p.m, lam0=p.cov.lam, tol=1e-9)
+    assert warm.n_iter < cold.n_iter and abs(warm.vlb - cold.vlb) <= 1e-8 * abs(cold.vlb)
+
+
+def test_lam0_bad_input():
+    mod = _models()["glm-logistic"]
+    with pytest.raises(ValueError, match="lam0 must be a vector"): fp.fpi(mod, lam0=np.ones(mod.n - 1))
+    with pytest.raises(ValueError, match="lam0 contains NaN"): fp.fpi(mod, lam0=np.full(mod.n, np.nan))
+    with pytest.raises(ValueError, match="V0 or lam0"): fp.fpb(mod, V0=1.0, lam0=np.ones(mod.n))
+    with pytest.raises(ValueError, match="positive-definite"): fp.fpi(mod, lam0=np.full(mod.n, -1e3))

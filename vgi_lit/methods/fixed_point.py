@@ -139,12 +139,29 @@ def start_scale(model, v0: float) -> float:
     s = min(1.0, float(np.min(hSh[nz] / (v0 * hh[nz]))), cap / (v0 * float(np.max(hh))))
     return 1.0 if (s >= 1.0 - 1e-12 or not s > 0) else s                       # 1 up to the rounding of hSh
 
-def _initial_state(model, m0=None, V0=None):
+def _check_lam0(model, lam0):
+    "The start site precisions `lam0` as a float array of length n, or a ValueError naming `lam0`."
+    lam = np.asarray(lam0, dtype=float) if np.ndim(lam0) else None
+    if lam is None or lam.shape != (model.n,):
+        raise ValueError(f"lam0 must be a vector of n = {model.n} site precisions (e.g. post.cov.lam of an earlier fit), "
+                         f"got shape {np.shape(lam0)}")
+    if not np.all(np.isfinite(lam)): raise ValueError("lam0 contains NaN or inf")
+    return lam
+
+def _initial_state(model, m0=None, V0=None, lam0=None):
     """Starting (m, cov, events). `m0`: None (m = 0, as in Sheth & Khardon 2016, §4), a scalar or a length-d vector.
     `V0`: None (V = s·v₀I with v₀ = 0.1 for count likelihoods, else 1, as there, and s = `start_scale`, 1 unless a
     row is large; event START when s < 1), a positive scalar v₀ (V = v₀I), a positive length-d diagonal or a d × d
-    positive-definite matrix (used as given)."""
+    positive-definite matrix (used as given). `lam0` (instead of `V0`): site precisions, V = (Σ⁻¹ + Hᵀdiag(λ₀)H)⁻¹
+    in site form (`site_cov`: a `SiteCov`, or a `SignedSiteCov` when some λ₀ < 0); a ValueError when that is
+    not positive definite."""
     m, _ = start_state(model, 0.0 if m0 is None else m0, None)
+    if lam0 is not None:
+        if V0 is not None: raise ValueError("give V0 or lam0, not both (lam0 defines the start covariance in site form)")
+        try: return m, site_cov(model, _check_lam0(model, lam0)), []
+        except ValueError as e:
+            if "lam0" in str(e): raise
+            raise ValueError(f"lam0 does not give a positive-definite start covariance: {e}") from None
     if V0 is None:
         v0 = 0.1 if type(model.likelihood).__name__ in ("Poisson", "Exponential") else 1.0
         s = start_scale(model, v0)
@@ -170,6 +187,10 @@ def _finite_start(model, m, cov, r, shrink: float = 1e-2, tries: int = 40):
     If V·shrink^tries does not help, m0 is at fault: ValueError."""
     at = _AtCov(model, cov); state = _vlb_grad(model, m, at, r)
     f = 1.0
+    if isinstance(cov, _SITE_FORMS) and not _finite(state):           # a warm start (lam0) that overflows: the default V instead
+        _, cov, ev0 = _initial_state(model, m, None)
+        cov, at, state, ev = _finite_start(model, m, cov, r, shrink, tries)
+        return cov, at, state, ev0 + ev + [Event(EventKind.START, "the start from lam0 overflows the expected log-likelihood: default V0 used")]
     for _ in range(tries):
         if _finite(state): break
         f *= shrink; cov = DenseCov(np.sqrt(shrink) * cov.L); at = _AtCov(model, cov); state = _vlb_grad(model, m, at, r)
@@ -237,12 +258,16 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
 # %% ../../nbs/methods/11_fixed_point.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
-        stall: int = 20) -> VGPosterior:
+        stall: int = 20, lam0=None) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
     m0: start mean, a scalar or a length-d vector (default 0, as in Sheth & Khardon 2016, §4).
     V0: start covariance: a positive scalar v₀ for v₀I (default 1, or 0.1 for Poisson and exponential
         likelihoods, as there), a positive length-d diagonal or a d × d positive-definite matrix.
+    lam0: instead of V0, the start in site form: length-n site precisions (`post.cov.lam` of an earlier fit),
+        V = (Σ⁻¹ + Hᵀdiag(λ₀)H)⁻¹ without a dense V (a warm start; with m0 = post.m at an unchanged model it stops
+        after one iteration). The result's `cov.lam` holds λ whenever the run took a step (or started from lam0)
+        and did not end with a GRAD polish.
     tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm over (m, V), max(‖∂VLB/∂m‖_∞, ‖∂VLB/∂V‖_∞), is ≤ tol.
     max_iter, max_seconds: iteration and time budgets (`Stop.MAX_ITER`, `Stop.MAX_SECONDS`).
     callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
@@ -262,7 +287,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
     signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
-    m, cov, events = _initial_state(model, m0, V0)
+    m, cov, events = _initial_state(model, m0, V0, lam0)
     hist = History(callback=callback, max_seconds=max_seconds)
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
     cov, at, state, ev = _finite_start(model, m, cov, r)                  # (VLB, g, γ) at (m, cov) if known
@@ -352,10 +377,10 @@ def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
 # %% ../../nbs/methods/11_fixed_point.ipynb #1dc63eca
 def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, max_newton: int = 50, max_fp: int = 50, clip: bool | None = None,
-        line_search: bool = True, polish: bool = True) -> VGPosterior:
+        line_search: bool = True, polish: bool = True, lam0=None) -> VGPosterior:
     """FPb (Sheth & Khardon 2016, §4): alternate Newton on m to convergence and T(V) iterated to convergence; records 2-cycles.
 
-    m0, V0: the start, as for `fpi` (default m = 0, V = v₀I, as in Sheth & Khardon 2016, §4).
+    m0, V0, lam0: the start, as for `fpi` (default m = 0, V = v₀I, as in Sheth & Khardon 2016, §4).
     tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm over (m, V) is ≤ tol; also the inner loops' tolerance.
     max_iter: budget of outer iterations (`Stop.MAX_ITER`); max_seconds: time budget (`Stop.MAX_SECONDS`).
     callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
@@ -370,7 +395,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
     signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
     rho = 1.0
-    m, cov, ev = _initial_state(model, m0, V0)
+    m, cov, ev = _initial_state(model, m0, V0, lam0)
     hist = History(callback=callback, max_seconds=max_seconds)
     cov, at, (vlb, g, gamma), ev2 = _finite_start(model, m, cov, model.prior.solve(m - model.mu))
     _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "start", ev + ev2, outer=0)
