@@ -65,3 +65,24 @@ def test_no_pickle_in_file(tmp_path):
     with np.load(p, allow_pickle=False) as z:
         assert all(z[k].dtype != object for k in z.files)
         assert json.loads(str(z["settings"]))["version"] == FORMAT_VERSION
+
+
+def test_labels_round_trip_and_old_files(tmp_path):
+    """Class labels travel in the file (ordinal: one per class; binary: those of y = -1, +1) and survive a second
+    save; a file written without the `labels` entry still loads, with none."""
+    post = vgi_lit.fit(GLM(X, np.digitize(X[:, 0], [-0.3, 0.4]), Ordinal([-0.5, 0.5])), "fpi")
+    back = load(save(post, tmp_path / "o.npz", labels=[1, 3, 5]))
+    assert back.info["labels"].tolist() == [1.0, 3.0, 5.0]
+    assert load(save(back, tmp_path / "o2.npz")).info["labels"].tolist() == [1.0, 3.0, 5.0]
+    binary = vgi_lit.fit(GLM(X, YB, Logistic()), "fpi")
+    assert load(save(binary, tmp_path / "b.npz", labels=["no", "yes"])).info["labels"].tolist() == ["no", "yes"]
+    assert load(save(binary, tmp_path / "n.npz")).info["labels"] is None
+    with np.load(tmp_path / "o.npz") as z: arrays = {k: z[k] for k in z.files}
+    settings = json.loads(str(arrays.pop("settings"))); del settings["labels"]
+    np.savez(tmp_path / "old.npz", settings=np.array(json.dumps(settings)), **arrays)
+    old = load(tmp_path / "old.npz")
+    assert old.info["labels"] is None and np.array_equal(old.predict(XS)[0], back.predict(XS)[0])
+    for labels, what in [([1, 2], "must be 3 class labels"), ([1, 1, 2], "distinct"), ([1.0, np.nan, 2.0], "NaN")]:
+        with pytest.raises(ValueError, match=what): save(post, tmp_path / "x.npz", labels=labels)
+    with pytest.raises(ValueError, match="Poisson likelihood has none"):
+        save(vgi_lit.fit(GLM(X, YC, Poisson())), tmp_path / "x.npz", labels=[0, 1])

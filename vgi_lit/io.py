@@ -85,9 +85,28 @@ class _Factor(FactorCov):
 
 
 # %% ../nbs/08_io.ipynb #io13
-def save(posterior, path) -> Path:
+def _labels(labels, lik):
+    """The class labels as a JSON-ready list, checked against the likelihood: K distinct labels for an ordinal
+    likelihood (classes 0..K-1), two for a binary one (y = -1, +1); numbers (finite) or strings, not mixed."""
+    if labels is None: return None
+    name = type(lik).__name__
+    n = lik.K if name == "Ordinal" else 2 if name in ("Logistic", "Probit") else None
+    if n is None: raise ValueError(f"labels name the classes of an ordinal or binary likelihood; a {name} likelihood has none")
+    a = np.asarray(labels)
+    if a.ndim != 1 or a.size != n: raise ValueError(f"labels must be {n} class labels for the {name} likelihood, got shape {a.shape}")
+    if a.dtype.kind in "US": out = [str(v) for v in a]
+    elif a.dtype.kind in "iuf":
+        if not np.all(np.isfinite(a)): raise ValueError("labels contain NaN or inf")
+        out = [float(v) for v in a]
+    else: raise ValueError(f"labels must be numbers or strings (one kind), got dtype {a.dtype}")
+    if len(set(out)) != n: raise ValueError(f"labels must be distinct, got {out}")
+    return out
+
+def save(posterior, path, labels=None) -> Path:
     """Write a fitted posterior (a `VGPosterior`, or a `HyperFit` from `fit(..., learn=True)`) to `path`
     (`.npz`, no pickled objects): the model's settings and data, q(w) = N(m, V) and how the run ended.
+    `labels`: the class labels of the targets in the data's coding (ordinal: one per class 0..K-1; binary: those of
+    y = -1 and y = +1); default those the posterior carries from `load` (`posterior.info['labels']`), else none.
     Returns the path written."""
     post = getattr(posterior, "posterior", posterior)
     if not isinstance(post, VGPosterior): raise TypeError(f"save needs a VGPosterior (or a HyperFit), got {type(posterior).__name__}")
@@ -97,7 +116,8 @@ def save(posterior, path) -> Path:
     settings = {"format": FORMAT, "version": FORMAT_VERSION, "model": M.kind, "likelihood": likelihood_spec(M.likelihood),
                 "feature_names": None if M.feature_names is None else [str(c) for c in M.feature_names],
                 "method": post.method, "vlb": post.vlb, "stop": post.stop.value, "message": str(post.message),
-                "n_iter": int(post.n_iter), "objective": post.objective}
+                "n_iter": int(post.n_iter), "objective": post.objective,
+                "labels": _labels(post.info.get("labels") if labels is None else labels, M.likelihood)}
     if M.kind == "glm":
         P = M.prior
         arrays["prior_mean"] = M.mu
@@ -137,7 +157,8 @@ def _read(path):
 def load(path) -> VGPosterior:
     """The posterior saved by `save`, with its model rebuilt from the file: predictions (`predict`,
     `predict_y`, `log_pred_density`) equal those of the saved posterior. The history is not saved: the
-    returned one is empty, with the run's stop reason, method, VLB and iteration count."""
+    returned one is empty, with the run's stop reason, method, VLB and iteration count. The class labels
+    saved with it are `info['labels']` (an array; None for a file without them)."""
     s, A = _read(path)
     lik = likelihood_from_spec(s["likelihood"])
     X = A["X"]
@@ -152,7 +173,9 @@ def load(path) -> VGPosterior:
     elif kind == "cholesky": cov = DenseCov(A["cov_F"])
     elif kind == "factor": cov = _Factor(A["cov_F"])
     else: raise ValueError(f"{path}: unknown covariance representation {kind!r}")
+    labels = s.get("labels")                     # absent from files written before the field existed
+    if labels is not None: labels = np.array(_labels(labels, lik))
     hist = History()
     return VGPosterior(M, A["m"], cov, s["method"], s["vlb"], Stop(s["stop"]), hist, s["message"], n_iter=s["n_iter"],
-                       objective=s["objective"], loaded_from=str(path))
+                       objective=s["objective"], labels=labels, loaded_from=str(path))
 
