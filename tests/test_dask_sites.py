@@ -1,0 +1,141 @@
+"""DaskSites: every operation against the in-memory products, with the threads scheduler and with a `distributed`
+LocalCluster of worker processes (one cluster for the module); bad input; vgi_lit without dask."""
+import subprocess, sys
+from functools import partial
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+from vgi_lit.dask_sites import DaskSites
+from vgi_lit.likelihoods import Logistic, Poisson
+
+
+def _data(seed=0, n=611, d=5):
+    rng = np.random.default_rng(seed)
+    H = rng.standard_normal((n, d))
+    return H, rng.standard_normal(d), rng.standard_normal(n), rng.random(n), np.tril(rng.standard_normal((d, d))) + 2 * np.eye(d)
+
+
+def _close(a, b, rtol=1e-12):
+    return np.allclose(a, b, rtol=rtol, atol=rtol * max(1.0, float(np.max(np.abs(b)))))
+
+
+def _glm_terms(lik, s, e, mb, qb, y):
+    "Module-level (picklable) chunk function of a GLM's fused pass."
+    E, dm, dv = lik.expected_log_lik(y, mb, qb)
+    return dict(E=E, dE=dm, w=-2.0 * dv, sq=np.abs(dm), keep_gamma=-2.0 * dv)
+
+
+def _check_all_ops(S, H, x, r, w, A):
+    assert _close(S.matvec(x), H @ x) and _close(S.matvec(np.c_[x, 2 * x]), H @ np.c_[x, 2 * x])
+    assert _close(S.rmatvec(r), H.T @ r) and _close(S.rmatvec(np.c_[r, w]), H.T @ np.c_[r, w])
+    for ww in (w, r):                                            # w >= 0 (syrk form) and signed weights
+        G = S.gram(ww)
+        assert _close(G, H.T @ (ww[:, None] * H)) and np.array_equal(G, G.T)
+    assert _close(S.quad(A), np.einsum('ij,jk,ik->i', H, A.T @ A, H))
+    assert _close(S.quad(A[:2]), np.sum((H @ A[:2].T)**2, 1))
+    assert _close(S.sq_rmatvec(r), (H * H).T @ r) and _close(S.row_norms2(), np.sum(H * H, 1))
+    idx = np.array([S.n - 1, 0, 17, 17, 300])
+    assert np.array_equal(S.rows(idx), H[idx]) and S.rows(np.array([], dtype=int)).shape == (0, S.d)
+    assert np.array_equal(S.dense(), H)
+    assert np.array_equal(np.vstack([b for _, _, b in S.blocks()]), H)
+    y = np.where(np.random.default_rng(3).random(S.n) < 0.4, 1.0, -1.0)
+    m = 0.2 * x
+    fn = partial(_glm_terms, Logistic())
+    ref = fn(0, S.n, H @ m, np.einsum('ij,jk,ik->i', H, A.T @ A, H), y)
+    for ys in (y, da.from_array(y, chunks=97)):
+        out = S.site_pass(m, A, fn, rows=(ys,))
+        assert np.isclose(out["E"], ref["E"].sum(), rtol=1e-12)
+        assert _close(out["g"], H.T @ ref["dE"]) and _close(out["gram"], H.T @ (ref["w"][:, None] * H))
+        assert _close(out["sq"], (H * H).T @ ref["sq"]) and _close(out["keep_gamma"], ref["w"])
+        assert np.array_equal(out["gram"], out["gram"].T)
+
+
+@pytest.mark.parametrize("chunks", [((100, 200, 11, 300), (5,)), ((611,), (5,)), ((50,) * 12 + (11,), (2, 3))])
+def test_operations_threads(chunks):
+    H, x, r, w, A = _data()
+    S = DaskSites(da.from_array(H, chunks=chunks))
+    assert S.X.chunks[1] == (5,) and S.X.chunks[0] == chunks[0]
+    _check_all_ops(S, H, x, r, w, A)
+
+
+def test_operations_integer_and_float32_inputs_are_converted_to_float64():
+    H = np.arange(24).reshape(8, 3)
+    for X in (da.from_array(H, chunks=(3, 3)), da.from_array(H.astype(np.float32), chunks=(3, 3))):
+        S = DaskSites(X)
+        assert S.matvec(np.ones(3)).dtype == np.float64 and np.array_equal(S.dense(), H.astype(float))
+        assert np.array_equal(S.gram(np.ones(8)), H.T.astype(float) @ H)
+
+
+def test_bad_input():
+    with pytest.raises(TypeError, match="dask.array"): DaskSites(np.ones((3, 2)))
+    with pytest.raises(TypeError, match="real numbers"): DaskSites(da.ones((3, 2), dtype=complex))
+    with pytest.raises(TypeError, match="real numbers"): DaskSites(da.ones((3, 2), dtype=bool))
+    with pytest.raises(ValueError, match="two-dimensional"): DaskSites(da.ones(3))
+    with pytest.raises(ValueError, match="at least one row"): DaskSites(da.ones((0, 2)))
+    with pytest.raises(ValueError, match="column chunks"): DaskSites(da.ones((4, 4), chunks=(2, 2)), rechunk=False)
+    X = da.from_array(np.arange(10.0).reshape(5, 2), chunks=(2, 2))
+    with pytest.raises(ValueError, match="unknown size"): DaskSites(X[X[:, 0] > 3])
+    S = DaskSites(X)
+    with pytest.raises(ValueError, match=r"shape \(2,\)"): S.matvec(np.ones(3))
+    with pytest.raises(ValueError, match="r must have shape"): S.rmatvec(np.ones(4))
+    with pytest.raises(ValueError, match="NaN"): S.gram(np.array([1.0, np.nan, 1, 1, 1]))
+    with pytest.raises(ValueError, match="A must have shape"): S.quad(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"\[0, 5\)"): S.rows(np.array([5]))
+    with pytest.raises(ValueError, match="integer"): S.rows(np.array([0.5]))
+    with pytest.raises(ValueError, match="rows\\[0\\]"): S.site_pass(np.ones(2), None, lambda s, e, mb, qb, y: {}, rows=(np.ones(4),))
+    with pytest.raises(ValueError, match="unknown entry"): S.site_pass(np.ones(2), None, lambda s, e, mb, qb: dict(bad=mb))
+
+
+@pytest.mark.parametrize("op", ["matvec", "rmatvec", "gram", "quad", "row_norms2", "site_pass", "dense", "check"])
+def test_nan_in_a_chunk_is_an_error_of_the_pass_naming_the_row(op):
+    H = np.ones((40, 3)); H[27, 1] = np.inf
+    S = DaskSites(da.from_array(H, chunks=(10, 3)))          # constructed without reading any chunk
+    call = dict(matvec=lambda: S.matvec(np.ones(3)), rmatvec=lambda: S.rmatvec(np.ones(40)), gram=lambda: S.gram(np.ones(40)),
+                quad=lambda: S.quad(np.eye(3)), row_norms2=S.row_norms2, dense=S.dense, check=S.check,
+                site_pass=lambda: S.site_pass(np.ones(3), None, lambda s, e, mb, qb: dict(E=mb)))[op]
+    with pytest.raises(ValueError, match=r"row chunk starting at row 20: first at row 27, column 1"): call()
+
+
+def test_rows_reads_only_the_chunks_it_needs():
+    reads = []
+    def chunk(block_info=None):
+        (s, e), _ = block_info[None]["array-location"]; reads.append(s)
+        return np.arange(s, e, dtype=float)[:, None] * np.ones((1, 2))
+    X = da.map_blocks(chunk, chunks=((10,) * 10, (2,)), dtype=float)
+    S = DaskSites(X)
+    out = S.rows(np.array([95, 3, 5]))
+    assert np.array_equal(out[:, 0], [95, 3, 5]) and sorted(reads) == [0, 90]
+
+
+def test_vgi_lit_imports_without_dask():
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'dask' or name.startswith('dask.') or name == 'distributed': raise ImportError('no dask here')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import vgi_lit, vgi_lit.methods\n"
+            "assert 'dask' not in sys.modules\n"
+            "try:\n"
+            "    import vgi_lit.dask_sites\n"
+            "except ImportError: print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  memory_limit="1GiB", silence_logs=40) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def test_operations_on_a_local_cluster(client):
+    H, x, r, w, A = _data(seed=1, n=523)
+    S = DaskSites(da.from_array(H, chunks=(100, 5)))
+    _check_all_ops(S, H, x, r, w, A)
+    Hb = H.copy(); Hb[444, 3] = np.nan
+    with pytest.raises(ValueError, match="first at row 444, column 3"):
+        DaskSites(da.from_array(Hb, chunks=(100, 5))).gram(w)
