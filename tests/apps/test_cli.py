@@ -37,10 +37,13 @@ def test_fit_gp_end_to_end(files, capsys):
         assert word in cap.out, (word, cap.out)
     assert "learn fpi" in cap.err                                  # the progress bar is on in the command line
     P = read_csv(d / "p.csv")[1]
-    assert P.shape == (15, 3) and np.all(P[:, 1] > 0) and np.all((P[:, 2] > 0) & (P[:, 2] < 1))
+    assert P.shape == (15, 4) and np.all(P[:, 1] > 0) and np.all((P[:, 3] > 0) & (P[:, 3] < 1))
+    assert np.array_equal(P[:, 2], np.where(P[:, 3] > 0.5, 1.0, -1.0))      # the more probable label, in the file's coding
+    assert load(d / "fit.npz").info["labels"].tolist() == [-1.0, 1.0]
     assert main(["predict", str(d / "fit.npz"), new, "--predictions", str(d / "q.csv")]) == 0
     post = load(d / "fit.npz"); X_new = read_csv(new)[1]
     assert np.array_equal(read_csv(d / "q.csv")[1][:, 0], post.predict(X_new)[0])
+    assert read_csv(d / "q.csv")[0] == ["f_mean", "f_var", "y_pred", "p_positive"]     # the labels read back from the file
 
 
 def test_fit_sparse_gp_and_glm_without_learning(files, capsys):
@@ -122,6 +125,13 @@ def test_ordinal_glm_learned_cutpoints(tmp_path, capsys):
     # predict from the saved fit: the same table, the labels read back from the file
     assert main(["predict", str(tmp_path / "fit.npz"), te, "--predictions", str(tmp_path / "q.csv")]) == 0
     assert np.array_equal(read_csv(tmp_path / "q.csv")[1], P)
+    with np.load(tmp_path / "fit.npz") as z: arrays = {k: z[k] for k in z.files}
+    assert "ordinal_classes" not in arrays and load(tmp_path / "fit.npz").info["labels"].tolist() == [1, 2, 3, 4, 5]
+    import json                                     # a file with the labels as a separate array (no labels field) reads the same
+    s = json.loads(str(arrays.pop("settings"))); del s["labels"]
+    np.savez(tmp_path / "old.npz", settings=np.array(json.dumps(s)), ordinal_classes=np.arange(1.0, 6.0), **arrays)
+    assert main(["predict", str(tmp_path / "old.npz"), te, "--predictions", str(tmp_path / "r.csv")]) == 0
+    assert np.array_equal(read_csv(tmp_path / "r.csv")[1], P)
 
 
 def test_ordinal_gp_no_learn_start_is_the_class_frequencies(tmp_path, capsys):
@@ -187,3 +197,26 @@ def test_demo_progress_on_in_the_command_off_in_the_library(tmp_path, capfd):
     import io
     buf = io.StringIO(); run_demo(["fpi"], learn=False, figure=None, data_dir=str(shared_data_dir(ROOT)), out=buf)
     assert capfd.readouterr().err == "" and "fpi" in buf.getvalue()     # the library: silent unless asked
+
+
+def test_stop_line_says_what_happened():
+    """A fit that asks for the gradient test alone (tol_rel = 0, as hyperparameter learning's final solve did) stops
+    when two successive VLBs are equal in floating point; the stop line says that and the gradient norm left, not
+    'relative VLB change <= tol_rel=0.0'. A relative-change stop at tol_rel > 0 quotes the measured change."""
+    import vgi_lit
+    from vgi_lit.apps.cli import summary
+    from vgi_lit.inference import Stop
+    from vgi_lit.likelihoods import Logistic
+    from vgi_lit.models import GLM
+    rng = np.random.default_rng(0); X = rng.standard_normal((60, 2)); y = np.where(X[:, 0] + 0.3 * rng.standard_normal(60) > 0, 1.0, -1.0)
+    model = GLM(np.hstack([X, np.ones((60, 1))]), y, Logistic(), prior_cov=38.5)
+    post = vgi_lit.fit(model, "fpi", tol=1e-15, tol_rel=0.0, max_iter=500)
+    assert post.stop is Stop.REL_TOL and post.history.vlb[-1] == post.history.vlb[-2]
+    line = [l for l in summary(post, post, 0.0).splitlines() if l.startswith("stop")][0]
+    assert "tol_rel=0.0" not in line and "no longer changes in floating point" in line, line
+    assert float(line.split("gradient norm ")[1]) == pytest.approx(post.history.grad_norm[-1], rel=1e-2)
+    post = vgi_lit.fit(model, "fpi", tol=1e-15, tol_rel=1e-9, max_iter=500)
+    v = post.history.vlb
+    line = [l for l in summary(post, post, 0.0).splitlines() if l.startswith("stop")][0]
+    change = float(line.split("relative VLB change ")[1].split()[0])
+    assert post.stop is Stop.REL_TOL and 0 < change <= 1e-9 and change == pytest.approx(abs(v[-1] - v[-2]) / abs(v[-1]), rel=1e-2), line

@@ -4,12 +4,12 @@
 
 # %% ../../nbs/apps/51_cli.ipynb #cl01
 from __future__ import annotations
-import argparse, csv, os, sys, time, zipfile
+import argparse, csv, os, sys, time
 from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 from .. import io as vio
-from ..inference import fit as _fit, METHODS, CONVERGED_STOPS
+from ..inference import fit as _fit, METHODS, CONVERGED_STOPS, Stop
 from ..kernels import RBF, Matern12, Matern32, Matern52, Linear
 from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
@@ -17,8 +17,8 @@ import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparam
 
 
 # %% auto #0
-__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'CLIError', 'read_csv', 'ordinal_codes', 'build_model', 'summary',
-           'write_predictions', 'parser', 'cmd_fit', 'cmd_predict', 'main']
+__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'CLIError', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary',
+           'write_predictions', 'parser', 'cmd_fit', 'binary_labels', 'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -108,12 +108,28 @@ def _design(model, path):
 
 
 # %% ../../nbs/apps/51_cli.ipynb #cl07
+def stop_text(post) -> str:
+    """Why the run stopped and whether that counts as converged. For a relative-change stop (`rel_tol`), what
+    the history shows: the last relative change of the VLB, or that two successive VLBs were equal in
+    floating point, and the gradient norm there (the method's message quotes only the tolerance)."""
+    s = f"{post.stop.value} ({'converged' if post.stop in CONVERGED_STOPS else 'NOT converged'})"
+    h = post.history
+    v = np.asarray(h.vlb, float) if len(h) else np.empty(0)
+    ok = np.isfinite(v)
+    if post.stop is Stop.REL_TOL and ok.sum() >= 2:
+        v = v[ok]; g = np.asarray(h.grad_norm, float)[ok][-1]
+        d = abs(v[-1] - v[-2])
+        s += (": the VLB no longer changes in floating point (its last two values are equal)" if d == 0 else
+              f": relative VLB change {d / max(abs(v[-1]), np.finfo(float).tiny):.2e} over the last iteration")
+        return s + (f", gradient norm {g:.2e}" if np.isfinite(g) else "")
+    return s + (f": {post.message}" if post.message else "")
+
 def summary(post, res, seconds) -> str:
     "A few lines: VLB, iterations, time, learned hyperparameters, why the run stopped, events."
     lines = [f"model      {post.model!r}", f"method     {post.method}",
              f"VLB        {post.vlb:.6f}", f"iterations {post.n_iter}" + (f" (final fit); {len(res.history)} hyperparameter steps, {res.n_inner} inner iterations" if res is not post else ""),
              f"time       {seconds:.2f} s",
-             f"stop       {post.stop.value} ({'converged' if post.stop in CONVERGED_STOPS else 'NOT converged'})" + (f": {post.message}" if post.message else "")]
+             f"stop       {stop_text(post)}"]
     if res is not post:
         lines.append(f"learning   {res.stop.value}" + (" (converged)" if res.converged else " (NOT converged)"))
         lines += [f"  {k} = {v:.6g}" for k, v in res.theta.items()]
@@ -123,8 +139,9 @@ def summary(post, res, seconds) -> str:
     return "\n".join(lines)
 
 def _prediction_table(post, X, classes=None):
-    """(header, rows): latent mean and variance and the predictive mean (P(y = +1) for binary labels); for an
-    ordinal likelihood the most probable class (in the labels `classes`) and each class's probability."""
+    """(header, rows): latent mean and variance and the predictive mean; for binary labels P(y = +1), after the
+    more probable label when `classes` (the labels of y = -1, +1) is given; for an ordinal likelihood the most
+    probable class (in the labels `classes`) and each class's probability."""
     f_mean, f_var = post.predict(X)
     lik = post.model.likelihood
     if isinstance(lik, Ordinal):
@@ -132,8 +149,12 @@ def _prediction_table(post, X, classes=None):
         P = np.clip(lik.predict_y(f_mean, f_var), 0.0, 1.0); P /= P.sum(1, keepdims=True)
         head = ["f_mean", "f_var", "y_pred"] + [f"p_{c:g}" for c in classes]
         return head, np.column_stack([f_mean, f_var, classes[np.argmax(P, 1)], P])
-    label = "p_positive" if isinstance(lik, (Logistic, Probit)) else "y_mean"
-    return ["f_mean", "f_var", label], np.column_stack([f_mean, f_var, lik.predict_y(f_mean, f_var)])
+    p = lik.predict_y(f_mean, f_var)
+    if isinstance(lik, (Logistic, Probit)):
+        if classes is None: return ["f_mean", "f_var", "p_positive"], np.column_stack([f_mean, f_var, p])
+        classes = np.asarray(classes, float)
+        return ["f_mean", "f_var", "y_pred", "p_positive"], np.column_stack([f_mean, f_var, np.where(p > 0.5, classes[1], classes[0]), p])
+    return ["f_mean", "f_var", "y_mean"], np.column_stack([f_mean, f_var, p])
 
 def write_predictions(post, X, path, y=None, classes=None):
     """Write the latent mean and variance and the predictive mean (P(y = +1) for binary labels; for ordinal
@@ -144,7 +165,7 @@ def write_predictions(post, X, path, y=None, classes=None):
         for row in T: w.writerow([repr(float(v)) for v in row])
     msg = f"predictions for {len(X)} rows written to {path}"
     if y is not None:
-        if classes is not None:
+        if classes is not None and isinstance(post.model.likelihood, Ordinal):
             unseen = sorted(set(np.asarray(y, float).tolist()) - set(np.asarray(classes, float).tolist()))
             if unseen: raise CLIError(f"test labels: {', '.join(f'{v:g}' for v in unseen[:3])} not among the training classes {[int(c) for c in classes]}")
             y = np.searchsorted(classes, y).astype(float)
@@ -206,6 +227,7 @@ def cmd_fit(a, out=print):
         out(f"ordinal    {K} classes {[int(c) for c in classes]}" + ("" if np.array_equal(classes, np.arange(K)) else f", coded 0..{K - 1}")
             + "; cut points start at the logits of the cumulative class frequencies")
     model = build_model(D[:, :-1], y, feats, a, cuts)
+    if a.likelihood in ("logistic", "probit"): classes = binary_labels(y)
     t0 = time.perf_counter()
     try: res = _fit(model, a.method, learn=a.learn, progress=a.progress)
     except (ValueError, TypeError) as e: raise CLIError(f"fit failed: {e}") from None
@@ -213,8 +235,7 @@ def cmd_fit(a, out=print):
     if post.model.feature_names is None: post.model.feature_names = model.feature_names   # a learned model is rebuilt from arrays
     out(summary(post, res, time.perf_counter() - t0))
     if a.out:
-        path = vio.save(post, a.out)
-        if classes is not None: _add_array(path, "ordinal_classes", classes)
+        path = vio.save(post, a.out, labels=classes)
         out(f"fitted posterior written to {path}")
     if a.predict:
         hdr, _ = read_csv(a.predict)
@@ -224,20 +245,20 @@ def cmd_fit(a, out=print):
         out(write_predictions(post, X, dest, y, classes))
     return 0
 
-def _add_array(path, name, arr):
-    "Append one array to a saved posterior (.npz); `vgi_lit.io.load` ignores arrays it does not know."
-    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as z, z.open(f"{name}.npy", "w") as fh:
-        np.lib.format.write_array(fh, np.asarray(arr, dtype=float), allow_pickle=False)
+def binary_labels(y):
+    "The coding of binary labels y, as the labels of y = -1 and y = +1: (-1, +1) when every label is -1 or +1, else (0, 1)."
+    return np.array([-1.0, 1.0]) if set(np.unique(y).tolist()) <= {-1.0, 1.0} else np.array([0.0, 1.0])
 
-def _saved_classes(path):
-    "The ordinal class labels stored beside a saved posterior, or None."
+def _saved_classes(path, post):
+    "The class labels saved with a posterior (`labels`), else those of a separate `ordinal_classes` array, else None."
+    if post.info.get("labels") is not None: return np.asarray(post.info["labels"], float)
     with np.load(path, allow_pickle=False) as z: return z["ordinal_classes"] if "ordinal_classes" in z.files else None
 
 def cmd_predict(a, out=print):
     try: post = vio.load(a.fitted)
     except ValueError as e: raise CLIError(str(e)) from None
     X = _design(post.model, a.data)
-    classes = _saved_classes(a.fitted)
+    classes = _saved_classes(a.fitted, post)
     if a.predictions: out(write_predictions(post, X, a.predictions, classes=classes))
     else:
         head, T = _prediction_table(post, X, classes)
