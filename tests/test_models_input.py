@@ -257,13 +257,22 @@ def test_dense_prior_symmetry_check_still_refuses_asymmetry(n):
         PriorCov(C, n)
 
 
-def test_sparse_design_matrix_is_refused_by_name():
+def test_sparse_design_matrix_kept_sparse_by_glm_refused_by_name_elsewhere():
+    "A GLM keeps a scipy.sparse X as CSR (other formats converted); NaN among its entries is named; a GP refuses it by name."
     import scipy.sparse as sps
-    from vgi_lit.models import GLM
+    from vgi_lit.models import GLM, GP
     from vgi_lit.likelihoods import Logistic
+    from vgi_lit.kernels import RBF
     X = sps.random(20, 5, density=0.3, format="csr", random_state=0)
+    for F in (X, X.tocsc(), X.tocoo()):
+        g = GLM(F, np.ones(20), Logistic())
+        assert g.sites.kind == "csr" and g.H.format == "csr" and np.array_equal(g.H.toarray(), X.toarray())
+        assert not g.H.data.flags.writeable
+    Xn = X.copy(); Xn.data[3] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN or inf"): GLM(Xn, np.ones(20), Logistic())
+    with pytest.raises(ValueError, match="rows but y"): GLM(X, np.ones(19), Logistic())
     with pytest.raises(TypeError, match=r"X is a scipy.sparse matrix .*toarray"):
-        GLM(X, np.ones(20), Logistic())
+        GP(X, np.ones(20), Logistic(), RBF())
 
 
 class _Categorical:

@@ -10,6 +10,8 @@ import ctypes
 from scipy.linalg import cython_lapack
 from scipy.linalg.blas import dtrmm
 from .linalg import cholesky, chol_logdet, tri_inv, chol_solve, _raw_routine, _IP, _DP, _CH, _PTR
+import scipy.sparse as sps
+from .sites import _block_quad
 
 # %% auto #0
 __all__ = ['SMALL_LAM_K', 'FactorCov', 'DenseCov', 'SiteCov', 'PrecisionCov']
@@ -21,8 +23,10 @@ class FactorCov:
         "diag(Hn V Hnᵀ) = ‖Fᵀhₙ‖² for the rows of Hn (None = identity)"
         return np.sum(self.F**2, 1) if Hn is None else np.sum((Hn @ self.F)**2, 1)
     def site_var(self, model):
-        "v_i = c_i + h_iᵀ V h_i (Sheth & Khardon 2016, eq. 4)"
-        return model.c + self.var_at(model.H)
+        "v_i = c_i + h_iᵀ V h_i (Sheth & Khardon 2016, eq. 4): ‖Fᵀh_i‖², through the site matrix unless H is a dense array"
+        S = model.sites
+        if S.kind in ('identity', 'dense'): return model.c + self.var_at(model.H)
+        return model.c + S.quad(self.F.T)
     def matvec(self, x):
         "V x = F (Fᵀ x)"
         return self.F @ (self.F.T @ x)
@@ -73,7 +77,9 @@ def _lower_sks_plus_identity(K, s):
 # %% ../nbs/04_covariance.ipynb #4800802c
 class SiteCov:
     "V = (Σ⁻¹ + Hᵀ diag(lam) H)⁻¹, lam ≥ 0, from one Cholesky in the smaller of d and n (Sheth & Khardon 2016, eq. 8; Khan et al. 2016, eq. 18; Khan et al. 2013, eq. 18)."
-    def __init__(self, model, lam, space: str | None = None):
+    def __init__(self, model, lam, space: str | None = None, gram=None):
+        """`gram`: Hᵀdiag(lam)H (d × d, symmetric) when the caller has it already (a fused pass over the sites);
+        used in d-space for site matrices that are not dense arrays."""
         lam = np.asarray(lam, dtype=float)
         if lam.shape != (model.n,): raise ValueError(f"lam has shape {lam.shape}, expected ({model.n},)")
         lo, hi = (lam.min(), lam.max()) if lam.size else (0.0, 0.0)          # NaN propagates into both
@@ -82,7 +88,13 @@ class SiteCov:
         self.model, self.lam, self.d, self.n = model, lam, model.d, model.n
         self.space = space or ('n' if model.n <= model.d else 'd')
         self.s = np.sqrt(lam)
-        if self.space == 'd':
+        if self.space == 'd' and model.sites.kind not in ('identity', 'dense'):   # through the site matrix: no d × n array
+            P = model.prior
+            G = model.sites.gram(lam) if gram is None else np.asarray(gram, dtype=float)   # Hᵀ Λ H
+            B = _halfT(P, _halfT(P, G).T)                            # L_Σᵀ G L_Σ
+            B = 0.5 * (B + B.T); B[np.diag_indices_from(B)] += 1.0
+            self.LB = cholesky(B, name="I + L_Σᵀ Hᵀ Λ H L_Σ", check=False)
+        elif self.space == 'd':
             W = _prior_W(model)                                      # L_Σᵀ Hᵀ (d × n), cached on the model
             G = W * self.s                                           # W Λ^{1/2}
             B = G @ G.T; B[np.diag_indices_from(B)] += 1.0
@@ -109,6 +121,7 @@ class SiteCov:
         "h_iᵀVh_i: ‖L_B⁻¹L_Σᵀh_i‖² in d-space; in n-space (1 − [B⁻¹]_ii)/λ_i, or K̃_ii − ‖L_B⁻¹SK̃e_i‖² where λ_iK̃_ii is small"
         if self.space == 'd':
             self._n_small = 0
+            if self.model.sites.kind not in ('identity', 'dense'): return self.model.sites.quad(self.site_factor())
             return np.sum(solve_triangular(self.LB, _prior_W(self.model), lower=True, check_finite=False)**2, 0)
         K = self.model.K_site(); kd = np.diag(K)
         Binv_diag = np.einsum('ij,ij->j', self.LBi, self.LBi)          # [B⁻¹]_ii, squared column norms
@@ -118,6 +131,10 @@ class SiteCov:
         if rest.size: hv[rest] = kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0)
         self._n_small = int(rest.size)
         return hv
+    def site_factor(self):
+        "A = L_B⁻¹L_Σᵀ (d × d, d-space) with V = AᵀA, so that h_iᵀVh_i = ‖A h_i‖² (`sites.quad(A)`)"
+        if self.space != 'd': raise ValueError("site_factor needs the d-space representation")
+        return solve_triangular(self.LB, _halfT(self.model.prior, np.eye(self.d)), lower=True, check_finite=False)
     @property
     def n_small(self):
         "How many sites took the small-λ route for their variance (n-space; 0 in d-space)"
@@ -155,6 +172,9 @@ class SiteCov:
     def var_at(self, Hn):
         "diag(Hn V Hnᵀ) for the rows of Hn (None = identity)"
         P, M = self.model.prior, self.model
+        if sps.issparse(Hn):                                          # sparse rows: ‖A hₙ‖² with V = AᵀA, never densified in d-space
+            if self.space == 'd': return _block_quad(Hn.tocsr(), self.site_factor())
+            Hn = Hn.toarray()                                        # n-space (n ≤ d): the rows of a prediction chunk
         if self.space == 'd':
             A = _halfT(P, np.eye(self.d) if Hn is None else Hn.T)    # L_Σᵀ Hnᵀ
             return np.sum(solve_triangular(self.LB, A, lower=True)**2, 0)

@@ -9,6 +9,8 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from .linalg import cholesky, chol_logdet, tri_inv
 from .kernels import _check_X
+import scipy.sparse as sp
+from .sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites
 
 # %% auto #0
 __all__ = ['PriorCov', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map', 'SparseGP']
@@ -38,6 +40,24 @@ def _real_array(x, name):
     try: return a.astype(float, copy=False)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be numeric, got {a.dtype} values" + (f" such as {a.flat[0]!r}" if a.size else "")) from None
+
+def _sparse_rows(X, name="X"):
+    """A scipy.sparse design matrix as the model's own CSR matrix (a copy, float64, indices sorted, duplicates summed,
+    arrays read-only), never densified: CSC, COO and the other formats are converted to CSR (the format whose row
+    blocks the site operations slice); complex or non-numeric entries are a TypeError, NaN or inf among the stored
+    entries, or not two dimensions, a ValueError, each naming `name`."""
+    if np.iscomplexobj(X.data):
+        raise TypeError(f"{name} is complex ({X.dtype}); the model is real: pass {name}.real if the imaginary part is meant to be zero")
+    if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool): raise TypeError(f"{name} must be numeric, got {X.dtype} values")
+    if len(X.shape) != 2: raise ValueError(f"{name} must be 2-d, got shape {X.shape}")
+    C = sp.csr_matrix(X, dtype=float, copy=True)
+    C.sum_duplicates(); C.sort_indices()
+    if not np.all(np.isfinite(C.data)):
+        bad = np.flatnonzero(~np.isfinite(C.data))[0]
+        row = int(np.searchsorted(C.indptr, bad, side="right") - 1)
+        raise ValueError(f"{name} contains NaN or inf (stored entry in row {row}, column {int(C.indices[bad])})")
+    for a in (C.data, C.indices, C.indptr): a.flags.writeable = False
+    return C
 
 def _inputs(X, name="X"):
     """(inputs as a read-only float64 (n, p) array, column names or None): a 1-d `X` is one input column, a
@@ -166,30 +186,47 @@ class LGM:
         self.a = _frozen(np.broadcast_to(np.asarray(a, float), (self.n,)).copy())
         self.c = _frozen(np.broadcast_to(np.asarray(c, float), (self.n,)).copy())
         if np.any(self.c < 0): raise ValueError("site noise c must be non-negative")
-        self.H = None if H is None else _value(_real_array(H, "site matrix H"))
-        if H is not None and self.H.shape != (self.n, self.d):
-            raise ValueError(f"site matrix H has shape {self.H.shape}, expected ({self.n}, {self.d})")
-        if H is None and self.n != self.d: raise ValueError("identity site map needs n == d")
+        if H is None:
+            if self.n != self.d: raise ValueError("identity site map needs n == d")
+            self.sites = IdentitySites(self.n)
+        elif isinstance(H, SiteMatrix): self.sites = H
+        elif sp.issparse(H): self.sites = CSRSites(_sparse_rows(H, "site matrix H"))
+        else: self.sites = DenseSites(_value(_real_array(H, "site matrix H")))
+        if self.sites.shape != (self.n, self.d):
+            raise ValueError(f"site matrix H has shape {self.sites.shape}, expected ({self.n}, {self.d})")
         self._K_site = None
 
+    @property
+    def H(self):
+        """The site matrix as an array: None for the identity (a GP), the dense array or the CSR matrix; for sites
+        computed per block (`BlockedSites`) or held elsewhere a ValueError (use `sites` or `rows`)."""
+        k = self.sites.kind
+        if k == 'identity': return None
+        if k in ('dense', 'csr'): return self.sites.H
+        raise ValueError(f"this {type(self).__name__} has {k} sites: H is never held as one array; use model.sites "
+                         f"(matvec, rmatvec, gram, quad, ...) or model.rows(idx) for a few rows")
     def Hmul(self, B):
         "H @ B"
-        return np.array(B, dtype=float) if self.H is None else self.H @ B
+        return self.sites.matvec(B)
     def HTmul(self, B):
         "Hᵀ @ B"
-        return np.array(B, dtype=float) if self.H is None else self.H.T @ B
+        return self.sites.rmatvec(B)
     def rows(self, idx):
         "Site map (a, c, H) of the sites `idx` (integer indices): a mini-batch of the sites of Sheth & Khardon (2016), eq. 4; O(|idx|·d) memory."
         idx = _check_idx(idx, self.n)
-        return self.a[idx], self.c[idx], (np.eye(self.d)[idx] if self.H is None else self.H[idx])
+        return self.a[idx], self.c[idx], self.sites.rows(idx)
     def site_mean(self, m):
         "Site means `m_i = a_i + h_iᵀm` for all sites (Sheth & Khardon 2016, eq. 4)."
         return self.a + self.Hmul(m)
     def K_site(self):
         "H Σ Hᵀ (n × n), cached and read-only; only algorithms working in site space call it"
         if self._K_site is None:
-            K = self.prior.dense() if self.H is None else self.Hmul(self.prior.matmul(self.H.T))
-            self._K_site = _frozen(K if self.H is None else 0.5 * (K + K.T))    # a dense prior is exactly symmetric already
+            k = self.sites.kind
+            if k == 'identity': K = self.prior.dense()
+            else:
+                HT = self.sites.H.T if k == 'dense' else self.sites.rmatvec(np.eye(self.n))   # Hᵀ (d × n); n ≤ d where it is asked for
+                K = self.Hmul(self.prior.matmul(HT))
+            self._K_site = _frozen(K if k == 'identity' else 0.5 * (K + K.T))    # a dense prior is exactly symmetric already
         return self._K_site
     def check_inputs(self, X_new, name: str = "X_new"):
         """`X_new` as a float (n_new, p) array of this model's p inputs, or a ValueError/TypeError naming it: the
@@ -240,31 +277,44 @@ def _scalar_mean(mean):
     return v
 
 # %% ../nbs/03_models.ipynb #e3a5c300
-def _check_rows(X, y, name="X"):
-    "(X as the model's read-only inputs, y as an array, X's column names or None); ValueError if they do not match."
+def _check_rows(X, y, name="X", sparse: bool = False):
+    """(X as the model's read-only inputs, y as an array, X's column names or None); ValueError if they do not match.
+    `sparse`: a scipy.sparse X is kept sparse (`_sparse_rows`), else it is refused by `_real_array`."""
     if str(getattr(y, "dtype", "")) == "category":       # before np.asarray turns a pandas categorical into its category values
         cats = list(getattr(getattr(y, "cat", y), "categories", []))
         raise ValueError(f"y is a pandas categorical with categories {cats[:5]}; map the categories to numbers explicitly "
                          f"(which category is which label is not for the library to guess)")
-    X, names = _inputs(X, name); y = np.asarray(y)
+    if sparse and sp.issparse(X): X, names = _sparse_rows(X, name), None
+    else: X, names = _inputs(X, name)
+    y = np.asarray(y)
     if y.ndim != 1: raise ValueError(f"y must be a 1-d array, got shape {y.shape}")
     if X.shape[0] != y.shape[0]: raise ValueError(f"{name} has {X.shape[0]} rows but y has {y.shape[0]} entries")
     return X, y, names
 
 # %% ../nbs/03_models.ipynb #8f480770
 class GLM(LGM):
-    "Bayesian generalised linear model: `w ~ N(prior_mean, prior_cov)`, `f = X w`, `y_i ~ p(y_i | f_i)`."
+    """Bayesian generalised linear model: `w ~ N(prior_mean, prior_cov)`, `f = X w`, `y_i ~ p(y_i | f_i)`.
+
+    `X` may be a scipy.sparse matrix: it is kept sparse (converted to CSR if it is in another format, never
+    densified) and the sites are `CSRSites`; predictions then accept sparse or dense new inputs."""
     kind = 'glm'
     def __init__(self, X, y, likelihood, prior_mean=0.0, prior_cov=1.0):
         _check_likelihood(likelihood)
-        X, y, self.feature_names = _check_rows(X, y)
+        X, y, self.feature_names = _check_rows(X, y, sparse=True)
         if X.shape[1] == 0: raise ValueError("X has no columns: a GLM needs at least one feature (add a constant column for an intercept-only model)")
         if X.shape[0] == 0: raise ValueError("X has no rows: a GLM needs at least one observation (with none the posterior is the prior, and there is nothing to fit)")
         self.X = X
         super().__init__(y, likelihood, prior_mean, PriorCov(prior_cov, X.shape[1]), 0.0, 0.0, X)
+    def check_inputs(self, X_new, name: str = "X_new"):
+        "As `LGM.check_inputs`; a scipy.sparse `X_new` is kept sparse (CSR), checked for shape and finite stored entries."
+        if sp.issparse(X_new):
+            A = _sparse_rows(X_new, name)
+            if A.shape[1] != self.d: raise ValueError(f"{name} has {A.shape[1]} columns, the model has {self.d} inputs")
+            return A
+        return super().check_inputs(X_new, name)
     def project(self, X_new):
-        X_new = self.check_inputs(X_new)
-        return np.zeros(len(X_new)), np.zeros(len(X_new)), X_new
+        X_new = self.check_inputs(X_new); k = X_new.shape[0]
+        return np.zeros(k), np.zeros(k), X_new
 
 # %% ../nbs/03_models.ipynb #95c8caef
 def _abs_jitter(jitter, K, name):
@@ -327,16 +377,27 @@ def sparse_gp_site_map(kernel, Z, prior: PriorCov, X, mean=0.0):
 
 # %% ../nbs/03_models.ipynb #39aa3711
 class SparseGP(LGM):
-    "Sparse GP: `u ~ N(mean, K_uu + j I)` at inducing inputs Z (`j = jitter · mean(diag K_uu)`), `f_i | u ~ N(a_i + h_iᵀu, c_i)`."
+    """Sparse GP: `u ~ N(mean, K_uu + j I)` at inducing inputs Z (`j = jitter · mean(diag K_uu)`), `f_i | u ~ N(a_i + h_iᵀu, c_i)`.
+
+    `block_size`: None holds H = K_xu K_uu⁻¹ (n × M) in memory (`DenseSites`); a positive integer computes its rows
+    per block of `block_size` inputs whenever a method passes over the sites (`BlockedSites`: memory O(block_size·M + M²),
+    each pass costs the kernel evaluations and triangular solves of all rows again); `a` and `c` are n-vectors either way."""
     kind = 'sparse_gp'
-    def __init__(self, X, y, likelihood, kernel, Z, mean=0.0, jitter=1e-8):
+    def __init__(self, X, y, likelihood, kernel, Z, mean=0.0, jitter=1e-8, block_size: int | None = None):
         _check_likelihood(likelihood); kernel = _check_kernel(kernel)
         X, y, self.feature_names = _check_rows(X, y); Z = _inputs(Z, "Z")[0]
         if Z.shape[1] != X.shape[1]: raise ValueError(f"Z has {Z.shape[1]} columns but X has {X.shape[1]}")
         self.X, self.Z, self.kernel, self.mean = X, Z, kernel, _scalar_mean(mean)
         prior = inducing_prior(kernel, Z, jitter)
         self.prior = prior
-        a, c, H = sparse_gp_site_map(kernel, Z, prior, X, self.mean)
+        if block_size is None: a, c, H = sparse_gp_site_map(kernel, Z, prior, X, self.mean)
+        else:
+            if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
+                raise ValueError(f"block_size must be None or a positive integer, got {block_size!r}")
+            n, bs = len(X), int(block_size)
+            parts = [sparse_gp_site_map(kernel, Z, prior, X[s:s + bs], self.mean)[:2] for s in range(0, n, bs)]
+            a = np.concatenate([p[0] for p in parts] or [np.zeros(0)]); c = np.concatenate([p[1] for p in parts] or [np.zeros(0)])
+            H = BlockedSites(n, prior.d, lambda sel: sparse_gp_site_map(self.kernel, self.Z, self.prior, self.X[sel], self.mean)[2], bs)
         super().__init__(y, likelihood, self.mean, prior, a, c, H)
     def rows(self, idx):
         "Site map of the sites `idx`, recomputed from K(X_idx, Z) (the mini-batch never reads the n × M H)."

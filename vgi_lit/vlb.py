@@ -89,6 +89,5 @@ def grad_V(model, cov, terms):
     I = np.eye(model.d)
     Vinv = cho_solve((cholesky(cov.dense(), name="V"), True), I)
     Sinv = model.prior.solve(I)
-    Hd = I if model.H is None else model.H
-    G = 0.5 * (Vinv - Sinv - Hd.T @ (gamma[:, None] * Hd))
+    G = 0.5 * (Vinv - Sinv - model.sites.gram(gamma))           # Hᵀ diag(γ) H through the site matrix
     return 0.5 * (G + G.T)

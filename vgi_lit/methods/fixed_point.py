@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from ..linalg import cholesky
 from ..vlb import grad_V as dense_grad_V, kl_cov_part, kl_mean_part
-from ..covariance import SiteCov, DenseCov
+from ..covariance import SiteCov, DenseCov, _halfT
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
                                register_method, start_state)
 from .site_update import site_step, site_cov, SignedSiteCov
@@ -65,9 +65,11 @@ def grad_V(model, cov, gamma):
     gamma = np.asarray(gamma, dtype=float)
     if isinstance(cov, _SITE_FORMS):
         delta = 0.5 * (cov.lam - gamma)                                   # (n,)
-        if model.H is None: return np.diag(delta)
-        H = model.H
-        return H.T @ (delta[:, None] * H)
+        if model.sites.kind == 'identity': return np.diag(delta)
+        if model.sites.kind == 'dense':
+            H = model.H
+            return H.T @ (delta[:, None] * H)
+        return model.sites.gram(delta)                                    # Hᵀ diag(δ) H, one pass over the sites
     return dense_grad_V(model, cov, gamma)                               # the core's dense form (05_vlb)
 
 def _grad_V_inf(model, cov, gamma, decide=None):
@@ -79,11 +81,10 @@ def _grad_V_inf(model, cov, gamma, decide=None):
     point, and the dense inverse would cost more than an iteration."""
     if not isinstance(cov, _SITE_FORMS): return float("nan"), False
     delta = cov.lam - gamma
-    if model.H is None: return 0.5 * float(np.max(np.abs(delta))), True
+    if model.sites.kind == 'identity': return 0.5 * float(np.max(np.abs(delta))), True
     if decide is not None and decide[0] > decide[1]:
-        H2 = model.__dict__.get('_H2')
-        if H2 is None: H2 = model._H2 = model.H**2                       # h_ij², cached on the model
-        return 0.5 * (float(np.max(np.maximum(delta, 0.0) @ H2)) + float(np.max(np.maximum(-delta, 0.0) @ H2))), False
+        pm = model.sites.sq_rmatvec(np.stack([np.maximum(delta, 0.0), np.maximum(-delta, 0.0)], 1))   # (H∘H)ᵀ[δ₊ δ₋], (d, 2)
+        return 0.5 * (float(np.max(pm[:, 0])) + float(np.max(pm[:, 1]))), False
     return float(np.max(np.abs(grad_V(model, cov, gamma)))), True
 
 def _exact_last(model, cov, gamma, hist):
@@ -129,11 +130,14 @@ def _start_var_cap(lik) -> float:
 def start_scale(model, v0: float) -> float:
     """The factor s ∈ (0, 1] of the default start V = s·v₀I: 1 for a likelihood with bounded γ; else the largest s ≤ 1 with s·v₀‖h_i‖² ≤ h_iᵀΣh_i at every
     site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ _start_var_cap."""
-    if model.H is None: hh, hSh = np.ones(model.n), model.prior.diag()         # GP: h_i = e_i
-    else:
-        H = np.asarray(model.H, dtype=float)
+    S = model.sites
+    if S.kind == 'identity': hh, hSh = np.ones(model.n), model.prior.diag()         # GP: h_i = e_i
+    elif S.kind == 'dense':
+        H = S.H
         hh = np.einsum('ij,ij->i', H, H)                                     # ‖h_i‖², (n,)
         hSh = np.einsum('ij,ji->i', H, model.prior.matmul(H.T))             # h_iᵀΣh_i, (n,)
+    else:                                                                    # through the site matrix: ‖L_Σᵀh_i‖²
+        hh, hSh = S.row_norms2(), S.quad(_halfT(model.prior, np.eye(model.d)))
     nz, cap = hh > 0, _start_var_cap(model.likelihood)
     if not (nz.any() and np.isfinite(cap)): return 1.0                       # bounded curvature: any start is finite
     s = min(1.0, float(np.min(hSh[nz] / (v0 * hh[nz]))), cap / (v0 * float(np.max(hh))))

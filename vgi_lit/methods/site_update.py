@@ -80,7 +80,7 @@ class SignedSiteCov:
         self.neg = np.flatnonzero(lam < 0)                                       # (k,) the sites N
         self.pos = SiteCov(model, np.maximum(lam, 0.0), space)                   # V₊ (`space` as for `SiteCov`)
         sN = np.sqrt(-lam[self.neg])                                             # (k,) diagonal of S
-        HN = np.eye(model.d)[self.neg] if model.H is None else model.H[self.neg]  # (k, d) rows h_iᵀ, i ∈ N
+        HN = model.sites.rows(self.neg)                                          # (k, d) rows h_iᵀ, i ∈ N
         self.U, self.SiU = _split_cols(self.pos, HN.T * sN)                      # (d, k) U = V₊H_NᵀS and Σ⁻¹U
         C = -(sN[:, None] * (HN @ self.U)); C = 0.5 * (C + C.T)                  # −S H_N V₊ H_Nᵀ S, symmetrised
         C[np.diag_indices_from(C)] += 1.0
