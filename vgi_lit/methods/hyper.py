@@ -135,7 +135,8 @@ class _Hyper:
             if not any(_matches(n, key) for n in names):
                 raise ValueError(f"learn: fixed names an unknown parameter {key!r}; this model's parameters are {names}")
         self.free = np.array([i for i, n in enumerate(names) if not any(_matches(n, k) for k in fixed)], dtype=int)
-        self.fixed = tuple(n for i, n in enumerate(names) if i not in set(self.free.tolist()))
+        free = set(self.free.tolist())                                 # once: a set per name is quadratic in d
+        self.fixed = tuple(n for i, n in enumerate(names) if i not in free)
         self.free_names = [names[i] for i in self.free]
         self.theta0 = self.theta_all[self.free].copy()
 
@@ -229,6 +230,14 @@ def _warm(method, post) -> dict:
     if method in ("fpi", "fpb") and lam is not None: return dict(m0=post.m, lam0=lam)
     return dict(m0=post.m, V0=post.cov.dense())
 
+def _budget(inner: dict, hist) -> dict:
+    """The inner options with `max_seconds` cut to the time left in the outer budget of `hist` (at least 1 ms), so
+    that no inner solve runs past it."""
+    if hist.max_seconds is None: return inner
+    left = max(1e-3, hist.max_seconds - (time.perf_counter() - hist.t0))
+    own = inner.get("max_seconds")
+    return {**inner, "max_seconds": left if own is None else min(own, left)}
+
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner):
     "One outer L-BFGS-B run from the free values `theta0`."
     hist = History(callback=callback, max_seconds=max_seconds)
@@ -238,7 +247,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         key = theta.tobytes()
         if state['key'] == key: return state['f'], state['g']
         m_new = hp.build(theta)
-        post = _fit(m_new, method, **_warm(method, state['post']), **inner)
+        post = _fit(m_new, method, **_warm(method, state['post']), **_budget(inner, hist))
         g = hp.grad(m_new, post.m, post.cov)
         state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
@@ -287,7 +296,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
         parameter). An unknown name is a ValueError listing the model's parameters.
     tol: stop (`Stop.GRAD_TOL`) when the ∞-norm of the outer gradient (on the box) is ≤ tol.
-    max_iter, max_seconds, callback: the outer budget (per run) and `callback(record)` (True stops).
+    max_iter, max_seconds, callback: the outer budget (per run; each inner solve, and each runaway probe, gets
+        at most the time left) and `callback(record)` (True stops).
     bound: log-parameters are kept in [−bound, bound]; a parameter that ends there gets a BOUND_ACTIVE event
         with its finite value.
     restarts: further runs from the start perturbed by N(0, 1) in the unconstrained parameters (`seed`); the
@@ -312,8 +322,9 @@ def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: flo
     free_log = hp.is_log[hp.free]
     moved = theta - theta0
     for j in np.flatnonzero(free_log & (np.abs(moved) > np.log(factor)) & (np.sign(g) == np.sign(moved)) & (np.abs(theta) < bound - 1e-9)):
+        if hist.out_of_time(): break                                          # the probes share the outer time budget
         probe = theta.copy(); probe[j] = np.clip(theta[j] + np.sign(moved[j]) * np.log(10.0), -bound, bound)
-        far = _fit(hp.build(probe), method, **_warm(method, post), **inner)
+        far = _fit(hp.build(probe), method, **_warm(method, post), **_budget(inner, hist))
         if np.isfinite(far.vlb) and far.vlb >= post.vlb - 1e-9 * max(1.0, abs(post.vlb)):
             hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{hp.free_names[j]} runs to the edge: it moved from {np.exp(theta0[j]):.3g} to "
                                          f"{np.exp(theta[j]):.3g} and the optimal VLB is not lower at {np.exp(probe[j]):.3g} "
@@ -351,7 +362,7 @@ def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0
     L0 = np.diag(np.sqrt(model.prior.diag())) if L0 is None else np.asarray(L0, dtype=float)
     x0 = np.concatenate([hp.theta0, m0, L0[tri]])
     bnds = [(None if not np.isfinite(a) else a, None if not np.isfinite(a) else -a) for a in lo] + [(None, None)] * d \
-        + [(1e-12, None) if j in set(diag.tolist()) else (None, None) for j in range(len(tri[0]))]
+        + [(1e-12, None) if on else (None, None) for on in (tri[0] == tri[1])]
     opts = dict(maxiter=int(max_iter), maxfun=2 * int(max_iter), gtol=tol, ftol=0.0, maxcor=maxcor)
     cb = None
     if max_seconds is not None:
