@@ -1,0 +1,150 @@
+"""The correlated topic model (vgi_lit.methods.ctm): bad input, the derivatives of the log-mixture terms against finite
+differences over seeds and sizes, every method and covariance on generated documents, the bound rising on Reuters,
+held-out fits, and (slow) recovery of generating topics."""
+import itertools
+import numpy as np
+import pytest
+from scipy import sparse
+from vgi_lit.corpora import load_reuters
+from vgi_lit.inference import Stop, EventKind
+from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, doc_loglik, corpus_loglik, logistic_map,
+                                 simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad, METHODS, COVS)
+
+
+def generate_ctm(D, N, beta, mu, Sigma, seed):
+    "Counts (D × V) of documents of N words drawn from a CTM."
+    rng = np.random.default_rng(seed)
+    theta = logistic_map(rng.multivariate_normal(mu, Sigma, size=D))
+    z = np.array([rng.multinomial(N, th) for th in theta])
+    return sparse.csr_matrix(np.array([sum(rng.multinomial(n, beta[k]) for k, n in enumerate(zd)) for zd in z]))
+
+
+@pytest.fixture(scope="module")
+def small():
+    rng = np.random.default_rng(0)
+    beta = rng.dirichlet(np.full(12, 0.3), size=3)
+    return generate_ctm(30, 40, beta, np.zeros(2), np.eye(2), 1)
+
+
+@pytest.fixture(scope="module")
+def reuters():
+    return load_reuters(download=False)
+
+
+def test_bad_input_is_a_clear_error(small):
+    C = sparse.csr_matrix(np.array([[1, 0, 2], [0, 3, 1]]))
+    cases = [(lambda: CTM(C.toarray(), 2), "scipy.sparse"), (lambda: CTM(-C, 2), "negative"),
+             (lambda: CTM(C * 0.5, 2), "non-integer"), (lambda: CTM(sparse.csr_matrix(np.array([[1, 0, 2], [0, 0, 0]])), 2), "empty"),
+             (lambda: CTM(C, 1), "K"), (lambda: CTM(C, 2.0), "K"),
+             (lambda: CTM(C, 2, beta=np.array([[0.5, 0.5, 0.1], [0.2, 0.3, 0.5]])), "sum to 1"),
+             (lambda: CTM(C, 2, beta=np.array([[1.0, 0.0, 0.0], [0.2, 0.3, 0.5]])), "positive"),
+             (lambda: CTM(C, 3, mu=np.zeros(3)), "mu"), (lambda: CTM(C, 3, Sigma=-np.eye(2)), "Sigma"),
+             (lambda: fit_ctm(CTM(small, 3), method="mc"), "method"), (lambda: fit_ctm(CTM(small, 3), cov="band"), "cov"),
+             (lambda: fit_ctm(CTM(small, 3), hyper="epoch"), "hyper"), (lambda: fit_ctm(CTM(small, 3), n_mc=0), "n_mc")]
+    for f, word in cases:
+        with pytest.raises(ValueError, match=word): f()
+    # a vocabulary word that never occurs: the simple bound's closed-form β would give it probability 0
+    C0 = sparse.csr_matrix(np.array([[1, 0, 2], [2, 0, 1]]))
+    with pytest.raises(ValueError, match="never occur"): fit_ctm(CTM(C0, 2), method="simple", max_iter=1)
+
+
+@pytest.mark.parametrize("K", [2, 4, 7])
+@pytest.mark.parametrize("seed", range(3))
+def test_xi_derivatives_against_finite_differences(K, seed):
+    rng = np.random.default_rng(seed); V = 10
+    lb = np.log(rng.dirichlet(np.ones(V), K)); ids = np.sort(rng.choice(V, 6, replace=False)); cnts = rng.integers(1, 5, 6).astype(float)
+    eta = 2 * rng.standard_normal((3, K - 1))
+    full, diag = xi_stats(eta, ids, cnts, lb, "full"), xi_stats(eta, ids, cnts, lb, "diag")
+    f = lambda e: xi_stats(e[None], ids, cnts, lb, None)
+    I, h = np.eye(K - 1), 1e-5
+    for s in range(3):
+        g = np.array([(f(eta[s] + h * I[j]).value[0] - f(eta[s] - h * I[j]).value[0]) / (2 * h) for j in range(K - 1)])
+        H = np.array([(f(eta[s] + h * I[j]).grad[0] - f(eta[s] - h * I[j]).grad[0]) / (2 * h) for j in range(K - 1)])
+        np.testing.assert_allclose(full.grad[s], g, atol=1e-7)
+        np.testing.assert_allclose(full.hess[s], H, atol=1e-7)
+        np.testing.assert_allclose(diag.hess[s], np.diagonal(full.hess[s]), atol=1e-13)
+    np.testing.assert_allclose(full.r.sum(1), 1.0, atol=1e-13)
+    a = lb[:, ids] @ cnts                                                    # the simple bound's term Σ_k a_k h_k
+    v, gs, Hs, _ = simple_stats(eta, a, "full")
+    fs = lambda e: float(logistic_map(e) @ a)
+    for s in range(3):
+        g = np.array([(fs(eta[s] + h * I[j]) - fs(eta[s] - h * I[j])) / (2 * h) for j in range(K - 1)])
+        H = np.array([(simple_stats((eta[s] + h * I[j])[None], a, None)[1][0] - simple_stats((eta[s] - h * I[j])[None], a, None)[1][0]) / (2 * h) for j in range(K - 1)])
+        np.testing.assert_allclose(gs[s], g, atol=1e-7); np.testing.assert_allclose(Hs[s], H, atol=1e-7)
+
+
+def test_extreme_eta_is_finite():
+    lb = np.log(np.full((3, 4), 0.25)); st = xi_stats(np.array([[1e3, -1e3], [-800.0, -900.0]]), np.array([0, 3]), np.array([2.0, 1.0]), lb, "full")
+    assert np.all(np.isfinite(st.value)) and np.all(np.isfinite(st.grad)) and np.all(np.isfinite(st.hess))
+    np.testing.assert_allclose(st.value, 3 * np.log(0.25))                  # every topic alike: ξ = log 0.25 for any η
+
+
+def test_loglik_against_word_positions(small):
+    rng = np.random.default_rng(4); beta = rng.dirichlet(np.ones(12), 3); eta = rng.standard_normal((30, 5, 2))
+    out = corpus_loglik(small, eta, beta)
+    for d in (0, 7, 29):
+        row = small.getrow(d); words = np.repeat(row.indices, row.data)
+        brute = [np.sum(np.log(logistic_map(e) @ beta[:, words])) for e in eta[d]]
+        np.testing.assert_allclose(out[d], brute, rtol=1e-12)
+        np.testing.assert_allclose(doc_loglik(row.indices, row.data, eta[d], beta), brute, rtol=1e-12)
+
+
+@pytest.mark.parametrize("method,cov", list(itertools.product(METHODS, COVS)))
+def test_every_method_raises_the_bound(small, method, cov):
+    r = fit_ctm(CTM(small, 3, seed=0), method, cov, max_iter=3, tol=0, seed=0)
+    assert r.stop is Stop.MAX_ITER and r.n_iter == 3 and len(r.history) == 4
+    assert r.history.vlb[-1] > r.history.vlb[0]
+    D = small.shape[0]
+    assert r.m.shape == (D, 2) and r.S.shape == ((D, 2) if cov == "diag" else (D, 2, 2))
+    np.testing.assert_allclose(r.beta.sum(1), 1.0); assert np.all(r.beta > 0)
+    np.linalg.cholesky(r.Sigma)
+    assert np.isclose(r.vlb, ctm_vlb(r.model, r.state, 10, r.info["seed"] + 1))      # the reported bound is the state's
+    if method == "simple": assert r.history[-1]["simple_vlb"] < r.history.vlb[-1]
+
+
+def test_reuters_bound_rises_in_seconds(reuters):
+    model = CTM(reuters.counts, 5, seed=0)
+    r = fit_ctm(model, "h-mc-ssvi", "diag", max_iter=2, tol=0, seed=0)
+    v = r.history.vlb
+    assert np.all(np.diff(v) > 0), v
+    assert (v[-1] - v[0]) / model.n_words.sum() > 0.3                          # nats per word
+    assert r.history.time[-1] < 60
+
+
+def test_fixed_parameters_and_budget(small):
+    model = CTM(small, 3, seed=0)
+    r = fit_ctm(model, "h-mc-ssvi", "diag", max_iter=2, learn=False, tol=0)
+    assert np.array_equal(r.mu, model.mu) and np.array_equal(r.Sigma, model.Sigma) and np.array_equal(r.beta, model.beta)
+    r2 = fit_ctm(model, "h-mc-ssvi", "diag", max_iter=2, tol=0, state0=r.state)     # a warm start continues from it
+    assert r2.history.vlb[0] == pytest.approx(r.history.vlb[-1])
+    assert fit_ctm(model, max_iter=50, tol=0, max_seconds=1e-9).stop is Stop.MAX_SECONDS
+    assert fit_ctm(model, max_iter=50, tol=0, callback=lambda rec: rec["sweep"] >= 1).stop is Stop.CALLBACK
+
+
+def test_fit_documents_raises_each_documents_bound(small):
+    rng = np.random.default_rng(5); beta = rng.dirichlet(np.ones(12), 3); mu, Sigma = np.array([0.2, -0.1]), np.array([[1.0, 0.3], [0.3, 0.8]])
+    ev = CTM(small, 3, mu=mu, Sigma=Sigma, beta=beta); D = small.shape[0]
+    st0 = init_state(ev, "diag", S0=1.0); st0.m[:] = mu; st0.L[:] = np.sqrt(np.diag(Sigma))
+    before = ctm_vlb(ev, st0, 50, per_doc=True)
+    for cov, method in [("diag", "h-mc-ssvi"), ("full", "h-mc-ssvi"), ("diag", "s-dsvi")]:
+        m, S = fit_documents(small, mu, Sigma, beta, n_iter=40, cov=cov, method=method, seed=0)
+        assert m.shape == (D, 2) and S.shape == ((D, 2) if cov == "diag" else (D, 2, 2))
+        st = init_state(ev, cov, S0=1.0); st.m[:] = m
+        st.L[:] = np.sqrt(S) if cov == "diag" else np.linalg.cholesky(S)
+        after = ctm_vlb(ev, st, 50, per_doc=True)
+        assert np.mean(after > before) > 0.9 and after.sum() > before.sum(), (cov, method)
+    theta = topic_proportions(m, S)
+    np.testing.assert_allclose(theta.sum(1), 1.0); np.testing.assert_allclose(word_probs(theta, beta).sum(1), 1.0)
+    with pytest.raises(ValueError, match="beta"): fit_documents(small, mu, Sigma, beta[:, :5])
+
+
+@pytest.mark.slow
+def test_recovers_generating_topics():
+    "K = 3, 200 documents of 100 words: each learned topic within total variation 0.1 of its generating topic."
+    rng = np.random.default_rng(1)
+    beta_true = rng.dirichlet(np.full(24, 0.1), size=3)
+    gen = generate_ctm(200, 100, beta_true, np.array([0.5, -0.5]), np.array([[4.0, 2.0], [2.0, 4.0]]), 2)
+    r = fit_ctm(CTM(gen, 3, seed=0), "h-mc-ssvi", "diag", max_iter=100, hyper="sweep", lr_beta=3.0, tol=0, eval_every=20, seed=0)
+    perm = min(itertools.permutations(range(3)), key=lambda p: np.abs(r.beta[list(p)] - beta_true).sum())
+    tv = 0.5 * np.abs(r.beta[list(perm)] - beta_true).sum(1)
+    assert tv.max() < 0.1, tv
