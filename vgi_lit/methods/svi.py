@@ -203,7 +203,8 @@ def with_prior_state(old, new, st):
 
 class PriorLearner:
     """Hyperparameter updates with q held fixed, interleaved with a stochastic method every `every` steps.
-    GLM: the closed forms `glm_prior_closed_form` (variance; constant mean with `learn_mean`).
+    GLM: the closed forms `glm_prior_closed_form` (variance; constant mean with `learn_mean`), then, when its likelihood
+    has parameters (not `fixed`: "likelihood" or "likelihood.<name>"), one Adam step on them as below at the new prior.
     GP, SparseGP: one Adam step (rate `lr`, moments 0.9 and 0.999) on the free parameters of `hyper._Hyper` (kernel
     log-parameters, likelihood parameters, constant mean; `fixed` names those held) along the exact envelope gradient
     ∂VLB/∂θ at the current q, of length `scale` (start `lr`) times Adam's normalised direction (the RMS-scaled current
@@ -221,14 +222,19 @@ class PriorLearner:
         self.progress = np.inf
         self.glm = isinstance(model, GLM)
         if self.glm:
-            keys = ["prior_var", "mean"]
-            for key in ([fixed] if isinstance(fixed, str) else list(fixed or [])):
-                if key not in keys: raise ValueError(f"learn_prior: fixed names an unknown GLM prior parameter {key!r}; they are {keys}")
-            fixed = set([fixed] if isinstance(fixed, str) else list(fixed or []))
+            lnames = [f"likelihood.{n}" for n in getattr(model.likelihood, "param_names", [])]
+            keys = ["prior_var", "mean"] + (["likelihood"] + lnames if lnames else [])
+            fixed = [fixed] if isinstance(fixed, str) else list(fixed or [])
+            for key in fixed:
+                if key not in keys and not any(n.startswith(key + "[") for n in lnames):
+                    raise ValueError(f"learn_prior: fixed names an unknown GLM parameter {key!r}; they are {keys}")
             self.learn_var, self.learn_mean = "prior_var" not in fixed, self.learn_mean and "mean" not in fixed
             glm_prior_closed_form(model, model.mu, None, self.learn_mean, False)       # validates the prior's kind and mean
+            self.hp = _Hyper(model, False, ["prior_var"] + [k for k in fixed if k.startswith("likelihood")]) if lnames else None
+            if self.hp is not None and len(self.hp.free) == 0: self.hp = None         # every likelihood parameter fixed
         else:
             self.hp = _Hyper(model, learn_mean, fixed)
+        if self.hp is not None:
             self.theta = self.hp.theta0.copy()
             self.m1, self.m2, self.k, self.scale = np.zeros_like(self.theta), np.zeros_like(self.theta), 0, self.lr
 
@@ -238,6 +244,7 @@ class PriorLearner:
             out = {"prior_var": float(model.prior.diag()[0])} if model.prior.kind == 'scalar' else \
                   {f"prior_var[{j}]": float(v) for j, v in enumerate(model.prior.diag())}
             if self.learn_mean: out["mean"] = float(model.mu[0])
+            if self.hp is not None: out.update({n: v for n, v in _hyper_values(self.hp, model).items() if n.startswith("likelihood")})
             return out
         return _hyper_values(self.hp, model)
 
@@ -247,8 +254,19 @@ class PriorLearner:
             new = GLM(model.X, model.y, model.likelihood, prior_mean=mu, prior_cov=delta)
             st_new = with_prior_state(model, new, st)
             gain = kl_to_prior(model, st.m, st.cov) - kl_to_prior(new, st_new.m, st_new.cov); self.progress = abs(gain)
-            return new, st_new, gain, []
+            if self.hp is None: return new, st_new, gain, []
+            prior_progress, k = self.progress, self.hp.n_prior                  # then the likelihood's parameters at the new prior
+            def build(theta):
+                return GLM(new.X, new.y, new.likelihood.with_params(self.hp.full(theta)[k:k + self.hp.n_lik]), prior_mean=mu, prior_cov=delta)
+            new2, st2, gain2, ev = self._step(new, st_new, build)
+            self.progress = max(prior_progress, self.progress)
+            return new2, st2, gain + gain2, ev
         if len(self.theta) == 0: self.progress = 0.0; return model, st, 0.0, []
+        return self._step(model, st, self.hp.build)
+
+    def _step(self, model, st, build):
+        """One Adam step on the free parameters `self.theta` (model = build(θ)) along ∂VLB/∂θ at fixed q, halved
+        until the full-data bound at fixed q does not decrease, else rejected: (model, state, gain, events)."""
         g = self.hp.grad(model, st.m, st.cov); self.progress = np.inf
         if not np.all(np.isfinite(g)): return model, st, 0.0, [Event(EventKind.STEP_REJECTED, "hyperparameter gradient not finite: θ kept")]
         self.k += 1
@@ -260,7 +278,7 @@ class PriorLearner:
         for h in range(self.max_halvings + 1):
             theta = self.theta + step
             try:
-                new = self.hp.build(theta); st_new = with_prior_state(model, new, st)
+                new = build(theta); st_new = with_prior_state(model, new, st)
                 gain = vlb_stream(new, st_new.m, st_new.cov)[0] - v0
             except (ValueError, np.linalg.LinAlgError): gain = -np.inf
             if np.isfinite(gain) and gain >= 0:
@@ -299,11 +317,11 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
       does not decrease (`backtracking_step`; events DAMPED, STEP_REJECTED).
     - `learn_prior`: True to update the hyperparameters with q held fixed every `learn_every` steps (default one epoch,
       `eval_every`), after the update of q (`PriorLearner`): a GLM's prior variance (scalar or per feature, as its prior is)
-      and, with `learn_mean`, its constant prior mean, in closed form (Sheth & Khardon 2016b, eqs. 60-61, 68; its likelihood
-      parameters stay as given: `hyper.learn` learns them in batch); a GP's or
+      and, with `learn_mean`, its constant prior mean, in closed form (Sheth & Khardon 2016b, eqs. 60-61, 68), then its
+      likelihood parameters (Gaussian noise, Student-t scale and ν, Laplace scale, ordinal cuts) by the Adam step below; a GP's or
       sparse GP's kernel and likelihood parameters (and constant mean with `learn_mean`) by an Adam step of rate
       `learn_rate` on their log-parameters along the exact gradient at fixed q. `fixed`: parameter names held
-      (`hyper.learn`'s names; for a GLM 'prior_var' or 'mean'). The record of each update carries `prior_gain` (the exact
+      (`hyper.learn`'s names; for a GLM 'prior_var', 'mean', 'likelihood' or 'likelihood.<name>'). The record of each update carries `prior_gain` (the exact
       change of the full-data VLB, q fixed) and `hyper` (the values after it); the result's `model` is the final model and
       `info['hyper']` its values (None without `learn_prior`)."""
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
