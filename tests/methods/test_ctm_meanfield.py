@@ -1,0 +1,83 @@
+"Mean-field CTM: every block update raises the bound (E-step cycles, EM iterations), the M-step maximises it, bad input."
+import numpy as np, pytest, scipy.sparse as sp
+from vgi_lit.methods.ctm_meanfield import (_Prior, _phi, _expz, doc_bound, estep_doc, estep, mstep, fit_meanfield, init_beta,
+                                           MeanFieldFit)
+from vgi_lit.inference import Stop
+
+
+def _synthetic(seed=0, D=40, K=4, V=30, N=60):
+    "Counts drawn from the CTM itself (correlated logistic-normal proportions)."
+    rng = np.random.default_rng(seed)
+    beta = rng.dirichlet(np.full(V, 0.3), size=K); A = rng.normal(size=(K - 1, K - 1)); Sig = A @ A.T / K + 0.5 * np.eye(K - 1)
+    eta = rng.multivariate_normal(np.zeros(K - 1), Sig, size=D); th = np.exp(np.c_[eta, np.zeros(D)]); th /= th.sum(1, keepdims=True)
+    X = np.array([rng.multinomial(N, th[d] @ beta) for d in range(D)])
+    X[:, X.sum(0) == 0] = 0; X = X[:, X.sum(0) > 0]
+    return sp.csr_matrix(X), K
+
+
+def test_estep_cycles_never_lower_the_bound():
+    C, K = _synthetic(1)
+    rng = np.random.default_rng(0); beta = init_beta(C, K, seed=0); lbeta = np.log(beta)
+    pr = _Prior.of(rng.normal(size=K - 1) * 0.3, np.eye(K - 1) * 2.0)
+    for d in range(5):
+        ids, c = C[d].indices, C[d].data
+        lam, nu2 = rng.normal(size=K - 1), rng.uniform(0.1, 5, K - 1); seq = []
+        for _ in range(15):
+            lam, nu2, zeta, phi, b, _ = estep_doc(ids, c, lbeta, pr, lam, nu2, var_tol=0.0, max_iter=1)
+            seq.append(b)
+        assert np.all(np.diff(seq) >= -1e-9 * np.abs(seq[1:])), seq
+
+
+def test_em_trace_is_monotone_and_converges():
+    C, K = _synthetic(2, D=25, N=40)
+    fit = fit_meanfield(C, K, seed=1, max_iter=100, tol=1e-3)
+    b = np.array([r["bound"] for r in fit.trace])
+    assert np.all(np.diff(b) >= -1e-8 * np.abs(b[1:])) and fit.stop == Stop.REL_TOL
+    assert np.all(np.isfinite(fit.m)) and fit.S.min() > 0 and np.allclose(fit.beta.sum(1), 1)
+    assert np.all(np.linalg.eigvalsh(fit.Sigma) > 0) and fit.m.shape == (C.shape[0], K - 1)
+
+
+def test_mstep_maximises_the_bound_over_parameters():
+    C, K = _synthetic(3)
+    beta = init_beta(C, K, seed=0); pr = _Prior.of(np.zeros(K - 1), np.eye(K - 1)); lbeta = np.log(beta)
+    st = []
+    for d in range(C.shape[0]):
+        ids, c = C[d].indices, C[d].data
+        st.append((ids, c) + estep_doc(ids, c, lbeta, pr, np.zeros(K - 1), np.ones(K - 1))[:4])
+    lam = np.array([s[2] for s in st]); nu2 = np.array([s[3] for s in st])
+    stats = np.zeros_like(beta)
+    for ids, c, _, _, _, phi in st: stats[:, ids] += phi * c
+    mu, Sig, B = mstep(lam, nu2, stats)
+    total = lambda mu_, Sig_, B_: sum(doc_bound(c, np.log(B_)[:, ids], _Prior.of(mu_, Sig_), l, v, z, phi) for ids, c, l, v, z, phi in st)
+    best = total(mu, Sig, B); rng = np.random.default_rng(0)
+    for _ in range(5):
+        E = rng.normal(size=Sig.shape) * 0.02
+        B2 = B * np.exp(rng.normal(size=B.shape) * 0.05); B2 /= B2.sum(1, keepdims=True)
+        assert best > total(mu + 0.05 * rng.normal(size=mu.shape), Sig, B)
+        assert best > total(mu, Sig + E @ E.T + 1e-3 * np.eye(K - 1), B) and best > total(mu, Sig * 0.97, B)
+        assert best > total(mu, Sig, B2)
+
+
+def test_estep_bounds_match_doc_bound_and_callback_stops():
+    C, K = _synthetic(4, D=15)
+    beta = init_beta(C, K, seed=2)
+    lam, nu2, bounds, stats, _ = estep(C, np.zeros(K - 1), np.eye(K - 1), beta)
+    pr = _Prior.of(np.zeros(K - 1), np.eye(K - 1))
+    for d in range(3):
+        ids, c = C[d].indices, C[d].data
+        phi = _phi(lam[d], np.log(beta)[:, ids])
+        assert np.isclose(bounds[d], doc_bound(c.astype(float), np.log(beta)[:, ids], pr, lam[d], nu2[d], _expz(lam[d], nu2[d]), phi))
+    assert np.isclose(stats.sum(), C.sum())
+    fit = fit_meanfield(C, K, max_iter=10, callback=lambda it, f: it == 2)
+    assert fit.stop == Stop.CALLBACK and fit.n_iter == 2 and len(fit.trace) == 2
+
+
+def test_bad_input():
+    C, K = _synthetic(5, D=10)
+    with pytest.raises(ValueError, match="integer scipy.sparse"): fit_meanfield(C.toarray(), K)
+    with pytest.raises(ValueError, match="integer scipy.sparse"): fit_meanfield(C.astype(float), K)
+    with pytest.raises(ValueError, match="empty columns"): fit_meanfield(sp.hstack([C, sp.csr_matrix((10, 1), dtype=C.dtype)]).tocsr(), K)
+    with pytest.raises(ValueError, match="K must"): fit_meanfield(C, 11)
+    with pytest.raises(ValueError, match="beta0 must"): fit_meanfield(C, K, beta0=np.full((K, 3), 1 / 3))
+    with pytest.raises(ValueError, match="strictly positive"): estep(C, np.zeros(K - 1), np.eye(K - 1), np.zeros((K, C.shape[1])))
+    with pytest.raises(ValueError, match="positive definite"): estep(C, np.zeros(K - 1), -np.eye(K - 1), init_beta(C, K))
