@@ -117,6 +117,11 @@ def test_fixed_parameters_and_budget(small):
     assert np.array_equal(r.mu, model.mu) and np.array_equal(r.Sigma, model.Sigma) and np.array_equal(r.beta, model.beta)
     r2 = fit_ctm(model, "h-mc-ssvi", "diag", max_iter=2, tol=0, state0=r.state)     # a warm start continues from it
     assert r2.history.vlb[0] == pytest.approx(r.history.vlb[-1])
+    rf = fit_ctm(model, "s-dsvi", "full", max_iter=1, tol=0)                      # no precisions: H-MC-SSVI forms them from L
+    rf2 = fit_ctm(model, "h-mc-ssvi", "full", max_iter=1, tol=0, state0=rf.state, blas_threads=None)
+    assert rf2.history.vlb[0] == pytest.approx(rf.history.vlb[-1]) and rf2.state.P is not None
+    np.testing.assert_allclose(rf2.state.P @ rf2.state.S, np.broadcast_to(np.eye(2), rf2.state.S.shape), atol=1e-8)   # P and L agree
+    assert rf2.history.vlb[-1] > rf2.history.vlb[0]
     assert fit_ctm(model, max_iter=50, tol=0, max_seconds=1e-9).stop is Stop.MAX_SECONDS
     assert fit_ctm(model, max_iter=50, tol=0, callback=lambda rec: rec["sweep"] >= 1).stop is Stop.CALLBACK
 

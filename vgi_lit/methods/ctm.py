@@ -8,7 +8,9 @@ import time
 from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
+from contextlib import nullcontext
 from scipy.linalg import cho_solve, solve_triangular
+from threadpoolctl import threadpool_limits
 from ..linalg import cholesky
 from ..models import PriorCov
 from ..covariance import DenseCov
@@ -324,7 +326,7 @@ HYPER = ("doc", "sweep")
 def fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: int = 10, tol: float = 1e-6,
             max_iter: int = 20, max_seconds: float | None = None, callback=None, learn: bool = True, hyper: str = "doc",
             lr: float = 1.0, lr_beta: float = 1.0, schedule="1/t", seed: int = 0, S0: float = 10.0,
-            state0: CTMState | None = None, eval_every: int = 1, vlb_samples: int = 10) -> "CTMPosterior":
+            state0: CTMState | None = None, eval_every: int = 1, vlb_samples: int = 10, blas_threads: int | None = 1) -> "CTMPosterior":
     """Fit q(η) = Π_d N(m_d, S_d) and (with `learn`) μ, Σ, β of a `CTM` (Sheth & Khardon 2016b, §3.7, A.1, A.2):
     sweeps over the documents in a fixed round-robin order, one `doc_step` per document, all words of a document used.
 
@@ -342,7 +344,18 @@ def fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: i
       document has its own counter t, which round-robin makes the sweep number.
     - `seed`: the draws; `S0`: start S_d = S0·I (paper: 10) with m_d = 0; `state0`: start from this state instead (copied).
     - `eval_every`, `vlb_samples`: sweeps between evaluations of bound (56) and draws per document in them (`ctm_vlb`).
-      The record also holds the simple bound (73) for 'simple'."""
+      The record also holds the simple bound (73) for 'simple'.
+    - `blas_threads`: BLAS threads during the run (threadpoolctl; default 1: the per-document algebra is on (K−1) × (K−1)
+      matrices, where starting threads costs more than it saves); None leaves BLAS as it is."""
+    kw = dict(locals()); bt = kw.pop("blas_threads")
+    with (threadpool_limits(bt, user_api="blas") if bt is not None else nullcontext()):
+        return _fit_ctm(**kw)
+
+def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: int = 10, tol: float = 1e-6,
+            max_iter: int = 20, max_seconds: float | None = None, callback=None, learn: bool = True, hyper: str = "doc",
+            lr: float = 1.0, lr_beta: float = 1.0, schedule="1/t", seed: int = 0, S0: float = 10.0,
+            state0: CTMState | None = None, eval_every: int = 1, vlb_samples: int = 10) -> "CTMPosterior":
+    "The body of `fit_ctm` (under its BLAS thread limit)."
     if not isinstance(model, CTM): raise ValueError(f"model must be a CTM, got {type(model).__name__}")
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if cov not in COVS: raise ValueError(f"cov must be one of {COVS}, got {cov!r}")
@@ -361,7 +374,10 @@ def fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: i
         if state0.cov != cov: raise ValueError(f"state0 has cov={state0.cov!r}, the run cov={cov!r}")
         st = state0.copy()
         if natural and st.P is None:
-            st.P = 1.0 / st.L**2 if cov == "diag" else np.linalg.inv(st.L @ np.swapaxes(st.L, 1, 2))   # precisions of a given start
+            if cov == "diag": st.P = 1.0 / st.L**2                          # precisions of a given start
+            else:
+                Li = np.stack([solve_triangular(L_, np.eye(L_.shape[0]), lower=True) for L_ in st.L])   # S⁻¹ = L⁻ᵀL⁻¹
+                st.P = np.swapaxes(Li, 1, 2) @ Li
         if not natural: st.P = None
     D, K, k1 = model.D, model.K, model.K - 1
     rng = np.random.default_rng(seed)
@@ -490,11 +506,18 @@ def word_probs(theta, beta):
     return np.asarray(theta, dtype=float) @ np.asarray(beta, dtype=float)
 
 def fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag", method: str = "h-mc-ssvi",
-                  n_mc: int = 10, seed: int = 0, lr: float = 1.0):
+                  n_mc: int = 10, seed: int = 0, lr: float = 1.0, blas_threads: int | None = 1):
     """q(η_d) for each row of `counts` at fixed (μ, Σ, β): `n_iter` batch updates per document (`doc_step`, all its words,
     ρ = 1/t), starting at m_d = μ and S_d = diag(Σ) (cov='diag') or Σ ('full'). The posterior of Sheth & Khardon (2016b,
     A.5) for held-out documents: 100 iterations of batch H-MC-SSVI with diagonal covariance. Returns (m (D, K−1),
-    S: variances (D, K−1) or matrices (D, K−1, K−1))."""
+    S: variances (D, K−1) or matrices (D, K−1, K−1)). `blas_threads` as in `fit_ctm`."""
+    kw = dict(locals()); bt = kw.pop("blas_threads")
+    with (threadpool_limits(bt, user_api="blas") if bt is not None else nullcontext()):
+        return _fit_documents(**kw)
+
+def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag", method: str = "h-mc-ssvi",
+                  n_mc: int = 10, seed: int = 0, lr: float = 1.0):
+    "The body of `fit_documents` (under its BLAS thread limit)."
     C = check_counts(counts); beta = np.asarray(beta, dtype=float)
     if beta.ndim != 2: raise ValueError(f"beta must be a (K, V) matrix, got shape {beta.shape}")
     K = beta.shape[0]; beta = check_beta(beta, K, C.shape[1]); k1 = K - 1
