@@ -223,11 +223,13 @@ def _values(hp, model):
 
 def _warm(method, post) -> dict:
     """The start of the next inner solve from the previous optimum `post`: (m, λ) in site form for FPi/FPb (`lam0`: the
-    site precisions carry over to the new prior, V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹, no dense V), (m, V) for GRAD or when the
-    posterior holds no site precisions; nothing for the other methods (their own default start)."""
+    site precisions carry over to the new prior, V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹, no dense V; positive definite for every
+    prior when λ ≥ 0), (m, V) for GRAD, or when the posterior holds no site precisions or some are negative (a
+    likelihood that is not log-concave: Σ'⁻¹ + Hᵀdiag(λ)H need not be positive definite at the new prior Σ');
+    nothing for the other methods (their own default start)."""
     if post is None or method not in ("fpi", "fpb", "grad"): return {}
     lam = getattr(post.cov, "lam", None)
-    if method in ("fpi", "fpb") and lam is not None: return dict(m0=post.m, lam0=lam)
+    if method in ("fpi", "fpb") and lam is not None and np.all(np.asarray(lam) >= 0): return dict(m0=post.m, lam0=lam)
     return dict(m0=post.m, V0=post.cov.dense())
 
 def _budget(inner: dict, hist) -> dict:
@@ -340,11 +342,15 @@ register_learner(learn)
 
 # %% ../../nbs/methods/15_hyper.ipynb #hjoint01
 def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0, tol: float = 1e-7,
-                max_iter: int = 50_000, max_seconds: float | None = None, m0=None, L0=None, maxcor: int = 30) -> dict:
+                max_iter: int = 50_000, max_seconds: float | None = None, m0=None, L0=None, maxcor: int = 30,
+                whiten: bool = False) -> dict:
     """An independent route to the same optimum as `learn`: one L-BFGS-B over (θ, m, tril L), V = L Lᵀ, of the VLB
     (GRAD's parametrisation, Sheth & Khardon 2016), with `vlb.grad_m`, `vlb.grad_L` and the exact partial
     derivative in θ at the current q (_Hyper.grad). Starts at θ of the model, m0 (default μ) and L0 (default
-    √diag Σ · I). Returns dict(vlb, theta (natural scale, by name), model, m, L, nit, nfev, seconds, message)."""
+    √diag Σ · I). Returns dict(vlb, theta (natural scale, by name), model, m, L, nit, nfev, seconds, message).
+    whiten (GP only): the same objective in whitened variables, m = μ + L_θ a, L = L_θ T with L_θ = chol Σ(θ)
+    (`_joint_white`); it starts at the prior (a = 0, T = I) unless m0/L0 are given."""
+    if whiten: return _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0, L0, maxcor)
     hp = _Hyper(model, learn_mean, fixed); d = model.d; tri = np.tril_indices(d); k = len(hp.theta0)
     diag = np.flatnonzero(tri[0] == tri[1])
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf)
@@ -370,5 +376,64 @@ def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0
             if time.perf_counter() - t_start > max_seconds: raise StopIteration
     res = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bnds, options=opts, callback=cb)
     th, m, L = unpack(res.x); mod = hp.build(th)
+    return dict(vlb=vlb(mod, m, DenseCov(L)), theta=_values(hp, mod), model=mod, m=m, L=L, nit=int(res.nit), nfev=int(res.nfev),
+                seconds=time.perf_counter() - t_start, message=str(res.message))
+
+def _dchol(Lf, dS):
+    """∂L for L = chol Σ and a symmetric perturbation ∂Σ: L Φ(L⁻¹ ∂Σ L⁻ᵀ), Φ(A) = the lower triangle of A with its
+    diagonal halved (from ∂Σ = ∂L Lᵀ + L ∂Lᵀ with L⁻¹∂L lower triangular)."""
+    from scipy.linalg import solve_triangular
+    A = solve_triangular(Lf, solve_triangular(Lf, dS, lower=True).T, lower=True)   # L⁻¹ ∂Σ L⁻ᵀ (symmetric)
+    A = np.tril(A); A[np.diag_indices_from(A)] *= 0.5
+    return Lf @ A
+
+def _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0, L0, maxcor):
+    """`joint_lbfgs` over (θ, a, tril T) with f = μ + L_θ v, q(v) = N(a, TTᵀ): m = μ + L_θ a, V = L_θ TTᵀ L_θᵀ.
+    The KL is N(a, TTᵀ) against N(0, I), free of θ; θ enters through the site marginals only:
+    ∂/∂a = L_θᵀ ∂E/∂m − a, ∂/∂T = tril(2 L_θᵀ diag(∂E/∂v) L_θ T) − T + diag(1/T_jj), and per kernel parameter
+    ∂/∂θ_j = ∂E/∂m · (∂L_θ a) + ∂E/∂v · 2 rowsum(∂L_θ T ∘ L_θ T), ∂L_θ by `_dchol`; the mean by Σ ∂E/∂m, the
+    likelihood's parameters by `expected_dparams`."""
+    if type(model) is not GP: raise ValueError(f"joint_lbfgs(whiten=True) is for a GP, got a {type(model).__name__}")
+    hp = _Hyper(model, learn_mean, fixed); n = model.n; tri = np.tril_indices(n); k = len(hp.theta0)
+    nk, kl = hp.n_prior, hp.n_prior + hp.n_lik
+    lo = np.where(hp.is_log[hp.free], -bound, -np.inf)
+    t_start = time.perf_counter()
+    def unpack(x):
+        T = np.zeros((n, n)); T[tri] = x[k + n:]; return x[:k], x[k:k + n], T
+    def qof(mod, a, T):
+        Lf = mod.prior.L; return mod.mu + Lf @ a, Lf @ T
+    def fun(x):
+        th, a, T = unpack(x)
+        mod = hp.build(th); m, LT = qof(mod, a, T)
+        t = site_terms(mod, m, DenseCov(LT)); dT = np.diag(T)
+        if np.any(dT <= 0): return np.inf, np.zeros_like(x)
+        f = float(np.sum(t.E)) - 0.5 * (np.sum(T * T) + a @ a - n) + np.sum(np.log(dT))
+        if not np.isfinite(f): return np.inf, np.zeros_like(x)
+        Lf, full = mod.prior.L, np.zeros(len(hp.names)); need = set(hp.free.tolist())
+        if need & set(range(nk)):
+            dS = hp._with_jitter(mod.kernel.dK(mod.X))
+            for j in range(nk):
+                if j in need:
+                    dL = _dchol(Lf, dS[j])
+                    full[j] = t.dE_dm @ (dL @ a) + t.dE_dv @ (2.0 * np.sum((dL @ T) * LT, 1))
+        if hp.n_lik and need & set(range(nk, kl)):
+            full[nk:kl] = np.sum(mod.likelihood.expected_dparams(mod.y, t.m_site, t.v_site), axis=1)
+        if learn_mean: full[-1] = np.sum(t.dE_dm)
+        gT = np.tril(2.0 * Lf.T @ (t.dE_dv[:, None] * LT)) - T + np.diag(1.0 / dT)
+        g = np.concatenate([full[hp.free], Lf.T @ t.dE_dm - a, gT[tri]])
+        return -f, -g
+    mod0 = hp.build(hp.theta0)
+    a0 = np.zeros(n) if m0 is None else mod0.prior.half_solve(np.asarray(m0, float) - mod0.mu)
+    T0 = np.eye(n) if L0 is None else np.linalg.cholesky(mod0.prior.half_solve(mod0.prior.half_solve(np.asarray(L0, float) @ np.asarray(L0, float).T).T))
+    x0 = np.concatenate([hp.theta0, a0, T0[tri]])
+    bnds = [(None if not np.isfinite(b) else b, None if not np.isfinite(b) else -b) for b in lo] + [(None, None)] * n \
+        + [(1e-12, None) if on else (None, None) for on in (tri[0] == tri[1])]
+    opts = dict(maxiter=int(max_iter), maxfun=2 * int(max_iter), gtol=tol, ftol=0.0, maxcor=maxcor)
+    cb = None
+    if max_seconds is not None:
+        def cb(intermediate_result):
+            if time.perf_counter() - t_start > max_seconds: raise StopIteration
+    res = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bnds, options=opts, callback=cb)
+    th, a, T = unpack(res.x); mod = hp.build(th); m, L = qof(mod, a, T)
     return dict(vlb=vlb(mod, m, DenseCov(L)), theta=_values(hp, mod), model=mod, m=m, L=L, nit=int(res.nit), nfev=int(res.nfev),
                 seconds=time.perf_counter() - t_start, message=str(res.message))
