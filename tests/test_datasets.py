@@ -488,3 +488,29 @@ def test_rating_folds():
     assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(103))
     for bad in (dict(n=0), dict(n=10, n_folds=1), dict(n=3, n_folds=4)):
         with pytest.raises(ValueError): rating_folds(**{"n_folds": 5, **bad})
+
+
+def test_libsvm_sparse_equals_dense(data_dir):
+    "sparse=True returns CSR matrices with exactly the dense loader's entries (a1a); a CSV file refuses it by name."
+    import scipy.sparse as sps
+    s, d = load_a1a(data_dir=data_dir, sparse=True), load_a1a(data_dir=data_dir)
+    assert sps.issparse(s.X) and s.X.format == "csr" and s.X.shape == d.X.shape
+    assert np.array_equal(s.X.toarray(), d.X) and np.array_equal(s.X_test.toarray(), d.X_test) and np.array_equal(s.y, d.y)
+    assert s.X.nnz == np.count_nonzero(d.X)
+    with pytest.raises(ValueError, match="sparse=True is for the LIBSVM"): ds.read_file("housing.data", data_dir, sparse=True)
+
+
+@pytest.mark.slow
+def test_a7a_sparse_fpi_equals_dense_and_is_faster(data_dir):
+    "FPi on a7a with X as CSR reaches the dense path's VLB and mean to 1e-10 relative; the sparse run is the faster (slow: ~3-10 s)."
+    import time
+    from vgi_lit import models, likelihoods
+    from vgi_lit.methods.fixed_point import fpi
+    s, d = load_a7a(data_dir=data_dir, sparse=True), load_a7a(data_dir=data_dir)
+    t = {}
+    for k, X in (("dense", d.X), ("csr", s.X)):
+        t0 = time.perf_counter(); p = fpi(models.GLM(X, d.y, likelihoods.Logistic(), prior_cov=1.0)); t[k] = (time.perf_counter() - t0, p)
+    (td, pd), (ts, ps) = t["dense"], t["csr"]
+    assert pd.converged and ps.converged
+    assert abs(pd.vlb - ps.vlb) <= 1e-10 * abs(pd.vlb) and np.max(np.abs(pd.m - ps.m)) <= 1e-10 * np.max(np.abs(pd.m))
+    assert ts < td, (ts, td)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 import numpy as np
+import scipy.sparse as sps
 from .linalg import cholesky
 
 # %% auto #0
@@ -139,8 +140,9 @@ def _bad(path, lineno, msg):
     return ValueError(f"{Path(path).name}, line {lineno}: {msg}")
 
 # %% ../nbs/06_datasets.ipynb #87851d2a
-def read_libsvm(path, n_features: int, labels=(-1.0, 1.0)):
-    "Dense (X, y) from a LIBSVM text file with 1-based indices and exactly `n_features` columns."
+def read_libsvm(path, n_features: int, labels=(-1.0, 1.0), sparse: bool = False):
+    """(X, y) from a LIBSVM text file with 1-based indices and exactly `n_features` columns: X dense, or a
+    scipy.sparse CSR matrix of the stored entries with `sparse=True` (never densified)."""
     path = Path(path); labset = None if labels is None else {float(l) for l in labels}
     ys, rows, cols, vals = [], [], [], []
     with open(path, "r") as fh:
@@ -162,8 +164,11 @@ def read_libsvm(path, n_features: int, labels=(-1.0, 1.0)):
                 if not np.isfinite(x): raise _bad(path, lineno, f"value {v!r} at index {j} is not finite")
                 rows.append(r); cols.append(j - 1); vals.append(x); prev = j
             ys.append(lab)
+    r, c = np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)
+    if sparse:                                                       # indices strictly increase within a row: no duplicates
+        return sps.csr_matrix((np.asarray(vals, dtype=float), (r, c)), shape=(len(ys), n_features)), np.asarray(ys, dtype=float)
     X = np.zeros((len(ys), n_features))
-    X[np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)] = vals
+    X[r, c] = vals
     return X, np.asarray(ys, dtype=float)
 
 # %% ../nbs/06_datasets.ipynb #7d39ea7d
@@ -218,11 +223,13 @@ FILES = {
 HOUSING_FEATURES = ["CRIM", "ZN", "INDUS", "CHAS", "NOX", "RM", "AGE", "DIS", "RAD", "TAX", "PTRATIO", "B", "LSTAT"]
 
 # %% ../nbs/06_datasets.ipynb #b4330daf
-def read_file(name: str, data_dir=None, download: bool = True, hint: str = ""):
-    "(X, y, path) of the data file `name` of `FILES`, found by `find_file`, with its shape and labels checked."
+def read_file(name: str, data_dir=None, download: bool = True, hint: str = "", sparse: bool = False):
+    """(X, y, path) of the data file `name` of `FILES`, found by `find_file`, with its shape and labels checked;
+    `sparse=True` returns a LIBSVM file's X as a scipy.sparse CSR matrix (a ValueError for the other formats)."""
     spec = FILES[name]; n, D = spec["shape"]; labels = spec.get("labels", LABELS)
+    if sparse and spec["kind"] != "libsvm": raise ValueError(f"sparse=True is for the LIBSVM files; {name} is a {spec['kind']} table")
     def parse(path):
-        if spec["kind"] == "libsvm": X, y = read_libsvm(path, D, labels=labels)
+        if spec["kind"] == "libsvm": X, y = read_libsvm(path, D, labels=labels, sparse=sparse)
         else: X, y = read_delimited(path, D + 1, sep="," if spec["kind"] == "csv" else None,
                                     label_map=spec.get("label_map"), labels=labels)
         if X.shape != (n, D):
@@ -232,24 +239,24 @@ def read_file(name: str, data_dir=None, download: bool = True, hint: str = ""):
     return (*parse(path), path)
 
 # %% ../nbs/06_datasets.ipynb #cdd61059
-def _libsvm_pair(name, data_dir, download):
-    X, y, p = read_file(name, data_dir, download)
-    Xt, yt, pt = read_file(name + ".t", data_dir, download)
+def _libsvm_pair(name, data_dir, download, sparse=False):
+    X, y, p = read_file(name, data_dir, download, sparse=sparse)
+    Xt, yt, pt = read_file(name + ".t", data_dir, download, sparse=sparse)
     return Dataset(X, y, Xt, yt, name=name, files=(p, pt),
                    source=f"LIBSVM binary data sets ({name}, from UCI Adult): {p}, {pt}")
 
-def load_a1a(data_dir=None, download: bool = True) -> Dataset:
-    "a1a (UCI Adult, LIBSVM): 1,605 train / 30,956 test x 123 binary features, labels -1/+1 (Khan et al. 2016, Table 2)."
-    return _libsvm_pair("a1a", data_dir, download)
+def load_a1a(data_dir=None, download: bool = True, sparse: bool = False) -> Dataset:
+    "a1a (UCI Adult, LIBSVM): 1,605 train / 30,956 test x 123 binary features, labels -1/+1 (Khan et al. 2016, Table 2); `sparse`: X as CSR."
+    return _libsvm_pair("a1a", data_dir, download, sparse)
 
-def load_a7a(data_dir=None, download: bool = True) -> Dataset:
-    "a7a (UCI Adult, LIBSVM): 16,100 train / 16,461 test x 123 binary features, labels -1/+1."
-    return _libsvm_pair("a7a", data_dir, download)
+def load_a7a(data_dir=None, download: bool = True, sparse: bool = False) -> Dataset:
+    "a7a (UCI Adult, LIBSVM): 16,100 train / 16,461 test x 123 binary features, labels -1/+1; `sparse`: X as CSR."
+    return _libsvm_pair("a7a", data_dir, download, sparse)
 
 # %% ../nbs/06_datasets.ipynb #d0c8ebd5
-def load_colon_cancer(data_dir=None, download: bool = True) -> Dataset:
-    "Colon cancer (Alon et al., LIBSVM): 62 x 2,000, labels -1/+1, one file, no test split (Khan et al. 2016, Table 2)."
-    X, y, p = read_file("colon-cancer", data_dir, download)
+def load_colon_cancer(data_dir=None, download: bool = True, sparse: bool = False) -> Dataset:
+    "Colon cancer (Alon et al., LIBSVM): 62 x 2,000, labels -1/+1, one file, no test split (Khan et al. 2016, Table 2); `sparse`: X as CSR."
+    X, y, p = read_file("colon-cancer", data_dir, download, sparse=sparse)
     return Dataset(X, y, name="colon-cancer", files=(p,), source=f"LIBSVM binary data sets (colon-cancer, Alon et al. 1999): {p}")
 
 # %% ../nbs/06_datasets.ipynb #d4fdf177

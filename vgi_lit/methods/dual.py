@@ -184,7 +184,7 @@ def _to_exact(model, st, hist, message, n_iter, info, callback, max_seconds, dua
 def _prior_site_var(model):
     "diag(HΣHᵀ) (n,), without forming HΣHᵀ when n > d."
     if model.n <= model.d: return np.diag(model.K_site()).copy()
-    return np.sum(model.Hmul(model.prior.half(np.eye(model.d)))**2, 1)
+    return model.sites.quad(model.prior.half(np.eye(model.d)).T)           # ‖L_Σᵀh_i‖², one pass over the sites
 
 def _proj_grad(x, g, conj):
     "Gradient with components that push into an active bound set to zero (the KKT residual of the box problem)."

@@ -46,7 +46,7 @@ def whitened(model):
     coordinates crawls."""
     from vgi_lit.models import LGM, PriorCov
     P = model.prior
-    HL = P.L if (model.H is None and P.kind == 'dense') else model.Hmul(_half_dense(P))
+    HL = P.L if (model.sites.kind == 'identity' and P.kind == 'dense') else model.Hmul(_half_dense(P))   # n × d, dense for every kind of sites
     return LGM(model.y, model.likelihood, 0.0, PriorCov(1.0, model.d), model.site_mean(model.mu), model.c, HL)
 
 def _half_dense(P):
