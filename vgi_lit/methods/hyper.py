@@ -343,14 +343,15 @@ register_learner(learn)
 # %% ../../nbs/methods/15_hyper.ipynb #hjoint01
 def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0, tol: float = 1e-7,
                 max_iter: int = 50_000, max_seconds: float | None = None, m0=None, L0=None, maxcor: int = 30,
-                whiten: bool = False) -> dict:
+                whiten: bool = False, trace: list | None = None) -> dict:
     """An independent route to the same optimum as `learn`: one L-BFGS-B over (θ, m, tril L), V = L Lᵀ, of the VLB
     (GRAD's parametrisation, Sheth & Khardon 2016), with `vlb.grad_m`, `vlb.grad_L` and the exact partial
     derivative in θ at the current q (_Hyper.grad). Starts at θ of the model, m0 (default μ) and L0 (default
     √diag Σ · I). Returns dict(vlb, theta (natural scale, by name), model, m, L, nit, nfev, seconds, message).
     whiten (GP only): the same objective in whitened variables, m = μ + L_θ a, L = L_θ T with L_θ = chol Σ(θ)
-    (`_joint_white`); it starts at the prior (a = 0, T = I) unless m0/L0 are given."""
-    if whiten: return _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0, L0, maxcor)
+    (`_joint_white`); it starts at the prior (a = 0, T = I) unless m0/L0 are given.
+    trace: a list that receives (seconds, VLB) at every evaluation (for time-to-target measurements)."""
+    if whiten: return _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0, L0, maxcor, trace)
     hp = _Hyper(model, learn_mean, fixed); d = model.d; tri = np.tril_indices(d); k = len(hp.theta0)
     diag = np.flatnonzero(tri[0] == tri[1])
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf)
@@ -361,6 +362,7 @@ def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0
         th, m, L = unpack(x)
         mod = hp.build(th); cov = DenseCov(L); t = site_terms(mod, m, cov)
         f = vlb(mod, m, cov, t)
+        if trace is not None: trace.append((time.perf_counter() - t_start, float(f)))
         if not np.isfinite(f): return np.inf, np.zeros_like(x)
         g = np.concatenate([hp.grad(mod, m, cov, t), grad_m(mod, m, t), grad_L(mod, L, t)[tri]])
         return -f, -g
@@ -387,7 +389,7 @@ def _dchol(Lf, dS):
     A = np.tril(A); A[np.diag_indices_from(A)] *= 0.5
     return Lf @ A
 
-def _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0, L0, maxcor):
+def _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0, L0, maxcor, trace=None):
     """`joint_lbfgs` over (θ, a, tril T) with f = μ + L_θ v, q(v) = N(a, TTᵀ): m = μ + L_θ a, V = L_θ TTᵀ L_θᵀ.
     The KL is N(a, TTᵀ) against N(0, I), free of θ; θ enters through the site marginals only:
     ∂/∂a = L_θᵀ ∂E/∂m − a, ∂/∂T = tril(2 L_θᵀ diag(∂E/∂v) L_θ T) − T + diag(1/T_jj), and per kernel parameter
@@ -408,6 +410,7 @@ def _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0
         t = site_terms(mod, m, DenseCov(LT)); dT = np.diag(T)
         if np.any(dT <= 0): return np.inf, np.zeros_like(x)
         f = float(np.sum(t.E)) - 0.5 * (np.sum(T * T) + a @ a - n) + np.sum(np.log(dT))
+        if trace is not None: trace.append((time.perf_counter() - t_start, f))
         if not np.isfinite(f): return np.inf, np.zeros_like(x)
         Lf, full = mod.prior.L, np.zeros(len(hp.names)); need = set(hp.free.tolist())
         if need & set(range(nk)):
