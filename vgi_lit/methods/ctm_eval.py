@@ -12,6 +12,7 @@ from scipy.integrate import quad
 from ..linalg import cholesky, chol_logdet
 from ..vlb import kl_gauss
 from ..corpora import Corpus
+from .ctm import fit_documents
 
 # %% auto #0
 __all__ = ['log_h', 'xi', 'doc_loglik', 'doc_grad_hess', 'laplace_documents', 'is_loglik', 'quad_loglik', 'completion_nll',
@@ -160,10 +161,11 @@ def _as_counts(x):
 
 def completion_nll(first, second, mu, Sigma, beta, fit=None):
     """(106): −Σ_d log p(second_d | η = m_d, β) / Σ_d N_d,second with m_d the posterior mean fitted to `first` (Corpus or CSR, same
-    rows and words); `fit(counts, mu, Sigma, beta) -> (m, S)` (default: `laplace_documents`). Returns (nll_per_word, m)."""
+    rows and words); `fit(counts, mu, Sigma, beta) -> (m, S)` (default: `fit_documents`, 100 batch H-MC-SSVI iterations with
+    diagonal covariance, as Sheth & Khardon 2017, A.5). Returns (nll_per_word, m)."""
     beta = _check_beta(beta); A, B = _as_counts(first), _as_counts(second)
     if A.shape != B.shape: raise ValueError(f"first {A.shape} and second {B.shape} halves differ in shape")
-    m, _ = (fit or laplace_documents)(A, mu, Sigma, beta)
+    m, _ = (fit or fit_documents)(A, mu, Sigma, beta)
     ll = sum(doc_loglik(B.indices[B.indptr[d]:B.indptr[d + 1]], B.data[B.indptr[d]:B.indptr[d + 1]], m[d][None], beta)[0]
              for d in range(B.shape[0]))
     return float(-ll / B.sum()), m
