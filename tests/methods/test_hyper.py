@@ -273,3 +273,18 @@ def test_whitened_joint_from_the_prior_reaches_learns_vlb_on_full_data(name):
     jt = joint_lbfgs(model, whiten=True, max_iter=100_000, max_seconds=1500, **kw)
     assert hf.converged, (name, hf.stop)
     assert abs(jt["vlb"] - hf.vlb) <= 1e-6 * abs(hf.vlb), (name, hf.vlb, jt["vlb"], jt["message"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lik", [Logistic, "probit"])
+def test_separable_data_kernel_variance_from_1e6_returns_to_the_interior_maximum(lik):
+    """Four separable points: the optimal VLB falls like −(n/2) log log s for s → ∞ (derived on the page), so the
+    kernel variance has a finite maximiser; learn started at s = 1e6 (site variances ~1e6) ends there with finite
+    values, the same as from s = 1 (probit: inner solves at s ~ 1e6 may stop at max_iter, reported by SOLVER events)."""
+    from vgi_lit.likelihoods import Probit
+    lk = Probit() if lik == "probit" else lik()
+    X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([-1.0, -1.0, 1.0, 1.0])
+    far = learn(GP(X, y, lk, RBF(1e6, 1.0)), fixed={"kernel.lengthscale"})
+    near = learn(GP(X, y, lk, RBF(1.0, 1.0)), fixed={"kernel.lengthscale"})
+    assert far.converged and np.all(np.isfinite(far.history.vlb)) and np.isfinite(far.theta["kernel.variance"])
+    assert abs(far.vlb - near.vlb) <= 1e-8 * abs(near.vlb) and abs(far.theta["kernel.variance"] / near.theta["kernel.variance"] - 1) < 1e-3
