@@ -150,10 +150,10 @@ class MeanFieldFit:
     stop: Stop = Stop.MAX_ITER
     n_iter: int = 0
 
-def fit_meanfield(counts, K: int, beta0=None, seed=0, tol: float = 1e-5, max_iter: int = 100, max_seconds: float = np.inf,
+def fit_meanfield(counts, K: int, beta0=None, seed=0, S0: float = 10.0, tol: float = 1e-5, max_iter: int = 100, max_seconds: float = np.inf,
                   var_tol: float = 1e-6, var_max_iter: int = 20, callback=None) -> MeanFieldFit:
     """Blei & Lafferty's variational EM for the CTM on `counts` (Corpus or integer CSR, D × V) with K topics.
-    beta0: initial topics (default `init_beta(counts, K, seed)`); tol: relative change of the corpus bound; max_iter: EM
+    beta0: initial topics (default `init_beta(counts, K, seed)`); S0: the start ν²_d = S0 (λ_d = 0); tol: relative change of the corpus bound; max_iter: EM
     iterations; max_seconds: wall-clock budget (callback time excluded); var_tol, var_max_iter: the per-document E-step; callback(it, fit) -> True stops."""
     C = _counts(counts)
     if np.asarray(C.sum(axis=0)).min() <= 0: raise ValueError("every word needs at least one occurrence in counts (remove empty columns)")
@@ -161,7 +161,8 @@ def fit_meanfield(counts, K: int, beta0=None, seed=0, tol: float = 1e-5, max_ite
     beta = init_beta(C, K, seed) if beta0 is None else np.array(beta0, dtype=np.float64)
     if beta.shape != (K, C.shape[1]): raise ValueError(f"beta0 must have shape ({K}, {C.shape[1]}), got {beta.shape}")
     D, n = C.shape[0], K - 1
-    mu, Sigma = np.zeros(n), np.eye(n); lam, nu2 = np.zeros((D, n)), np.ones((D, n))
+    if not (np.isfinite(S0) and S0 > 0): raise ValueError(f"S0 must be a positive number, got {S0!r}")
+    mu, Sigma = np.zeros(n), np.eye(n); lam, nu2 = np.zeros((D, n)), np.full((D, n), float(S0))
     fit = MeanFieldFit(mu, Sigma, beta, lam, nu2, -np.inf)
     t0 = time.perf_counter(); old = -np.inf
     for it in range(1, max_iter + 1):
