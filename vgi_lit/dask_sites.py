@@ -165,8 +165,8 @@ class DaskSites(SiteMatrix):
         if not np.all(np.isfinite(A)): raise ValueError("A contains NaN or inf")
         return self._concat(_k_quad, A)
     def sq_rmatvec(self, r):
-        "(H∘H)ᵀ r (d,)"
-        return np.asarray(self._sum(_k_sq_rmatvec, self._cut(_vec(r, self.n, "r", (1,)))), dtype=np.float64)
+        "(H∘H)ᵀ r: r (n,) → (d,), or (n, k) → (d, k)"
+        return np.asarray(self._sum(_k_sq_rmatvec, self._cut(_vec(r, self.n, "r"))), dtype=np.float64)
     def row_norms2(self):
         "‖hᵢ‖² (n,)"
         return self._concat(_k_row_norms2)

@@ -155,20 +155,21 @@ def sgp_data(n: int, p: int = 3, task: str = "regression", seed: int = 0, chunk_
     return X, y
 
 # %% ../../nbs/experiments/97_scale.ipynb #sc14
-def _sgp_chunk_sites(x, kernel=None, Z=None, prior=None, mean=0.0, part=None):
-    a, c, H = sparse_gp_site_map(kernel, Z, prior, x, mean)
-    return {"H": H, "a": a, "c": c}[part]
+def _sgp_chunk_H(x, kernel=None, Z=None, prior=None, mean=0.0): return sparse_gp_site_map(kernel, Z, prior, x, mean)[2]
+def _sgp_chunk_ac(x, kernel=None, Z=None, prior=None, mean=0.0):
+    a, c, _ = sparse_gp_site_map(kernel, Z, prior, x, mean)
+    return np.stack([a, c], 1)
 
 def sgp_sites(X, kernel, Z, mean: float = 0.0, jitter: float = 1e-8):
     """(sites, a, c, prior) of a sparse GP with inputs X (an (n, p) dask array, rows chunked), inducing inputs Z (M, p):
-    `DaskSites` of H = K_xu K_uu⁻¹ computed per chunk, a and c as dask vectors, the inducing prior (a `PriorCov`)."""
+    `DaskSites` of H = K_xu K_uu⁻¹ computed per chunk, a and c as dask vectors (both from one computation per chunk:
+    persist them together), the inducing prior (a `PriorCov`)."""
     X = X.rechunk({1: -1}); Z = np.asarray(Z, dtype=float)
     prior = inducing_prior(kernel, Z, jitter); M = len(Z)
     kw = dict(kernel=kernel, Z=Z, prior=prior, mean=float(mean))
-    H = X.map_blocks(_sgp_chunk_sites, chunks=(X.chunks[0], (M,)), dtype=float, part="H", **kw)
-    a = X.map_blocks(_sgp_chunk_sites, chunks=(X.chunks[0],), drop_axis=1, dtype=float, part="a", **kw)
-    c = X.map_blocks(_sgp_chunk_sites, chunks=(X.chunks[0],), drop_axis=1, dtype=float, part="c", **kw)
-    return DaskSites(H), a, c, prior
+    H = X.map_blocks(_sgp_chunk_H, chunks=(X.chunks[0], (M,)), dtype=float, **kw)
+    ac = X.map_blocks(_sgp_chunk_ac, chunks=(X.chunks[0], (2,)), dtype=float, **kw)
+    return DaskSites(H), ac[:, 0], ac[:, 1], prior
 
 # %% ../../nbs/experiments/97_scale.ipynb #sc16
 def california(data_dir=None, n_max: int | None = None):
