@@ -7,7 +7,7 @@ import pytest
 from scipy import sparse
 from vgi_lit.corpora import load_reuters
 from vgi_lit.inference import Stop, EventKind
-from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, doc_loglik, corpus_loglik, logistic_map,
+from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, xi_stats_log, doc_loglik, corpus_loglik, logistic_map,
                                  simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad, METHODS, COVS)
 
 
@@ -63,7 +63,9 @@ def test_xi_derivatives_against_finite_differences(K, seed):
         np.testing.assert_allclose(full.grad[s], g, atol=1e-7)
         np.testing.assert_allclose(full.hess[s], H, atol=1e-7)
         np.testing.assert_allclose(diag.hess[s], np.diagonal(full.hess[s]), atol=1e-13)
-    np.testing.assert_allclose(full.r.sum(1), 1.0, atol=1e-13)
+    np.testing.assert_allclose(full.cr.sum(0), cnts, rtol=1e-12)              # responsibilities sum to 1 over topics
+    lg = xi_stats_log(eta, ids, cnts, lb, "full")
+    for f in ("value", "grad", "hess", "cr"): np.testing.assert_allclose(getattr(full, f), getattr(lg, f), rtol=1e-10, atol=1e-12)
     a = lb[:, ids] @ cnts                                                    # the simple bound's term Σ_k a_k h_k
     v, gs, Hs, _ = simple_stats(eta, a, "full")
     fs = lambda e: float(logistic_map(e) @ a)

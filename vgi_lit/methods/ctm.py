@@ -20,9 +20,9 @@ from .svi import Adagrad, step_size
 
 # %% auto #0
 __all__ = ['COVS', 'METHODS', 'HYPER', 'check_counts', 'init_beta', 'check_beta', 'CTM', 'log_logistic_map', 'logistic_map',
-           'XiStats', 'xi_stats', 'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl', 'ctm_vlb',
-           'simple_stats', 'alpha_grad', 'beta_from_alpha', 'mu_sigma_update', 'doc_step', 'fit_ctm', 'CTMPosterior',
-           'topic_proportions', 'word_probs', 'fit_documents']
+           'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl',
+           'ctm_vlb', 'simple_stats', 'alpha_grad', 'beta_from_alpha', 'mu_sigma_update', 'doc_step', 'fit_ctm',
+           'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c06
 def check_counts(counts, name: str = "counts"):
@@ -112,23 +112,49 @@ def logistic_map(eta):
 class XiStats:
     """Count-weighted sums over the distinct words of one document, per sample η_s (s = 1..S):
     `value` Σ_w c_w ξ_w (S,), `grad` Σ_w c_w ∇ξ_w (S, K−1), `hess` Σ_w c_w ∇²ξ_w ((S, K−1, K−1), or its diagonal
-    (S, K−1), or None), and the responsibilities `r` (S, K, W): r_kw = h_k β_kw / Σ_l h_l β_lw."""
+    (S, K−1), or None), `cr` (K, W) the sample mean of c_w r_kw with the responsibilities r_kw = h_k β_kw / Σ_l h_l β_lw,
+    and `h` (S, K)."""
     value: np.ndarray
     grad: np.ndarray
     hess: np.ndarray | None
-    r: np.ndarray
+    cr: np.ndarray
     h: np.ndarray
 
 def xi_stats(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats:
     """ξ_w(η) = log Σ_k h_k(η) β_kw and its derivatives (Sheth & Khardon 2016b, §3.7), summed over the distinct words of
     a document with their counts as weights, for S samples at once. With r̃_w and h̃ the first K−1 entries of the
     responsibilities and of h: ∇ξ_w = r̃_w − h̃ and ∇²ξ_w = [diag(r̃_w) − r̃_w r̃_wᵀ] − [diag(h̃) − h̃h̃ᵀ].
-    `hess`: 'full', 'diag' or None."""
+    The mixtures p_w = Σ_k h_k β_kw are matrix products with the columns of β scaled to a largest entry 1 (h by the
+    stable logistic map; sums of positive terms); if one underflows to 0 (extreme η), the log-space form
+    (`xi_stats_log`) is used instead. `hess`: 'full', 'diag' or None."""
+    if hess not in ("full", "diag", None): raise ValueError(f"hess must be 'full', 'diag' or None, got {hess!r}")
     eta = np.atleast_2d(np.asarray(eta, dtype=float))     # (S, K−1)
     ids = np.asarray(ids); cnts = np.asarray(cnts, dtype=float)     # (W,), (W,)
+    lB = log_beta[:, ids]; lmax = lB.max(0)                # (K, W), (W,)
+    B = np.exp(lB - lmax)                                  # β_kw / max_k β_kw
+    h = logistic_map(eta); p = h @ B                       # (S, K), (S, W): p_w / max_k β_kw
+    if not np.all(p > 0): return xi_stats_log(eta, ids, cnts, log_beta, hess)
+    q = cnts / p                                           # c_w / p_w
+    rc = h * (q @ B.T)                                     # (S, K): Σ_w c_w r_kw
+    N = cnts.sum(); ht = h[:, :-1]; k1 = ht.shape[1]
+    grad = rc[:, :-1] - N * ht
+    H = None
+    if hess == "diag": H = rc[:, :-1] - ht**2 * ((q / p) @ (B[:-1]**2).T) - N * (ht - ht**2)
+    elif hess == "full":
+        Bt = B[:-1]                                         # Σ_w c_w r̃_w r̃_wᵀ = diag(h̃) [B̃ diag(c/p²) B̃ᵀ] diag(h̃)
+        M = np.einsum('kw,sw,lw->skl', Bt, q / p, Bt, optimize=True)
+        H = -(ht[:, :, None] * M * ht[:, None, :]) + N * ht[:, :, None] * ht[:, None, :]
+        i = np.arange(k1); H[:, i, i] += rc[:, :-1] - N * ht
+    cr = B * (h.T @ q) / eta.shape[0]                      # (K, W): mean over samples of c_w r_kw
+    return XiStats((np.log(p) + lmax) @ cnts, grad, H, cr, h)
+
+def xi_stats_log(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats:
+    "`xi_stats` in log space: log h_k + log β_kw and a log-sum-exp over topics per word; O(S K W) exponentials."
+    eta = np.atleast_2d(np.asarray(eta, dtype=float))
+    ids = np.asarray(ids); cnts = np.asarray(cnts, dtype=float)
     logh = log_logistic_map(eta)                           # (S, K)
     Lg = logh[:, :, None] + log_beta[:, ids][None]         # (S, K, W): log h_k + log β_kw
-    xi = _logsumexp(Lg, axis=1)                             # (S, W)
+    xi = _logsumexp(Lg, axis=1)                            # (S, W)
     r = np.exp(Lg - xi[:, None, :])                        # (S, K, W)
     h = np.exp(logh); N = cnts.sum(); ht = h[:, :-1]; rt = r[:, :-1, :]
     rc = rt @ cnts                                         # (S, K−1): Σ_w c_w r̃_w
@@ -139,7 +165,7 @@ def xi_stats(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats:
         H = -np.einsum('skw,slw->skl', rt * cnts, rt) + N * ht[:, :, None] * ht[:, None, :]
         i = np.arange(eta.shape[1]); H[:, i, i] += rc - N * ht
     elif hess is not None: raise ValueError(f"hess must be 'full', 'diag' or None, got {hess!r}")
-    return XiStats(xi @ cnts, grad, H, r, h)
+    return XiStats(xi @ cnts, grad, H, (r * cnts).mean(0), h)
 
 def doc_loglik(ids, cnts, eta, beta):
     """log p(w_d | η_s, β) = Σ_w c_w log Σ_k h_k(η_s) β_kw for S samples η (S, K−1) → (S,): the words of the document
@@ -234,13 +260,13 @@ def simple_stats(eta, a, hess: str | None = "full"):
     return abar, g, H, h
 
 # %% ../../nbs/methods/17_ctm.ipynb #c24
-def alpha_grad(r, ids, cnts, beta):
-    """∂/∂α of (1/S) Σ_s Σ_w c_w ξ_w(η_s) for the topics parameterised as β_k = h(α_k) (α_kV ≡ 0), from the
-    responsibilities r (S, K, W) of one document (Sheth & Khardon 2016b, eq. 62 without the factor D):
-    with γ_kw β_kw = r_kw and n_k = Σ_w c_w r_kw, ∂/∂α_ku = c_u r_ku − β_ku n_k for u < V, and 0 for u = V. (K, V)."""
-    rbar = np.mean(r, 0) * cnts                 # (K, W)
-    G = -beta * rbar.sum(1)[:, None]
-    G[:, ids] += rbar
+def alpha_grad(cr, ids, beta):
+    """∂/∂α of (1/S) Σ_s Σ_w c_w ξ_w(η_s) for the topics parameterised as β_k = h(α_k) (α_kV ≡ 0), from `cr` (K, W), the
+    sample mean of c_w r_kw over the distinct words `ids` of one document (`XiStats.cr`) (Sheth & Khardon 2016b, eq. 62
+    without the factor D): with γ_kw β_kw = r_kw and n_k = Σ_w c_w r_kw, ∂/∂α_ku = c_u r_ku − β_ku n_k for u < V, and 0
+    for u = V. (K, V)."""
+    G = -beta * cr.sum(1)[:, None]
+    G[:, ids] += cr
     G[:, -1] = 0.0
     return G
 
@@ -283,14 +309,14 @@ def doc_step(ids, cnts, m, L, P, prior: _Prior, log_beta, method: str, cov: str,
       a diagonal entry that would cross 0 is halved instead; mean (69).
     - 'simple': (74)-(77), the same steps with ξˢ of the simple bound (73).
 
-    Returns (m, L, P, n_projected, aux) with aux the responsibilities r (S, K, W) (optimal bound) or the draws of h (S, K)."""
+    Returns (m, L, P, n_projected, aux) with aux `XiStats.cr` (K, W) (optimal bound) or the draws of h (S, K) (simple)."""
     k1 = m.size
     eta = _draw(m, L, eps, cov)
     need = None if method == "s-dsvi" else cov
     if method == "simple":
         _, G, H, aux = simple_stats(eta, log_beta[:, ids] @ cnts, need)
     else:
-        st = xi_stats(eta, ids, cnts, log_beta, need); G, H, aux = st.grad, st.hess, st.r
+        st = xi_stats(eta, ids, cnts, log_beta, need); G, H, aux = st.grad, st.hess, st.cr
     g = G.mean(0)
     n_proj = 0
     if method == "s-dsvi":
@@ -421,7 +447,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
                 Sn = Sd(d)
                 sum_m += mn - old[0]; sum_SS += Sn + np.outer(mn, mn) - old[1] - np.outer(old[0], old[0])
                 if method != "simple":
-                    Gd = alpha_grad(aux, ids, cnts, st.beta)
+                    Gd = alpha_grad(aux, ids, st.beta)
                     if hyper == "doc":
                         alpha += opt_b.step(D * Gd); st.beta = beta_from_alpha(alpha); log_beta = np.log(st.beta)
                     else: Gb += Gd
