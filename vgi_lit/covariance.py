@@ -87,10 +87,11 @@ class SiteCov:
         if lo < 0: raise ValueError(f"lam must be non-negative (clip negative gamma first); smallest entry {lo:g}")
         self.model, self.lam, self.d, self.n = model, lam, model.d, model.n
         self.space = space or ('n' if model.n <= model.d else 'd')
-        self.s = np.sqrt(lam)
+        self.s, self._gram = np.sqrt(lam), None
         if self.space == 'd' and model.sites.kind not in ('identity', 'dense'):   # through the site matrix: no d × n array
             P = model.prior
             G = model.sites.gram(lam) if gram is None else np.asarray(gram, dtype=float)   # Hᵀ Λ H
+            self._gram = G                                           # kept: a damped step combines it with Hᵀ diag(γ) H
             B = _halfT(P, _halfT(P, G).T)                            # L_Σᵀ G L_Σ
             B = 0.5 * (B + B.T); B[np.diag_indices_from(B)] += 1.0
             self.LB = cholesky(B, name="I + L_Σᵀ Hᵀ Λ H L_Σ", check=False)

@@ -304,3 +304,30 @@ def test_csr_and_blocked_sites_equal_dense(meth):
             md, vd = pd.predict(Xt)
             mo, vo = other.predict_latent(po.m, po.cov, sps.csr_matrix(Xt))
             assert np.allclose(mo, md, rtol=1e-9, atol=1e-12) and np.allclose(vo, vd, rtol=1e-9, atol=1e-12)
+
+
+def test_fpi_blocked_one_pass_per_iteration():
+    "FPi on blocked sites makes one fused pass over the sites per iteration (at most 2 on average with the start and the end)."
+    Xh, yh = _housing(200)
+    mod = models.SparseGP(Xh, yh, likelihoods.Laplace(0.5), kernels.RBF(1.0, np.sqrt(13)), Xh[::10], block_size=50)
+    S, fn, calls = mod.sites, mod.sites.row_fn, [0]
+    def counting(sel): calls[0] += 1; return fn(sel)
+    S.row_fn = counting
+    p = fp.fpi(mod)
+    passes = calls[0] / 4                                               # 4 blocks of 50 rows
+    assert p.converged and passes <= 2 * p.n_iter, (passes, p.n_iter)
+    assert passes <= p.n_iter + 6                                       # start scale, start, line search, exact end
+
+
+def test_fused_pass_with_per_site_likelihood_arrays():
+    "A Poisson likelihood with one exposure per site (not evaluable block by block) on blocked sites: the two-pass route equals dense."
+    from vgi_lit.sites import BlockedSites
+    Xh, _ = _housing(90)
+    rng = np.random.default_rng(4)
+    expo = rng.uniform(0.5, 2.0, size=90); y = rng.poisson(expo * np.exp(0.3 * Xh[:, 0]))
+    dense = models.GLM(Xh, y, likelihoods.Poisson(exposure=expo), prior_cov=0.1)
+    blocked = models.LGM(y, likelihoods.Poisson(exposure=expo), 0.0, dense.prior, 0.0, 0.0,
+                         BlockedSites(90, Xh.shape[1], lambda sel: Xh[sel], block_size=25))
+    pd, pb = fp.fpi(dense), fp.fpi(blocked)
+    assert pd.converged and pb.converged
+    assert abs(pd.vlb - pb.vlb) <= 1e-10 * abs(pd.vlb) and np.max(np.abs(pd.m - pb.m)) <= 1e-10 * np.max(np.abs(pd.m))

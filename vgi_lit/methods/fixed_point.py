@@ -19,11 +19,14 @@ __all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_scale', 'fpi', 'd
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
 
 class _AtCov:
-    "Cache of the V-only quantities of `cov` for `model`: site variances and the V part of the KL (`kl_cov_part`)."
-    def __init__(self, model, cov):
+    """Cache of the V-only quantities of `cov` for `model`: site variances and the V part of the KL (`kl_cov_part`);
+    after a fused pass (`_state`) also `gram_next` = Hᵀdiag(w)H (w = γ₊ if `gram_clip`, else γ) and `sq` = (H∘H)ᵀ[δ₊ δ₋]
+    (δ = λ − γ) at the state it was computed for (cleared when another state is computed with this cache)."""
+    def __init__(self, model, cov, v_site=None):
         self.cov = cov
-        self.v_site = np.asarray(cov.site_var(model), dtype=float)          # (n,) c + diag(H V Hᵀ)
+        self.v_site = np.asarray(cov.site_var(model) if v_site is None else v_site, dtype=float)   # (n,) c + diag(H V Hᵀ)
         self.kl_V = kl_cov_part(cov, model.prior)                           # ½[tr(Σ⁻¹V) − d + log|Σ| − log|V|]
+        self.gram_next = self.sq = None; self.gram_clip = True
 
 def _site(model, m, at: _AtCov):
     "E, dE/dm, γ at the sites for mean `m` (d,) and cached covariance quantities `at`."
@@ -32,11 +35,55 @@ def _site(model, m, at: _AtCov):
 
 def _vlb_grad(model, m, at: _AtCov, r=None):
     "(VLB, ∂VLB/∂m, γ) at (m, V) with V given through `at`; `r` = Σ⁻¹(m − μ) if the caller tracks it."
+    at.gram_next = at.sq = None                                             # sums of a fused pass belong to another state
     E, dE_dm, gamma = _site(model, m, at)
     r = model.prior.solve(m - model.mu) if r is None else r                 # Σ⁻¹(m − μ), (d,)
     vlb = float(np.sum(E)) - at.kl_V - kl_mean_part(m, model.mu, model.prior, r)
     g = model.HTmul(dE_dm) - r                                              # Hᵀ dE/dm − Σ⁻¹(m − μ)
     return vlb, g, gamma
+
+# %% ../../nbs/methods/11_fixed_point.ipynb #fused002
+def _fused(model) -> bool:
+    "Whether the FP methods make one fused pass over the sites per state: sites computed per block or held elsewhere."
+    return model.sites.kind not in ('identity', 'dense', 'csr')
+
+def _per_site_arrays(lik, n) -> bool:
+    "True when an attribute of the likelihood is an array with one entry per site (its terms then need all sites at once)."
+    return any(isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n for v in vars(lik).values())
+
+def _state(model, m, cov, r=None, clip: bool = True):
+    """(at, (VLB, ∂VLB/∂m, γ)) at (m, V): `_AtCov` and `_vlb_grad` in one pass over the sites (`SiteMatrix.site_pass`)
+    when `_fused(model)`, the separate products otherwise. The fused pass also leaves on `at` the Gram sum of the next
+    step's weights (γ₊ when `clip`, else γ) and, for V in site form, the bound sums (H∘H)ᵀ[δ₊ δ₋] with δ = λ − γ."""
+    if not _fused(model) or getattr(cov, 'space', 'd') == 'n':
+        at = _AtCov(model, cov); return at, _vlb_grad(model, m, at, r)
+    S, lik, y, a, c, n = model.sites, model.likelihood, model.y, model.a, model.c, model.n
+    if isinstance(cov, SiteCov) and cov._hv_cache is None: A, hv = cov.site_factor(), None     # V = AᵀA
+    elif isinstance(cov, _SITE_FORMS): A, hv = None, cov._hv                                    # variances known already
+    else: A, hv = cov.F.T, None                                                                 # a factor V = F Fᵀ
+    lam = cov.lam if isinstance(cov, _SITE_FORMS) else None
+    def sums(s, e, gam, dE):
+        out = dict(dE=dE, w=np.maximum(gam, 0.0) if clip else gam)
+        if lam is not None: dl = lam[s:e] - gam; out['sq'] = np.stack([np.maximum(dl, 0.0), np.maximum(-dl, 0.0)], 1)
+        return out
+    def block(s, e, mb, qb):
+        v = c[s:e] + (qb if hv is None else hv[s:e])
+        E, dE, dv = lik.expected_log_lik(y[s:e], a[s:e] + mb, v)
+        return dict(E=E, keep_v=v, keep_gamma=-2.0 * dv, **sums(s, e, -2.0 * dv, dE))
+    if not _per_site_arrays(lik, n): res = S.site_pass(m, A, block)
+    else:                                                                   # two passes: marginals, then the sums
+        mv = S.site_pass(m, A, lambda s, e, mb, qb: dict(keep_m=mb, keep_v=c[s:e] + (qb if hv is None else hv[s:e])))
+        E, dE, dv = lik.expected_log_lik(y, a + mv['keep_m'], mv['keep_v']); gam = -2.0 * dv
+        res = S.site_pass(m, None, lambda s, e, mb, qb: sums(s, e, gam[s:e], dE[s:e]))
+        res.update(E=float(np.sum(E)), keep_v=mv['keep_v'], keep_gamma=gam)
+    v_site, gamma = res['keep_v'], res['keep_gamma']
+    if hv is None and isinstance(cov, SiteCov): cov._hv_cache, cov._n_small = v_site - c, 0   # h_iᵀVh_i from this pass
+    at = _AtCov(model, cov, v_site=v_site)
+    at.gram_next, at.gram_clip, at.sq = res['gram'], clip, res.get('sq')
+    r = model.prior.solve(m - model.mu) if r is None else r
+    vlb = res['E'] - at.kl_V - kl_mean_part(m, model.mu, model.prior, r)
+    return at, (vlb, res['g'] - r, gamma)
+
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #91d38f52
 def fp_operator(model, m, cov, clip: bool = True, at: _AtCov | None = None):
@@ -72,18 +119,20 @@ def grad_V(model, cov, gamma):
         return model.sites.gram(delta)                                    # Hᵀ diag(δ) H, one pass over the sites
     return dense_grad_V(model, cov, gamma)                               # the core's dense form (05_vlb)
 
-def _grad_V_inf(model, cov, gamma, decide=None):
+def _grad_V_inf(model, cov, gamma, decide=None, at=None):
     """(‖∂VLB/∂V‖_∞ or an upper bound of it, exact?) for a `SiteCov`. For a GP (H = I) the exact value is
     O(n). Otherwise it costs O(nd²), as much as T(V) itself, and ½(max_j Σ_i δ⁺_i h_ij² + max_j Σ_i δ⁻_i h_ij²)
     with δ = λ − γ bounds it in O(nd). With `decide=(gm, tol)` the bound is returned while gm > tol (the
-    mean gradient alone then keeps max(gm, ‖∂VLB/∂V‖_∞) above tol), the exact value otherwise.
+    mean gradient alone then keeps max(gm, ‖∂VLB/∂V‖_∞) above tol), the exact value otherwise; `at`: the cache of a
+    fused pass at this state, whose bound sums are used when present.
     For a starting V that is not a `SiteCov` nothing is computed (NaN): the start is never a stopping
     point, and the dense inverse would cost more than an iteration."""
     if not isinstance(cov, _SITE_FORMS): return float("nan"), False
     delta = cov.lam - gamma
     if model.sites.kind == 'identity': return 0.5 * float(np.max(np.abs(delta))), True
     if decide is not None and decide[0] > decide[1]:
-        pm = model.sites.sq_rmatvec(np.stack([np.maximum(delta, 0.0), np.maximum(-delta, 0.0)], 1))   # (H∘H)ᵀ[δ₊ δ₋], (d, 2)
+        pm = at.sq if (at is not None and at.sq is not None) else \
+             model.sites.sq_rmatvec(np.stack([np.maximum(delta, 0.0), np.maximum(-delta, 0.0)], 1))   # (H∘H)ᵀ[δ₊ δ₋], (d, 2)
         return 0.5 * (float(np.max(pm[:, 0])) + float(np.max(pm[:, 1]))), False
     return float(np.max(np.abs(grad_V(model, cov, gamma)))), True
 
@@ -185,19 +234,19 @@ def _finite(state) -> bool:
     vlb, g, gamma = state
     return bool(np.isfinite(vlb) and np.all(np.isfinite(g)) and np.all(np.isfinite(gamma)))
 
-def _finite_start(model, m, cov, r, shrink: float = 1e-2, tries: int = 40):
+def _finite_start(model, m, cov, r, shrink: float = 1e-2, tries: int = 40, clip: bool = True):
     """(cov, at, state, events) at the start: while the VLB, the gradient or γ is not finite there (a `V0` whose site
     variances overflow the expected log-likelihood), V is multiplied by `shrink` (event START with the total factor).
     If V·shrink^tries does not help, m0 is at fault: ValueError."""
-    at = _AtCov(model, cov); state = _vlb_grad(model, m, at, r)
+    at, state = _state(model, m, cov, r, clip)
     f = 1.0
     if isinstance(cov, _SITE_FORMS) and not _finite(state):           # a warm start (lam0) that overflows: the default V instead
         _, cov, ev0 = _initial_state(model, m, None)
-        cov, at, state, ev = _finite_start(model, m, cov, r, shrink, tries)
+        cov, at, state, ev = _finite_start(model, m, cov, r, shrink, tries, clip)
         return cov, at, state, ev0 + ev + [Event(EventKind.START, "the start from lam0 overflows the expected log-likelihood: default V0 used")]
     for _ in range(tries):
         if _finite(state): break
-        f *= shrink; cov = DenseCov(np.sqrt(shrink) * cov.L); at = _AtCov(model, cov); state = _vlb_grad(model, m, at, r)
+        f *= shrink; cov = DenseCov(np.sqrt(shrink) * cov.L); at, state = _state(model, m, cov, r, clip)
     else:
         if not _finite(state):
             raise ValueError(f"the VLB or its gradient is not finite at the start m0 even with V0 scaled by {f:g}: the expected "
@@ -239,23 +288,23 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
         hist.append(Record(len(hist), hist[-1].time, g.vlb, hist[-1].grad_norm, "grad_polish", [], {}))
     return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
-def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed: bool = True, rho_min: float = 1e-10):
+def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed: bool = True, rho_min: float = 1e-10, at=None):
     """One damped natural-gradient step from (m, V) in site form (`site_step`): λ' = (1−ρ)λ + ργ (γ signed when
-    `signed`, else γ₊), m' = m + ρV'g (`mean`; else m' = m), ρ halved while Σ⁻¹ + Hᵀdiag(λ')H is not positive
+    `signed`, else γ₊), m' = m + ρV'g (`mean`; else m' = m; `at`: the cache of the state, whose Gram sum of γ the step reuses), ρ halved while Σ⁻¹ + Hᵀdiag(λ')H is not positive
     definite or the VLB falls by more than rounding (10⁻¹² relative). `r` = Σ⁻¹(m − μ) or None.
     Returns `(step, at, state, rho, events)` (events DAMPED with the halvings), or None when ρ fell below `rho_min`."""
     vlb, g, gamma = state
     not_pd = fell = 0
     g = g if mean else np.zeros_like(g)
     while rho >= rho_min:
-        try: st = site_step(model, m, cov.lam, g, gamma, rho=rho, signed=signed)
+        Gg = None if (at is None or at.gram_next is None or at.gram_clip != (not signed)) else at.gram_next
+        try: st = site_step(model, m, cov.lam, g, gamma, rho=rho, signed=signed, gram_gamma=Gg, gram_lam=getattr(cov, '_gram', None))
         except ValueError: not_pd += 1; rho *= 0.5; continue              # λ' outside the positive-definite set
-        at = _AtCov(model, st.cov)
-        new = _vlb_grad(model, st.m, at, None if r is None else r + st.r_delta)
+        at_new, new = _state(model, st.m, st.cov, None if r is None else r + st.r_delta, clip=not signed)
         if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb):
             ev = [Event(EventKind.DAMPED, "ρ halved: Σ⁻¹ + Hᵀdiag(λ')H not positive definite", count=not_pd)] if not_pd else []
             if fell: ev.append(Event(EventKind.DAMPED, "ρ halved: the VLB fell", count=fell))
-            return st, at, new, rho, ev
+            return st, at_new, new, rho, ev
         fell += 1; rho *= 0.5
     return None
 
@@ -294,7 +343,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     m, cov, events = _initial_state(model, m0, V0, lam0)
     hist = History(callback=callback, max_seconds=max_seconds)
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
-    cov, at, state, ev = _finite_start(model, m, cov, r)                  # (VLB, g, γ) at (m, cov) if known
+    cov, at, state, ev = _finite_start(model, m, cov, r, clip=not signed)  # (VLB, g, γ) at (m, cov)
     events += ev
     prev, stop, msg = None, Stop.MAX_ITER, f"reached max_iter={max_iter}"
     best, fell = None, []                                                 # best state seen; did the VLB fall, per iteration
@@ -302,7 +351,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     for it in range(int(max_iter) + 1):
         if state is None: state = _vlb_grad(model, m, at, r)
         vlb, g, gamma = state
-        gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol))
+        gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol), at=at)
         rec = _record(hist, vlb, g, gV, "fpi", events, grad_V_exact=exact)
         gn = rec.grad_norm
         if not (np.isfinite(vlb) and np.all(np.isfinite(gamma))): stop, msg = Stop.NOT_FINITE, "VLB or gamma is not finite (overflow)"; break
@@ -320,7 +369,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if it == max_iter: break
         events = []
         if line_search and isinstance(cov, _SITE_FORMS):                  # after the first iteration: the damped step
-            res = _damped_step(model, m, r, cov, state, rho, signed=signed)
+            res = _damped_step(model, m, r, cov, state, rho, signed=signed, at=at)
             if res is None:
                 rec.events.append(Event(EventKind.STEP_REJECTED, "no damped step down to ρ = 1e-10 keeps V positive definite and the VLB"))
                 stop, msg = Stop.STALLED, "stalled: no damped natural-gradient step raises the VLB"; break
@@ -335,14 +384,14 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if neg.any():
             events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
         try:                                                              # the site step with ρ = 1: T(V_t) (one factorisation)
-            step = site_step(model, m, None, g, gamma, rho=1.0)           # and the Newton direction T(V_t) g_t, with Σ⁻¹ of it
+            step = site_step(model, m, None, g, gamma, rho=1.0,          # and the Newton direction T(V_t) g_t, with Σ⁻¹ of it
+                             gram_gamma=at.gram_next if at.gram_clip else None)
         except ValueError as e:                                           # e.g. overflowed γ: not PD in float64
             rec.events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
             stop, msg = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
         cov_T, delta, r_delta = step.cov, step.delta, step.r_delta
-        at_T = _AtCov(model, cov_T)
         m_full, r_full = m + delta, r + r_delta
-        state = _vlb_grad(model, m_full, at_T, r_full)                    # (m + δ, T(V)): the next start
+        at_T, state = _state(model, m_full, cov_T, r_full, clip=not signed)   # (m + δ, T(V)): the next start, one pass
         tau = 1.0
         first = not isinstance(cov, _SITE_FORMS)                          # the start V: judge the mean step at the old V
         joint_ok = not first and np.isfinite(state[0]) and state[0] >= vlb + 1e-4 * float(g @ delta)
@@ -401,7 +450,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     rho = 1.0
     m, cov, ev = _initial_state(model, m0, V0, lam0)
     hist = History(callback=callback, max_seconds=max_seconds)
-    cov, at, (vlb, g, gamma), ev2 = _finite_start(model, m, cov, model.prior.solve(m - model.mu))
+    cov, at, (vlb, g, gamma), ev2 = _finite_start(model, m, cov, model.prior.solve(m - model.mu), clip=not signed)
     _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "start", ev + ev2, outer=0)
 
     def check():
@@ -441,7 +490,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
         for _ in range(int(max_fp)):
             if stop: break
             if line_search and isinstance(cov, _SITE_FORMS):              # damped step on λ at fixed m (after the first T)
-                res = _damped_step(model, m, None, cov, (vlb, g, gamma), rho, mean=False, signed=signed)
+                res = _damped_step(model, m, None, cov, (vlb, g, gamma), rho, mean=False, signed=signed, at=at)
                 if res is None:
                     hist[-1].events.append(Event(EventKind.STEP_REJECTED, "no damped signed step keeps V positive definite and the VLB"))
                     stop = Stop.STALLED, "stalled: no damped natural-gradient step on the site precisions raises the VLB"; break
@@ -455,8 +504,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
               except ValueError as e:
                 hist[-1].events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
                 stop = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
-              at_new = _AtCov(model, cov)
-              state = _vlb_grad(model, m, at_new)
+              at_new, state = _state(model, m, cov, clip=not signed)
             if not _finite(state):                                        # T(V) overflows the site expectations: keep V
                 cov = at.cov
                 hist[-1].events.append(Event(EventKind.STEP_REJECTED, "T(V) makes the VLB or gamma overflow: V kept"))

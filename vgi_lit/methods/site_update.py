@@ -24,15 +24,22 @@ class SiteStep:
     r_delta: np.ndarray    # (d,) Σ⁻¹(m' − m): callers track Σ⁻¹(m − μ) without a solve with Σ
     n_clipped: int         # sites with γ < 0 set to 0
 
+def _combined(rho, gram_lam, gram_gamma):
+    "(1−ρ)·Hᵀdiag(λ)H + ρ·Hᵀdiag(γ)H = Hᵀdiag((1−ρ)λ + ργ)H from the two sums, or None when one that is needed is missing."
+    if gram_gamma is None or (rho != 1.0 and gram_lam is None): return None
+    return gram_gamma if rho == 1.0 else (1.0 - rho) * gram_lam + rho * gram_gamma
+
 def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", clip: bool = True,
-              signed: bool = False) -> SiteStep:
+              signed: bool = False, gram_gamma=None, gram_lam=None) -> SiteStep:
     """One damped natural-gradient step on the site parameters:
     λ' = (1−ρ)λ + ργ₊ and m' = m + ρ P⁻¹g with P = Σ⁻¹ + Hᵀdiag(λ')H (`mean="natural"`; the FP step at ρ = 1)
     or P = Σ⁻¹ + Hᵀdiag((1−ρ)λ)H (`mean="proximal"`, Khan et al. 2016 eq. 17 with ρ = β/(1+β)).
     γ₊ is γ with negative entries set to 0 (`clip`; otherwise negative γ raise a ValueError).
     `signed`: keep negative γ (λ' = (1−ρ)λ + ργ, `clip` ignored, natural mean step only); V' is then built by
     `site_cov`, a ValueError when Σ⁻¹ + Hᵀdiag(λ')H is not positive definite (the caller backs off ρ).
-    `lam` may be None when ρ = 1 (the old precisions do not enter)."""
+    `lam` may be None when ρ = 1 (the old precisions do not enter).
+    `gram_gamma`, `gram_lam`: Hᵀdiag(γ₊)H (γ when `signed`) and Hᵀdiag(λ)H when the caller has them (a fused pass over
+    the sites): V' is then built from (1−ρ)·`gram_lam` + ρ·`gram_gamma` with no pass over the sites of its own."""
     if not (np.isfinite(rho) and 0 < rho <= 1): raise ValueError(f"rho must be in (0, 1], got {rho!r}")
     if mean not in ("natural", "proximal"): raise ValueError(f"mean must be 'natural' or 'proximal', got {mean!r}")
     gamma = np.asarray(gamma, dtype=float); neg = gamma < 0
@@ -40,7 +47,7 @@ def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", 
         if mean != "natural": raise ValueError("signed site precisions need the natural mean step (mean='natural')")
         if rho != 1.0 and lam is None: raise ValueError("lam (the current site precisions) is needed when rho < 1")
         lam_new = gamma if rho == 1.0 else (1.0 - rho) * np.asarray(lam, dtype=float) + rho * gamma
-        cov = site_cov(model, lam_new)
+        cov = site_cov(model, lam_new, gram=_combined(rho, gram_lam, gram_gamma))
         delta, r_delta = cov.matvec_split(np.asarray(g, dtype=float))
         return SiteStep(np.asarray(m, dtype=float) + rho * delta, lam_new, cov, rho * delta, rho * r_delta, 0)
     if neg.any() and not clip:
@@ -51,8 +58,9 @@ def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", 
     else:
         if lam is None: raise ValueError("lam (the current site precisions) is needed when rho < 1")
         lam_new = (1.0 - rho) * np.asarray(lam, dtype=float) + rho * gp
-    cov = SiteCov(model, lam_new)
-    metric = cov if (mean == "natural" or rho == 1.0) else SiteCov(model, (1.0 - rho) * np.asarray(lam, dtype=float))
+    cov = SiteCov(model, lam_new, gram=_combined(rho, gram_lam, gram_gamma))
+    metric = cov if (mean == "natural" or rho == 1.0) else SiteCov(model, (1.0 - rho) * np.asarray(lam, dtype=float),
+                                                                       gram=None if gram_lam is None else (1.0 - rho) * gram_lam)
     delta, r_delta = metric.matvec_split(np.asarray(g, dtype=float))      # P⁻¹g and Σ⁻¹P⁻¹g from one factor
     return SiteStep(np.asarray(m, dtype=float) + rho * delta, lam_new, cov, rho * delta, rho * r_delta, int(neg.sum()))
 
@@ -113,10 +121,11 @@ class SignedSiteCov:
         return self.pos.dense() + Z.T @ Z
     def __repr__(self): return f"SignedSiteCov(d={self.d}, n={self.n}, negative sites={self.neg.size})"
 
-def site_cov(model, lam):
-    "V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹: a `SiteCov` when λ ≥ 0, else a `SignedSiteCov` (ValueError when not positive definite)."
+def site_cov(model, lam, gram=None):
+    """V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹: a `SiteCov` when λ ≥ 0 (built from `gram` = Hᵀdiag(λ)H when given), else a
+    `SignedSiteCov` (ValueError when not positive definite)."""
     lam = np.asarray(lam, dtype=float)
-    return SiteCov(model, lam) if (lam.size == 0 or not np.any(lam < 0)) else SignedSiteCov(model, lam)
+    return SiteCov(model, lam, gram=gram) if (lam.size == 0 or not np.any(lam < 0)) else SignedSiteCov(model, lam)
 
 
 # %% ../../nbs/methods/09_site_update.ipynb #b578d05b
