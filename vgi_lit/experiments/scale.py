@@ -15,7 +15,7 @@ from .. import datasets
 from ..linalg import cholesky, chol_solve, chol_logdet
 from ..likelihoods import Logistic, Poisson, Gaussian
 from ..kernels import RBF
-from ..models import PriorCov, GLM, SparseGP, inducing_prior, sparse_gp_site_map
+from ..models import PriorCov, LGM, GLM, SparseGP, inducing_prior, sparse_gp_site_map
 from ..sites import DenseSites
 from ..dask_sites import DaskSites
 from ..inference import fit
