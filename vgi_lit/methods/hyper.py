@@ -11,6 +11,7 @@ from scipy.optimize import minimize
 from ..linalg import chol_solve
 from ..covariance import SiteCov, DenseCov
 from ..models import GLM, GP, SparseGP
+from ..kernels import Stationary
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit, register_learner
 
@@ -102,10 +103,30 @@ def dvlb_dsites(model, m, Vd, dE_dm, dE_dv, dkdiag, dKxz, dKzz, dmean=False):
     if dmean: g[-1] = dE_dm @ (1.0 - H.sum(1))
     return g
 
+def _inducing_blocks(kernel, X, Z):
+    """(dK_xz (MD, n, M), dK_zz (MD, M, M)): derivatives of K(X, Z) and K(Z, Z) in each inducing coordinate Z[i, j]
+    (parameter i·D + j) for a stationary kernel k = s·g(r), r² = Σ_j (x_j − z_j)²/ℓ_j²: ∂k(x, z)/∂z_j = s·w(r²)(x_j − z_j)/ℓ_j²
+    with w = −g'(r)/r. Only column i of K_xz and row and column i of K_zz move; diag K_zz does not (k(z, z) = s).
+    At r = 0 the derivative is 0 (Matérn 1/2, not differentiable there, takes this one-sided value)."""
+    Mz, D = Z.shape; ell2 = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (D,)) ** 2
+    def dk(A):                                                         # (len A, M, D): ∂K(A, Z)[a, i] / ∂Z[i, j]
+        r2 = kernel._r2(A, Z, False); diff = A[:, None, :] - Z[None, :, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = np.where(r2 > 0, kernel.variance * kernel._w(np.where(r2 > 0, r2, 1.0)), 0.0)
+        return w[:, :, None] * diff / ell2
+    dX, dZ = dk(X), dk(Z); dZ[np.arange(Mz), np.arange(Mz), :] = 0.0
+    dKxz, dKzz = np.zeros((Mz * D, len(X), Mz)), np.zeros((Mz * D, Mz, Mz))
+    for i in range(Mz):
+        for j in range(D):
+            q = i * D + j
+            dKxz[q, :, i] = dX[:, i, j]
+            dKzz[q, i, :] = dZ[:, i, j]; dKzz[q, :, i] = dZ[:, i, j]          # k(z_i, z_a) = k(z_a, z_i): the same column
+    return dKxz, dKzz
+
 class _Hyper:
     """The learnable parameters of a model: every name, its start, which are free (not `fixed`), which live in log
     space; a model at given free values; the exact partial derivative of the VLB in the free parameters at any q."""
-    def __init__(self, model, learn_mean: bool = False, fixed=None):
+    def __init__(self, model, learn_mean: bool = False, fixed=None, learn_inducing: bool = False):
         self.model, self.learn_mean = model, bool(learn_mean)
         lik = model.likelihood
         if isinstance(model, (GP, SparseGP)):
@@ -126,6 +147,14 @@ class _Hyper:
         lnames = getattr(lik, "param_names", [])
         names += [f"likelihood.{n}" for n in lnames]; vals += list(lik.params if lnames else []); logs += list(lik.param_is_log if lnames else [])
         self.n_lik = len(lnames)
+        self.n_z = 0
+        if learn_inducing:                                             # inducing inputs Z[i,j], after the likelihood's
+            if not isinstance(model, SparseGP): raise ValueError(f"learn_inducing: a {type(model).__name__} has no inducing inputs (a SparseGP has)")
+            if not isinstance(model.kernel, Stationary):
+                raise ValueError(f"learn_inducing needs a stationary kernel (RBF, Matern12/32/52), got {type(model.kernel).__name__}")
+            Mz, Dz = model.Z.shape
+            names += [f"Z[{i},{j}]" for i in range(Mz) for j in range(Dz)]; vals += list(model.Z.ravel()); logs += [False] * (Mz * Dz)
+            self.n_z = Mz * Dz
         if self.learn_mean:
             names.append("mean"); vals.append(float(model.mu[0]) if model.d else 0.0); logs.append(False)
         self.names, self.theta_all, self.is_log = names, np.asarray(vals, dtype=float), np.asarray(logs, dtype=bool)
@@ -151,7 +180,8 @@ class _Hyper:
         lik = M.likelihood.with_params(t[k:l]) if self.n_lik else M.likelihood
         mean = t[-1] if self.learn_mean else None
         if isinstance(M, SparseGP):
-            return SparseGP(M.X, M.y, lik, M.kernel.with_params(t[:k]), M.Z, mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
+            Z = t[l:l + self.n_z].reshape(M.Z.shape) if self.n_z else M.Z
+            return SparseGP(M.X, M.y, lik, M.kernel.with_params(t[:k]), Z, mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
         if isinstance(M, GP):
             return GP(M.X, M.y, lik, M.kernel.with_params(t[:k]), mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
         var = np.exp(t[:k]); var = float(var[0]) if M.prior.kind == 'scalar' else var
@@ -178,6 +208,9 @@ class _Hyper:
                 dKzz = self._with_jitter(dKzz); dS[:k] = dKzz
                 g[:k] += dvlb_dsites(model, m, cov.dense(), terms.dE_dm, terms.dE_dv, dkd, dKxz, dKzz)
             if self.learn_mean and (p - 1) in need: g[-1] += terms.dE_dm @ (1.0 - model.H.sum(1))
+            if self.n_z and need & set(range(l, l + self.n_z)):           # inducing inputs: K_xz and K_zz move, k_ii does not
+                dKxz, dKzz = _inducing_blocks(model.kernel, model.X, model.Z); dS[l:l + self.n_z] = dKzz
+                g[l:l + self.n_z] += dvlb_dsites(model, m, cov.dense(), terms.dE_dm, terms.dE_dv, np.zeros((self.n_z, model.n)), dKxz, dKzz)
         elif isinstance(model, GP):
             if need & set(range(k)): dS[:k] = self._with_jitter(model.kernel.dK(model.X))
         else:                                                          # ∂Σ/∂log σ²_j = σ²_j e_j e_jᵀ: only r and diag W
@@ -185,7 +218,7 @@ class _Hyper:
             gj = 0.5 * var * (r * r - prior_residual_diag(model, cov))
             g[:k] = gj.sum() if model.prior.kind == 'scalar' else gj
             if self.learn_mean: g[-1] = r.sum()
-        if not isinstance(model, GLM) and need & (set(range(k)) | ({p - 1} if self.learn_mean else set())):
+        if not isinstance(model, GLM) and need & (set(range(k)) | set(range(l, l + self.n_z)) | ({p - 1} if self.learn_mean else set())):
             g += dvlb_dprior(model, m, cov, dS, dmu)
         if self.n_lik and need & set(range(k, l)):
             g[k:l] = np.sum(model.likelihood.expected_dparams(model.y, terms.m_site, terms.v_site), axis=1)
@@ -212,7 +245,7 @@ class HyperFit:
 
 def _values(hp, model):
     "Every parameter of `model` by name, on its natural scale."
-    t = _Hyper(model, hp.learn_mean).theta_all
+    t = _Hyper(model, hp.learn_mean, learn_inducing=hp.n_z > 0).theta_all
     out = {}
     for i, n in enumerate(hp.names):
         if n.startswith("likelihood.cutpoints") or n.startswith("likelihood.log_gap"): continue
@@ -284,10 +317,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
 
 def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-5, max_iter: int = 200,
           max_seconds: float | None = None, callback=None, bound: float = 12.0, inner: dict | None = None,
-          fixed=None, restarts: int = 0, seed=0) -> HyperFit:
+          fixed=None, restarts: int = 0, seed=0, learn_inducing: bool = False) -> HyperFit:
     """Hyperparameters by maximising the optimal VLB (L-BFGS-B on unconstrained parameters, envelope gradients).
 
-    Learned: the kernel's log-parameters (GP, SparseGP; inducing inputs stay fixed) or the GLM's log prior
+    Learned: the kernel's log-parameters (GP, SparseGP) or the GLM's log prior
     variance (scalar or per feature), the likelihood's parameters (`likelihood.param_names`), and with
     `learn_mean` the constant GP mean or the GLM's scalar prior mean.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
@@ -302,12 +335,14 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         at most the time left) and `callback(record)` (True stops).
     bound: log-parameters are kept in [−bound, bound]; a parameter that ends there gets a BOUND_ACTIVE event
         with its finite value.
+    learn_inducing: a SparseGP's inducing inputs Z too (names 'Z[i,j]', a stationary kernel; default False:
+        Z stays as given); `fixed={"Z"}` holds them all, 'Z[i,j]' one coordinate.
     restarts: further runs from the start perturbed by N(0, 1) in the unconstrained parameters (`seed`); the
         result is the run with the best VLB, and `runs` holds every run (the first from the model's values)."""
     check_budget(tol, max_iter, max_seconds)
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
-    hp = _Hyper(model, learn_mean, fixed)
+    hp = _Hyper(model, learn_mean, fixed, learn_inducing)
     inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0} if method in ("fpi", "fpb") else {"tol": 1e-8}))
     rng = np.random.default_rng(seed)
     starts = [hp.theta0] + [hp.theta0 + rng.standard_normal(len(hp.theta0)) for _ in range(int(restarts))]
