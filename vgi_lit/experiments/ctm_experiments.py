@@ -16,7 +16,7 @@ from ..methods.ctm_meanfield import fit_meanfield
 from ..methods.ctm_eval import heldout_nll, completion_nll, mc_bound
 
 # %% auto #0
-__all__ = ['METHODS', 'train_method', 'evaluate', 'lda_reference', 'claims', 'run', 'table', 'main']
+__all__ = ['METHODS', 'train_method', 'evaluate', 'dirichlet_neg_kl', 'lda_reference', 'claims', 'run', 'table', 'main']
 
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #38173e0d
 METHODS = ("h-mc-ssvi", "s-dsvi", "simple", "meanfield")
@@ -58,15 +58,19 @@ def evaluate(res: dict, test: Corpus, n_samples: int = 10_000, fit_iter: int = 1
     return dict(is_nll=r["nll_per_word"], is_se=r["se"], is_nll_tokens=float(-r["logp"].sum() / test.n_tokens),
                 completion=comp)
 
-# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #46da4487
+# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #b6307bca
+def dirichlet_neg_kl(lam, eta: float) -> float:
+    "−Σ_k KL(Dir(λ_k) ‖ Dir(η1)) for λ (K, V) > 0 and a symmetric prior η > 0: the β part of scikit-learn's LDA bound."
+    lam = np.asarray(lam, dtype=np.float64); K, V = lam.shape
+    Elog = digamma(lam) - digamma(lam.sum(axis=1, keepdims=True))
+    return float(np.sum((eta - lam) * Elog) + np.sum(gammaln(lam) - gammaln(eta)) + K * gammaln(V * eta) - np.sum(gammaln(lam.sum(axis=1))))
+
 def lda_reference(train: Corpus, test: Corpus, K: int, max_iter: int = 50, seed: int = 0) -> dict:
     "scikit-learn LDA with K topics: log perplexity of the test documents, and the same without the topic-word KL term."
     lda = LatentDirichletAllocation(n_components=K, learning_method="batch", max_iter=max_iter, random_state=seed)
     t0 = time.perf_counter(); lda.fit(train.counts); secs = time.perf_counter() - t0
     logperp = float(np.log(lda.perplexity(test.counts)))
-    lam, eta, V = lda.components_, lda.topic_word_prior_, lda.components_.shape[1]
-    Elog = digamma(lam) - digamma(lam.sum(axis=1, keepdims=True))
-    neg_kl = float(np.sum((eta - lam) * Elog) + np.sum(gammaln(lam) - gammaln(eta)) + K * gammaln(V * eta) - np.sum(gammaln(lam.sum(axis=1))))
+    neg_kl = dirichlet_neg_kl(lda.components_, lda.topic_word_prior_)
     return dict(log_perplexity=logperp, doc_bound_nll=logperp + neg_kl / test.n_tokens, seconds=secs, n_iter=int(lda.n_iter_))
 
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #ea6a0312
