@@ -8,7 +8,8 @@ from scipy import sparse
 from vgi_lit.corpora import load_reuters
 from vgi_lit.inference import Stop, EventKind
 from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, xi_stats_log, doc_loglik, corpus_loglik, logistic_map,
-                                 simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad, METHODS, COVS)
+                                 simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad,
+                                 PriorSums, mu_sigma_update, METHODS, COVS)
 
 
 def generate_ctm(D, N, beta, mu, Sigma, seed):
@@ -155,3 +156,17 @@ def test_recovers_generating_topics():
     perm = min(itertools.permutations(range(3)), key=lambda p: np.abs(r.beta[list(p)] - beta_true).sum())
     tv = 0.5 * np.abs(r.beta[list(perm)] - beta_true).sum(1)
     assert tv.max() < 0.1, tv
+
+
+@pytest.mark.parametrize("cov", COVS)
+def test_running_prior_sums_match_eqs_60_61(cov):
+    "μ, Σ after each document's update come from running sums; with diagonal S_d they once added the variances to every row."
+    rng = np.random.default_rng(8); D, k = 9, 3
+    m = rng.standard_normal((D, k)); L = np.tril(rng.standard_normal((D, k, k))) + 2 * np.eye(k)
+    S = L @ np.swapaxes(L, 1, 2) if cov == "full" else rng.uniform(0.5, 2.0, (D, k))
+    sums = PriorSums(m, S, cov)
+    for d in (2, 5, 2):
+        m_new, S_new = m[d] + rng.standard_normal(k), S[d] * rng.uniform(0.5, 2.0)
+        sums.replace(m[d], S[d], m_new, S_new); m[d], S[d] = m_new, S_new
+        mu, Sig = sums.mu_sigma(); mu_ref, Sig_ref = mu_sigma_update(m, S, cov)
+        np.testing.assert_allclose(mu, mu_ref, atol=1e-12); np.testing.assert_allclose(Sig, Sig_ref, atol=1e-12)

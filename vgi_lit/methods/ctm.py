@@ -21,8 +21,8 @@ from .svi import Adagrad, step_size
 # %% auto #0
 __all__ = ['COVS', 'METHODS', 'HYPER', 'check_counts', 'init_beta', 'check_beta', 'CTM', 'log_logistic_map', 'logistic_map',
            'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl',
-           'ctm_vlb', 'simple_stats', 'alpha_grad', 'beta_from_alpha', 'mu_sigma_update', 'doc_step', 'fit_ctm',
-           'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents']
+           'ctm_vlb', 'simple_stats', 'alpha_grad', 'beta_from_alpha', 'mu_sigma_update', 'PriorSums', 'doc_step',
+           'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c06
 def check_counts(counts, name: str = "counts"):
@@ -291,6 +291,24 @@ def mu_sigma_update(m, S, cov: str):
     Sig += np.diag(S.mean(0)) if cov == "diag" else S.mean(0)
     return mu, 0.5 * (Sig + Sig.T)
 
+class PriorSums:
+    """Running sums Σ_d m_d and Σ_d (S_d + m_d m_dᵀ) over the documents, so that (60)-(61) after the update of one
+    document cost O(K²): μ = (1/D) Σ_d m_d and Σ = (1/D) Σ_d (S_d + m_d m_dᵀ) − μμᵀ. S as in `mu_sigma_update`."""
+    def __init__(self, m, S, cov: str):
+        if cov not in COVS: raise ValueError(f"cov must be one of {COVS}, got {cov!r}")
+        self.cov, self.D = cov, m.shape[0]
+        self.sm = m.sum(0); self.ss = m.T @ m + (np.diag(S.sum(0)) if cov == "diag" else S.sum(0))
+    def _second(self, m, S):
+        "S + m mᵀ of one document as a matrix (a diagonal S given by its variances)."
+        return np.outer(m, m) + (np.diag(S) if self.cov == "diag" else S)
+    def replace(self, m_old, S_old, m_new, S_new):
+        "One document's q(η_d) changed from (m_old, S_old) to (m_new, S_new)."
+        self.sm += m_new - m_old; self.ss += self._second(m_new, S_new) - self._second(m_old, S_old)
+    def mu_sigma(self):
+        "(μ, Σ) of (60)-(61) from the sums."
+        mu = self.sm / self.D; Sig = self.ss / self.D - np.outer(mu, mu)
+        return mu, 0.5 * (Sig + Sig.T)
+
 # %% ../../nbs/methods/17_ctm.ipynb #c28
 METHODS = ("h-mc-ssvi", "s-dsvi", "simple")
 
@@ -428,7 +446,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
     while stop is None:
         if t >= max_iter: stop = Stop.MAX_ITER; break
         t += 1; rho = step_size(t, schedule); n_proj = 0; events = []
-        sum_m = st.m.sum(0); sum_SS = st.m.T @ st.m + (np.diag((st.L**2).sum(0)) if cov == "diag" else np.einsum('dkl,dml->km', st.L, st.L))
+        sums = PriorSums(st.m, st.S, cov)
         Gb = np.zeros((K, model.V)) if hyper == "sweep" else None
         for d in range(D):
             ids, cnts = model.doc(d)
@@ -444,15 +462,14 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
             n_proj += npj; done += 1
             if method == "simple": Eh[d] = aux.mean(0)
             if learn:
-                Sn = Sd(d)
-                sum_m += mn - old[0]; sum_SS += Sn + np.outer(mn, mn) - old[1] - np.outer(old[0], old[0])
+                sums.replace(old[0], old[1], mn, Sd(d))
                 if method != "simple":
                     Gd = alpha_grad(aux, ids, st.beta)
                     if hyper == "doc":
                         alpha += opt_b.step(D * Gd); st.beta = beta_from_alpha(alpha); log_beta = np.log(st.beta)
                     else: Gb += Gd
                 if hyper == "doc":
-                    mu = sum_m / D; Sig = sum_SS / D - np.outer(mu, mu); Sig = 0.5 * (Sig + Sig.T)
+                    mu, Sig = sums.mu_sigma()
                     try: prior = _Prior(mu, Sig)
                     except ValueError:                                      # running sums lost definiteness: recompute
                         mu, Sig = mu_sigma_update(st.m, st.S, cov); prior = _Prior(mu, Sig)
