@@ -8,10 +8,10 @@ def test_dirichlet_neg_kl_matches_monte_carlo():
     rng = np.random.default_rng(0); lam = rng.uniform(0.5, 4.0, size=(2, 4)); eta = 0.7
     mc = 0.0
     for k in range(2):
-        x = rng.dirichlet(lam[k], size=200_000)
+        x = rng.dirichlet(lam[k], size=50_000)
         lp = dirichlet.logpdf(x.T, np.full(4, eta)) - dirichlet.logpdf(x.T, lam[k])
         mc += lp.mean()
-    assert abs(dirichlet_neg_kl(lam, eta) - mc) < 0.02 and dirichlet_neg_kl(lam, eta) < 0
+    assert abs(dirichlet_neg_kl(lam, eta) - mc) < 0.03 and dirichlet_neg_kl(lam, eta) < 0
     assert abs(dirichlet_neg_kl(np.full((3, 5), 0.7), 0.7)) < 1e-12          # q = prior: no KL
 
 
