@@ -9,7 +9,7 @@ from vgi_lit.corpora import load_reuters
 from vgi_lit.inference import Stop, EventKind
 from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, xi_stats_log, doc_loglik, corpus_loglik, logistic_map,
                                  simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad,
-                                 PriorSums, mu_sigma_update, METHODS, COVS)
+                                 PriorSums, mu_sigma_update, beta_from_alpha, METHODS, COVS)
 
 
 def generate_ctm(D, N, beta, mu, Sigma, seed):
@@ -47,6 +47,9 @@ def test_bad_input_is_a_clear_error(small):
     # a vocabulary word that never occurs: the simple bound's closed-form β would give it probability 0
     C0 = sparse.csr_matrix(np.array([[1, 0, 2], [2, 0, 1]]))
     with pytest.raises(ValueError, match="never occur"): fit_ctm(CTM(C0, 2), method="simple", max_iter=1)
+    with pytest.raises(ValueError, match="last column"): beta_from_alpha(np.ones((2, 3)))
+    b, lb = beta_from_alpha(np.array([[1.0, -2.0, 0.0], [800.0, -800.0, 0.0]]), with_log=True)
+    np.testing.assert_allclose(b.sum(1), 1.0); np.testing.assert_allclose(np.exp(lb), b); assert np.all(np.isfinite(lb))
 
 
 @pytest.mark.parametrize("K", [2, 4, 7])

@@ -270,9 +270,13 @@ def alpha_grad(cr, ids, beta):
     G[:, -1] = 0.0
     return G
 
-def beta_from_alpha(alpha):
-    "β_k = h(α_k): each row by the logistic map (54) of its first V−1 entries (α_kV ≡ 0)."
-    return logistic_map(alpha[:, :-1])
+def beta_from_alpha(alpha, with_log: bool = False):
+    """β_k = h(α_k): each row by the logistic map (54) of its first V−1 entries (α_kV ≡ 0), i.e. a softmax of the row;
+    with `with_log`, (β, log β) from one log-sum-exp per row."""
+    alpha = np.asarray(alpha, dtype=float)
+    if np.any(alpha[:, -1] != 0): raise ValueError("alpha's last column must be 0 (alpha_kV = 0)")
+    lb = alpha - _logsumexp(alpha, axis=1, keepdims=True)
+    return (np.exp(lb), lb) if with_log else np.exp(lb)
 
 # %% ../../nbs/methods/17_ctm.ipynb #c32
 class _Prior:
@@ -466,7 +470,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
                 if method != "simple":
                     Gd = alpha_grad(aux, ids, st.beta)
                     if hyper == "doc":
-                        alpha += opt_b.step(D * Gd); st.beta = beta_from_alpha(alpha); log_beta = np.log(st.beta)
+                        Gd *= D; alpha += opt_b.step(Gd); st.beta, log_beta = beta_from_alpha(alpha, with_log=True)
                     else: Gb += Gd
                 if hyper == "doc":
                     mu, Sig = sums.mu_sigma()
