@@ -10,7 +10,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from .linalg import cholesky, chol_logdet, tri_inv
 from .kernels import _check_X
 import scipy.sparse as sp
-from .sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites
+from .sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites, as_sites, _is_dask
 
 # %% auto #0
 __all__ = ['PriorCov', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map', 'SparseGP']
@@ -285,6 +285,11 @@ def _check_rows(X, y, name="X", sparse: bool = False):
         raise ValueError(f"y is a pandas categorical with categories {cats[:5]}; map the categories to numbers explicitly "
                          f"(which category is which label is not for the library to guess)")
     if sparse and sp.issparse(X): X, names = _sparse_rows(X, name), None
+    elif sparse and _is_dask(X):                                     # rows on disk or on workers: never computed here
+        if np.iscomplexobj(np.empty(0, dtype=X.dtype)) or not np.issubdtype(X.dtype, np.number):
+            raise TypeError(f"{name} must be a real numeric dask array, got dtype {X.dtype}")
+        if X.ndim != 2: raise ValueError(f"{name} must be 2-d, got shape {X.shape}")
+        names = None
     else: X, names = _inputs(X, name)
     y = np.asarray(y)
     if y.ndim != 1: raise ValueError(f"y must be a 1-d array, got shape {y.shape}")
@@ -296,7 +301,9 @@ class GLM(LGM):
     """Bayesian generalised linear model: `w ~ N(prior_mean, prior_cov)`, `f = X w`, `y_i ~ p(y_i | f_i)`.
 
     `X` may be a scipy.sparse matrix: it is kept sparse (converted to CSR if it is in another format, never
-    densified) and the sites are `CSRSites`; predictions then accept sparse or dense new inputs."""
+    densified) and the sites are `CSRSites`; predictions then accept sparse or dense new inputs. A dask array `X`
+    (rows chunked) is never computed here: the sites are `vgi_lit.dask_sites.DaskSites` (needs the `dask` extra),
+    its entries are checked for NaN or inf block by block when a pass reads them, and `y` is held in memory."""
     kind = 'glm'
     def __init__(self, X, y, likelihood, prior_mean=0.0, prior_cov=1.0):
         _check_likelihood(likelihood)
@@ -304,7 +311,7 @@ class GLM(LGM):
         if X.shape[1] == 0: raise ValueError("X has no columns: a GLM needs at least one feature (add a constant column for an intercept-only model)")
         if X.shape[0] == 0: raise ValueError("X has no rows: a GLM needs at least one observation (with none the posterior is the prior, and there is nothing to fit)")
         self.X = X
-        super().__init__(y, likelihood, prior_mean, PriorCov(prior_cov, X.shape[1]), 0.0, 0.0, X)
+        super().__init__(y, likelihood, prior_mean, PriorCov(prior_cov, X.shape[1]), 0.0, 0.0, as_sites(X) if _is_dask(X) else X)
     def check_inputs(self, X_new, name: str = "X_new"):
         "As `LGM.check_inputs`; a scipy.sparse `X_new` is kept sparse (CSR), checked for shape and finite stored entries."
         if sp.issparse(X_new):

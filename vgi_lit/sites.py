@@ -93,16 +93,17 @@ class SiteMatrix:
         out = np.empty((self.n, self.d))
         for s, e, B in self.blocks(): out[s:e] = B.toarray() if sp.issparse(B) else B
         return out
-    def site_pass(self, m, A, fn):
+    def site_pass(self, m, A, fn, rows=()):
         """One pass over the rows for the fixed-point methods. For each block of rows s:e: the site means
-        `mb = H_b m` and quadratic forms `qb = ‖A h_i‖²` (`A` None: not computed), then `out = fn(s, e, mb, qb)`,
+        `mb = H_b m` and quadratic forms `qb = ‖A h_i‖²` (`A` None: not computed), then `out = fn(s, e, mb, qb, *rows_b)`
+        with `rows_b` the block's pieces `v[s:e]` of the per-site vectors `rows` (so that `fn` need not hold them whole),
         a dict whose entries are accumulated: 'E' summed, 'dE' as Hᵀ dE, 'w' as Hᵀdiag(w)H, 'sq' as (H∘H)ᵀ sq
         ((b,) or (b, k)); entries named 'keep_*' are concatenated into n-vectors.
         Returns a dict with 'E' (float), 'g' (d,), 'gram' (d × d), 'sq' and the 'keep_*' vectors, those present."""
         m = _vec(m, self.d, "m"); acc = {}
         for s, e, B in self.blocks():
             mb = np.asarray(B @ m); qb = None if A is None else _block_quad(B, A)
-            out = fn(s, e, mb, qb)
+            out = fn(s, e, mb, qb, *(v[s:e] for v in rows))
             for k, v in out.items():
                 if k == 'E': acc['E'] = acc.get('E', 0.0) + float(np.sum(v))
                 elif k == 'dE': acc['g'] = acc.get('g', 0.0) + B.T @ v

@@ -331,3 +331,32 @@ def test_fused_pass_with_per_site_likelihood_arrays():
     pd, pb = fp.fpi(dense), fp.fpi(blocked)
     assert pd.converged and pb.converged
     assert abs(pd.vlb - pb.vlb) <= 1e-10 * abs(pd.vlb) and np.max(np.abs(pd.m - pb.m)) <= 1e-10 * np.max(np.abs(pd.m))
+
+
+@pytest.mark.parametrize("meth", ["fpi", "fpb"])
+def test_tol_rel_zero_turns_the_relative_test_off(meth):
+    "tol_rel=0 turns the relative-change stop off: with tol=0 the run ends by its budget, not by REL_TOL when the VLB repeats exactly."
+    mod = _models()["glm-logistic"]
+    p = getattr(fp, meth)(mod, tol=0.0, tol_rel=0.0, max_iter=40)
+    assert p.stop is Stop.MAX_ITER, (p.stop, p.message)
+
+
+def test_glm_dask_X_is_never_computed_and_fpi_equals_numpy():
+    "GLM(dask X): DaskSites (X not computed at construction); FPi equals the NumPy fit to 1e-10 in one fused pass per iteration."
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(600, 5)); y = np.where(X @ rng.normal(size=5) + rng.logistic(size=600) > 0, 1.0, -1.0)
+    Xd = da.from_array(X, chunks=(200, 5))
+    gd = models.GLM(Xd, y, likelihoods.Logistic())
+    assert gd.sites.kind == "dask" and gd.X is Xd
+    calls = {"site_pass": 0, "other": 0}
+    for name in ("site_pass", "matvec", "rmatvec", "gram", "quad", "sq_rmatvec"):
+        f = getattr(gd.sites, name)
+        def wrap(*a, _f=f, _n=name, **k):
+            calls["site_pass" if _n == "site_pass" else "other"] += 1; return _f(*a, **k)
+        setattr(gd.sites, name, wrap)
+    pn, pd = fp.fpi(models.GLM(X, y, likelihoods.Logistic())), fp.fpi(gd)
+    assert pn.converged and pd.converged
+    assert abs(pn.vlb - pd.vlb) <= 1e-10 * abs(pn.vlb) and np.max(np.abs(pn.m - pd.m)) <= 1e-10 * np.max(np.abs(pn.m))
+    assert calls["site_pass"] + calls["other"] <= 2 * pd.n_iter, calls
+    with pytest.raises(ValueError, match="2-d"): models.GLM(da.ones(10), np.ones(10), likelihoods.Logistic())

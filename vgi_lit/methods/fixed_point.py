@@ -62,19 +62,25 @@ def _state(model, m, cov, r=None, clip: bool = True):
     elif isinstance(cov, _SITE_FORMS): A, hv = None, cov._hv                                    # variances known already
     else: A, hv = cov.F.T, None                                                                 # a factor V = F Fᵀ
     lam = cov.lam if isinstance(cov, _SITE_FORMS) else None
-    def sums(s, e, gam, dE):
+    # the per-site vectors travel as `rows` (a block's pieces with the block); the functions hold only small values
+    known_v, has_lam = hv is not None, lam is not None
+    base = (c,) + ((hv,) if known_v else ())                                # site variance = c (+ h_iᵀVh_i if known)
+    def sums(gam, dE, lamb):
         out = dict(dE=dE, w=np.maximum(gam, 0.0) if clip else gam)
-        if lam is not None: dl = lam[s:e] - gam; out['sq'] = np.stack([np.maximum(dl, 0.0), np.maximum(-dl, 0.0)], 1)
+        if has_lam: dl = lamb - gam; out['sq'] = np.stack([np.maximum(dl, 0.0), np.maximum(-dl, 0.0)], 1)
         return out
-    def block(s, e, mb, qb):
-        v = c[s:e] + (qb if hv is None else hv[s:e])
-        E, dE, dv = lik.expected_log_lik(y[s:e], a[s:e] + mb, v)
-        return dict(E=E, keep_v=v, keep_gamma=-2.0 * dv, **sums(s, e, -2.0 * dv, dE))
-    if not _per_site_arrays(lik, n): res = S.site_pass(m, A, block)
+    def var(qb, cb, *hvb): return cb + (hvb[0] if known_v else qb)
+    def block(s, e, mb, qb, yb, ab, *rest):
+        v = var(qb, *rest[:len(base)])
+        E, dE, dv = lik.expected_log_lik(yb, ab + mb, v)
+        return dict(E=E, keep_v=v, keep_gamma=-2.0 * dv, **sums(-2.0 * dv, dE, rest[-1] if has_lam else None))
+    if not _per_site_arrays(lik, n):
+        res = S.site_pass(m, A, block, rows=(y, a) + base + ((lam,) if has_lam else ()))
     else:                                                                   # two passes: marginals, then the sums
-        mv = S.site_pass(m, A, lambda s, e, mb, qb: dict(keep_m=mb, keep_v=c[s:e] + (qb if hv is None else hv[s:e])))
+        mv = S.site_pass(m, A, lambda s, e, mb, qb, *rb: dict(keep_m=mb, keep_v=var(qb, *rb)), rows=base)
         E, dE, dv = lik.expected_log_lik(y, a + mv['keep_m'], mv['keep_v']); gam = -2.0 * dv
-        res = S.site_pass(m, None, lambda s, e, mb, qb: sums(s, e, gam[s:e], dE[s:e]))
+        res = S.site_pass(m, None, lambda s, e, mb, qb, gb, db, *lb: sums(gb, db, lb[0] if has_lam else None),
+                          rows=(gam, dE) + ((lam,) if has_lam else ()))
         res.update(E=float(np.sum(E)), keep_v=mv['keep_v'], keep_gamma=gam)
     v_site, gamma = res['keep_v'], res['keep_gamma']
     if hv is None and isinstance(cov, SiteCov): cov._hv_cache, cov._n_small = v_site - c, 0   # h_iᵀVh_i from this pass
@@ -359,7 +365,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             stop, msg = Stop.GRAD_TOL, f"gradient inf-norm {gn:.2e} <= tol={tol} (scale-free measure {dec:.1e})"; break
         fell.append(prev is not None and vlb < prev - 1e-10 * abs(prev))
         if best is None or vlb > best[0]: best = (vlb, m, cov, g, gamma, it)
-        if prev is not None and abs(vlb - prev) <= tol_rel * abs(vlb) and not any(fell[-5:]) and full:
+        if tol_rel > 0 and prev is not None and abs(vlb - prev) <= tol_rel * abs(vlb) and not any(fell[-5:]) and full:
             stop, msg = Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"; break
         if it - best[5] >= stall and sum(fell[-stall:]) >= 3:
             stop, msg = Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(fell[-stall:])} times "
@@ -478,7 +484,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
                 stop = Stop.FAILED, f"Newton factorisation failed: {e}"; break
             m_new, tau, vlb_new = newton_mean_step(model, m, g, vlb, cov_H, at, line_search=line_search)
             if tau != 1.0: ev.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g}"))
-            done = abs(vlb_new - vlb) <= tol_rel * abs(vlb_new)
+            done = tol_rel > 0 and abs(vlb_new - vlb) <= tol_rel * abs(vlb_new)
             m = m_new
             vlb, g, gamma = _vlb_grad(model, m, at)
             gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol))
@@ -518,9 +524,9 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
             if cyc: ev.append(Event(EventKind.TWO_CYCLE, "λ_k = λ_(k−2) ≠ λ_(k−1)"))
             _record(hist, vlb, g, gV, "fp_V", ev, outer=outer, grad_V_exact=exact)
             stop = check()
-            if cyc or gV <= tol or abs(vlb - vlb_old) <= tol_rel * abs(vlb) or stop: break
+            if cyc or gV <= tol or (tol_rel > 0 and abs(vlb - vlb_old) <= tol_rel * abs(vlb)) or stop: break
         if stop: break
-        if prev_outer is not None and abs(vlb - prev_outer) <= tol_rel * abs(vlb) and rho >= 0.125:
+        if tol_rel > 0 and prev_outer is not None and abs(vlb - prev_outer) <= tol_rel * abs(vlb) and rho >= 0.125:
             stop = Stop.REL_TOL, f"relative VLB change over an outer iteration <= tol_rel={tol_rel}"; break
         prev_outer = vlb
     stop, msg = stop or (Stop.MAX_ITER, f"reached max_iter={max_iter}")
