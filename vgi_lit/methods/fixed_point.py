@@ -36,8 +36,15 @@ def _site(model, m, at: _AtCov):
 def _vlb_grad(model, m, at: _AtCov, r=None):
     "(VLB, ∂VLB/∂m, γ) at (m, V) with V given through `at`; `r` = Σ⁻¹(m − μ) if the caller tracks it."
     at.gram_next = at.sq = None                                             # sums of a fused pass belong to another state
-    E, dE_dm, gamma = _site(model, m, at)
     r = model.prior.solve(m - model.mu) if r is None else r                 # Σ⁻¹(m − μ), (d,)
+    if _fused(model) and not _per_site_arrays(model.likelihood, model.n):   # one pass: means, terms per block, Hᵀ dE/dm
+        lik = model.likelihood
+        def block(s, e, mb, qb, yb, ab, vb):
+            E, dE, dv = lik.expected_log_lik(yb, ab + mb, vb)
+            return dict(E=E, dE=dE, keep_gamma=-2.0 * dv)
+        res = model.sites.site_pass(m, None, block, rows=(model.y, model.a, at.v_site))
+        return res['E'] - at.kl_V - kl_mean_part(m, model.mu, model.prior, r), res['g'] - r, res['keep_gamma']
+    E, dE_dm, gamma = _site(model, m, at)
     vlb = float(np.sum(E)) - at.kl_V - kl_mean_part(m, model.mu, model.prior, r)
     g = model.HTmul(dE_dm) - r                                              # Hᵀ dE/dm − Σ⁻¹(m − μ)
     return vlb, g, gamma
@@ -185,7 +192,8 @@ def _start_var_cap(lik) -> float:
 def start_scale(model, v0: float) -> float:
     """The factor s ∈ (0, 1] of the default start V = s·v₀I: 1 for a likelihood with bounded γ; else the largest s ≤ 1 with s·v₀‖h_i‖² ≤ h_iᵀΣh_i at every
     site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ _start_var_cap."""
-    S = model.sites
+    S, cap = model.sites, _start_var_cap(model.likelihood)
+    if not np.isfinite(cap): return 1.0                                      # bounded curvature: any start is finite (no pass)
     if S.kind == 'identity': hh, hSh = np.ones(model.n), model.prior.diag()         # GP: h_i = e_i
     elif S.kind == 'dense':
         H = S.H
@@ -193,8 +201,8 @@ def start_scale(model, v0: float) -> float:
         hSh = np.einsum('ij,ji->i', H, model.prior.matmul(H.T))             # h_iᵀΣh_i, (n,)
     else:                                                                    # through the site matrix: ‖L_Σᵀh_i‖²
         hh, hSh = S.row_norms2(), S.quad(_halfT(model.prior, np.eye(model.d)))
-    nz, cap = hh > 0, _start_var_cap(model.likelihood)
-    if not (nz.any() and np.isfinite(cap)): return 1.0                       # bounded curvature: any start is finite
+    nz = hh > 0
+    if not nz.any(): return 1.0
     s = min(1.0, float(np.min(hSh[nz] / (v0 * hh[nz]))), cap / (v0 * float(np.max(hh))))
     return 1.0 if (s >= 1.0 - 1e-12 or not s > 0) else s                       # 1 up to the rounding of hSh
 
