@@ -87,15 +87,16 @@ def _row(r, target=None):
             f"{r['per_pass']:7.2f} s/pass  {r['seconds']:8.1f} s  peak {r['peak_mb']:7.0f} MB{t}")
 
 def run(argv=None):
-    "Command line: python -m vgi_lit.bench scale [--full] [--only a|b] [--workers W] [--max-iter K] [--verbose]."
+    "Command line: python -m vgi_lit.bench scale [--full] [--only a|b|glm|sgp] [--workers W] [--max-iter K] [--verbose]."
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench scale", description=run.__doc__)
     ap.add_argument("--full", action="store_true", help="full sizes: GLMs n = 10^7, d = 100; sparse GP n = 10^6, M = 200")
-    ap.add_argument("--only", choices=("a", "b"), help="only the iteration cost (a) or only the cluster fits (b, c)")
+    ap.add_argument("--only", choices=("a", "b", "glm", "sgp"), help="only the iteration cost (a), only the fits (b, c), "
+                    "only the GLM fits on the cluster, or only the sparse GP")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--max-iter", type=int, default=50, help="FPi iteration budget of each fit")
     ap.add_argument("--verbose", action="store_true", help="one line per pass")
     a = ap.parse_args(argv)
-    if a.only != "b":
+    if a.only in (None, "a"):
         r = iteration_cost(**(dict(n=1_000_000, d=100, chunk_rows=50_000) if a.full else {}))
         print(f"(a) FPi iteration, n={r['n']:,} d={r['d']} in chunks of {r['chunk_rows']:,} rows (threads scheduler):")
         print(f"    floor X.T @ (gamma X) in NumPy {r['floor']:.3f} s; fpi_pass per iteration: in memory {r['memory']:.3f} s, "
@@ -103,15 +104,18 @@ def run(argv=None):
         sys.stdout.flush()
     if a.only == "a": return 0
     glm = dict(n=10**7, d=100, chunk_rows=50_000) if a.full else dict(n=200_000, d=50, chunk_rows=25_000)
-    sgp = dict(n=10**6, M=200, chunk_rows=20_000) if a.full else dict(n=100_000, M=50, chunk_rows=10_000)
-    scale = 1.0 if a.full else None
+    sgp = dict(n=10**6, M=200, chunk_rows=10_000) if a.full else dict(n=100_000, M=50, chunk_rows=10_000)
+    opts = dict(max_iter=a.max_iter, verbose=a.verbose)
+    if a.only in (None, "b", "sgp"):
+        print("(b, c) sparse GP, threads scheduler (one process, 2 threads); peak RSS of the process")
+        with dask.config.set(scheduler="threads", num_workers=2):
+            print("    " + _row(sgp_fit_memory(**sgp, **opts), 1024 if a.full else None)); sys.stdout.flush()
+    if a.only == "sgp": return 0
     cluster, client = _cluster(a.workers)
     try:
-        print(f"(b, c) LocalCluster: {a.workers} worker processes x 1 thread; peak RSS of the whole process tree")
-        opts = dict(max_iter=a.max_iter, verbose=a.verbose)
-        print("    " + _row(glm_fit_memory(kind="logistic", **glm, **opts), 2048 if a.full else None)); sys.stdout.flush()
-        print("    " + _row(sgp_fit_memory(**sgp, **opts), 1024 if a.full else None)); sys.stdout.flush()
-        print("    " + _row(glm_fit_memory(kind="poisson", **glm, **opts), 2048 if a.full else None)); sys.stdout.flush()
+        print(f"(b, c) GLMs on a LocalCluster: {a.workers} worker processes x 1 thread; peak RSS of the whole process tree")
+        for kind in ("logistic", "poisson"):
+            print("    " + _row(glm_fit_memory(kind=kind, **glm, **opts), 2048 if a.full else None)); sys.stdout.flush()
     finally:
         client.close(); cluster.close()
     return 0
