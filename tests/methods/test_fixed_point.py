@@ -360,3 +360,23 @@ def test_glm_dask_X_is_never_computed_and_fpi_equals_numpy():
     assert abs(pn.vlb - pd.vlb) <= 1e-10 * abs(pn.vlb) and np.max(np.abs(pn.m - pd.m)) <= 1e-10 * np.max(np.abs(pn.m))
     assert calls["site_pass"] + calls["other"] <= 2 * pd.n_iter, calls
     with pytest.raises(ValueError, match="2-d"): models.GLM(da.ones(10), np.ones(10), likelihoods.Logistic())
+
+
+@pytest.mark.parametrize("method", ["laplace", "prox", "dual", "grad", "svi"])
+def test_other_methods_on_csr_and_blocked_sites(method):
+    "The other methods give the dense path's VLB on CSR (GLM) and blocked (sparse GP) sites (the table of the sites page)."
+    import scipy.sparse as sps
+    from vgi_lit.inference import fit as fit_
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(80, 6)) * (rng.random((80, 6)) < 0.5); y = np.where(X @ rng.normal(size=6) + rng.logistic(size=80) > 0, 1.0, -1.0)
+    Xh, yh = _housing(60)
+    k = kernels.RBF(1.0, np.sqrt(13))
+    lik = likelihoods.Logistic()
+    pairs = [(models.GLM(X, y, lik), models.GLM(sps.csr_matrix(X), y, lik))]
+    if method != "laplace":                                             # Laplace needs c = 0 (no sparse-GP site noise)
+        ys = np.where(yh > 0, 1.0, -1.0)
+        pairs.append((models.SparseGP(Xh, ys, lik, k, Xh[::6]), models.SparseGP(Xh, ys, lik, k, Xh[::6], block_size=16)))
+    opts = dict(max_iter=300, seed=0) if method == "svi" else {}
+    for dense, other in pairs:
+        pd, po = fit_(dense, method=method, **opts), fit_(other, method=method, **opts)
+        assert np.isfinite(po.vlb) and abs(pd.vlb - po.vlb) <= 1e-8 * abs(pd.vlb), (method, other.sites.kind, pd.vlb, po.vlb)
