@@ -6,7 +6,8 @@ from vgi_lit import datasets as ds
 from vgi_lit.likelihoods import Gaussian, Logistic, Ordinal, Poisson
 from vgi_lit.inference import History, Stop, Record
 from vgi_lit.methods.pmf import (PMF, METHODS, fit_pmf, init_pmf_state, column_terms, column_gradients, column_step,
-                                 lim_teh_step, latent_moments, pmf_vlb, prior_var_update, expected_class)
+                                 lim_teh_step, latent_moments, pmf_vlb, prior_var_update, expected_class,
+                                 lik_update, lik_grad)
 
 DATA = ds.shared_data_dir(Path(__file__).resolve().parents[2])
 
@@ -85,6 +86,9 @@ def test_bad_input():
     with pytest.raises(ValueError, match="method"): fit_pmf(model, "svi")
     with pytest.raises(ValueError, match="Gaussian"): fit_pmf(_problem(Logistic()), "mc-ssvi", expect="exact")
     with pytest.raises(ValueError, match="batch_size"): fit_pmf(model, batch_size=0)
+    with pytest.raises(ValueError, match="lik_batch"): fit_pmf(model, learn_lik=True, lik_batch=0)
+    with pytest.raises(ValueError, match="Likelihood"): model.with_likelihood("gaussian")
+    with pytest.raises(ValueError, match="labels"): model.with_likelihood(Ordinal([0.0, 1.0]))
     with pytest.raises(ValueError, match="negative index"): PMF([0, -1], [0, 1], [1.0, 2.0], Gaussian(), 2)
     with pytest.raises(ValueError, match="one length"): PMF([0, 1], [0, 1], [1.0], Gaussian(), 2)
     with pytest.raises(ValueError, match=r">= its dimension"): PMF([0, 5], [0, 1], [1.0, 2.0], Gaussian(), 2, n_rows=3)
@@ -115,3 +119,27 @@ def test_movielens_subset_ordinal_and_gaussian(ml_subset):
     assert rmse < np.sqrt(np.mean((y[tr].mean() - y[te])**2)) + 0.05 and nll < np.log(5)
     g = fit_pmf(PMF(u[tr], i[tr], y[tr] - y[tr].mean(), Gaussian(1.0), 3, 80, 120), "mc-ssvi", max_iter=3)
     assert np.isfinite(g.vlb) and np.all(np.isfinite(g.latent(u[te], i[te])[1]))
+
+
+def test_noise_variance_closed_form():
+    "σ² = mean of (y − m_ij)² + S_ij, where ∂/∂log σ² of the exact data term vanishes; a likelihood without parameters is returned as is."
+    model = _problem(Gaussian(0.5), seed=9)
+    st = init_pmf_state(model, m0_scale=0.6, S0=0.2, seed=1)
+    m, v = latent_moments(model, st)
+    new = lik_update(model, st)
+    assert new.variance == pytest.approx(np.mean((model.y - m)**2 + v), rel=1e-12)
+    assert abs(lik_grad(model.with_likelihood(new), st)[0]) < 1e-9 * model.nnz
+    logistic = _problem(Logistic(), seed=9)
+    assert lik_update(logistic, init_pmf_state(logistic)) is logistic.likelihood
+
+
+def test_learned_cutpoints_on_movielens(ml_subset):
+    "Cut points learned after every sweep from a poor start: still increasing, moved towards the data, the bound higher than with them fixed."
+    u, i, y, tr, te = ml_subset
+    model = PMF(u[tr], i[tr], y[tr] - 1, Ordinal([-1.0, 0.0, 1.0, 2.0]), 3, 80, 120)
+    fixed = fit_pmf(model, "s-dsvi", max_iter=2, seed=0, tol=0.0)
+    learned = fit_pmf(model, "s-dsvi", max_iter=2, seed=0, tol=0.0, learn_lik=True, lik_batch=500)
+    c = learned.model.likelihood.cutpoints
+    assert np.all(np.diff(c) > 0) and not np.allclose(c, model.likelihood.cutpoints)
+    assert learned.vlb > fixed.vlb and learned.model.likelihood is not model.likelihood and model.likelihood.cutpoints[0] == -1.0
+    assert len(learned.history[-1]["lik_params"]) == 4

@@ -13,7 +13,7 @@ from ..methods.pmf import PMF, METHODS, fit_pmf, expected_class
 
 # %% auto #0
 __all__ = ['KINDS', 'GAUSSIAN_NOISE_VAR', 'ordinal_cutpoints', 'make_task', 'run_split', 'cross_validate', 'summarise',
-           'vlb_traces', 'movielens_subset', 'main']
+           'vlb_traces', 'plot_traces', 'movielens_subset', 'main']
 
 # %% ../../nbs/experiments/96_pmf_experiments.ipynb #614aa2a7
 KINDS = ("ordinal", "gaussian", "binary")
@@ -53,7 +53,7 @@ def run_split(ratings, kind: str, train, test, method: str = "h-mc-ssvi", K: int
     res = fit_pmf(model, method, max_iter=max_iter, batch_size=batch_size, seed=seed, eval_every=max_iter, **opts)
     cpu = time.process_time() - t0
     out = dict(kind=kind, method=method, K=K, sweeps=res.n_iter, cpu_seconds=round(cpu, 1), vlb=res.vlb,
-               prior_var=[round(v, 4) for v in res.prior_var], n_train=len(yt), n_test=len(ys),
+               prior_var=[round(v, 4) for v in res.prior_var], likelihood=repr(res.model.likelihood), n_train=len(yt), n_test=len(ys),
                test_nll=float(-np.mean(res.log_pred_density(us, is_, ys))))
     pred = res.predict_y(us, is_)
     if kind == "binary": out["error"] = float(np.mean((pred > 0.5) != (ys > 0)))
@@ -96,6 +96,21 @@ def vlb_traces(ratings, kind: str = "ordinal", runs=(("mc-ssvi", None), ("h-mc-s
         print(json.dumps({f"{method}/{b}": out[f"{method}/{'all' if b is None else b}"]}), flush=True)
     return out
 
+def plot_traces(traces: dict, path):
+    "The bound against time of `vlb_traces`' runs, one panel per method, one line per sub-sample size; written to `path`."
+    import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    methods = sorted({k.split("/")[0] for k in traces}, key=lambda m: METHODS.index(m) if m in METHODS else 99)
+    fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 3.4), sharey=True, squeeze=False)
+    lo = min(np.nanmin(v["vlb"][1:]) for v in traces.values()); hi = max(np.nanmax(v["vlb"]) for v in traces.values())
+    for ax, m in zip(axes[0], methods):
+        for k, v in traces.items():
+            if k.split("/")[0] == m: ax.plot(v["time"], v["vlb"], marker=".", label=f"sub-sample {k.split('/')[1]}")
+        ax.set_title(m); ax.set_xlabel("seconds (bound evaluations excluded)"); ax.legend(fontsize=8); ax.set_ylim(lo - 0.02 * (hi - lo), hi + 0.02 * (hi - lo))
+    axes[0][0].set_ylabel("estimated bound (47)")
+    fig.tight_layout(); fig.savefig(path, dpi=110); plt.close(fig)
+    return path
+
 # %% ../../nbs/experiments/96_pmf_experiments.ipynb #1cdfd499
 def movielens_subset(ratings, n_users: int, n_items: int):
     "The ratings of the first `n_users` users of the first `n_items` items, as a `Ratings` of that size (fast runs)."
@@ -116,8 +131,11 @@ def main(argv=None):
     ap.add_argument("--n-f", type=int, default=1, help="k2, the draws of f per draw of u in (52) (default 1; the paper uses 10)")
     ap.add_argument("--method", default="h-mc-ssvi", choices=METHODS)
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated likelihoods of the cross-validation")
+    ap.add_argument("--learn-lik", action="store_true", help="learn the likelihood's parameters after every sweep (Gaussian noise variance, ordinal cut points; fit_pmf(learn_lik=True))")
     ap.add_argument("--lim-teh", action="store_true", help="exact expectations and ρ = 1 (Gaussian only: MC-SSVI is then Lim & Teh's VB)")
     ap.add_argument("--subset", default=None, help="USERS,ITEMS: only the first USERS users and ITEMS films (default: all with --full, 150,250 without)")
+    ap.add_argument("--batch-sizes", default="all,20", help="comma-separated sub-sample sizes per column update of the traces ('all': every observation)")
+    ap.add_argument("--figure", default=None, help="write the traces' figure (bound against time) to this file")
     ap.add_argument("--trace-sweeps", type=int, default=None, help="sweeps of each run of the traces (default 6 with --full, 2 without)")
     ap.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar (default: one over the runs, on standard error)")
     a = ap.parse_args(argv)
@@ -129,6 +147,7 @@ def main(argv=None):
     if a.what in ("cv", "both"):
         folds = [int(f) for f in a.folds.split(",")] if a.folds else (None if a.full else [0])
         extra = dict(method="mc-ssvi", expect="exact", schedule=1.0) if a.lim_teh else dict(method=a.method)
+        if a.learn_lik: extra["learn_lik"] = True
         cells = [(k, kind) for k in (range(5) if folds is None else folds) for kind in a.kinds.split(",")]
         rows = []                                   # cross_validate one (fold, likelihood) at a time: the same runs, with a progress bar
         for k, kind in tqdm(cells, desc="cross-validation", unit="run", disable=not a.progress, file=sys.stderr, dynamic_ncols=True):
@@ -136,11 +155,13 @@ def main(argv=None):
         out["cv"] = rows; out["summary"] = summarise(rows)
         print(json.dumps(out["summary"], indent=1), flush=True)
     if a.what in ("traces", "both"):
-        runs = tuple((m, b) for m in METHODS for b in (None, 20))
+        sizes = [None if b == "all" else int(b) for b in a.batch_sizes.split(",")]
+        runs = tuple((m, b) for m in METHODS for b in sizes)
         out["traces"] = {}
         for run in tqdm(runs, desc="VLB traces", unit="run", disable=not a.progress, file=sys.stderr, dynamic_ncols=True):
             out["traces"].update(vlb_traces(ml, "ordinal", (run,), K=K, max_iter=a.trace_sweeps or (6 if a.full else 2), n_f=a.n_f,
                                             vlb_samples=2))
+        if a.figure: plot_traces(out["traces"], a.figure)
     return out
 
 if __name__ == "__main__" and "ipykernel" not in sys.modules: main()
