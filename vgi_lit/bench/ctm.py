@@ -66,3 +66,8 @@ def measure(argv=None) -> list:
 def run(argv=None):
     "Entry point of `python -m vgi_lit.bench ctm`."
     measure(argv); return 0
+
+# %% ../../nbs/bench/98i_bench_ctm.ipynb #687e670e
+#| eval: false
+# `python -m vgi_lit.bench.ctm`: not run when this notebook executes (kernel) or when nbdev renders it
+if __name__ == "__main__" and "ipykernel" not in sys.modules: run()

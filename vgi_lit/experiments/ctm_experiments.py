@@ -179,3 +179,7 @@ def main(argv=None):
     if a.out:
         with open(a.out, "w") as fh: json.dump(res, fh, indent=1, default=float)
     return 0
+
+# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #c5ace2d5
+#| eval: false
+if __name__ == "__main__" and "ipykernel" not in sys.modules: sys.exit(main())
