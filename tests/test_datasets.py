@@ -493,10 +493,10 @@ def test_rating_folds():
 def test_libsvm_sparse_equals_dense(data_dir):
     "sparse=True returns CSR matrices with exactly the dense loader's entries (a1a); a CSV file refuses it by name."
     import scipy.sparse as sps
-    s, d = load_a1a(data_dir=data_dir, sparse=True), load_a1a(data_dir=data_dir)
-    assert sps.issparse(s.X) and s.X.format == "csr" and s.X.shape == d.X.shape
-    assert np.array_equal(s.X.toarray(), d.X) and np.array_equal(s.X_test.toarray(), d.X_test) and np.array_equal(s.y, d.y)
-    assert s.X.nnz == np.count_nonzero(d.X)
+    (Xs, ys, _), (Xd, yd, _) = ds.read_file("a1a", data_dir, sparse=True), ds.read_file("a1a", data_dir)   # training file only
+    assert sps.issparse(Xs) and Xs.format == "csr" and Xs.shape == Xd.shape
+    assert np.array_equal(Xs.toarray(), Xd) and np.array_equal(ys, yd) and Xs.nnz == np.count_nonzero(Xd)
+    assert load_a7a.__defaults__[-1] is False and load_a1a.__defaults__[-1] is False     # dense unless asked
     with pytest.raises(ValueError, match="sparse=True is for the LIBSVM"): ds.read_file("housing.data", data_dir, sparse=True)
 
 
