@@ -8,6 +8,7 @@ import argparse, json, sys, time
 from functools import partial
 import numpy as np
 from threadpoolctl import threadpool_limits
+from matplotlib.figure import Figure
 from sklearn.decomposition import LatentDirichletAllocation
 from scipy.special import digamma, gammaln
 from ..corpora import load_reuters, load_news_articles, split_documents, split_words, Corpus
@@ -16,7 +17,8 @@ from ..methods.ctm_meanfield import fit_meanfield
 from ..methods.ctm_eval import heldout_nll, completion_nll, mc_bound
 
 # %% auto #0
-__all__ = ['METHODS', 'train_method', 'evaluate', 'dirichlet_neg_kl', 'lda_reference', 'claims', 'run', 'table', 'main']
+__all__ = ['METHODS', 'train_method', 'evaluate', 'dirichlet_neg_kl', 'lda_reference', 'claims', 'run', 'table', 'plot_traces',
+           'main']
 
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #38173e0d
 METHODS = ("h-mc-ssvi", "s-dsvi", "simple", "meanfield")
@@ -119,10 +121,11 @@ def claims(rows: list) -> list:
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #33cb6936
 def run(corpus: str = "reuters", Ks=(10,), methods=METHODS, max_seconds: float = 30.0, max_iter: int = 1000,
         n_samples: int = 10_000, fit_iter: int = 100, lda_iter: int = 50, seed: int = 0, data_dir=None, n_test=None,
-        n_docs=None, verbose: bool = True) -> dict:
+        n_docs=None, hyper: str = "sweep", verbose: bool = True) -> dict:
     """The experiment on one corpus ('reuters' or 'news'), 80/20 split (seed): every method and K, then LDA; the rows
     (training trace and test numbers), the LDA rows and the claims. `n_docs`: use only the first n_docs documents of the
-    corpus; `n_test`: score only the first n_test test documents."""
+    corpus; `n_test`: score only the first n_test test documents; `hyper`: when the structured methods update μ, Σ, β
+    ('sweep': after every sweep, the batch mode; 'doc': after every document)."""
     data = {"reuters": load_reuters, "news": load_news_articles}[corpus](data_dir=data_dir)
     if n_docs is not None: data = data.subset(np.arange(min(n_docs, data.n_docs)))
     train, test = split_documents(data, 0.2, seed=seed)
@@ -131,7 +134,8 @@ def run(corpus: str = "reuters", Ks=(10,), methods=METHODS, max_seconds: float =
     with threadpool_limits(1, user_api="blas"):
         for K in Ks:
             for meth in methods:
-                res = train_method(train, K, meth, max_seconds, max_iter, seed)
+                res = train_method(train, K, meth, max_seconds, max_iter, seed, hyper=hyper)
+                res["hyper"] = hyper if meth != "meanfield" else "em"
                 res.update(evaluate(res, test, n_samples, fit_iter, seed))
                 rows.append({k: v for k, v in res.items() if k not in ("mu", "Sigma", "beta")})
                 if verbose: print(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in rows[-1].items()
@@ -139,8 +143,8 @@ def run(corpus: str = "reuters", Ks=(10,), methods=METHODS, max_seconds: float =
             if lda_iter:
                 ldas.append(dict(K=K, **lda_reference(train, test, K, lda_iter, seed)))
                 if verbose: print(json.dumps(ldas[-1]), flush=True)
-    return dict(corpus=corpus, train=repr(train), test=repr(test), rows=rows, lda=ldas, claims=claims(rows),
-                settings=dict(Ks=list(Ks), max_seconds=max_seconds, n_samples=n_samples, fit_iter=fit_iter, seed=seed))
+    return dict(corpus=corpus, train=repr(train), test=repr(test), train_tokens=train.n_tokens, rows=rows, lda=ldas, claims=claims(rows),
+                settings=dict(Ks=list(Ks), max_seconds=max_seconds, n_samples=n_samples, fit_iter=fit_iter, seed=seed, hyper=hyper))
 
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #bfcc7be9
 def table(result: dict) -> str:
@@ -156,6 +160,20 @@ def table(result: dict) -> str:
                      f"{l['doc_bound_nll']:.4f} (doc bound) | |")
     return "\n".join(lines)
 
+def plot_traces(result: dict, prefix: str) -> list:
+    "One figure per K: the bound (56) per training token against seconds for every method; written to `prefix`_K<K>.png."
+    paths = []
+    for K in sorted({r["K"] for r in result["rows"]}):
+        fig = Figure(figsize=(5.5, 3.6)); ax = fig.add_subplot(1, 1, 1)
+        for r in (r for r in result["rows"] if r["K"] == K):
+            n_tok = result.get("train_tokens") or 1
+            ax.plot(r["seconds"][1:], np.asarray(r["vlb"][1:]) / n_tok, marker=".", ms=3, label=r["method"])
+        ax.set_xscale("log"); ax.set_xlabel("seconds (wall clock, evaluations excluded)")
+        ax.set_ylabel("bound (56) per token" if result.get("train_tokens") else "bound (56)")
+        ax.set_title(f"{result['corpus']}, K = {K}"); ax.legend(fontsize=8); fig.tight_layout()
+        path = f"{prefix}_K{K}.png"; fig.savefig(path, dpi=110); paths.append(path)
+    return paths
+
 def main(argv=None):
     "Command line: the small Reuters run by default; --full: the news corpus, K = 10, 20, 50."
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.experiments.ctm_experiments")
@@ -168,13 +186,20 @@ def main(argv=None):
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--out", default=None, help="write the result (JSON) here")
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--figure", default=None, help="write the traces as FIGURE_K<K>.png")
+    ap.add_argument("--hyper", choices=("sweep", "doc"), default="sweep", help="structured methods: learn μ, Σ, β per sweep or per document")
+    ap.add_argument("--plot-from", default=None, help="only plot a result written by --out (with --figure)")
     a = ap.parse_args(argv)
+    if a.plot_from:
+        with open(a.plot_from) as fh: res = json.load(fh)
+        print(table(res)); print("\n".join(plot_traces(res, a.figure or a.plot_from.rsplit(".", 1)[0]))); return 0
     corpus = a.corpus or ("news" if a.full else "reuters")
     Ks = a.K or ([10, 20, 50] if a.full else [10])
     secs = a.seconds or (600.0 if a.full else 20.0)
     res = run(corpus, Ks, tuple(a.methods), secs, n_samples=a.samples or (10_000 if a.full else 2_000), n_test=a.n_test,
-              data_dir=a.data_dir)
+              data_dir=a.data_dir, hyper=a.hyper)
     print(table(res))
+    if a.figure: print("\n".join(plot_traces(res, a.figure)))
     for c in res["claims"]: print(f"K={c['K']}: {c['claim']}: {'held' if c['held'] else 'did not hold'} ({c['numbers']})")
     if a.out:
         with open(a.out, "w") as fh: json.dump(res, fh, indent=1, default=float)
