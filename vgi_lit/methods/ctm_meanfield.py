@@ -13,9 +13,10 @@ from scipy.special import logsumexp, xlogy
 from ..linalg import cholesky, chol_logdet
 from ..inference import Stop
 from ..corpora import Corpus
+from .ctm import init_beta
 
 # %% auto #0
-__all__ = ['doc_bound', 'estep_doc', 'estep', 'mstep', 'init_beta', 'MeanFieldFit', 'fit_meanfield']
+__all__ = ['doc_bound', 'estep_doc', 'estep', 'mstep', 'MeanFieldFit', 'fit_meanfield']
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #be7534da
 @dataclass
@@ -128,15 +129,7 @@ def mstep(lam, nu2, stats):
     Sigma = (r.T @ r + np.diag(nu2.sum(axis=0))) / lam.shape[0]
     return mu, 0.5 * (Sigma + Sigma.T), stats / stats.sum(axis=1, keepdims=True)
 
-# %% ../../nbs/methods/17a_ctm_meanfield.ipynb #3b897d28
-def init_beta(counts, K: int, seed=0) -> np.ndarray:
-    "β (K, V): row k ∝ the counts of a random document (distinct documents) + U(1, 2) on every word."
-    C = _counts(counts); rng = np.random.default_rng(seed)
-    if not 2 <= K <= C.shape[0]: raise ValueError(f"K must be in [2, {C.shape[0]}] (at most one topic per document), got {K!r}")
-    docs = rng.choice(C.shape[0], size=K, replace=False)
-    B = C[docs].toarray().astype(np.float64) + rng.uniform(1.0, 2.0, size=(K, C.shape[1]))
-    return B / B.sum(axis=1, keepdims=True)
-
+# %% ../../nbs/methods/17a_ctm_meanfield.ipynb #76919022
 @dataclass
 class MeanFieldFit:
     "A mean-field CTM fit: parameters, per-document q(η_d) = N(m_d, diag S_d), and the bound trace."
@@ -156,6 +149,7 @@ def fit_meanfield(counts, K: int, beta0=None, seed=0, S0: float = 10.0, tol: flo
     beta0: initial topics (default `init_beta(counts, K, seed)`); S0: the start ν²_d = S0 (λ_d = 0); tol: relative change of the corpus bound; max_iter: EM
     iterations; max_seconds: wall-clock budget (callback time excluded); var_tol, var_max_iter: the per-document E-step; callback(it, fit) -> True stops."""
     C = _counts(counts)
+    if isinstance(K, bool) or int(K) != K or K < 2: raise ValueError(f"K must be an integer >= 2, got {K!r}")
     if np.asarray(C.sum(axis=0)).min() <= 0: raise ValueError("every word needs at least one occurrence in counts (remove empty columns)")
     if np.asarray(C.sum(axis=1)).min() <= 0: raise ValueError("every document needs at least one word")
     beta = init_beta(C, K, seed) if beta0 is None else np.array(beta0, dtype=np.float64)
