@@ -277,15 +277,16 @@ def _scalar_mean(mean):
     return v
 
 # %% ../nbs/03_models.ipynb #e3a5c300
-def _check_rows(X, y, name="X", sparse: bool = False):
+def _check_rows(X, y, name="X", sparse: bool = False, lazy: bool = False):
     """(X as the model's read-only inputs, y as an array, X's column names or None); ValueError if they do not match.
-    `sparse`: a scipy.sparse X is kept sparse (`_sparse_rows`), else it is refused by `_real_array`."""
+    `sparse`: a scipy.sparse X is kept sparse (`_sparse_rows`), else it is refused by `_real_array`; `lazy`: a dask
+    array X is kept as it is (its type and shape checked, its entries never computed here)."""
     if str(getattr(y, "dtype", "")) == "category":       # before np.asarray turns a pandas categorical into its category values
         cats = list(getattr(getattr(y, "cat", y), "categories", []))
         raise ValueError(f"y is a pandas categorical with categories {cats[:5]}; map the categories to numbers explicitly "
                          f"(which category is which label is not for the library to guess)")
     if sparse and sp.issparse(X): X, names = _sparse_rows(X, name), None
-    elif sparse and _is_dask(X):                                     # rows on disk or on workers: never computed here
+    elif lazy and _is_dask(X):                                       # rows on disk or on workers: never computed here
         if np.iscomplexobj(np.empty(0, dtype=X.dtype)) or not np.issubdtype(X.dtype, np.number):
             raise TypeError(f"{name} must be a real numeric dask array, got dtype {X.dtype}")
         if X.ndim != 2: raise ValueError(f"{name} must be 2-d, got shape {X.shape}")
@@ -307,7 +308,7 @@ class GLM(LGM):
     kind = 'glm'
     def __init__(self, X, y, likelihood, prior_mean=0.0, prior_cov=1.0):
         _check_likelihood(likelihood)
-        X, y, self.feature_names = _check_rows(X, y, sparse=True)
+        X, y, self.feature_names = _check_rows(X, y, sparse=True, lazy=True)
         if X.shape[1] == 0: raise ValueError("X has no columns: a GLM needs at least one feature (add a constant column for an intercept-only model)")
         if X.shape[0] == 0: raise ValueError("X has no rows: a GLM needs at least one observation (with none the posterior is the prior, and there is nothing to fit)")
         self.X = X
@@ -388,16 +389,25 @@ class SparseGP(LGM):
 
     `block_size`: None holds H = K_xu K_uu⁻¹ (n × M) in memory (`DenseSites`); a positive integer computes its rows
     per block of `block_size` inputs whenever a method passes over the sites (`BlockedSites`: memory O(block_size·M + M²),
-    each pass costs the kernel evaluations and triangular solves of all rows again); `a` and `c` are n-vectors either way."""
+    each pass costs the kernel evaluations and triangular solves of all rows again); `a` and `c` are n-vectors either way.
+    A dask array `X` (rows chunked; `block_size` must be None) is never computed here: H is the dask array of the
+    rows K_xu K_uu⁻¹ of each chunk (`DaskSites`, the `dask` extra), built lazily, and `a`, `c` are computed in one pass."""
     kind = 'sparse_gp'
     def __init__(self, X, y, likelihood, kernel, Z, mean=0.0, jitter=1e-8, block_size: int | None = None):
         _check_likelihood(likelihood); kernel = _check_kernel(kernel)
-        X, y, self.feature_names = _check_rows(X, y); Z = _inputs(Z, "Z")[0]
+        X, y, self.feature_names = _check_rows(X, y, lazy=True); Z = _inputs(Z, "Z")[0]
         if Z.shape[1] != X.shape[1]: raise ValueError(f"Z has {Z.shape[1]} columns but X has {X.shape[1]}")
         self.X, self.Z, self.kernel, self.mean = X, Z, kernel, _scalar_mean(mean)
         prior = inducing_prior(kernel, Z, jitter)
         self.prior = prior
-        if block_size is None: a, c, H = sparse_gp_site_map(kernel, Z, prior, X, self.mean)
+        if _is_dask(X):
+            if block_size is not None: raise ValueError("block_size is for an in-memory X; a dask X is passed over by its row chunks")
+            X = X.rechunk({1: -1}); k_, Z_, m_, M = self.kernel, self.Z, self.mean, prior.d
+            ac = X.map_blocks(lambda b: np.stack(sparse_gp_site_map(k_, Z_, prior, b, m_)[:2], 1), chunks=(X.chunks[0], (2,)), dtype=float)
+            a, c = ac.compute().T                                                          # n-vectors (one pass)
+            H = as_sites(X.map_blocks(lambda b: sparse_gp_site_map(k_, Z_, prior, b, m_)[2], chunks=(X.chunks[0], (M,)), dtype=float))
+            self.X = X
+        elif block_size is None: a, c, H = sparse_gp_site_map(kernel, Z, prior, X, self.mean)
         else:
             if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
                 raise ValueError(f"block_size must be None or a positive integer, got {block_size!r}")
@@ -408,5 +418,5 @@ class SparseGP(LGM):
         super().__init__(y, likelihood, self.mean, prior, a, c, H)
     def rows(self, idx):
         "Site map of the sites `idx`, recomputed from K(X_idx, Z) (the mini-batch never reads the n × M H)."
-        return sparse_gp_site_map(self.kernel, self.Z, self.prior, self.X[_check_idx(idx, self.n)], self.mean)
+        return sparse_gp_site_map(self.kernel, self.Z, self.prior, np.asarray(self.X[_check_idx(idx, self.n)]), self.mean)
     def project(self, X_new): return sparse_gp_site_map(self.kernel, self.Z, self.prior, self.check_inputs(X_new), self.mean)

@@ -380,3 +380,19 @@ def test_other_methods_on_csr_and_blocked_sites(method):
     for dense, other in pairs:
         pd, po = fit_(dense, method=method, **opts), fit_(other, method=method, **opts)
         assert np.isfinite(po.vlb) and abs(pd.vlb - po.vlb) <= 1e-8 * abs(pd.vlb), (method, other.sites.kind, pd.vlb, po.vlb)
+
+
+def test_sparse_gp_dask_X_rows_per_chunk_equal_numpy():
+    "SparseGP(dask X): H rows K_xu K_uu⁻¹ computed lazily per chunk (DaskSites); site map, rows and the FPi fit equal the NumPy model."
+    da = pytest.importorskip("dask.array")
+    Xh, yh = _housing(150)
+    k = kernels.RBF(1.0, np.sqrt(13))
+    m0 = models.SparseGP(Xh, yh, likelihoods.Laplace(0.5), k, Xh[::10])
+    m1 = models.SparseGP(da.from_array(Xh, chunks=(50, 5)), yh, likelihoods.Laplace(0.5), k, Xh[::10])
+    assert m1.sites.kind == "dask"
+    idx = np.array([149, 0, 7])
+    for u, v in ((m1.a, m0.a), (m1.c, m0.c), (m1.rows(idx)[2], m0.H[idx])): np.testing.assert_allclose(u, v, rtol=1e-13, atol=1e-14)
+    p0, p1 = fp.fpi(m0), fp.fpi(m1)
+    assert abs(p0.vlb - p1.vlb) <= 1e-10 * abs(p0.vlb) and np.max(np.abs(p0.m - p1.m)) <= 1e-10 * np.max(np.abs(p0.m))
+    with pytest.raises(ValueError, match="block_size is for an in-memory X"):
+        models.SparseGP(da.from_array(Xh, chunks=(50, 13)), yh, likelihoods.Laplace(0.5), k, Xh[::10], block_size=10)
