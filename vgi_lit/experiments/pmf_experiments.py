@@ -97,15 +97,19 @@ def vlb_traces(ratings, kind: str = "ordinal", runs=(("mc-ssvi", None), ("h-mc-s
     return out
 
 def plot_traces(traces: dict, path):
-    "The bound against time of `vlb_traces`' runs, one panel per method, one line per sub-sample size; written to `path`."
+    """The bound against time of `vlb_traces`' runs, one panel per method, one line per sub-sample size; written to `path`.
+    The vertical range runs from 1.15 times the lowest start to the highest value: a run that falls below it is marked
+    'leaves the plot' with its last value."""
     import matplotlib; matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     methods = sorted({k.split("/")[0] for k in traces}, key=lambda m: METHODS.index(m) if m in METHODS else 99)
     fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 3.4), sharey=True, squeeze=False)
-    lo = min(np.nanmin(v["vlb"][1:]) for v in traces.values()); hi = max(np.nanmax(v["vlb"]) for v in traces.values())
+    lo = 1.15 * min(v["vlb"][0] for v in traces.values()); hi = max(np.nanmax(v["vlb"]) for v in traces.values())
     for ax, m in zip(axes[0], methods):
         for k, v in traces.items():
-            if k.split("/")[0] == m: ax.plot(v["time"], v["vlb"], marker=".", label=f"sub-sample {k.split('/')[1]}")
+            if k.split("/")[0] != m: continue
+            out = f" (leaves the plot: {v['vlb'][-1]:.3g})" if np.nanmin(v["vlb"]) < lo else ""
+            ax.plot(v["time"], v["vlb"], marker=".", label=f"sub-sample {k.split('/')[1]}{out}")
         ax.set_title(m); ax.set_xlabel("seconds (bound evaluations excluded)"); ax.legend(fontsize=8); ax.set_ylim(lo - 0.02 * (hi - lo), hi + 0.02 * (hi - lo))
     axes[0][0].set_ylabel("estimated bound (47)")
     fig.tight_layout(); fig.savefig(path, dpi=110); plt.close(fig)
