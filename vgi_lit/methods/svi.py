@@ -19,7 +19,7 @@ from .hyper import _Hyper, _values as _hyper_values
 # %% auto #0
 __all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'gauss_update',
            'batch_objective', 'backtracking_step', 'svi_step', 'pd_factor', 'glm_prior_closed_form', 'with_prior_state',
-           'PriorLearner', 'svi_run']
+           'PriorLearner', 'epoch_order', 'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
 METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
@@ -289,11 +289,22 @@ class PriorLearner:
             step, self.scale = 0.5 * step, 0.5 * self.scale
         return model, st, 0.0, [Event(EventKind.STEP_REJECTED, "hyperparameter step lowered the bound at fixed q at every length: θ kept")]
 
+# %% ../../nbs/methods/14_svi.ipynb #eporder2
+def epoch_order(model, rng, chunked: bool = True) -> np.ndarray:
+    """The order of the n rows in one epoch: a uniform random permutation, or, with `chunked` when the model's sites
+    are stored in chunks (`model.sites.starts`, the row offsets of more than one chunk), the chunks in random order with
+    the rows permuted within each chunk (each row once per epoch; a mini-batch then reads one or two chunks)."""
+    starts = getattr(getattr(model, "sites", None), "starts", None)
+    if not chunked or starts is None or len(starts) <= 2: return rng.permutation(model.n)
+    starts = np.asarray(starts, dtype=np.int64)
+    chunks = rng.permutation(len(starts) - 1)
+    return np.concatenate([starts[b] + rng.permutation(starts[b + 1] - starts[b]) for b in chunks])
+
 # %% ../../nbs/methods/14_svi.ipynb #e949235c
 def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, max_seconds=None, callback=None,
             batch_size=500, schedule=None, tau=1.0, kappa=0.6, lr=None, expect=None, n_samples=100, seed=0,
             max_epochs=None, whiten=None, eval_every=None, backtrack=None, learn_prior=False, learn_every=None,
-            learn_mean=False, fixed=None, learn_rate=0.1) -> VGPosterior:
+            learn_mean=False, fixed=None, learn_rate=0.1, batch_order="uniform") -> VGPosterior:
     """Fit q(w) = N(m, V) to `model` by one of `METHODS` (Sheth & Khardon 2016b, §3.3) on mini-batches of `model.rows`.
 
     - `m0`, `V0`: start (defaults μ and Σ; `V0` a positive scalar, diagonal or d × d matrix).
@@ -323,7 +334,10 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
       `learn_rate` on their log-parameters along the exact gradient at fixed q. `fixed`: parameter names held
       (`hyper.learn`'s names; for a GLM 'prior_var', 'mean', 'likelihood' or 'likelihood.<name>'). The record of each update carries `prior_gain` (the exact
       change of the full-data VLB, q fixed) and `hyper` (the values after it); the result's `model` is the final model and
-      `info['hyper']` its values (None without `learn_prior`)."""
+      `info['hyper']` its values (None without `learn_prior`).
+    - `batch_order`: 'uniform' (default: a random permutation of the rows each epoch) or 'chunks' (`epoch_order`: on sites
+      stored in chunks, e.g. `DaskSites`, the chunks in random order and the rows permuted within each, so that a batch
+      reads one or two chunks; the uniform order on other sites)."""
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     check_budget(tol, 0 if max_iter is None else max_iter, max_seconds)
     if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
@@ -358,6 +372,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     eval_every = per_epoch if eval_every is None else int(eval_every)
     if learn_every is not None and (isinstance(learn_every, bool) or int(learn_every) != learn_every or learn_every < 1):
         raise ValueError(f"learn_every must be a positive integer, got {learn_every!r}")
+    if batch_order not in ("uniform", "chunks"): raise ValueError(f"batch_order must be 'uniform' or 'chunks', got {batch_order!r}")
     learner = PriorLearner(model, eval_every if learn_every is None else learn_every, learn_mean, fixed, learn_rate) if learn_prior else None
     last_gain = None                                                   # the last hyperparameter update's gain
     n_steps = int(np.ceil(max_epochs * per_epoch))
@@ -366,12 +381,12 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     hist.record(vlb=v, grad_norm=gn, events=start_events, step="start", points=0, m=st.m, cov=st.cov)
     best = (v, st, 0, model)                                           # the best evaluated state: (VLB, state, step, model)
     hist[0].extra.pop('cov')
-    stop, prev, perm, pos, t = None, v, rng.permutation(n), 0, 0
+    stop, prev, perm, pos, t = None, v, epoch_order(model, rng, batch_order == "chunks"), 0, 0
     while stop is None:
         if max_iter is not None and t >= max_iter: stop = Stop.MAX_ITER; break
         if t >= n_steps: stop = Stop.BUDGET; break
         t += 1
-        if pos + batch_size > n: perm, pos = rng.permutation(n), 0
+        if pos + batch_size > n: perm, pos = epoch_order(model, rng, batch_order == "chunks"), 0
         idx = np.sort(perm[pos:pos + batch_size]); pos += batch_size
         if backtrack:
             st_new, events, gns, _ = backtracking_step(model, st, idx, step_size(t, schedule, tau, kappa), expect, n_samples, rng,
