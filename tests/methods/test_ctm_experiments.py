@@ -1,7 +1,8 @@
 "CTM experiments: the Dirichlet KL of the LDA reference against Monte Carlo, and the claims table on constructed traces."
 import numpy as np
 from scipy.stats import dirichlet
-from vgi_lit.experiments.ctm_experiments import dirichlet_neg_kl, claims, METHODS, _at
+from vgi_lit.experiments.ctm_experiments import dirichlet_neg_kl, claims, METHODS, _at, train_method
+from vgi_lit.corpora import load_reuters, split_documents
 
 
 def test_dirichlet_neg_kl_matches_monte_carlo():
@@ -30,3 +31,11 @@ def test_claims_on_constructed_runs():
     c = {x["claim"][:20]: x["held"] for x in claims(rows)}
     assert not c["H-MC-SSVI catches up"] and not c["S-DSVI is slower and"]
     assert _at(rows[0], 3.0) == -80 and np.isnan(_at(rows[0], -1.0))
+
+
+def test_time_budget_stops_at_a_sweep_end():
+    "fit_ctm's own max_seconds stops inside a sweep (partial-sweep parameters, a lower bound); the budget is applied at sweep ends."
+    tr, _ = split_documents(load_reuters().subset(np.arange(40)), 0.2, seed=0)
+    for meth in ("h-mc-ssvi", "s-dsvi"):
+        r = train_method(tr, 3, meth, max_seconds=0.15)
+        assert r["stop"] == "callback" and r["documents"] == r["n_iter"] * tr.n_docs and r["seconds"][-1] >= 0.15

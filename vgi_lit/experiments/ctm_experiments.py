@@ -40,14 +40,16 @@ def train_method(train: Corpus, K: int, method: str, max_seconds: float, max_ite
         fit = fit_meanfield(C, K, beta0=beta0, max_iter=max_iter, max_seconds=max_seconds, tol=1e-9, callback=cb)
         mu, Sigma, beta, stop, n_iter = fit.mu, fit.Sigma, fit.beta, fit.stop, fit.n_iter
     else:
-        post = fit_ctm(CTM(C, K, beta=beta0, seed=seed), method, "diag", max_iter=max_iter, max_seconds=max_seconds, tol=0.0,
-                       hyper=hyper, seed=seed, vlb_samples=vlb_samples)
+        post = fit_ctm(CTM(C, K, beta=beta0, seed=seed), method, "diag", max_iter=max_iter, tol=0.0, hyper=hyper, seed=seed,
+                       vlb_samples=vlb_samples, callback=lambda rec: rec.time >= max_seconds)   # stop at a sweep's end
         ok = [r for r in post.history if np.isfinite(r.vlb)]
         secs, vlb = [r.time for r in ok], [r.vlb for r in ok]
         own = [r.extra.get("simple_vlb", np.nan) for r in ok] if method == "simple" else [np.nan] * len(ok)
         mu, Sigma, beta, stop, n_iter = post.mu, post.Sigma, post.beta, post.stop, post.n_iter
+        documents = int(post.history[-1].extra.get("documents", -1))
+    if method == "meanfield": documents = int(n_iter) * C.shape[0]
     return dict(method=method, K=K, mu=mu, Sigma=Sigma, beta=beta, seconds=[float(s) for s in secs], vlb=[float(v) for v in vlb],
-                own=[float(v) for v in own], stop=stop.value, n_iter=int(n_iter), wall=time.perf_counter() - t0)
+                own=[float(v) for v in own], stop=stop.value, n_iter=int(n_iter), documents=documents, wall=time.perf_counter() - t0)
 
 def evaluate(res: dict, test: Corpus, n_samples: int = 10_000, fit_iter: int = 100, seed: int = 0) -> dict:
     "Test NLL per word of a fitted method: (105) with the +0.1I proposal, and document completion (106)."
