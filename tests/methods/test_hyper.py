@@ -263,11 +263,14 @@ def test_warm_start_in_site_form_only_with_nonnegative_site_precisions():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ionosphere", "sonar", "housing-t", "housing-poisson"])
+@pytest.mark.parametrize("name", ["ionosphere", "sonar", "housing-poisson"])
 def test_whitened_joint_from_the_prior_reaches_learns_vlb_on_full_data(name):
     """Full training sets (ionosphere 280, sonar 165, housing 506 rows): the whitened joint L-BFGS over (θ, a, T),
     started at the prior at θ0, reaches learn's VLB to 1e-6 relative (measured: ionosphere 3.3e-13 in 22 s, sonar
-    5.8e-15 in 7 s; the unwhitened route stopped at −93.68 against −82.74 on ionosphere)."""
+    5.8e-15 in 7 s, housing Poisson 4.3e-14 in 292 s; the unwhitened route stopped at −93.68 against −82.74 on
+    ionosphere). Not here: Student-t on full housing, where the whitened joint run ends 1.51 nats HIGHER than learn
+    (−150.552 against −152.062, 25 min): learn (kernel, scale² and ν learned) stops at a lower stationary point of
+    the non-concave Student-t bound; open."""
     model, kw = _problem(name, 100_000)
     hf = learn(model, **kw)
     jt = joint_lbfgs(model, whiten=True, max_iter=100_000, max_seconds=1500, **kw)
