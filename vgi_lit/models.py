@@ -398,6 +398,7 @@ class SparseGP(LGM):
         X, y, self.feature_names = _check_rows(X, y, lazy=True); Z = _inputs(Z, "Z")[0]
         if Z.shape[1] != X.shape[1]: raise ValueError(f"Z has {Z.shape[1]} columns but X has {X.shape[1]}")
         self.X, self.Z, self.kernel, self.mean = X, Z, kernel, _scalar_mean(mean)
+        self.block_size = block_size                                   # how the rows are held (None: H in memory, or a dask X)
         prior = inducing_prior(kernel, Z, jitter)
         self.prior = prior
         if _is_dask(X):
