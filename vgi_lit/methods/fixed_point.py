@@ -33,16 +33,18 @@ def _site(model, m, at: _AtCov):
     E, dE_dm, dE_dv = model.likelihood.expected_log_lik(model.y, model.site_mean(m), at.v_site)
     return E, dE_dm, -2.0 * dE_dv
 
-def _vlb_grad(model, m, at: _AtCov, r=None):
-    "(VLB, ∂VLB/∂m, γ) at (m, V) with V given through `at`; `r` = Σ⁻¹(m − μ) if the caller tracks it."
+def _vlb_grad(model, m, at: _AtCov, r=None, gram: bool = False):
+    """(VLB, ∂VLB/∂m, γ) at (m, V) with V given through `at`; `r` = Σ⁻¹(m − μ) if the caller tracks it. `gram`: on
+    sites passed over in one fused pass, also leave Hᵀdiag(γ₊)H on `at` (the next Newton metric of FPb)."""
     at.gram_next = at.sq = None                                             # sums of a fused pass belong to another state
     r = model.prior.solve(m - model.mu) if r is None else r                 # Σ⁻¹(m − μ), (d,)
     if _fused(model) and not _per_site_arrays(model.likelihood, model.n):   # one pass: means, terms per block, Hᵀ dE/dm
         lik = model.likelihood
         def block(s, e, mb, qb, yb, ab, vb):
             E, dE, dv = lik.expected_log_lik(yb, ab + mb, vb)
-            return dict(E=E, dE=dE, keep_gamma=-2.0 * dv)
+            return dict(E=E, dE=dE, keep_gamma=-2.0 * dv, **(dict(w=np.maximum(-2.0 * dv, 0.0)) if gram else {}))
         res = model.sites.site_pass(m, None, block, rows=(model.y, model.a, at.v_site))
+        if gram: at.gram_next, at.gram_clip = res['gram'], True
         return res['E'] - at.kl_V - kl_mean_part(m, model.mu, model.prior, r), res['g'] - r, res['keep_gamma']
     E, dE_dm, gamma = _site(model, m, at)
     vlb = float(np.sum(E)) - at.kl_V - kl_mean_part(m, model.mu, model.prior, r)
@@ -486,7 +488,8 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
             neg = gamma < 0
             ev = [Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0 in the Hessian", count=int(neg.sum()))] if neg.any() else []
             try:
-                cov_H = SiteCov(model, np.where(neg, 0.0, gamma))         # −Hessian in m
+                Gg = at.gram_next if (at.gram_next is not None and at.gram_clip) else None   # from the fused pass at this state
+                cov_H = SiteCov(model, np.where(neg, 0.0, gamma), gram=Gg)   # −Hessian in m
             except ValueError as e:                                       # e.g. overflowed γ: not PD in float64
                 hist[-1].events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
                 stop = Stop.FAILED, f"Newton factorisation failed: {e}"; break
@@ -494,7 +497,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
             if tau != 1.0: ev.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g}"))
             done = tol_rel > 0 and abs(vlb_new - vlb) <= tol_rel * abs(vlb_new)
             m = m_new
-            vlb, g, gamma = _vlb_grad(model, m, at)
+            vlb, g, gamma = _vlb_grad(model, m, at, gram=True)            # with the next Newton metric's Gram sum (fused pass)
             gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol))
             _record(hist, vlb, g, gV, "newton_m", ev, outer=outer, grad_V_exact=exact)
             stop = check()
