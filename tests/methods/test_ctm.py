@@ -9,7 +9,10 @@ from vgi_lit.corpora import load_reuters
 from vgi_lit.inference import Stop, EventKind
 from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, xi_stats_log, doc_loglik, corpus_loglik, logistic_map,
                                  simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad,
-                                 PriorSums, mu_sigma_update, beta_from_alpha, METHODS, COVS)
+                                 PriorSums, mu_sigma_update, beta_from_alpha, doc_step, _Prior, _psd_part, METHODS, COVS)
+from scipy.linalg import solve_triangular
+from vgi_lit.quadrature import gh_nodes
+from vgi_lit.vlb import kl_gauss
 
 
 def generate_ctm(D, N, beta, mu, Sigma, seed):
@@ -173,3 +176,96 @@ def test_running_prior_sums_match_eqs_60_61(cov):
         sums.replace(m[d], S[d], m_new, S_new); m[d], S[d] = m_new, S_new
         mu, Sig = sums.mu_sigma(); mu_ref, Sig_ref = mu_sigma_update(m, S, cov)
         np.testing.assert_allclose(mu, mu_ref, atol=1e-12); np.testing.assert_allclose(Sig, Sig_ref, atol=1e-12)
+
+
+class _Capture:
+    "An optimiser that records the gradient it is handed and returns a zero step."
+    def step(self, g): self.g = np.array(g, copy=True); return 0.0 * g
+
+
+@pytest.fixture(scope="module")
+def doc3():
+    "A document of 8 distinct words with random topics (K = 3), a non-diagonal prior, a Gauss-Hermite grid and the bound under it."
+    rng = np.random.default_rng(11)
+    lb = np.log(rng.dirichlet(np.ones(8), 3)); ids = np.arange(8); cnts = rng.integers(1, 6, 8).astype(float)
+    Sig = np.array([[1.5, 0.4], [0.4, 0.8]]); pr = _Prior(np.array([0.2, -0.3]), Sig)
+    x, w = gh_nodes(30)
+    Z2 = np.stack(np.meshgrid(x, x, indexing="ij"), -1).reshape(-1, 2); W2 = np.outer(w, w).ravel()
+    def bound(m, L): return W2 @ xi_stats(m + Z2 @ L.T, ids, cnts, lb, None).value - kl_gauss(m, L @ L.T, pr.mu, Sig)
+    def dB(m, L, i, j, h=1e-5):
+        E = np.zeros((2, 2)); E[i, j] = h
+        return (bound(m, L + E) - bound(m, L - E)) / (2 * h)
+    return dict(lb=lb, ids=ids, cnts=cnts, pr=pr, Z2=Z2, W2=W2, dB=dB)
+
+
+def test_sdsvi_gradient_is_the_bounds_gradient(doc3):
+    "The gradients doc_step hands its optimisers (S-DSVI, full and diagonal) against finite differences of the quadrature bound."
+    c = doc3; lb, ids, cnts, pr = c["lb"], c["ids"], c["cnts"], c["pr"]
+    m, L, s = np.array([0.5, -0.1]), np.array([[0.7, 0.0], [0.25, 0.4]]), np.array([0.6, 0.45])
+    fd_L = np.array([[c["dB"](m, L, i, j) if j <= i else 0.0 for j in range(2)] for i in range(2)])
+    fd_s = np.array([c["dB"](m, np.diag(s), j, j) for j in range(2)])
+    e = np.random.default_rng(3).standard_normal((200_000, 2)); e -= e.mean(0)      # sample mean 0, sample covariance I
+    e = solve_triangular(np.linalg.cholesky(e.T @ e / e.shape[0]), e.T, lower=True).T
+    cm, cL, cs = _Capture(), _Capture(), _Capture()
+    doc_step(ids, cnts, m, L, None, pr, lb, "s-dsvi", "full", 1.0, e, cm, cL)
+    doc_step(ids, cnts, m, s, None, pr, lb, "s-dsvi", "diag", 1.0, e, _Capture(), cs)
+    g_quad = pr.solve(pr.mu - m) + c["W2"] @ xi_stats(m + c["Z2"] @ L.T, ids, cnts, lb, None).grad
+    np.testing.assert_allclose(cL.g, fd_L, atol=0.01); assert np.all(np.triu(cL.g, 1) == 0)
+    np.testing.assert_allclose(cs.g, fd_s, atol=0.01)
+    np.testing.assert_allclose(cm.g, g_quad, atol=0.01)
+
+
+def test_projections(doc3):
+    "Π_S++ is the Frobenius-nearest PSD matrix; the natural steps with ρ = 1 use it (full) and max(0, ·) (diagonal)."
+    rng = np.random.default_rng(12)
+    for _ in range(20):
+        A = rng.standard_normal((4, 4)); A = A + A.T
+        P, n = _psd_part(A); R = A - P
+        assert np.linalg.eigvalsh(P).min() > -1e-12 and np.linalg.eigvalsh(R).max() < 1e-12
+        assert np.abs(P @ R).max() < 1e-10 and n == np.sum(np.linalg.eigvalsh(A) < 0)
+        B = A @ A.T; np.testing.assert_allclose(_psd_part(B)[0], B, atol=1e-12)
+    c = doc3; lb, ids, cnts, pr = c["lb"], c["ids"], c["cnts"], c["pr"]; m = np.array([0.5, -0.1])
+    e = np.random.default_rng(16).standard_normal((50, 2)); s = np.full(2, np.sqrt(10.0))   # one curvature of each sign
+    negH = -xi_stats(m + e * s, ids, cnts, lb, "diag").hess.mean(0)
+    _, _, P1, n1, _ = doc_step(ids, cnts, m, s, 1 / s**2, pr, lb, "h-mc-ssvi", "diag", 1.0, e, _Capture())
+    assert np.any(negH < 0) and np.any(negH > 0) and n1 == np.sum(negH < 0)
+    np.testing.assert_allclose(P1, pr.inv_diag + np.maximum(negH, 0.0), rtol=1e-13)
+    negHf = -xi_stats(m + e * s, ids, cnts, lb, "full").hess.mean(0)
+    _, _, P2, n2, _ = doc_step(ids, cnts, m, np.diag(s), np.eye(2) / 10, pr, lb, "h-mc-ssvi", "full", 1.0, e, _Capture())
+    assert n2 == 1; np.testing.assert_allclose(P2, pr.inv + _psd_part(negHf)[0], rtol=1e-12)
+
+
+def test_diagonal_natural_step_fixed_point(doc3):
+    "Diagonal H-MC-SSVI at fixed m, non-diagonal Σ: the bound's derivative in s vanishes where the curvature is not clipped."
+    c = doc3; lb, ids, cnts, pr = c["lb"], c["ids"], c["cnts"], c["pr"]; m = np.array([0.5, -0.1])
+    rng = np.random.default_rng(13); s, P = np.ones(2), np.ones(2)
+    for t in range(1, 401):
+        _, s, P, _, _ = doc_step(ids, cnts, m, s, P, pr, lb, "h-mc-ssvi", "diag", 1.0 / t, rng.standard_normal((200, 2)), _Capture())
+    grad_s = np.array([c["dB"](m, np.diag(s), j, j) for j in range(2)])
+    curv = -(c["W2"] @ xi_stats(m + c["Z2"] * s, ids, cnts, lb, "diag").hess)
+    assert np.any(curv > 0) and np.abs(grad_s[curv > 0]).max() < 0.01, (grad_s, curv)
+
+
+def test_tiny_mixture_probabilities_use_the_log_path():
+    "p_w ≈ 1e-174 > 0: the product path's Hessian term c/p² overflowed; the log path is used below 1e-150."
+    lb = np.log(np.full((3, 3), 1e-300) + np.eye(3) * (1 - 2e-300))
+    eta = np.array([[-400.0, 0.0]]); ids, cnts = np.array([0]), np.array([1.0])
+    for hess in ("full", "diag"):
+        a, b = xi_stats(eta, ids, cnts, lb, hess), xi_stats_log(eta, ids, cnts, lb, hess)
+        for f in ("value", "grad", "hess", "cr"):
+            assert np.all(np.isfinite(getattr(a, f))), (hess, f)
+            np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=1e-10, atol=1e-300)
+
+
+def test_numpy_scalars_and_chunked_proportions(small):
+    model = CTM(small, 3, seed=0)
+    r = fit_ctm(model, max_iter=1, tol=0, lr=np.float32(1.0), lr_beta=np.float64(0.5))
+    assert r.n_iter == 1 and np.isfinite(r.vlb)
+    for bad in (np.float32(np.nan), np.float64(-1.0), True, "1"):
+        with pytest.raises(ValueError, match="lr"): fit_ctm(model, max_iter=1, lr=bad)
+    with pytest.raises(ValueError, match="lr"): fit_documents(small, model.mu, model.Sigma, model.beta, lr=0.0)
+    assert np.all(np.isfinite(fit_documents(small[:2], model.mu, model.Sigma, model.beta, n_iter=2, lr=np.float32(1.0))[0]))
+    rng = np.random.default_rng(0); m = rng.standard_normal((23, 2)); Sv = rng.uniform(0.5, 2, (23, 2))
+    Lf = np.tril(rng.standard_normal((23, 2, 2))) + 2 * np.eye(2); Sf = Lf @ np.swapaxes(Lf, 1, 2)
+    for S in (Sv, Sf):
+        np.testing.assert_array_equal(topic_proportions(m, S, 20, 1, chunk=5), topic_proportions(m, S, 20, 1, chunk=100))

@@ -125,15 +125,15 @@ def xi_stats(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats:
     a document with their counts as weights, for S samples at once. With r̃_w and h̃ the first K−1 entries of the
     responsibilities and of h: ∇ξ_w = r̃_w − h̃ and ∇²ξ_w = [diag(r̃_w) − r̃_w r̃_wᵀ] − [diag(h̃) − h̃h̃ᵀ].
     The mixtures p_w = Σ_k h_k β_kw are matrix products with the columns of β scaled to a largest entry 1 (h by the
-    stable logistic map; sums of positive terms); if one underflows to 0 (extreme η), the log-space form
-    (`xi_stats_log`) is used instead. `hess`: 'full', 'diag' or None."""
+    stable logistic map; sums of positive terms); if one is below 1e-150 (extreme η: the Hessian's c_w/p_w² would
+    overflow, or p_w underflows to 0), the log-space form (`xi_stats_log`) is used instead. `hess`: 'full', 'diag' or None."""
     if hess not in ("full", "diag", None): raise ValueError(f"hess must be 'full', 'diag' or None, got {hess!r}")
     eta = np.atleast_2d(np.asarray(eta, dtype=float))     # (S, K−1)
     ids = np.asarray(ids); cnts = np.asarray(cnts, dtype=float)     # (W,), (W,)
     lB = log_beta[:, ids]; lmax = lB.max(0)                # (K, W), (W,)
     B = np.exp(lB - lmax)                                  # β_kw / max_k β_kw
     h = logistic_map(eta); p = h @ B                       # (S, K), (S, W): p_w / max_k β_kw
-    if not np.all(p > 0): return xi_stats_log(eta, ids, cnts, log_beta, hess)
+    if not np.all(p > 1e-150): return xi_stats_log(eta, ids, cnts, log_beta, hess)
     q = cnts / p                                           # c_w / p_w
     rc = h * (q @ B.T)                                     # (S, K): Σ_w c_w r_kw
     N = cnts.sum(); ht = h[:, :-1]; k1 = ht.shape[1]
@@ -369,6 +369,12 @@ def _positive_int(v, name):
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
     return int(v)
 
+def _positive_float(v, name):
+    "A positive finite number (Python or NumPy scalar, not a bool) as a float; a ValueError naming `name` otherwise."
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (np.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+    return float(v)
+
 HYPER = ("doc", "sweep")
 
 def fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: int = 10, tol: float = 1e-6,
@@ -387,10 +393,13 @@ def fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: i
     - `learn`: update μ, Σ by (60)-(61) and β (ADAGRAD on (62) with rate `lr_beta`; closed form for 'simple'); else keep
       the model's. `hyper`: 'doc' (after every document, μ, Σ from running sums, β by the stochastic gradient (62) with the
       factor D) or 'sweep' (after every sweep, β by the summed gradient). The simple method's closed-form β needs every
-      document's E[h(η_d)]: it is taken after every sweep from each document's draws of its last update.
+      document's E[h(η_d)]: it is taken after every sweep from the draws of each
+      document's last update, which are draws of q(η_d) before that update (no extra draws at the updated q).
     - `lr`: ADAGRAD rate of the mean (69) and of the S-DSVI factor; `schedule`: ρ of (59), (74) (`step_size`); each
       document has its own counter t, which round-robin makes the sweep number.
-    - `seed`: the draws; `S0`: start S_d = S0·I (paper: 10) with m_d = 0; `state0`: start from this state instead (copied).
+    - `seed`: the draws; `S0`: start S_d = S0·I (paper: 10) with m_d = 0; `state0`: start from this state instead (copied): a
+      warm start restarts every document's counter at t = 1 (ρ = 1 at the first sweep) and the ADAGRAD accumulators of
+      the means, the S-DSVI factors and the topics at zero, so it is not the continuation of the run that made the state.
     - `eval_every`, `vlb_samples`: sweeps between evaluations of bound (56) and draws per document in them (`ctm_vlb`).
       The record also holds the simple bound (73) for 'simple'.
     - `blas_threads`: BLAS threads during the run (threadpoolctl; default 1: the per-document algebra is on (K−1) × (K−1)
@@ -410,8 +419,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
     if hyper not in HYPER: raise ValueError(f"hyper must be one of {HYPER}, got {hyper!r}")
     check_budget(tol, max_iter, max_seconds)
     n_mc, eval_every, vlb_samples = _positive_int(n_mc, "n_mc"), _positive_int(eval_every, "eval_every"), _positive_int(vlb_samples, "vlb_samples")
-    for nm, v in (("lr", lr), ("lr_beta", lr_beta)):
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0): raise ValueError(f"{nm} must be positive, got {v!r}")
+    lr, lr_beta = _positive_float(lr, "lr"), _positive_float(lr_beta, "lr_beta")
     step_size(1, schedule)
     if method == "simple" and learn:
         unseen = np.flatnonzero(np.asarray(model.counts.sum(0)).ravel() == 0)
@@ -526,7 +534,8 @@ class CTMPosterior:
         "E_q[h(η_d)] (D, K) of the training documents."
         return topic_proportions(self.m, self.S, n_mc, seed)
     def word_probs(self, n_mc: int = 100, seed: int = 0):
-        "Σ_k E_q[h_k(η_d)] β_kw (D, V) of the training documents."
+        """Σ_k E_q[h_k(η_d)] β_kw (D, V) of the training documents: a dense D × V array by design (every word has positive
+        probability in every document); for a large corpus take `topic_proportions` and `word_probs` on slices of documents."""
         return word_probs(self.topic_proportions(n_mc, seed), self.beta)
     def fit_documents(self, counts, **kw):
         "q(η_d) of new documents at the learned (μ, Σ, β) (`fit_documents`)."
@@ -539,14 +548,22 @@ class CTMPosterior:
         return f"CTMPosterior(method={self.method!r}, cov={self.state.cov!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, n_iter={self.n_iter}, model={self.model!r})"
 
 # %% ../../nbs/methods/17_ctm.ipynb #c38
-def topic_proportions(m, S, n_mc: int = 100, seed: int = 0):
-    """E_q[h(η_d)] (D, K) for q(η_d) = N(m_d, S_d) by `n_mc` draws (seeded); S variances (D, K−1) or matrices (D, K−1, K−1)."""
+def topic_proportions(m, S, n_mc: int = 100, seed: int = 0, chunk: int = 256):
+    """E_q[h(η_d)] (D, K) for q(η_d) = N(m_d, S_d) by `n_mc` draws (seeded); S variances (D, K−1) or matrices (D, K−1, K−1).
+    The documents are taken `chunk` at a time (memory O(chunk · n_mc · K)); the draws, one standard normal stream in
+    document order, and so the result do not depend on `chunk`."""
     m = np.asarray(m, dtype=float); S = np.asarray(S, dtype=float); rng = np.random.default_rng(seed)
-    eps = rng.standard_normal((m.shape[0], _positive_int(n_mc, "n_mc"), m.shape[1]))
-    if S.shape == m.shape: eta = m[:, None, :] + eps * np.sqrt(S)[:, None, :]
-    elif S.shape == m.shape + (m.shape[1],): eta = m[:, None, :] + eps @ np.swapaxes(np.linalg.cholesky(S), 1, 2)
-    else: raise ValueError(f"S must have shape {m.shape} (variances) or {m.shape + (m.shape[1],)}, got {S.shape}")
-    return logistic_map(eta).mean(1)
+    n_mc, chunk = _positive_int(n_mc, "n_mc"), _positive_int(chunk, "chunk")
+    if m.ndim != 2: raise ValueError(f"m must be a (D, K-1) matrix, got shape {m.shape}")
+    diag = S.shape == m.shape
+    if not diag and S.shape != m.shape + (m.shape[1],): raise ValueError(f"S must have shape {m.shape} (variances) or {m.shape + (m.shape[1],)}, got {S.shape}")
+    out = np.empty((m.shape[0], m.shape[1] + 1))
+    for a in range(0, m.shape[0], chunk):
+        b = min(a + chunk, m.shape[0]); eps = rng.standard_normal((b - a, n_mc, m.shape[1]))
+        if diag: eta = m[a:b, None, :] + eps * np.sqrt(S[a:b])[:, None, :]
+        else: eta = m[a:b, None, :] + eps @ np.swapaxes(np.linalg.cholesky(S[a:b]), 1, 2)
+        out[a:b] = logistic_map(eta).mean(1)
+    return out
 
 def word_probs(theta, beta):
     "Predicted word distribution of each document, p(w | d) = Σ_k θ_dk β_kw, from proportions θ (D, K): (D, V)."
@@ -570,7 +587,7 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
     K = beta.shape[0]; beta = check_beta(beta, K, C.shape[1]); k1 = K - 1
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if cov not in COVS: raise ValueError(f"cov must be one of {COVS}, got {cov!r}")
-    n_iter, n_mc = _positive_int(n_iter, "n_iter"), _positive_int(n_mc, "n_mc")
+    n_iter, n_mc, lr = _positive_int(n_iter, "n_iter"), _positive_int(n_mc, "n_mc"), _positive_float(lr, "lr")
     mu = np.array(mu, dtype=float); Sigma = np.array(Sigma, dtype=float)
     if mu.shape != (k1,) or Sigma.shape != (k1, k1): raise ValueError(f"mu and Sigma must have shapes ({k1},) and ({k1}, {k1}), got {mu.shape}, {Sigma.shape}")
     prior = _Prior(mu, Sigma); lb = np.log(beta); rng = np.random.default_rng(seed); D = C.shape[0]
