@@ -268,9 +268,7 @@ def test_whitened_joint_from_the_prior_reaches_learns_vlb_on_full_data(name):
     """Full training sets (ionosphere 280, sonar 165, housing 506 rows): the whitened joint L-BFGS over (θ, a, T),
     started at the prior at θ0, reaches learn's VLB to 1e-6 relative (measured: ionosphere 3.3e-13 in 22 s, sonar
     5.8e-15 in 7 s, housing Poisson 4.3e-14 in 292 s; the unwhitened route stopped at −93.68 against −82.74 on
-    ionosphere). Not here: Student-t on full housing, where the whitened joint run ends 1.51 nats HIGHER than learn
-    (−150.552 against −152.062, 25 min): learn (kernel, scale² and ν learned) stops at a lower stationary point of
-    the non-concave Student-t bound; open."""
+    ionosphere). Student-t on full housing is the next test: there the optimal VLB has several local maxima in θ."""
     model, kw = _problem(name, 100_000)
     hf = learn(model, **kw)
     jt = joint_lbfgs(model, whiten=True, max_iter=100_000, max_seconds=1500, **kw)
@@ -317,3 +315,16 @@ def test_learned_inducing_inputs_raise_the_vlb_and_end_at_a_stationary_point():
     fixed_z, free_z = learn(sgp), learn(sgp, learn_inducing=True)
     assert fixed_z.converged and free_z.converged and free_z.vlb > fixed_z.vlb + 1.0
     assert not np.array_equal(free_z.model.Z, sgp.Z) and free_z.history[-1].grad_norm <= 1e-5
+
+
+@pytest.mark.slow
+def test_student_t_housing_has_several_local_maxima_and_restarts_find_the_joint_optimum():
+    """Full housing (506 rows), Student-t GP with kernel, scale² and ν learned: the whitened joint L-BFGS from the prior
+    ended at VLB −150.5515383 (measured once, 25 min: `joint_lbfgs(model, whiten=True, max_iter=100_000)`), learn from
+    the model's values at a lower local maximum, −152.0615554 (grad_tol: a stationary point, ν 2.69 against 2.19).
+    learn(restarts=3, seed=1) (measured 534 s) keeps the best run, which is the joint route's optimum."""
+    model, kw = _problem("housing-t", 100_000)
+    hf = learn(model, restarts=3, seed=1)
+    vlbs = sorted(r.vlb for r in hf.runs)
+    assert all(r.stop is Stop.GRAD_TOL for r in hf.runs) and vlbs[-1] - vlbs[0] > 1.0          # distinct local maxima
+    assert abs(hf.vlb - (-150.5515383)) <= 1e-6 * 150.55 and hf.theta["likelihood.df"] < 2.4
