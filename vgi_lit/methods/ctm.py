@@ -548,7 +548,7 @@ class CTMPosterior:
         return f"CTMPosterior(method={self.method!r}, cov={self.state.cov!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, n_iter={self.n_iter}, model={self.model!r})"
 
 # %% ../../nbs/methods/17_ctm.ipynb #c38
-def topic_proportions(m, S, n_mc: int = 100, seed: int = 0, chunk: int = 256):
+def topic_proportions(m, S, n_mc: int = 100, seed: int = 0, chunk: int = 64):
     """E_q[h(η_d)] (D, K) for q(η_d) = N(m_d, S_d) by `n_mc` draws (seeded); S variances (D, K−1) or matrices (D, K−1, K−1).
     The documents are taken `chunk` at a time (memory O(chunk · n_mc · K)); the draws, one standard normal stream in
     document order, and so the result do not depend on `chunk`."""
