@@ -83,3 +83,19 @@ def test_as_sites_and_bad_input():
     with pytest.raises(ValueError, match="site indices"): DenseSites(H).rows(np.array([4]))
     with pytest.raises(ValueError, match="shape"): DenseSites(H).matvec(np.ones(4))
     with pytest.raises(ValueError, match="shape"): DenseSites(H).quad(np.ones((2, 4)))
+
+
+def test_posterior_predicts_at_sparse_inputs():
+    "A GLM fitted on CSR inputs predicts at CSR test rows (chunked by rows, never densified) as at their dense copy."
+    import vgi_lit
+    import scipy.sparse as sp
+    from vgi_lit.likelihoods import Logistic
+    rng = np.random.default_rng(3)
+    X = sp.random(300, 12, density=0.2, format="csr", random_state=4); w = rng.standard_normal(12)
+    y = np.where(X @ w + 0.3 * rng.standard_normal(300) > 0, 1.0, -1.0)
+    post = vgi_lit.fit(vgi_lit.GLM(X, y, Logistic(), prior_cov=2.0), "fpi")
+    Xt = sp.random(45, 12, density=0.2, format="csr", random_state=5)
+    mu_s, var_s = post.predict(Xt, chunk=20)
+    mu_d, var_d = post.predict(Xt.toarray())
+    assert np.allclose(mu_s, mu_d, rtol=1e-12, atol=1e-14) and np.allclose(var_s, var_d, rtol=1e-12, atol=1e-14)
+    assert mu_s.shape == (45,)

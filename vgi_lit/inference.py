@@ -206,7 +206,7 @@ class VGPosterior:
         must have the model's columns in the model's order)."""
         means, vars_ = [np.zeros(0)], [np.zeros(0)]
         X_new = self.model.check_inputs(X_new)
-        for s in range(0, len(X_new), chunk):
+        for s in range(0, X_new.shape[0], chunk):              # X_new may be a scipy.sparse matrix (a sparse GLM)
             mu_s, var_s = self.model.predict_latent(self.m, self.cov, X_new[s:s + chunk])
             means.append(mu_s); vars_.append(var_s)
         return np.concatenate(means), np.concatenate(vars_)
