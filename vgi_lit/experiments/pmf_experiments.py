@@ -99,7 +99,7 @@ def vlb_traces(ratings, kind: str = "ordinal", runs=(("mc-ssvi", None), ("h-mc-s
 def plot_traces(traces: dict, path):
     """The bound against time of `vlb_traces`' runs, one panel per method, one line per sub-sample size; written to `path`.
     The vertical range runs from 1.15 times the lowest start to the highest value: a run that falls below it is marked
-    'leaves the plot' with its last value."""
+    'below the plot' with its lowest value."""
     import matplotlib; matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     methods = sorted({k.split("/")[0] for k in traces}, key=lambda m: METHODS.index(m) if m in METHODS else 99)
@@ -108,7 +108,7 @@ def plot_traces(traces: dict, path):
     for ax, m in zip(axes[0], methods):
         for k, v in traces.items():
             if k.split("/")[0] != m: continue
-            out = f" (leaves the plot: {v['vlb'][-1]:.3g})" if np.nanmin(v["vlb"]) < lo else ""
+            out = f" (lowest {np.nanmin(v['vlb']):.3g}, below the plot)" if np.nanmin(v["vlb"]) < lo else ""
             ax.plot(v["time"], v["vlb"], marker=".", label=f"sub-sample {k.split('/')[1]}{out}")
         ax.set_title(m); ax.set_xlabel("seconds (bound evaluations excluded)"); ax.legend(fontsize=8); ax.set_ylim(lo - 0.02 * (hi - lo), hi + 0.02 * (hi - lo))
     axes[0][0].set_ylabel("estimated bound (47)")
