@@ -328,3 +328,13 @@ def test_student_t_housing_has_several_local_maxima_and_restarts_find_the_joint_
     vlbs = sorted(r.vlb for r in hf.runs)
     assert all(r.stop is Stop.GRAD_TOL for r in hf.runs) and vlbs[-1] - vlbs[0] > 1.0          # distinct local maxima
     assert abs(hf.vlb - (-150.5515383)) <= 1e-6 * 150.55 and hf.theta["likelihood.df"] < 2.4
+
+
+def test_learn_refuses_blocked_sites_with_a_clear_error():
+    "learn's gradients read H in memory: a SparseGP with blocked sites is refused by name, not with H's generic error."
+    from vgi_lit.kernels import RBF as _RBF
+    from vgi_lit.likelihoods import Logistic as _Logistic
+    rng = np.random.default_rng(0); X = rng.standard_normal((60, 2)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    m = vgi_lit.SparseGP(X, y, _Logistic(), _RBF(1.0, 1.0), X[:8], block_size=20)
+    with pytest.raises(ValueError, match="learn needs the site matrix in memory.*'blocked'"):
+        vgi_lit.fit(m, learn=True)

@@ -128,6 +128,10 @@ class _Hyper:
     space; a model at given free values; the exact partial derivative of the VLB in the free parameters at any q."""
     def __init__(self, model, learn_mean: bool = False, fixed=None, learn_inducing: bool = False):
         self.model, self.learn_mean = model, bool(learn_mean)
+        if model.sites.kind in ('blocked', 'dask'):
+            raise ValueError(f"learn needs the site matrix in memory, and this {type(model).__name__} holds its sites as '{model.sites.kind}' "
+                             "rows (computed per block / a dask array): learn the hyperparameters on an in-memory model (block_size=None, or "
+                             "a subset of the rows) and build the blocked model at the learned values (model.kernel.with_params(...))")
         lik = model.likelihood
         if isinstance(model, (GP, SparseGP)):
             K = model.kernel.K(model.Z if isinstance(model, SparseGP) else model.X)
@@ -181,7 +185,8 @@ class _Hyper:
         mean = t[-1] if self.learn_mean else None
         if isinstance(M, SparseGP):
             Z = t[l:l + self.n_z].reshape(M.Z.shape) if self.n_z else M.Z
-            return SparseGP(M.X, M.y, lik, M.kernel.with_params(t[:k]), Z, mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
+            return SparseGP(M.X, M.y, lik, M.kernel.with_params(t[:k]), Z, mean=M.mean if mean is None else mean, jitter=self.rel_jitter,
+                            block_size=M.block_size)                 # a blocked model stays blocked (never n × M in memory)
         if isinstance(M, GP):
             return GP(M.X, M.y, lik, M.kernel.with_params(t[:k]), mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
         var = np.exp(t[:k]); var = float(var[0]) if M.prior.kind == 'scalar' else var
