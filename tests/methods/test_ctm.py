@@ -269,3 +269,30 @@ def test_numpy_scalars_and_chunked_proportions(small):
     Lf = np.tril(rng.standard_normal((23, 2, 2))) + 2 * np.eye(2); Sf = Lf @ np.swapaxes(Lf, 1, 2)
     for S in (Sv, Sf):
         np.testing.assert_array_equal(topic_proportions(m, S, 20, 1, chunk=5), topic_proportions(m, S, 20, 1, chunk=100))
+
+
+@pytest.mark.parametrize("hyper", ["sweep", "doc"])
+def test_budget_stop_inside_sweep_skips_partial_hyper_update(small, monkeypatch, hyper):
+    "A time budget that runs out after 3 of 30 documents: with hyper='sweep' μ, Σ, β stay those of the start (no update from"
+    " the partial gradient); with hyper='doc' they are those after the 3rd document (no end-of-sweep recompute); the"
+    " documents not reached keep their start q."
+    import vgi_lit.methods.ctm as C
+
+    class After3(C.History):
+        def out_of_time(self):
+            self._n = getattr(self, "_n", 0) + 1
+            return self._n >= 3
+    model = CTM(small, 3, seed=0)
+    st0 = init_state(model, "diag", True, 10.0)
+    monkeypatch.setattr(C, "History", After3)
+    r = fit_ctm(model, hyper=hyper, max_iter=5, tol=0, seed=0)
+    assert r.stop is Stop.MAX_SECONDS and r.history[-1]["documents"] == 3 and r.n_iter == 1
+    np.testing.assert_array_equal(r.m[3:], st0.m[3:])
+    assert not np.allclose(r.m[:3], st0.m[:3])
+    if hyper == "sweep":
+        np.testing.assert_array_equal(r.beta, st0.beta)
+        np.testing.assert_array_equal(r.mu, st0.mu); np.testing.assert_array_equal(r.Sigma, st0.Sigma)
+    else:   # the running-sum values after document 3, not the exact recompute over all documents
+        assert not np.array_equal(r.beta, st0.beta)
+        mu, Sig = mu_sigma_update(r.m, r.S, "diag")
+        np.testing.assert_allclose(r.mu, mu, atol=1e-10); np.testing.assert_allclose(r.Sigma, Sig, atol=1e-10)

@@ -389,7 +389,10 @@ def fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: i
     - `n_mc`: draws of η_d per document update (paper: 10).
     - `tol`: stop (`Stop.REL_TOL`) when the estimated bound changes by at most tol·(1 + |bound|) between evaluations;
       `max_iter`: at most this many sweeps (`Stop.MAX_ITER`); `max_seconds`: time budget, tested after every document,
-      evaluations of the bound not counted (`Stop.MAX_SECONDS`); `callback(record)` after every evaluation, True stops.
+      evaluations of the bound not counted (`Stop.MAX_SECONDS`); a budget stop inside a sweep skips that sweep's end-of-sweep
+      update of μ, Σ, β (with hyper='sweep' it would rest on the gradient of part of the documents and can lower the
+      bound), so the run ends at the documents' last q and the hyperparameters of the last full sweep (or of the last
+      document, hyper='doc'); `callback(record)` after every evaluation, True stops.
     - `learn`: update μ, Σ by (60)-(61) and β (ADAGRAD on (62) with rate `lr_beta`; closed form for 'simple'); else keep
       the model's. `hyper`: 'doc' (after every document, μ, Σ from running sums, β by the stochastic gradient (62) with the
       factor D) or 'sweep' (after every sweep, β by the summed gradient). The simple method's closed-form β needs every
@@ -460,6 +463,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
         t += 1; rho = step_size(t, schedule); n_proj = 0; events = []
         sums = PriorSums(st.m, st.S, cov)
         Gb = np.zeros((K, model.V)) if hyper == "sweep" else None
+        partial = False                                                     # the budget ended the sweep early
         for d in range(D):
             ids, cnts = model.doc(d)
             old = (st.m[d].copy(), Sd(d))
@@ -486,8 +490,8 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
                     except ValueError:                                      # running sums lost definiteness: recompute
                         mu, Sig = mu_sigma_update(st.m, st.S, cov); prior = _Prior(mu, Sig)
                     st.mu, st.Sigma = mu, Sig
-            if hist.out_of_time(): break
-        if stop is None and learn:
+            if hist.out_of_time(): partial = d < D - 1; break
+        if stop is None and learn and not partial:
             if hyper == "sweep":
                 st.mu, st.Sigma = mu_sigma_update(st.m, st.S, cov)
                 if method != "simple":
