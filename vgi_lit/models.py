@@ -10,7 +10,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from .linalg import cholesky, chol_logdet, tri_inv
 from .kernels import _check_X
 import scipy.sparse as sp
-from .sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites, as_sites, _is_dask
+from .sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites, as_sites, _is_dask, _idx
 
 # %% auto #0
 __all__ = ['PriorCov', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map', 'SparseGP']
@@ -213,7 +213,7 @@ class LGM:
         return self.sites.rmatvec(B)
     def rows(self, idx):
         "Site map (a, c, H) of the sites `idx` (integer indices): a mini-batch of the sites of Sheth & Khardon (2016), eq. 4; O(|idx|·d) memory."
-        idx = _check_idx(idx, self.n)
+        idx = _idx(idx, self.n)
         return self.a[idx], self.c[idx], self.sites.rows(idx)
     def site_mean(self, m):
         "Site means `m_i = a_i + h_iᵀm` for all sites (Sheth & Khardon 2016, eq. 4)."
@@ -258,15 +258,6 @@ class LGM:
         a, c, Hn = self.project(X_new)
         return a + Hn @ m, c + cov.var_at(Hn)
     def __repr__(self): return f"{type(self).__name__}(n={self.n}, d={self.d}, likelihood={type(self.likelihood).__name__}, prior={self.prior})"
-
-# %% ../nbs/03_models.ipynb #3cdad1dd
-def _check_idx(idx, n):
-    "Site indices as an integer array, each in [0, n); ValueError otherwise."
-    idx = np.asarray(idx)
-    if idx.ndim != 1 or not (idx.size == 0 or np.issubdtype(idx.dtype, np.integer)):
-        raise ValueError(f"idx must be a 1-d array of integer site indices, got dtype {idx.dtype} and shape {idx.shape}")
-    if idx.size and (idx.min() < 0 or idx.max() >= n): raise ValueError(f"site indices must lie in [0, {n}), got range [{idx.min()}, {idx.max()}]")
-    return idx
 
 # %% ../nbs/03_models.ipynb #228cf9b2
 def _scalar_mean(mean):
@@ -419,5 +410,5 @@ class SparseGP(LGM):
         super().__init__(y, likelihood, self.mean, prior, a, c, H)
     def rows(self, idx):
         "Site map of the sites `idx`, recomputed from K(X_idx, Z) (the mini-batch never reads the n × M H)."
-        return sparse_gp_site_map(self.kernel, self.Z, self.prior, np.asarray(self.X[_check_idx(idx, self.n)]), self.mean)
+        return sparse_gp_site_map(self.kernel, self.Z, self.prior, np.asarray(self.X[_idx(idx, self.n)]), self.mean)
     def project(self, X_new): return sparse_gp_site_map(self.kernel, self.Z, self.prior, self.check_inputs(X_new), self.mean)
