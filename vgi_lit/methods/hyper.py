@@ -409,15 +409,24 @@ def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0
     m0 = np.array(model.mu, dtype=float) if m0 is None else np.asarray(m0, dtype=float)
     L0 = np.diag(np.sqrt(model.prior.diag())) if L0 is None else np.asarray(L0, dtype=float)
     x0 = np.concatenate([hp.theta0, m0, L0[tri]])
-    bnds = [(None if not np.isfinite(a) else a, None if not np.isfinite(a) else -a) for a in lo] + [(None, None)] * d \
+    res = _run_joint(fun, x0, lo, d, tri, tol, max_iter, max_seconds, maxcor, t_start)
+    th, m, L = unpack(res.x); mod = hp.build(th)
+    return _joint_result(hp, mod, m, L, res, t_start)
+
+def _run_joint(fun, x0, lo, d, tri, tol, max_iter, max_seconds, maxcor, t_start):
+    """The L-BFGS-B run shared by both joint routes over (θ, mean part (d), tril factor): free log-parameters within
+    their bounds `lo` (±bound), the mean part free, the factor's diagonal positive; `max_seconds` ends it through the callback."""
+    bnds = [(a, -a) if np.isfinite(a) else (None, None) for a in lo] + [(None, None)] * d \
         + [(1e-12, None) if on else (None, None) for on in (tri[0] == tri[1])]
     opts = dict(maxiter=int(max_iter), maxfun=2 * int(max_iter), gtol=tol, ftol=0.0, maxcor=maxcor)
     cb = None
     if max_seconds is not None:
         def cb(intermediate_result):
             if time.perf_counter() - t_start > max_seconds: raise StopIteration
-    res = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bnds, options=opts, callback=cb)
-    th, m, L = unpack(res.x); mod = hp.build(th)
+    return minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bnds, options=opts, callback=cb)
+
+def _joint_result(hp, mod, m, L, res, t_start) -> dict:
+    "The joint routes' result: the VLB at (m, LLᵀ) of the model at the final θ, θ by name, and the optimiser's counts and message."
     return dict(vlb=vlb(mod, m, DenseCov(L)), theta=_values(hp, mod), model=mod, m=m, L=L, nit=int(res.nit), nfev=int(res.nfev),
                 seconds=time.perf_counter() - t_start, message=str(res.message))
 
@@ -469,14 +478,6 @@ def _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0
     a0 = np.zeros(n) if m0 is None else mod0.prior.half_solve(np.asarray(m0, float) - mod0.mu)
     T0 = np.eye(n) if L0 is None else np.linalg.cholesky(mod0.prior.half_solve(mod0.prior.half_solve(np.asarray(L0, float) @ np.asarray(L0, float).T).T))
     x0 = np.concatenate([hp.theta0, a0, T0[tri]])
-    bnds = [(None if not np.isfinite(b) else b, None if not np.isfinite(b) else -b) for b in lo] + [(None, None)] * n \
-        + [(1e-12, None) if on else (None, None) for on in (tri[0] == tri[1])]
-    opts = dict(maxiter=int(max_iter), maxfun=2 * int(max_iter), gtol=tol, ftol=0.0, maxcor=maxcor)
-    cb = None
-    if max_seconds is not None:
-        def cb(intermediate_result):
-            if time.perf_counter() - t_start > max_seconds: raise StopIteration
-    res = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bnds, options=opts, callback=cb)
+    res = _run_joint(fun, x0, lo, n, tri, tol, max_iter, max_seconds, maxcor, t_start)
     th, a, T = unpack(res.x); mod = hp.build(th); m, L = qof(mod, a, T)
-    return dict(vlb=vlb(mod, m, DenseCov(L)), theta=_values(hp, mod), model=mod, m=m, L=L, nit=int(res.nit), nfev=int(res.nfev),
-                seconds=time.perf_counter() - t_start, message=str(res.message))
+    return _joint_result(hp, mod, m, L, res, t_start)
