@@ -296,3 +296,26 @@ def test_budget_stop_inside_sweep_skips_partial_hyper_update(small, monkeypatch,
         assert not np.array_equal(r.beta, st0.beta)
         mu, Sig = mu_sigma_update(r.m, r.S, "diag")
         np.testing.assert_allclose(r.mu, mu, atol=1e-10); np.testing.assert_allclose(r.Sigma, Sig, atol=1e-10)
+
+
+def test_full_natural_step_forms_no_inverse(doc3, monkeypatch):
+    "The full-covariance natural step takes L of S = P⁻¹ from P's reversed Cholesky factor by one triangular solve: no"
+    " cho_solve against the identity; L is lower with positive diagonal and LLᵀ = P⁻¹ (seeded P up to cond 1e8)."
+    import vgi_lit.methods.ctm as C
+    rng = np.random.default_rng(5)
+    for c_ in (1.0, 1e4, 1e8):
+        Q, _ = np.linalg.qr(rng.standard_normal((6, 6))); P = (Q * np.geomspace(1, c_, 6)) @ Q.T; P = 0.5 * (P + P.T)
+        L = C._cov_factor_from_precision(P)
+        assert np.array_equal(L, np.tril(L)) and np.diag(L).min() > 0
+        np.testing.assert_allclose(L.T @ P @ L, np.eye(6), atol=1e-7)
+    c = doc3; lb, ids, cnts, pr = c["lb"], c["ids"], c["cnts"], c["pr"]; m = np.array([0.5, -0.1])
+    real = C.cho_solve
+    def no_identity(cf, b, *a, **k):
+        b_ = np.asarray(b)
+        if b_.ndim == 2 and b_.shape[0] == b_.shape[1] and np.array_equal(b_, np.eye(b_.shape[0])):
+            raise AssertionError("explicit inverse formed by cho_solve(., I)")
+        return real(cf, b, *a, **k)
+    monkeypatch.setattr(C, "cho_solve", no_identity)
+    e = np.random.default_rng(16).standard_normal((50, 2)); s = np.full(2, np.sqrt(10.0))
+    _, L2, P2, _, _ = doc_step(ids, cnts, m, np.diag(s), np.eye(2) / 10, pr, lb, "h-mc-ssvi", "full", 1.0, e, _Capture())
+    np.testing.assert_allclose(L2 @ L2.T @ P2, np.eye(2), atol=1e-12)

@@ -321,6 +321,16 @@ def _psd_part(A):
     w, U = np.linalg.eigh(0.5 * (A + A.T))
     return (U * np.maximum(w, 0.0)) @ U.T, int(np.sum(w < 0))
 
+def _cov_factor_from_precision(P):
+    """The lower Cholesky factor L of S = P⁻¹ from P without forming P⁻¹. The state stores L itself (the draws η = m + Lε,
+    the bound and S_d = LLᵀ read it), so the factor is needed as a matrix. With J the order-reversing permutation, the
+    Cholesky factor of JPJ = RRᵀ gives P = UUᵀ with U = JRJ upper triangular, so S = U⁻ᵀU⁻¹ and L = U⁻ᵀ is lower
+    triangular with positive diagonal: one triangular solve, whose error grows with cond(U) = cond(P)^(1/2), where the
+    inverse followed by a second factorisation works with cond(P)."""
+    R = cholesky(np.ascontiguousarray(P[::-1, ::-1]), name="document precision", check=False)
+    U = R[::-1, ::-1]
+    return solve_triangular(U, np.eye(P.shape[0]), trans="T", lower=False)
+
 def doc_step(ids, cnts, m, L, P, prior: _Prior, log_beta, method: str, cov: str, rho: float, eps, opt_m, opt_L=None):
     """One update of q(η_d) = N(m, LLᵀ) of one document from the draws η_s = m + Lε_s (ε: (S, K−1)), all estimates at
     the current (m, S) (Sheth & Khardon 2016b, §3.7, A.1, A.2):
@@ -347,7 +357,7 @@ def doc_step(ids, cnts, m, L, P, prior: _Prior, log_beta, method: str, cov: str,
             Ln = L + opt_L.step(GL); bad = Ln <= 0
             if np.any(bad): Ln[bad] = 0.5 * L[bad]; n_proj = int(bad.sum())
         else:
-            GL = np.tril(np.diag(1.0 / np.diag(L)) - prior.inv @ L + G.T @ eps / eps.shape[0])
+            GL = np.tril(np.diag(1.0 / np.diag(L)) - prior.solve(L) + G.T @ eps / eps.shape[0])
             Ln = L + np.tril(opt_L.step(GL)); dL, dn = np.diag(L), np.diag(Ln).copy(); bad = dn <= 0
             if np.any(bad): dn[bad] = 0.5 * dL[bad]; Ln[np.diag_indices(k1)] = dn; n_proj = int(bad.sum())
         Pn = None
@@ -359,8 +369,7 @@ def doc_step(ids, cnts, m, L, P, prior: _Prior, log_beta, method: str, cov: str,
         else:
             Pi, n_proj = _psd_part(-Hm)
             Pn = (1 - rho) * P + rho * (prior.inv + Pi); Pn = 0.5 * (Pn + Pn.T)
-            R = cholesky(Pn, name="document precision", check=False)
-            Ln = cholesky(cho_solve((R, True), np.eye(k1)), name="document covariance", check=False)
+            Ln = _cov_factor_from_precision(Pn)
     mn = m + opt_m.step(prior.solve(prior.mu - m) + g)
     return mn, Ln, Pn, n_proj, aux
 
