@@ -162,7 +162,7 @@ def _as_counts(x):
 def completion_nll(first, second, mu, Sigma, beta, fit=None):
     """(106): −Σ_d log p(second_d | η = m_d, β) / Σ_d N_d,second with m_d the posterior mean fitted to `first` (Corpus or CSR, same
     rows and words); `fit(counts, mu, Sigma, beta) -> (m, S)` (default: `fit_documents`, 100 batch H-MC-SSVI iterations with
-    diagonal covariance, as Sheth & Khardon 2017, A.5). Returns (nll_per_word, m)."""
+    diagonal covariance, as Sheth & Khardon 2016b, A.5). Returns (nll_per_word, m)."""
     beta = _check_beta(beta); A, B = _as_counts(first), _as_counts(second)
     if A.shape != B.shape: raise ValueError(f"first {A.shape} and second {B.shape} halves differ in shape")
     m, _ = (fit or fit_documents)(A, mu, Sigma, beta)
