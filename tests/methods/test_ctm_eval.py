@@ -1,7 +1,10 @@
 "CTM held-out evaluation: (105) against quadrature over seeds and proposals, the Laplace fit's mode, (106) and the bound (56), bad input."
 import functools
 import numpy as np, pytest, scipy.sparse as sp
-from vgi_lit.methods.ctm_eval import (log_h, xi, doc_loglik, doc_grad_hess, is_loglik, quad_loglik, laplace_documents,
+import vgi_lit.methods.ctm as ctm
+import vgi_lit.methods.ctm_eval as ctm_eval
+from vgi_lit.methods.ctm import log_logistic_map, CTM
+from vgi_lit.methods.ctm_eval import (doc_grad_hess, is_loglik, quad_loglik, laplace_documents,
                                       heldout_nll, completion_nll, mc_bound)
 
 
@@ -25,9 +28,10 @@ def test_is_matches_quadrature(seed, c):
     beta, ids, cnts = _doc(seed)
     mu, Sig = np.array([0.5 * seed - 0.5]), np.array([[0.5 + seed]])
     exact, m, S = _exact_and_laplace(seed)
-    est, se = (is_loglik(ids, cnts, mu, Sig, beta, n_samples=20_000, seed=seed) if c is None
+    est, se, ess = (is_loglik(ids, cnts, mu, Sig, beta, n_samples=20_000, seed=seed) if c is None
                else is_loglik(ids, cnts, mu, Sig, beta, m[0], S[0], c, n_samples=5_000, seed=seed))
     assert se < 0.05 and abs(est - exact) < 4 * se + 1e-9, (est, exact, se)
+    assert 1 <= ess <= (20_000 if c is None else 5_000)
 
 
 def test_batching_does_not_change_the_estimate():
@@ -35,7 +39,7 @@ def test_batching_does_not_change_the_estimate():
     mu, Sig = np.zeros(2), np.eye(2)
     a = is_loglik(ids, cnts, mu, Sig, beta, np.zeros(2), np.ones(2), 0.1, n_samples=3000, batch=3000, seed=1)
     b = is_loglik(ids, cnts, mu, Sig, beta, np.zeros(2), np.ones(2), 0.1, n_samples=3000, batch=700, seed=1)
-    assert abs(a[0] - b[0]) < 1e-10 and abs(a[1] - b[1]) < 1e-10         # the same draws, in batches
+    assert abs(a[0] - b[0]) < 1e-10 and abs(a[1] - b[1]) < 1e-10 and abs(a[2] - b[2]) < 1e-7        # the same draws, in batches
     assert is_loglik(ids, cnts, mu, Sig, beta, n_samples=100, seed=7) == is_loglik(ids, cnts, mu, Sig, beta, n_samples=100, seed=7)
 
 
@@ -65,22 +69,55 @@ def test_heldout_and_completion_and_bound():
     off = [mc_bound(counts[d], mu, Sig, beta, m[d:d + 1] + 1.0, S[d:d + 1], n_samples=2000, seed=d) for d in range(4)]
     assert np.all(np.array(off) < np.array(bound) - 0.3)                          # a worse q, a lower bound
     half = sp.csr_matrix(counts.toarray() // 2)
-    nll, mm = completion_nll(half, counts, mu, Sig, beta, fit=lambda C, *a: (np.zeros((C.shape[0], K - 1)), None))
-    h = np.exp(log_h(np.zeros(K - 1)))                                             # at η = 0: θ uniform
-    assert np.isclose(nll, -(counts.toarray() @ np.log(h @ beta)).sum() / counts.sum())
+    comp = completion_nll(half, counts, mu, Sig, beta, fit=lambda C, *a: (np.zeros((C.shape[0], K - 1)), None))
+    h = np.exp(log_logistic_map(np.zeros(K - 1)))                                  # at η = 0: θ uniform
+    ll = counts.toarray() @ np.log(h @ beta)
+    assert np.isclose(comp["nll_per_word_pooled"], -ll.sum() / counts.sum())
+    assert np.isclose(comp["nll_per_word_doc_mean"], np.mean(-ll / lens)) and not np.isclose(comp["nll_per_word_doc_mean"], comp["nll_per_word_pooled"])
 
 
 def test_bad_input():
     beta, ids, cnts = _doc(0)
     mu, Sig = np.zeros(1), np.eye(1)
-    with pytest.raises(ValueError, match="beta's rows"): is_loglik(ids, cnts, mu, Sig, beta * 2)
-    with pytest.raises(ValueError, match="strictly positive"): is_loglik(ids, cnts, mu, Sig, np.vstack([beta[0], np.eye(8)[0]]))
+    with pytest.raises(ValueError, match="rows of beta"): is_loglik(ids, cnts, mu, Sig, beta * 2)
+    with pytest.raises(ValueError, match="beta must be positive"): is_loglik(ids, cnts, mu, Sig, np.vstack([beta[0], np.eye(8)[0]]))
     with pytest.raises(ValueError, match="mu must"): is_loglik(ids, cnts, np.zeros(3), Sig, beta)
     with pytest.raises(ValueError, match="c must"): is_loglik(ids, cnts, mu, Sig, beta, np.zeros(1), np.ones(1), c=-1)
     with pytest.raises(ValueError, match="word ids"): is_loglik(ids + 5, cnts, mu, Sig, beta)
-    with pytest.raises(ValueError, match="integer"): is_loglik(ids, cnts.astype(float), mu, Sig, beta)
+    with pytest.raises(ValueError, match="cnts must hold integer"): is_loglik(ids, cnts + 0.5, mu, Sig, beta)
+    with pytest.raises(ValueError, match="n_samples"): is_loglik(ids, cnts, mu, Sig, beta, n_samples=1e4)
+    with pytest.raises(ValueError, match="batch"): is_loglik(ids, cnts, mu, Sig, beta, batch=100.0)
     with pytest.raises(ValueError, match="positive definite"): is_loglik(ids, cnts, mu, -Sig, beta)
     with pytest.raises(ValueError, match="S must"): is_loglik(ids, cnts, mu, Sig, beta, np.zeros(1), np.ones((2, 2)))
     with pytest.raises(ValueError, match="K = 2"): quad_loglik(ids, cnts, np.zeros(2), np.eye(2), np.full((3, 8), 1 / 8))
     with pytest.raises(ValueError, match="cov must"): laplace_documents(sp.csr_matrix(cnts[None]), mu, Sig, beta, cov="x")
     with pytest.raises(ValueError, match="at least one word"): heldout_nll(sp.csr_matrix((1, 8), dtype=np.int64), mu, Sig, beta)
+
+
+def test_ess_and_heldout_input():
+    "The effective sample size exp(2a₁ − a₂) of the weights: n for equal weights (a one-word vocabulary), the value from"
+    " the weights otherwise; heldout_nll takes float counts with integer values (CTM.counts) and names m, S on bad input."
+    rng = np.random.default_rng(2); K, V = 3, 10
+    beta = rng.dirichlet(np.ones(V), size=K); counts = sp.csr_matrix(rng.poisson(1.5, size=(3, V)) + np.eye(3, V, dtype=int))
+    mu, Sig = np.zeros(K - 1), np.eye(K - 1)
+    flat = np.full((K, 1), 1.0)                                                  # every η gives the word probability 1
+    assert np.isclose(is_loglik(np.array([0]), np.array([3]), mu, Sig, flat, n_samples=500, seed=0)[2], 500)
+    ids, c = counts[0].indices, counts[0].data
+    est, se, ess = is_loglik(ids, c, mu, Sig, beta, n_samples=300, batch=300, seed=4)
+    eta = np.random.default_rng(4).standard_normal((300, K - 1))
+    w = np.exp(ctm.doc_loglik(ids, c, eta, beta)); np.testing.assert_allclose(ess, w.sum() ** 2 / (w ** 2).sum(), rtol=1e-10)
+    m, S = laplace_documents(counts, mu, Sig, beta)
+    r_int = heldout_nll(counts, mu, Sig, beta, m, S, n_samples=200, seed=0)
+    r_flt = heldout_nll(CTM(counts, K).counts, mu, Sig, beta, m, S, n_samples=200, seed=0)
+    np.testing.assert_allclose(r_flt["logp"], r_int["logp"], rtol=1e-12); assert r_int["ess"].shape == (3,)
+    with pytest.raises(ValueError, match="m and S"): heldout_nll(counts, mu, Sig, beta, m=m)
+    with pytest.raises(ValueError, match="m must have one row"): heldout_nll(counts, mu, Sig, beta, m[:2], S[:2])
+    with pytest.raises(ValueError, match="S must have one row"): heldout_nll(counts, mu, Sig, beta, m, S[:2])
+    with pytest.raises(ValueError, match="n_samples"): heldout_nll(counts, mu, Sig, beta, n_samples=200.0)
+
+
+def test_eval_uses_the_model_pages_functions():
+    "One implementation of the log-likelihood, log h, the PSD projection and the topic check: ctm_eval takes ctm's."
+    assert ctm_eval.doc_loglik is ctm.doc_loglik and ctm_eval.log_logistic_map is ctm.log_logistic_map
+    assert ctm_eval._psd_part is ctm._psd_part and ctm_eval.check_beta is ctm.check_beta
+    assert not any(hasattr(ctm_eval, n) for n in ("log_h", "xi", "_check_beta"))

@@ -58,7 +58,7 @@ def evaluate(res: dict, test: Corpus, n_samples: int = 10_000, fit_iter: int = 1
     r = heldout_nll(test, res["mu"], res["Sigma"], res["beta"], m, S, c=0.1, n_samples=n_samples, seed=seed)
     first, second = split_words(test, seed=seed)
     keep = np.flatnonzero(first.doc_lengths > 0)
-    comp, _ = completion_nll(first.subset(keep), second.subset(keep), res["mu"], res["Sigma"], res["beta"], fit=fit)
+    comp = completion_nll(first.subset(keep), second.subset(keep), res["mu"], res["Sigma"], res["beta"], fit=fit)["nll_per_word_pooled"]
     return dict(is_nll=r["nll_per_word"], is_se=r["se"], is_nll_tokens=float(-r["logp"].sum() / test.n_tokens),
                 completion=comp)
 

@@ -6,51 +6,29 @@
 from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import solve_triangular, eigh
+from scipy.linalg import solve_triangular
 from scipy.special import logsumexp
 from scipy.integrate import quad
 from ..linalg import cholesky, chol_logdet
 from ..vlb import kl_gauss
 from ..corpora import Corpus
-from .ctm import fit_documents
+from .ctm import fit_documents, doc_loglik, log_logistic_map, check_beta, _psd_part
 
 # %% auto #0
-__all__ = ['log_h', 'xi', 'doc_loglik', 'doc_grad_hess', 'laplace_documents', 'is_loglik', 'quad_loglik', 'completion_nll',
-           'heldout_nll', 'mc_bound']
+__all__ = ['doc_grad_hess', 'laplace_documents', 'is_loglik', 'quad_loglik', 'completion_nll', 'heldout_nll', 'mc_bound']
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #350a34ef
-def _check_beta(beta):
-    beta = np.asarray(beta)
-    if beta.ndim != 2 or not np.issubdtype(beta.dtype, np.floating): raise ValueError(f"beta must be a (K, V) float array, got {beta.dtype} {beta.shape}")
-    if not (np.all(np.isfinite(beta)) and beta.min() > 0): raise ValueError("beta must be finite and strictly positive")
-    if not np.allclose(beta.sum(axis=1), 1.0, atol=1e-8): raise ValueError("beta's rows must sum to 1 (topics on the simplex)")
-    return beta.astype(np.float64, copy=False)
+def _beta(beta):
+    "β (K, V) checked by the model page's `check_beta` against its own shape; a ValueError for anything but a matrix."
+    B = np.asarray(beta)
+    if B.ndim != 2: raise ValueError(f"beta must be a (K, V) matrix, got shape {B.shape}")
+    return check_beta(B, *B.shape)
 
-def log_h(eta):
-    "log h(η) of the logistic map (54): (..., K−1) -> (..., K), with η_K ≡ 0."
-    eta = np.asarray(eta, dtype=np.float64)
-    full = np.concatenate([eta, np.zeros(eta.shape[:-1] + (1,))], axis=-1)
-    return full - logsumexp(full, axis=-1, keepdims=True)
-
-def xi(ids, eta, beta):
-    "ξ_w(η_s) = log Σ_k h_k(η_s) β_kw for draws η (S, K−1) and distinct word ids (W,): (S, W)."
-    eta = np.atleast_2d(np.asarray(eta, dtype=np.float64)); bw = beta[:, ids]       # (K, W)
-    top = bw.max(axis=0)                                                            # max_k β_kw
-    lh = log_h(eta)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.exp(lh) @ (bw / top)) + np.log(top)
-    bad = ~np.isfinite(out).all(axis=1)
-    if bad.any(): out[bad] = logsumexp(lh[bad][:, :, None] + np.log(bw)[None], axis=1)
-    return out
-
-def doc_loglik(ids, cnts, eta, beta):
-    "log p(w_d | η_s, β) = Σ_w c_w ξ_w(η_s) for draws η (S, K−1): (S,)."
-    return xi(ids, eta, beta) @ np.asarray(cnts, dtype=np.float64)
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #943e8ef1
 def doc_grad_hess(ids, cnts, eta, beta):
     "Gradient (K−1,) and Hessian (K−1, K−1) of Σ_w c_w ξ_w(η) at one η (K−1,)."
-    lh = log_h(eta[None])[0]; bw = beta[:, ids]
+    lh = log_logistic_map(eta[None])[0]; bw = beta[:, ids]
     r = np.exp(lh)[:, None] * bw; r /= r.sum(axis=0, keepdims=True)              # (K, W) responsibilities
     rt, ht, c = r[:-1], np.exp(lh[:-1]), np.asarray(cnts, dtype=np.float64); N = c.sum()
     Rc = rt @ c
@@ -58,15 +36,10 @@ def doc_grad_hess(ids, cnts, eta, beta):
     return Rc - N * ht, H
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #88009639
-def _psd_part(A):
-    "Π_S++(A): A's eigen-decomposition with the negative eigenvalues set to zero."
-    w, U = eigh(0.5 * (A + A.T))
-    return (U * np.maximum(w, 0.0)) @ U.T
-
 def laplace_documents(counts, mu, Sigma, beta, cov: str = "diag", max_iter: int = 100, tol: float = 1e-12):
     """Laplace fit of q(η_d) at fixed (μ, Σ, β) for every row of `counts` (D, V): m (D, K−1) at the mode (damped Newton with the
     PSD-projected Hessian, stopped when the Newton decrement gᵀA⁻¹g/2 is below `tol`), S (D, K−1) (cov="diag": the diagonal of A⁻¹) or (D, K−1, K−1) (cov="full")."""
-    beta = _check_beta(beta); counts = sp.csr_matrix(counts); n = beta.shape[0] - 1
+    beta = _beta(beta); counts = sp.csr_matrix(counts); n = beta.shape[0] - 1
     if cov not in ("diag", "full"): raise ValueError(f"cov must be 'diag' or 'full', got {cov!r}")
     mu = np.asarray(mu, dtype=np.float64); Lp = cholesky(Sigma, name="Sigma")
     if counts.shape[1] != beta.shape[1]: raise ValueError(f"counts has {counts.shape[1]} words, beta {beta.shape[1]}")
@@ -78,7 +51,7 @@ def laplace_documents(counts, mu, Sigma, beta, cov: str = "diag", max_iter: int 
         e = mu.copy(); fe = obj(e)
         for _ in range(max_iter):
             g, H = doc_grad_hess(ids, c, e, beta); g = g - P @ (e - mu)
-            La = cholesky(P + _psd_part(-H), check=False); step = solve_triangular(La.T, solve_triangular(La, g, lower=True), lower=False)
+            La = cholesky(P + _psd_part(-H)[0], check=False); step = solve_triangular(La.T, solve_triangular(La, g, lower=True), lower=False)
             if g @ step <= 2 * tol: break                     # Newton decrement: the model's predicted gain is below tol
             t = 1.0
             while t > 1e-10:
@@ -88,7 +61,7 @@ def laplace_documents(counts, mu, Sigma, beta, cov: str = "diag", max_iter: int 
             if t <= 1e-10: break
             e, fe = e + t * step, fn
         _, H = doc_grad_hess(ids, c, e, beta)
-        La = cholesky(P + _psd_part(-H), check=False); Li = solve_triangular(La, np.eye(n), lower=True)
+        La = cholesky(P + _psd_part(-H)[0], check=False); Li = solve_triangular(La, np.eye(n), lower=True)
         M[d] = e; Ss[d] = np.sum(Li * Li, axis=0) if cov == "diag" else Li.T @ Li
     return M, Ss
 
@@ -109,22 +82,27 @@ def _cov_matrix(S, n, name):
 def _check_doc(ids, cnts, V):
     ids, cnts = np.asarray(ids), np.asarray(cnts)
     if ids.ndim != 1 or ids.shape != cnts.shape: raise ValueError(f"ids and cnts must be 1-d of one length, got {ids.shape}, {cnts.shape}")
-    if not (np.issubdtype(ids.dtype, np.integer) and np.issubdtype(cnts.dtype, np.integer)): raise ValueError("ids and cnts must be integer arrays")
+    if not np.issubdtype(ids.dtype, np.integer): raise ValueError(f"ids must be an integer array, got dtype {ids.dtype}")
+    if not (np.issubdtype(cnts.dtype, np.integer) or (np.issubdtype(cnts.dtype, np.floating) and np.all(np.isfinite(cnts))
+                                                      and np.all(cnts == np.round(cnts)))):
+        raise ValueError(f"cnts must hold integer counts (an integer array, or floats with integer values), got dtype {cnts.dtype}")
     if ids.size and (ids.min() < 0 or ids.max() >= V): raise ValueError(f"word ids must lie in [0, {V})")
     if cnts.size and cnts.min() < 0: raise ValueError("counts must be non-negative")
     return ids, cnts
 
 def is_loglik(ids, cnts, mu, Sigma, beta, m=None, S=None, c: float = 0.1, n_samples: int = 10_000,
               batch: int = 2_000, seed=0):
-    """Importance-sampling estimate (105) of log p(w_d | μ, Σ, β) and its delta-method standard error.
+    """Importance-sampling estimate (105) of log p(w_d | μ, Σ, β), its delta-method standard error and the effective
+    sample size of the weights, (Σ w_s)² / Σ w_s² = exp(2a₁ − a₂): returns (est, se, ess). The se is unreliable when the
+    ess is small (a few weights carry the estimate, and the same weights estimate the se).
     Proposal N(m, S + cI) (S full (K−1, K−1) or diagonal (K−1,)); with m=None the prior N(μ, Σ) (plain Monte Carlo)."""
-    beta = _check_beta(beta); ids, cnts = _check_doc(ids, cnts, beta.shape[1])
+    beta = _beta(beta); ids, cnts = _check_doc(ids, cnts, beta.shape[1])
     mu = np.asarray(mu, dtype=np.float64); n = beta.shape[0] - 1
     if mu.shape != (n,): raise ValueError(f"mu must have shape ({n},) for K = {n + 1} topics, got {mu.shape}")
     Lp = cholesky(Sigma, name="Sigma")
     if not (np.isfinite(c) and c >= 0): raise ValueError(f"c must be finite and non-negative, got {c!r}")
-    if int(n_samples) != n_samples or n_samples < 2 or int(batch) != batch or batch < 1:
-        raise ValueError(f"n_samples (>= 2) and batch (>= 1) must be integers, got {n_samples!r}, {batch!r}")
+    for v, name, lo in ((n_samples, "n_samples", 2), (batch, "batch", 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo: raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
     if m is None: mr, Lr = mu, Lp
     else:
         mr = np.asarray(m, dtype=np.float64)
@@ -139,12 +117,12 @@ def is_loglik(ids, cnts, mu, Sigma, beta, m=None, S=None, c: float = 0.1, n_samp
         a1, a2 = np.logaddexp(a1, logsumexp(lw)), np.logaddexp(a2, logsumexp(2 * lw)); done += b
     est = a1 - np.log(n_samples)
     rel_var = max(np.expm1(a2 + np.log(n_samples) - 2 * a1), 0.0)       # mean(w²)/mean(w)² − 1
-    return float(est), float(np.sqrt(rel_var / n_samples))
+    return float(est), float(np.sqrt(rel_var / n_samples)), float(np.exp(2 * a1 - a2))
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #7a95b551
 def quad_loglik(ids, cnts, mu, Sigma, beta):
     "log p(w_d | μ, Σ, β) for K = 2 topics (one-dimensional η) by adaptive quadrature: the oracle for `is_loglik`."
-    beta = _check_beta(beta)
+    beta = _beta(beta)
     if beta.shape[0] != 2: raise ValueError(f"quad_loglik needs K = 2 topics, got K = {beta.shape[0]}")
     mu, sd = float(np.ravel(mu)[0]), float(np.sqrt(np.ravel(Sigma)[0]))
     f = lambda e: doc_loglik(ids, cnts, np.array([[e]]), beta)[0] - 0.5 * ((e - mu) / sd) ** 2 - np.log(sd * np.sqrt(2 * np.pi))
@@ -160,32 +138,43 @@ def _as_counts(x):
     return x.counts if isinstance(x, Corpus) else sp.csr_matrix(x)
 
 def completion_nll(first, second, mu, Sigma, beta, fit=None):
-    """(106): −Σ_d log p(second_d | η = m_d, β) / Σ_d N_d,second with m_d the posterior mean fitted to `first` (Corpus or CSR, same
-    rows and words); `fit(counts, mu, Sigma, beta) -> (m, S)` (default: `fit_documents`, 100 batch H-MC-SSVI iterations with
-    diagonal covariance, as Sheth & Khardon 2016b, A.5). Returns (nll_per_word, m)."""
-    beta = _check_beta(beta); A, B = _as_counts(first), _as_counts(second)
+    """(106) with m_d the posterior mean fitted to `first` (Corpus or CSR, same rows and words) and ll_d = log p(second_d | η = m_d, β);
+    `fit(counts, mu, Sigma, beta) -> (m, S)` (default: `fit_documents`, 100 batch H-MC-SSVI iterations with diagonal
+    covariance, as Sheth & Khardon 2016b, A.5). Returns dict(nll_per_word_pooled = −Σ_d ll_d / Σ_d N_d (the pooled
+    average over words), nll_per_word_doc_mean = the mean over documents of −ll_d / N_d (N_d the length of the second half;
+    documents with an empty second half left out: the average `heldout_nll` and (105) take), m)."""
+    beta = _beta(beta); A, B = _as_counts(first), _as_counts(second)
     if A.shape != B.shape: raise ValueError(f"first {A.shape} and second {B.shape} halves differ in shape")
     m, _ = (fit or fit_documents)(A, mu, Sigma, beta)
-    ll = sum(doc_loglik(B.indices[B.indptr[d]:B.indptr[d + 1]], B.data[B.indptr[d]:B.indptr[d + 1]], m[d][None], beta)[0]
-             for d in range(B.shape[0]))
-    return float(-ll / B.sum()), m
+    ll = np.array([doc_loglik(B.indices[B.indptr[d]:B.indptr[d + 1]], B.data[B.indptr[d]:B.indptr[d + 1]], m[d][None], beta)[0]
+                   for d in range(B.shape[0])])
+    n2 = np.asarray(B.sum(axis=1)).ravel(); has = n2 > 0
+    if not has.any(): raise ValueError("second has no words")
+    return dict(nll_per_word_pooled=float(-ll.sum() / n2.sum()), nll_per_word_doc_mean=float(np.mean(-ll[has] / n2[has])), m=m)
 
 def heldout_nll(test, mu, Sigma, beta, m=None, S=None, c: float = 0.1, n_samples: int = 10_000, batch: int = 2_000, seed=0):
-    """(105) for every document of `test` (Corpus or CSR): the mean over documents of −log p̂(w_d)/N_d with the proposal
-    N(m_d, S_d + cI) (m None: the prior). Returns dict(nll_per_word, se (its Monte Carlo standard error), logp (D,), se_doc (D,))."""
+    """(105) for every document of `test` (Corpus or CSR; integer-valued float counts, as `CTM.counts`, accepted): the mean
+    over documents of −log p̂(w_d)/N_d with the proposal N(m_d, S_d + cI) (m and S None: the prior). Returns
+    dict(nll_per_word, se (its Monte Carlo standard error), logp (D,), se_doc (D,), ess (D,): the effective sample size
+    of each document's weights; an se_doc with a small ess is not to be trusted)."""
     C = _as_counts(test); D = C.shape[0]; lens = np.asarray(C.sum(axis=1)).ravel()
     if lens.min(initial=1) <= 0: raise ValueError("every test document needs at least one word")
-    lp, se = np.empty(D), np.empty(D)
+    if (m is None) != (S is None): raise ValueError(f"m and S go together (the proposal N(m_d, S_d + cI)); got m {'None' if m is None else 'given'} and S {'None' if S is None else 'given'}")
+    if m is not None:
+        if np.shape(m)[:1] != (D,): raise ValueError(f"m must have one row per test document ({D}), got shape {np.shape(m)}")
+        if np.shape(S)[:1] != (D,): raise ValueError(f"S must have one row per test document ({D}), got shape {np.shape(S)}")
+    lp, se, ess = np.empty(D), np.empty(D), np.empty(D)
     for d in range(D):
         a, b = C.indptr[d], C.indptr[d + 1]
-        lp[d], se[d] = is_loglik(C.indices[a:b], C.data[a:b], mu, Sigma, beta, None if m is None else m[d],
-                                 None if m is None else S[d], c, n_samples, batch, seed=(seed, d))
-    return dict(nll_per_word=float(np.mean(-lp / lens)), se=float(np.sqrt(np.sum((se / lens) ** 2)) / D), logp=lp, se_doc=se)
+        lp[d], se[d], ess[d] = is_loglik(C.indices[a:b], C.data[a:b], mu, Sigma, beta, None if m is None else m[d],
+                                         None if m is None else S[d], c, n_samples, batch, seed=(seed, d))
+    return dict(nll_per_word=float(np.mean(-lp / lens)), se=float(np.sqrt(np.sum((se / lens) ** 2)) / D), logp=lp, se_doc=se, ess=ess)
+
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #201ea0ae
 def mc_bound(counts, mu, Sigma, beta, m, S, n_samples: int = 10, seed=0) -> float:
     "Monte Carlo estimate of the bound (56) summed over the rows of `counts` at q(η_d) = N(m_d, S_d), S full or diagonal."
-    beta = _check_beta(beta); C = _as_counts(counts); n = beta.shape[0] - 1; rng = np.random.default_rng(seed); total = 0.0
+    beta = _beta(beta); C = _as_counts(counts); n = beta.shape[0] - 1; rng = np.random.default_rng(seed); total = 0.0
     for d in range(C.shape[0]):
         a, b = C.indptr[d], C.indptr[d + 1]
         Sd = _cov_matrix(S[d], n, "S[d]"); L = cholesky(Sd, name="S[d]")
