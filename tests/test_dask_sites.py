@@ -10,7 +10,7 @@ da = pytest.importorskip("dask.array")
 from vgi_lit.dask_sites import DaskSites
 from vgi_lit.likelihoods import Logistic, Poisson
 from vgi_lit.kernels import RBF
-from vgi_lit.models import LGM, GLM, SparseGP, PriorCov
+from vgi_lit.models import GLM, SparseGP
 from vgi_lit.inference import fit, Stop
 
 
@@ -129,23 +129,23 @@ def test_vgi_lit_imports_without_dask():
 
 
 def _glm_pair(seed=0, n=700, d=5, chunks=120):
-    "(in-memory GLM, the same model with its sites a DaskSites): logistic labels from a seeded X."
+    "(in-memory GLM, the same GLM built from a dask X, its sites a DaskSites): logistic labels from a seeded X."
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d)) / np.sqrt(d); w = 2 * rng.standard_normal(d)
     y = np.where(rng.random(n) < 1 / (1 + np.exp(-X @ w)), 1.0, -1.0)
-    return GLM(X, y, Logistic()), LGM(y, Logistic(), 0.0, PriorCov(1.0, d), 0.0, 0.0, DaskSites(da.from_array(X, chunks=(chunks, d))))
+    dsk = GLM(da.from_array(X, chunks=(chunks, d)), y, Logistic())
+    assert isinstance(dsk.sites, DaskSites)
+    return GLM(X, y, Logistic()), dsk
 
 
 def _sgp_pair(seed=0, n=500, M=12, chunks=90):
-    "(in-memory SparseGP classification, the same model with H = K_xu K_uu⁻¹ a DaskSites computed per chunk)."
-    from vgi_lit.experiments.scale import sgp_sites
-    import dask
+    "(in-memory SparseGP classification, the same model built from a dask X: H = K_xu K_uu⁻¹ per chunk, a DaskSites)."
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, 2)); y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] + 0.5 * rng.standard_normal(n) > 0, 1.0, -1.0)
     Z = X[rng.choice(n, M, replace=False)]; kern = RBF(1.0, 1.0)
-    sites, a, c, prior = sgp_sites(da.from_array(X, chunks=(chunks, 2)), kern, Z, mean=0.3)
-    a, c = dask.compute(a, c)
-    return SparseGP(X, y, Logistic(), kern, Z, mean=0.3), LGM(y, Logistic(), 0.3, prior, a, c, sites)
+    dsk = SparseGP(da.from_array(X, chunks=(chunks, 2)), y, Logistic(), kern, Z, mean=0.3)
+    assert isinstance(dsk.sites, DaskSites)
+    return SparseGP(X, y, Logistic(), kern, Z, mean=0.3), dsk
 
 
 def _assert_same_fit(mem, dsk, method="fpi", converged=True, iters=6):
@@ -162,9 +162,40 @@ def _assert_same_fit(mem, dsk, method="fpi", converged=True, iters=6):
     assert np.max(np.abs(q.m - p.m)) <= 1e-8 * np.max(np.abs(p.m))
 
 
-@pytest.mark.parametrize("pair", [_glm_pair, _sgp_pair])
-def test_fpi_on_dask_sites_equals_the_in_memory_fit_threads(pair):
-    _assert_same_fit(*pair())
+def test_fpi_on_dask_sites_equals_the_in_memory_fit_threads():
+    _assert_same_fit(*_glm_pair())
+
+
+@pytest.mark.slow
+def test_fpi_on_a_sparse_gp_with_dask_inputs_equals_the_in_memory_fit_threads():
+    _assert_same_fit(*_sgp_pair())
+
+
+def test_fpi_makes_one_pass_per_iteration_on_dask_sites():
+    """fit(GLM(dask X), "fpi"), counted by `count_passes`: no pass while the model is built, one `site_pass` per
+    iteration plus at most three outside the iterations (start, start-scale search, the final gradient)."""
+    from vgi_lit.experiments.scale import count_passes
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((1200, 4)); y = np.where(rng.random(1200) < 1 / (1 + np.exp(-X @ np.ones(4))), 1.0, -1.0)
+    with count_passes() as built:
+        model = GLM(da.from_array(X, chunks=(200, 4)), y, Logistic())
+    assert built.total == 0
+    with count_passes() as pc:
+        post = fit(model, "fpi", tol=0.0, tol_rel=0.0, max_iter=10)
+    assert post.n_iter == 10 and pc.by_op["site_pass"] <= post.n_iter + 3 and pc.total <= post.n_iter + 4, pc
+    with count_passes() as again:
+        model.sites.matvec(np.ones(4)); model.sites.gram(np.ones(1200)); model.sites.rows(np.array([3]))
+    assert again.by_op == {"matvec": 1, "gram": 1}                       # rows(idx) reads only its chunks: not a pass
+    assert DaskSites.site_pass.__qualname__ == "DaskSites.site_pass"      # the class is restored afterwards
+
+
+def test_the_scale_experiments_have_no_fitting_engine_of_their_own():
+    "The scale page and bench fit with the library's `fit(model, 'fpi')`: no second FPi in the experiments tier."
+    import inspect
+    import vgi_lit.experiments.scale as ex, vgi_lit.bench.scale as bs
+    assert not hasattr(ex, "fpi_pass") and not hasattr(ex, "PassFit") and not hasattr(ex, "sgp_sites")
+    for f in (bs.iteration_cost, bs._fit_counted, ex.california_sgp):
+        assert 'fit(' in inspect.getsource(f)
 
 
 def test_svi_streams_mini_batches_from_dask_sites():
@@ -184,6 +215,7 @@ def client():
         yield c
 
 
+@pytest.mark.slow
 def test_fpi_on_dask_sites_equals_the_in_memory_fit_local_cluster(client):
     "Two iterations on the cluster (each FPi iteration is a few graphs, each a round trip to the workers); converged: slow test below."
     _assert_same_fit(*_glm_pair(), converged=False, iters=2)
@@ -195,6 +227,7 @@ def test_fpi_on_dask_sites_equals_the_in_memory_fit_local_cluster_converged(clie
     _assert_same_fit(*pair())
 
 
+@pytest.mark.slow
 def test_operations_on_a_local_cluster(client):
     H, x, r, w, A = _data(seed=1, n=523)
     S = DaskSites(da.from_array(H, chunks=(100, 5)))
@@ -206,16 +239,16 @@ def test_operations_on_a_local_cluster(client):
 
 @pytest.mark.slow
 def test_peak_memory_of_a_glm_fit_on_a_local_cluster_stays_below_the_data_size(client):
-    """N = 10⁶, d = 50 logistic GLM generated lazily (X would be 400 MB in one process): three FPi passes on the cluster
-    add less than 300 MB to the process tree's resident memory (measured after a warm-up pass on a small array, so
-    the workers' imports are in the baseline). Materialising X anywhere, or gathering the chunks, would exceed it."""
-    from vgi_lit.experiments.scale import glm_data, fpi_pass, PeakRSS
-    from vgi_lit.models import PriorCov
+    """N = 10⁶, d = 50 logistic GLM generated lazily (X would be 400 MB in one process): `fit(GLM(dask X), "fpi")` for two
+    iterations on the cluster adds less than 300 MB to the process tree's resident memory (measured after a warm-up fit
+    on a small array, so the workers' imports are in the baseline). Materialising X anywhere, or gathering the chunks,
+    would exceed it; y and the per-site vectors (8 MB each) are held by the client."""
+    from vgi_lit.experiments.scale import glm_data, count_passes, PeakRSS
     Xw, yw, _ = glm_data(1000, 50, seed=1, chunk_rows=500)
-    fpi_pass(DaskSites(Xw), yw.persist(), Logistic(), PriorCov(1.0, 50), max_iter=1)      # warm-up: imports on the workers
+    fit(GLM(Xw, yw.compute(), Logistic()), "fpi", max_iter=1)                  # warm-up: imports on the workers
     base = PeakRSS().sample()
-    with PeakRSS() as pk:
+    with PeakRSS() as pk, count_passes() as pc:
         X, y, _ = glm_data(10**6, 50, seed=0, chunk_rows=25_000)
-        f = fpi_pass(DaskSites(X), y.persist(), Logistic(), PriorCov(1.0, 50), max_iter=2, tol=0.0)
-    assert f.n_pass == 3
+        post = fit(GLM(X, y.compute(), Logistic()), "fpi", max_iter=2, tol=0.0, tol_rel=0.0)
+    assert post.n_iter == 2 and pc.total <= 6, pc
     assert (pk.peak - base) / 2**20 < 300, f"peak {pk.peak_mb:.0f} MB, baseline {base / 2**20:.0f} MB"
