@@ -19,12 +19,14 @@ def test_news_rule_holds():
     news = load_news_articles()
     assert news.info["empty"] == 36 and news.info["articles"] == 3824
     assert news.n_docs == 3824 - 36 - news.info["documents_short"]
-    tot = np.asarray(news.counts.sum(axis=0)).ravel()           # rule checked on the kept documents' counts only from below:
+    tot = np.asarray(news.counts.sum(axis=0)).ravel()           # the kept documents' counts
+    assert news.n_vocab == 11_058 and news.info["words_only_in_short"] == 0
+    assert tot.min() > 10                                          # no word at <= 10 occurrences, even after step 5
     assert news.doc_lengths.min() > 10                            # documents with <= 10 words removed
     df = np.diff(news.counts.tocsc().indptr)
     assert df.max() <= 0.5 * (news.n_docs + news.info["documents_short"])
     assert not set(news.vocab) & {"the", "and", "said"} and all(w.isalpha() and w.islower() and len(w) >= 3 for w in news.vocab)
-    assert tot.min() >= 1 and news.vocab == sorted(news.vocab)
+    assert news.vocab == sorted(news.vocab)
 
 
 def test_split_documents(reuters):
@@ -61,3 +63,11 @@ def test_bad_input(tmp_path, reuters):
     with pytest.raises(ValueError, match="out of range"): read_ldac(f, 5)
     with pytest.raises(DataNotFoundError, match="reuters.ldac"): load_reuters(data_dir=tmp_path, download=False)
     with pytest.raises(DataNotFoundError, match="NewsArticles.zip"): load_news_articles(data_dir=tmp_path, download=False)
+
+
+def test_no_zero_column_after_document_step():
+    "A word above the count threshold whose every occurrence is in a removed short document leaves no empty column."
+    docs = [["a", "b", "c"], ["a", "b", "c"], ["z", "z"]]
+    c = corpus_from_tokens(docs, ["d0", "d1", "d2"], min_count=1, max_doc_frac=1.0, min_doc_words=2)
+    assert c.vocab == ["a", "b", "c"] and c.n_docs == 2 and np.asarray(c.counts.sum(axis=0)).min() >= 1
+    assert c.info["documents_short"] == 1 and c.info["words_only_in_short"] == 1 and c.info["short_titles"] == ["d2"]

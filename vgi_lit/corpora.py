@@ -137,8 +137,8 @@ def tokenize(text: str, min_len: int = 3, stop_words=STOP_WORDS) -> list:
 def corpus_from_tokens(docs: list, titles: list, min_count: int = 10, max_doc_frac: float = 0.5,
                        min_doc_words: int = 10, name: str = "", info=None) -> Corpus:
     """Count matrix of tokenised documents under the vocabulary rule: words with at most `min_count` corpus occurrences or in more
-    than `max_doc_frac` of the documents removed, then documents with at most `min_doc_words` remaining words removed.
-    The vocabulary is sorted alphabetically; `info` records the rule and what was removed."""
+    than `max_doc_frac` of the documents removed, then documents with at most `min_doc_words` remaining words removed, then words left with no
+    occurrence (all in removed documents; counted in `info["words_only_in_short"]`). The vocabulary is sorted alphabetically; `info` records the rule and what was removed."""
     if len(docs) != len(titles): raise ValueError(f"{len(docs)} documents but {len(titles)} titles")
     if not 0 < max_doc_frac <= 1: raise ValueError(f"max_doc_frac must be in (0, 1], got {max_doc_frac!r}")
     for nm, v in (("min_count", min_count), ("min_doc_words", min_doc_words)):
@@ -155,14 +155,16 @@ def corpus_from_tokens(docs: list, titles: list, min_count: int = 10, max_doc_fr
     keep_w = (total > min_count) & (df <= max_doc_frac * len(docs))
     kept = full[:, np.flatnonzero(keep_w)].tocsr()
     keep_d = np.asarray(kept.sum(axis=1)).ravel() > min_doc_words
+    kept = kept[np.flatnonzero(keep_d)]
+    seen = np.asarray(kept.sum(axis=0)).ravel() > 0                 # False: every occurrence was in a removed document
+    kept = kept[:, np.flatnonzero(seen)].tocsr(); vocab = [w for w, k in zip(words, keep_w) if k]
     info = dict(info or {})
     info.update(rule=dict(min_count=min_count, max_doc_frac=max_doc_frac, min_doc_words=min_doc_words),
                 words_before=len(words), words_rare=int((total <= min_count).sum()),
                 words_too_common=int(((total > min_count) & ~keep_w).sum()),
-                documents_short=int((~keep_d).sum()),
+                documents_short=int((~keep_d).sum()), words_only_in_short=int((~seen).sum()),
                 short_titles=[titles[i] for i in np.flatnonzero(~keep_d)])
-    return Corpus(kept[np.flatnonzero(keep_d)], [w for w, k in zip(words, keep_w) if k],
-                  [titles[i] for i in np.flatnonzero(keep_d)], name, info)
+    return Corpus(kept, [w for w, k in zip(vocab, seen) if k], [titles[i] for i in np.flatnonzero(keep_d)], name, info)
 
 # %% ../nbs/06a_corpora.ipynb #04a16a10
 NEWS_FILE = "NewsArticles.zip"
