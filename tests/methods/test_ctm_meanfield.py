@@ -78,6 +78,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="integer scipy.sparse"): fit_meanfield(C.astype(float), K)
     with pytest.raises(ValueError, match="empty columns"): fit_meanfield(sp.hstack([C, sp.csr_matrix((10, 1), dtype=C.dtype)]).tocsr(), K)
     with pytest.raises(ValueError, match="K must"): fit_meanfield(C, 1)
+    with pytest.raises(ValueError, match="K must"): fit_meanfield(C, 2.0)
     with pytest.raises(ValueError, match="beta0 must"): fit_meanfield(C, K, beta0=np.full((K, 3), 1 / 3))
     with pytest.raises(ValueError, match="strictly positive"): estep(C, np.zeros(K - 1), np.eye(K - 1), np.zeros((K, C.shape[1])))
     with pytest.raises(ValueError, match="positive definite"): estep(C, np.zeros(K - 1), -np.eye(K - 1), init_beta(C, K))

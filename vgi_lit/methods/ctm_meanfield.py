@@ -149,7 +149,7 @@ def fit_meanfield(counts, K: int, beta0=None, seed=0, S0: float = 10.0, tol: flo
     beta0: initial topics (default `init_beta(counts, K, seed)`); S0: the start ν²_d = S0 (λ_d = 0); tol: relative change of the corpus bound; max_iter: EM
     iterations; max_seconds: wall-clock budget (callback time excluded); var_tol, var_max_iter: the per-document E-step; callback(it, fit) -> True stops."""
     C = _counts(counts)
-    if isinstance(K, bool) or int(K) != K or K < 2: raise ValueError(f"K must be an integer >= 2, got {K!r}")
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2: raise ValueError(f"K must be an integer >= 2, got {K!r}")
     if np.asarray(C.sum(axis=0)).min() <= 0: raise ValueError("every word needs at least one occurrence in counts (remove empty columns)")
     if np.asarray(C.sum(axis=1)).min() <= 0: raise ValueError("every document needs at least one word")
     beta = init_beta(C, K, seed) if beta0 is None else np.array(beta0, dtype=np.float64)
