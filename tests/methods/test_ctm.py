@@ -141,7 +141,7 @@ def test_fit_documents_raises_each_documents_bound(small):
     st0 = init_state(ev, "diag", S0=1.0); st0.m[:] = mu; st0.L[:] = np.sqrt(np.diag(Sigma))
     before = ctm_vlb(ev, st0, 50, per_doc=True)
     for cov, method in [("diag", "h-mc-ssvi"), ("full", "h-mc-ssvi"), ("diag", "s-dsvi")]:
-        m, S = fit_documents(small, mu, Sigma, beta, n_iter=40, cov=cov, method=method, seed=0)
+        m, S = fit_documents(small, mu, Sigma, beta, n_iter=20, cov=cov, method=method, seed=0)
         assert m.shape == (D, 2) and S.shape == ((D, 2) if cov == "diag" else (D, 2, 2))
         st = init_state(ev, cov, S0=1.0); st.m[:] = m
         st.L[:] = np.sqrt(S) if cov == "diag" else np.linalg.cholesky(S)
