@@ -15,7 +15,7 @@ from ..linalg import cholesky
 from ..models import PriorCov
 from ..covariance import DenseCov
 from ..vlb import kl
-from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED_STOPS
+from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED_STOPS, sweep_stop
 from .svi import Adagrad, step_size
 
 # %% auto #0
@@ -518,12 +518,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
         v, ex = (np.nan, {})
         if t % eval_every == 0 or t == max_iter or hist.out_of_time(): v, ex = evaluate()
         hist.record(vlb=v, events=events, step=method, sweep=t, rho=rho, documents=done, **ex)
-        if np.isfinite(v):
-            if abs(v - prev) <= tol * (1 + abs(v)): stop = Stop.REL_TOL
-            prev = v
-        elif t % eval_every == 0: stop = Stop.NOT_FINITE
-        if stop is None and hist.stop_requested: stop = Stop.CALLBACK
-        if stop is None and hist.out_of_time(): stop = Stop.MAX_SECONDS
+        stop, prev = sweep_stop(hist, v, prev, tol, t % eval_every == 0)
     last = hist[-1]
     if not np.isfinite(last.vlb) and stop not in (Stop.NOT_FINITE, Stop.FAILED): last.vlb, _ = evaluate()
     hist.stop = stop

@@ -15,7 +15,7 @@ from ..models import PriorCov
 from ..covariance import DenseCov, PrecisionCov
 from ..likelihoods import Likelihood, Gaussian
 from ..vlb import kl, kl_gauss
-from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED_STOPS
+from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED_STOPS, sweep_stop
 from .svi import SVIState, Adagrad, gauss_update, site_derivs, step_size
 
 # %% auto #0
@@ -400,12 +400,7 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
             te = time.perf_counter(); v = pmf_vlb(model, st, vlb_samples, seed); hist.t0 += time.perf_counter() - te
         hist.record(vlb=v, grad_norm=float(np.sqrt(np.mean(np.square(gns)))) if gns else np.nan, events=events, step=method,
                     sweep=t, rho=rho, prior_var_u=st.prior_var[0], prior_var_v=st.prior_var[1], lik_params=model.likelihood.params)
-        if np.isfinite(v):
-            if abs(v - prev) <= tol * (1 + abs(v)): stop = Stop.REL_TOL
-            prev = v
-        elif t % eval_every == 0: stop = Stop.NOT_FINITE
-        if stop is None and hist.stop_requested: stop = Stop.CALLBACK
-        if stop is None and hist.out_of_time(): stop = Stop.MAX_SECONDS
+        stop, prev = sweep_stop(hist, v, prev, tol, t % eval_every == 0)
     last = hist[-1]
     if not np.isfinite(last.vlb) and stop is not Stop.NOT_FINITE: last.vlb = pmf_vlb(model, st, vlb_samples, seed)
     hist.stop = stop
