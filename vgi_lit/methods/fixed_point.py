@@ -61,7 +61,7 @@ def _per_site_arrays(lik, n) -> bool:
     return any(isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n for v in vars(lik).values())
 
 def _state(model, m, cov, r=None, clip: bool = True):
-    """(at, (VLB, ∂VLB/∂m, γ)) at (m, V): `_AtCov` and `_vlb_grad` in one pass over the sites (`SiteMatrix.site_pass`)
+    """(at, (VLB, ∂VLB/∂m, γ)) at (m, V): _AtCov and _vlb_grad in one pass over the sites (the site matrix's site_pass)
     when `_fused(model)`, the separate products otherwise. The fused pass also leaves on `at` the Gram sum of the next
     step's weights (γ₊ when `clip`, else γ) and, for V in site form, the bound sums (H∘H)ᵀ[δ₊ δ₋] with δ = λ − γ."""
     if not _fused(model) or getattr(cov, 'space', 'd') == 'n':

@@ -389,7 +389,7 @@ def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0
     derivative in θ at the current q (_Hyper.grad). Starts at θ of the model, m0 (default μ) and L0 (default
     √diag Σ · I). Returns dict(vlb, theta (natural scale, by name), model, m, L, nit, nfev, seconds, message).
     whiten (GP only): the same objective in whitened variables, m = μ + L_θ a, L = L_θ T with L_θ = chol Σ(θ)
-    (`_joint_white`); it starts at the prior (a = 0, T = I) unless m0/L0 are given.
+    (_joint_white); it starts at the prior (a = 0, T = I) unless m0/L0 are given.
     trace: a list that receives (seconds, VLB) at every evaluation (for time-to-target measurements)."""
     if whiten: return _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0, L0, maxcor, trace)
     hp = _Hyper(model, learn_mean, fixed); d = model.d; tri = np.tril_indices(d); k = len(hp.theta0)
