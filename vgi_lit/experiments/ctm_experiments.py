@@ -8,8 +8,6 @@ import argparse, json, sys, time
 from functools import partial
 import numpy as np
 from threadpoolctl import threadpool_limits
-from matplotlib.figure import Figure
-from sklearn.decomposition import LatentDirichletAllocation
 from scipy.special import digamma, gammaln
 from ..corpora import load_reuters, load_news_articles, split_documents, split_words, Corpus
 from ..methods.ctm import CTM, fit_ctm, fit_documents, init_beta
@@ -71,6 +69,7 @@ def dirichlet_neg_kl(lam, eta: float) -> float:
 
 def lda_reference(train: Corpus, test: Corpus, K: int, max_iter: int = 50, seed: int = 0) -> dict:
     "scikit-learn LDA with K topics: log perplexity of the test documents, and the same without the topic-word KL term."
+    from sklearn.decomposition import LatentDirichletAllocation   # here, not at the top: importing scikit-learn takes seconds
     lda = LatentDirichletAllocation(n_components=K, learning_method="batch", max_iter=max_iter, random_state=seed)
     t0 = time.perf_counter(); lda.fit(train.counts); secs = time.perf_counter() - t0
     logperp = float(np.log(lda.perplexity(test.counts)))
@@ -164,6 +163,7 @@ def table(result: dict) -> str:
 
 def plot_traces(result: dict, prefix: str) -> list:
     "One figure per K: the bound (56) per training token against seconds for every method; written to `prefix`_K<K>.png."
+    from matplotlib.figure import Figure   # here, not at the top: only the figures need matplotlib, and it takes a second to import
     paths = []
     for K in sorted({r["K"] for r in result["rows"]}):
         fig = Figure(figsize=(5.5, 3.6)); ax = fig.add_subplot(1, 1, 1)
