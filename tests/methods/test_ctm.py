@@ -9,7 +9,7 @@ from vgi_lit.corpora import load_reuters
 from vgi_lit.inference import Stop, EventKind
 from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, xi_stats_log, doc_loglik, corpus_loglik, logistic_map,
                                  simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad,
-                                 PriorSums, mu_sigma_update, beta_from_alpha, doc_step, _Prior, _psd_part, METHODS, COVS)
+                                 PriorSums, mu_sigma_update, beta_from_alpha, doc_step, _Prior, psd_part, METHODS, COVS)
 from scipy.linalg import solve_triangular
 from vgi_lit.quadrature import gh_nodes
 from vgi_lit.vlb import kl_gauss
@@ -220,10 +220,10 @@ def test_projections(doc3):
     rng = np.random.default_rng(12)
     for _ in range(20):
         A = rng.standard_normal((4, 4)); A = A + A.T
-        P, n = _psd_part(A); R = A - P
+        P, n = psd_part(A); R = A - P
         assert np.linalg.eigvalsh(P).min() > -1e-12 and np.linalg.eigvalsh(R).max() < 1e-12
         assert np.abs(P @ R).max() < 1e-10 and n == np.sum(np.linalg.eigvalsh(A) < 0)
-        B = A @ A.T; np.testing.assert_allclose(_psd_part(B)[0], B, atol=1e-12)
+        B = A @ A.T; np.testing.assert_allclose(psd_part(B)[0], B, atol=1e-12)
     c = doc3; lb, ids, cnts, pr = c["lb"], c["ids"], c["cnts"], c["pr"]; m = np.array([0.5, -0.1])
     e = np.random.default_rng(16).standard_normal((50, 2)); s = np.full(2, np.sqrt(10.0))   # one curvature of each sign
     negH = -xi_stats(m + e * s, ids, cnts, lb, "diag").hess.mean(0)
@@ -232,7 +232,7 @@ def test_projections(doc3):
     np.testing.assert_allclose(P1, pr.inv_diag + np.maximum(negH, 0.0), rtol=1e-13)
     negHf = -xi_stats(m + e * s, ids, cnts, lb, "full").hess.mean(0)
     _, _, P2, n2, _ = doc_step(ids, cnts, m, np.diag(s), np.eye(2) / 10, pr, lb, "h-mc-ssvi", "full", 1.0, e, _Capture())
-    assert n2 == 1; np.testing.assert_allclose(P2, pr.inv + _psd_part(negHf)[0], rtol=1e-12)
+    assert n2 == 1; np.testing.assert_allclose(P2, pr.inv + psd_part(negHf)[0], rtol=1e-12)
 
 
 def test_diagonal_natural_step_fixed_point(doc3):

@@ -119,5 +119,5 @@ def test_ess_and_heldout_input():
 def test_eval_uses_the_model_pages_functions():
     "One implementation of the log-likelihood, log h, the PSD projection and the topic check: ctm_eval takes ctm's."
     assert ctm_eval.doc_loglik is ctm.doc_loglik and ctm_eval.log_logistic_map is ctm.log_logistic_map
-    assert ctm_eval._psd_part is ctm._psd_part and ctm_eval.check_beta is ctm.check_beta
+    assert ctm_eval.psd_part is ctm.psd_part and ctm_eval.check_beta is ctm.check_beta
     assert not any(hasattr(ctm_eval, n) for n in ("log_h", "xi", "_check_beta"))

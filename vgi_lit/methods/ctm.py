@@ -21,8 +21,9 @@ from .svi import Adagrad, step_size
 # %% auto #0
 __all__ = ['COVS', 'METHODS', 'HYPER', 'check_counts', 'init_beta', 'check_beta', 'CTM', 'log_logistic_map', 'logistic_map',
            'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl',
-           'ctm_vlb', 'simple_stats', 'alpha_grad', 'beta_from_alpha', 'mu_sigma_update', 'PriorSums', 'doc_step',
-           'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents']
+           'ctm_vlb', 'simple_stats', 'alpha_grad', 'beta_from_alpha', 'mu_sigma_update', 'PriorSums',
+           'newton_direction', 'damped_newton', 'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior', 'topic_proportions',
+           'word_probs', 'fit_documents']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c06
 def check_counts(counts, name: str = "counts"):
@@ -280,7 +281,9 @@ def beta_from_alpha(alpha, with_log: bool = False):
 
 # %% ../../nbs/methods/17_ctm.ipynb #c32
 class _Prior:
-    "N(μ, Σ) as the document updates read it: the Cholesky factor of Σ, Σ⁻¹ (the natural updates (59) need it as a matrix), its diagonal."
+    """N(μ, Σ) as the document updates read it: the Cholesky factor `Lc` of Σ (every system with Σ is solved through it,
+    `solve`), and Σ⁻¹ with its diagonal as the prior's natural parameter: the natural update (59) stores each document's
+    precision S_d⁻¹ and adds ρΣ⁻¹ to it, so that term is needed as a matrix (it is never used to solve a system)."""
     def __init__(self, mu, Sigma):
         self.mu = mu; self.Lc = cholesky(Sigma, name="Sigma")
         self.inv = cho_solve((self.Lc, True), np.eye(mu.size)); self.inv_diag = np.diag(self.inv).copy()
@@ -313,10 +316,38 @@ class PriorSums:
         mu = self.sm / self.D; Sig = self.ss / self.D - np.outer(mu, mu)
         return mu, 0.5 * (Sig + Sig.T)
 
+# %% ../../nbs/methods/17_ctm.ipynb #c33e
+def newton_direction(L, W, g):
+    """(s, M): the Newton step s = (Σ⁻¹ + W)⁻¹g and the factor M = C⁻¹Lᵀ with MᵀM = (Σ⁻¹ + W)⁻¹, for Σ = LLᵀ and
+    W positive semidefinite, through the Cholesky factor C of I + LᵀWL (eigenvalues ≥ 1); neither Σ⁻¹ nor Σ⁻¹ + W is formed."""
+    L = np.asarray(L, dtype=float); W = np.asarray(W, dtype=float)     # L (n, n) lower; W (n,) a diagonal, or (n, n)
+    LtWL = (L.T * W) @ L if W.ndim == 1 else L.T @ W @ L
+    B = np.eye(L.shape[0]) + 0.5 * (LtWL + LtWL.T)
+    M = solve_triangular(cholesky(B, name="I + LᵀWL", check=False), L.T, lower=True)   # (n, n)
+    return M.T @ (M @ g), M
+
+def damped_newton(f, direction, x, tol: float, max_iter: int, min_step: float):
+    """Maximise f from x by Newton's method with step halving. `direction(x)` returns (g, s): the gradient and the step
+    s = A⁻¹g for a positive definite A (`newton_direction`). Stops when the Newton decrement gᵀs/2 ≤ `tol`, when no step
+    length t ≥ `min_step` (halved from 1) keeps f(x + ts) ≥ f(x), or after `max_iter` steps. Returns x."""
+    fx = f(x)
+    for _ in range(max_iter):
+        g, s = direction(x)
+        if g @ s <= 2 * tol: break                        # Newton decrement: the model's predicted gain is below tol
+        t = 1.0
+        while t > min_step:
+            fn = f(x + t * s)
+            if fn >= fx: break
+            t *= 0.5
+        if t <= min_step: break
+        x, fx = x + t * s, fn
+    return x
+
+
 # %% ../../nbs/methods/17_ctm.ipynb #c28
 METHODS = ("h-mc-ssvi", "s-dsvi", "simple")
 
-def _psd_part(A):
+def psd_part(A):
     "Π_S++(A): A with its negative eigenvalues set to 0, and how many were."
     w, U = np.linalg.eigh(0.5 * (A + A.T))
     return (U * np.maximum(w, 0.0)) @ U.T, int(np.sum(w < 0))
@@ -367,7 +398,7 @@ def doc_step(ids, cnts, m, L, P, prior: _Prior, log_beta, method: str, cov: str,
             neg = -Hm; n_proj = int(np.sum(neg < 0))
             Pn = (1 - rho) * P + rho * (prior.inv_diag + np.maximum(neg, 0.0)); Ln = 1.0 / np.sqrt(Pn)
         else:
-            Pi, n_proj = _psd_part(-Hm)
+            Pi, n_proj = psd_part(-Hm)
             Pn = (1 - rho) * P + rho * (prior.inv + Pi); Pn = 0.5 * (Pn + Pn.T)
             Ln = _cov_factor_from_precision(Pn)
     mn = m + opt_m.step(prior.solve(prior.mu - m) + g)

@@ -6,13 +6,13 @@
 from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import solve_triangular
+from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logsumexp
 from scipy.integrate import quad
 from ..linalg import cholesky, chol_logdet
 from ..vlb import kl_gauss
 from ..corpora import Corpus
-from .ctm import fit_documents, doc_loglik, log_logistic_map, check_beta, _psd_part
+from .ctm import fit_documents, doc_loglik, log_logistic_map, check_beta, psd_part, newton_direction, damped_newton
 
 # %% auto #0
 __all__ = ['doc_grad_hess', 'laplace_documents', 'is_loglik', 'quad_loglik', 'completion_nll', 'heldout_nll', 'mc_bound']
@@ -43,26 +43,16 @@ def laplace_documents(counts, mu, Sigma, beta, cov: str = "diag", max_iter: int 
     if cov not in ("diag", "full"): raise ValueError(f"cov must be 'diag' or 'full', got {cov!r}")
     mu = np.asarray(mu, dtype=np.float64); Lp = cholesky(Sigma, name="Sigma")
     if counts.shape[1] != beta.shape[1]: raise ValueError(f"counts has {counts.shape[1]} words, beta {beta.shape[1]}")
-    P = solve_triangular(Lp.T, solve_triangular(Lp, np.eye(n), lower=True), lower=False)     # Σ⁻¹ for the Newton matrix
     D = counts.shape[0]; M = np.empty((D, n)); Ss = np.empty((D, n) if cov == "diag" else (D, n, n))
     for d in range(D):
         a, b = counts.indptr[d], counts.indptr[d + 1]; ids, c = counts.indices[a:b], counts.data[a:b]
         obj = lambda e: doc_loglik(ids, c, e[None], beta)[0] + _log_normal(e[None], mu, Lp)[0]
-        e = mu.copy(); fe = obj(e)
-        for _ in range(max_iter):
-            g, H = doc_grad_hess(ids, c, e, beta); g = g - P @ (e - mu)
-            La = cholesky(P + _psd_part(-H)[0], check=False); step = solve_triangular(La.T, solve_triangular(La, g, lower=True), lower=False)
-            if g @ step <= 2 * tol: break                     # Newton decrement: the model's predicted gain is below tol
-            t = 1.0
-            while t > 1e-10:
-                fn = obj(e + t * step)
-                if fn >= fe: break
-                t *= 0.5
-            if t <= 1e-10: break
-            e, fe = e + t * step, fn
-        _, H = doc_grad_hess(ids, c, e, beta)
-        La = cholesky(P + _psd_part(-H)[0], check=False); Li = solve_triangular(La, np.eye(n), lower=True)
-        M[d] = e; Ss[d] = np.sum(Li * Li, axis=0) if cov == "diag" else Li.T @ Li
+        def direction(e):
+            g, H = doc_grad_hess(ids, c, e, beta); g = g - cho_solve((Lp, True), e - mu)
+            return g, newton_direction(Lp, psd_part(-H)[0], g)[0]
+        e = damped_newton(obj, direction, mu.copy(), tol, max_iter, 1e-10)
+        _, H = doc_grad_hess(ids, c, e, beta); Mh = newton_direction(Lp, psd_part(-H)[0], e)[1]   # A⁻¹ = MhᵀMh
+        M[d] = e; Ss[d] = np.sum(Mh * Mh, axis=0) if cov == "diag" else Mh.T @ Mh
     return M, Ss
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #76d2768a

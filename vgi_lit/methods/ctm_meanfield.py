@@ -8,12 +8,12 @@ import time
 from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import solve_triangular
+from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logsumexp, xlogy
 from ..linalg import cholesky, chol_logdet
 from ..inference import Stop
 from ..corpora import Corpus
-from .ctm import init_beta
+from .ctm import init_beta, newton_direction, damped_newton
 
 # %% auto #0
 __all__ = ['doc_bound', 'estep_doc', 'estep', 'mstep', 'MeanFieldFit', 'fit_meanfield']
@@ -21,17 +21,25 @@ __all__ = ['doc_bound', 'estep_doc', 'estep', 'mstep', 'MeanFieldFit', 'fit_mean
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #be7534da
 @dataclass
 class _Prior:
-    "μ, the Cholesky factor of Σ, P = Σ⁻¹ and log|Σ|: computed once per E-step."
+    """μ, the Cholesky factor L of Σ, the diagonal of Σ⁻¹ (the ν² update reads it entry by entry: the column sums of
+    squares of L⁻¹) and log|Σ|: computed once per E-step. Systems with Σ are solved through L."""
     mu: np.ndarray
     L: np.ndarray
-    P: np.ndarray
+    pdiag: np.ndarray
     logdet: float
 
     @classmethod
     def of(cls, mu, Sigma):
         L = cholesky(Sigma, name="Sigma"); n = L.shape[0]
         Li = solve_triangular(L, np.eye(n), lower=True)
-        return cls(np.asarray(mu, dtype=np.float64), L, Li.T @ Li, chol_logdet(L))
+        return cls(np.asarray(mu, dtype=np.float64), L, np.sum(Li * Li, axis=0), chol_logdet(L))
+    def solve(self, x):
+        "Σ⁻¹x."
+        return cho_solve((self.L, True), x)
+    def maha(self, r):
+        "rᵀΣ⁻¹r = ‖L⁻¹r‖²."
+        z = solve_triangular(self.L, r, lower=True)
+        return float(z @ z)
 
 def _expz(lam, nu2):
     "Σ_k exp(λ̄_k + ν̄²_k/2), the last term exp(0) = 1."
@@ -41,7 +49,7 @@ def doc_bound(cnts, lbw, pr: _Prior, lam, nu2, zeta, phi) -> float:
     """Blei & Lafferty's per-document bound L_d above. cnts (W,) counts of the distinct words, lbw (K, W) = log β[:, ids],
     lam, nu2 (K−1,), zeta > 0, phi (K, W) columns on the simplex."""
     n = lam.size; N = cnts.sum(); r = lam - pr.mu
-    prior = -0.5 * pr.logdet - 0.5 * n * np.log(2 * np.pi) - 0.5 * np.dot(np.diag(pr.P), nu2) - 0.5 * r @ pr.P @ r
+    prior = -0.5 * pr.logdet - 0.5 * n * np.log(2 * np.pi) - 0.5 * np.dot(pr.pdiag, nu2) - 0.5 * pr.maha(r)
     lbar = np.append(lam, 0.0)
     words = np.sum(cnts * (phi * (lbar[:, None] + lbw) - xlogy(phi, phi)))
     norm = -N * (_expz(lam, nu2) / zeta - 1.0 + np.log(zeta))
@@ -55,27 +63,17 @@ def _phi(lam, lbw):
     return p / p.sum(axis=0)
 
 def _lambda_newton(lam, nu2, phibar, N, zeta, pr: _Prior, tol=1e-10, max_iter=50):
-    "Maximiser of the concave f(λ) above by Newton's method with step halving."
-    f = lambda l: -0.5 * (l - pr.mu) @ pr.P @ (l - pr.mu) + l @ phibar - N / zeta * np.exp(l + 0.5 * nu2).sum()
-    fl = f(lam)
-    for _ in range(max_iter):
-        e = N / zeta * np.exp(lam + 0.5 * nu2)
-        g = -pr.P @ (lam - pr.mu) + phibar - e
-        A = pr.P + np.diag(e)
-        step = np.linalg.solve(A, g)                         # A = P + diag(e) is positive definite
-        if g @ step <= 2 * tol: break
-        s = 1.0
-        while s > 1e-12:
-            fn = f(lam + s * step)
-            if fn >= fl: break
-            s *= 0.5
-        if s <= 1e-12: break
-        lam, fl = lam + s * step, fn
-    return lam
+    "Maximiser of the concave f(λ) above by Newton's method with step halving (`damped_newton`, A = Σ⁻¹ + diag(e))."
+    f = lambda l: -0.5 * pr.maha(l - pr.mu) + l @ phibar - N / zeta * np.exp(l + 0.5 * nu2).sum()
+    def direction(l):
+        e = N / zeta * np.exp(l + 0.5 * nu2)
+        g = -pr.solve(l - pr.mu) + phibar - e
+        return g, newton_direction(pr.L, e, g)[0]
+    return damped_newton(f, direction, lam, tol, max_iter, 1e-12)
 
 def _nu2_newton(lam, nu2, N, zeta, pr: _Prior, tol=1e-12, max_iter=100):
     "Root of the ν² stationarity condition, every coordinate at once, by Newton's method in t = log ν² (step capped at +2)."
-    p = np.diag(pr.P); b = N / zeta * np.exp(lam); t = np.log(nu2)
+    p = pr.pdiag; b = N / zeta * np.exp(lam); t = np.log(nu2)
     for _ in range(max_iter):
         et = np.exp(t); ex = b * et * np.exp(0.5 * et)
         d1 = 0.5 - 0.5 * p * et - 0.5 * ex
