@@ -549,3 +549,17 @@ def test_chunked_batch_order_on_dask_sites():
     assert np.isfinite(c.vlb) and abs(c.vlb - u.vlb) <= 1e-3 * abs(u.vlb), (c.vlb, u.vlb)
     with pytest.raises(ValueError, match="batch_order"):
         svi.svi_run(mem, "svi", batch_size=100, max_epochs=1, batch_order="random")
+
+
+def test_adagrad_and_step_size_take_real_scalars_and_refuse_bad_ones():
+    # NumPy real scalars are real numbers: Adagrad and a constant schedule take them as Python floats
+    for lr in (0.1, 2, np.float64(0.1), np.float32(0.25), np.int64(2)):
+        ad = svi.Adagrad(lr)
+        assert type(ad.lr) is float and ad.lr == float(lr)
+        np.testing.assert_allclose(ad.step(np.array([3.0, -1.0])), [float(lr), -float(lr)], rtol=1e-7)
+    assert svi.step_size(5, np.float32(0.5)) == 0.5 and svi.step_size(5, np.int64(1)) == 1.0
+    for bad in (True, "0.1", np.array([0.1]), None, 1 + 0j):
+        with pytest.raises(ValueError, match="learning rate lr must be a real number"): svi.Adagrad(bad)
+    for bad in (0, -1.0, np.float32(-0.5), np.nan, np.inf):
+        with pytest.raises(ValueError, match="learning rate lr must be positive and finite"): svi.Adagrad(bad)
+    with pytest.raises(ValueError, match="Adagrad eps must be positive"): svi.Adagrad(1.0, eps=0.0)

@@ -5,6 +5,7 @@
 # %% ../../nbs/methods/14_svi.ipynb #0679d863
 from __future__ import annotations
 import time
+import numbers
 from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_solve
@@ -61,21 +62,29 @@ def site_derivs(likelihood, y, m_site, v_site, expect: str = "gh", n_samples: in
 
 # %% ../../nbs/methods/14_svi.ipynb #4dda8a56
 def step_size(t: int, schedule="1/t", tau: float = 1.0, kappa: float = 0.6):
-    "ρ_t for t = 1, 2, ...: `'1/t'`, `'rm'` ((t + tau)^-kappa) or a constant float in (0, 1]."
+    "ρ_t for t = 1, 2, ...: `'1/t'`, `'rm'` ((t + tau)^-kappa) or a constant real number in (0, 1] (Python or NumPy scalar)."
     if isinstance(schedule, str) and schedule == "1/t": return 1.0 / t
     if isinstance(schedule, str) and schedule == "rm":
         if not 0.5 < kappa <= 1: raise ValueError(f"kappa must be in (0.5, 1] for Robbins-Monro, got {kappa}")
         if tau < 0: raise ValueError(f"tau must be non-negative, got {tau}")
         return (t + tau) ** (-kappa)
-    if isinstance(schedule, (int, float)) and not isinstance(schedule, bool) and 0 < schedule <= 1: return float(schedule)
+    if isinstance(schedule, numbers.Real) and not isinstance(schedule, bool) and 0 < schedule <= 1: return float(schedule)
     raise ValueError(f"schedule must be '1/t', 'rm' or a constant in (0, 1], got {schedule!r}")
 
+def _positive_real(v, what):
+    "`v` as a float if it is a positive finite real scalar (Python or NumPy; not a bool, an array or a string); a ValueError naming `what` otherwise."
+    if isinstance(v, bool) or not isinstance(v, numbers.Real): raise ValueError(f"{what} must be a real number, got {v!r}")
+    if not (np.isfinite(v) and v > 0): raise ValueError(f"{what} must be positive and finite, got {v!r}")
+    return float(v)
+
 class Adagrad:
-    "ADAGRAD ascent step lr·g/(√(Σ_t g_t²) + eps), elementwise (Sheth & Khardon 2016b, §4, use the global rate 1.0)."
+    """ADAGRAD ascent step lr·g/(√(Σ_t g_t²) + eps), elementwise (Sheth & Khardon 2016b, §4, use the global rate 1.0).
+    One object per parameter block: it keeps the running sum of squared gradients `acc` of that block.
+    `lr`: the global rate, `eps`: the guard in the denominator; each a positive finite real (Python or NumPy scalar)."""
     def __init__(self, lr: float = 1.0, eps: float = 1e-8):
-        if not (isinstance(lr, (int, float)) and lr > 0): raise ValueError(f"learning rate lr must be positive, got {lr!r}")
-        self.lr, self.eps, self.acc = float(lr), eps, None
+        self.lr, self.eps, self.acc = _positive_real(lr, "learning rate lr"), _positive_real(eps, "Adagrad eps"), None
     def step(self, g):
+        "The step for the gradient `g` (any shape, the same at every call); adds g² to the running sum."
         self.acc = g**2 if self.acc is None else self.acc + g**2
         return self.lr * g / (np.sqrt(self.acc) + self.eps)
 
