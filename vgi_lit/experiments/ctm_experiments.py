@@ -15,8 +15,8 @@ from ..methods.ctm_meanfield import fit_meanfield
 from ..methods.ctm_eval import heldout_nll, completion_nll, mc_bound
 
 # %% auto #0
-__all__ = ['METHODS', 'train_method', 'evaluate', 'dirichlet_neg_kl', 'lda_reference', 'claims', 'run', 'table', 'plot_traces',
-           'main']
+__all__ = ['METHODS', 'train_method', 'evaluate', 'dirichlet_neg_kl', 'lda_reference', 'claims', 'run', 'claims_table', 'compact',
+           'table', 'plot_traces', 'main']
 
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #38173e0d
 METHODS = ("h-mc-ssvi", "s-dsvi", "simple", "meanfield")
@@ -147,6 +147,27 @@ def run(corpus: str = "reuters", Ks=(10,), methods=METHODS, max_seconds: float =
     return dict(corpus=corpus, train=repr(train), test=repr(test), train_tokens=train.n_tokens, rows=rows, lda=ldas, claims=claims(rows),
                 settings=dict(Ks=list(Ks), max_seconds=max_seconds, n_samples=n_samples, fit_iter=fit_iter, seed=seed, hyper=hyper))
 
+# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #ctmclaimtab
+def claims_table(result: dict) -> str:
+    "Markdown table of a run's claims (`claims`): K, the claim, whether it held, the numbers."
+    lines = ["| K | claim (Sheth & Khardon 2016b, §4.5) | held here? | numbers |", "|---|---|---|---|"]
+    lines += [f"| {c['K']} | {c['claim']} | {'yes' if c['held'] else 'no'} | {c['numbers']} |" for c in result["claims"]]
+    return "\n".join(lines)
+
+def compact(result: dict, digits: int = 6) -> dict:
+    """A smaller copy of a run's result for keeping beside the page: trace times to 0.01 s, bounds to 0.1 nat, every other
+    float to `digits` significant digits (the claims, computed from the full traces, are kept as they are)."""
+    def rnd(x, key=None):
+        if isinstance(x, dict): return {k: (v if k == "claims" else rnd(v, k)) for k, v in x.items()}
+        if isinstance(x, (list, tuple)): return [rnd(v, key) for v in x]
+        if isinstance(x, float) and np.isfinite(x):
+            if key == "seconds": return round(x, 2)
+            if key in ("vlb", "own"): return round(x, 1)
+            return float(f"{x:.{digits}g}")
+        return x
+    return rnd(result)
+
+
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #bfcc7be9
 def table(result: dict) -> str:
     "Markdown table of a run: per (K, method) the final bound (56), sweeps, and the test NLL per word."
@@ -191,10 +212,14 @@ def main(argv=None):
     ap.add_argument("--figure", default=None, help="write the traces as FIGURE_K<K>.png")
     ap.add_argument("--hyper", choices=("sweep", "doc"), default="sweep", help="structured methods: learn μ, Σ, β per sweep or per document")
     ap.add_argument("--plot-from", default=None, help="only plot a result written by --out (with --figure)")
+    ap.add_argument("--compact-to", default=None, help="with --plot-from: also write a compact copy of the result (`compact`) here")
     a = ap.parse_args(argv)
     if a.plot_from:
         with open(a.plot_from) as fh: res = json.load(fh)
-        print(table(res)); print("\n".join(plot_traces(res, a.figure or a.plot_from.rsplit(".", 1)[0]))); return 0
+        print(table(res)); print(claims_table(res)); print("\n".join(plot_traces(res, a.figure or a.plot_from.rsplit(".", 1)[0])))
+        if a.compact_to:
+            with open(a.compact_to, "w") as fh: json.dump(compact(res), fh, separators=(",", ":"))
+        return 0
     corpus = a.corpus or ("news" if a.full else "reuters")
     Ks = a.K or ([10, 20, 50] if a.full else [10])
     secs = a.seconds or (600.0 if a.full else 20.0)
