@@ -9,7 +9,7 @@ from vgi_lit.linalg import cholesky
 from vgi_lit.vlb import kl_gauss
 from vgi_lit.kernels import RBF
 from vgi_lit.models import GLM, GP, SparseGP, PriorCov
-from vgi_lit.covariance import DenseCov, SiteCov
+from vgi_lit.covariance import DenseCov, SiteCov, as_cov
 from vgi_lit.vlb import site_terms, vlb, grad_m, grad_L, kl_to_prior
 from vgi_lit.methods.grad import fit_grad
 
@@ -227,3 +227,16 @@ def test_progress_bar_follows_learning_and_keeps_the_callback(capsys):
     assert len(seen) == len(h.history) > 0 and "learn fpi" in err and "vlb=" in err
     quiet = vgi_lit.fit(GLM(X, y, Logistic()), method="fpi", learn=True, max_iter=5)
     assert capsys.readouterr().err == "" and quiet.theta == h.theta
+
+
+def test_as_cov_reads_a_matrix_as_said_and_names_bad_input():
+    rng = np.random.default_rng(0)
+    for d in (1, 3, 6):
+        L = np.tril(rng.normal(size=(d, d))) + 2 * np.eye(d); V = L @ L.T
+        np.testing.assert_allclose(as_cov(V).dense(), V, rtol=1e-12)
+        np.testing.assert_allclose(as_cov(L, "factor").dense(), V, rtol=1e-12)
+        np.testing.assert_allclose(as_cov(V).var_at(None), np.diag(V), rtol=1e-12)
+    c = DenseCov(L); assert as_cov(c) is c
+    with pytest.raises(ValueError, match="S must be a square matrix"): as_cov(np.ones((2, 3)), name="S")
+    with pytest.raises(ValueError, match="S .* not positive definite"): as_cov(-np.eye(2), name="S")
+    with pytest.raises(ValueError, match="given must be"): as_cov(np.eye(2), "precision")

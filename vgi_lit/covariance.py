@@ -14,7 +14,7 @@ import scipy.sparse as sps
 from .sites import _block_quad
 
 # %% auto #0
-__all__ = ['SMALL_LAM_K', 'FactorCov', 'DenseCov', 'SiteCov', 'PrecisionCov']
+__all__ = ['SMALL_LAM_K', 'FactorCov', 'DenseCov', 'SiteCov', 'PrecisionCov', 'as_cov']
 
 # %% ../nbs/04_covariance.ipynb #0789d164
 class FactorCov:
@@ -240,3 +240,15 @@ class PrecisionCov(FactorCov):
         "V⁻¹ x = Σ⁻¹x + Λx"
         return self.prior.solve(x) + self.Lam @ x
     def __repr__(self): return f"PrecisionCov(d={self.d})"
+
+# %% ../nbs/04_covariance.ipynb #ascov02
+def as_cov(x, given: str = "cov", name: str = "V"):
+    """A covariance representation of `x`: an object with `var_at` (`DenseCov`, `SiteCov`, `PrecisionCov`) as it is;
+    otherwise a d × d array read as `given`: 'cov', V itself (symmetric positive definite, held by the `DenseCov` of its
+    Cholesky factor), or 'factor', a lower-triangular L with V = LLᵀ (a `DenseCov` of it). `name` names `x` in errors."""
+    if hasattr(x, 'var_at'): return x
+    if given not in ("cov", "factor"): raise ValueError(f"given must be 'cov' or 'factor', got {given!r}")
+    A = np.asarray(x, dtype=float)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]: raise ValueError(f"{name} must be a square matrix or a covariance object, got shape {A.shape}")
+    return DenseCov(cholesky(A, name=name) if given == "cov" else A)
+

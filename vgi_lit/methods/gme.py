@@ -10,7 +10,7 @@ from numpy.polynomial.laguerre import laggauss
 from scipy.special import logsumexp, gammaln
 from ..quadrature import gh_nodes
 from ..models import GLM
-from ..covariance import DenseCov, PrecisionCov
+from ..covariance import DenseCov, PrecisionCov, as_cov
 from ..vlb import kl_to_prior
 from ..inference import History, Event, EventKind, Stop, check_budget
 from .svi import Adagrad, init_state, gauss_update, step_size
@@ -81,16 +81,12 @@ class GME:
         self.X, self.y, self.likelihood, self.tau = self.glm.X, self.glm.y, likelihood, float(tau)
         self.n, self.d = self.X.shape
 
-def _as_cov(F):
-    "A covariance object as it is, or a lower-triangular factor F (V = F Fᵀ) as a `DenseCov`."
-    return F if hasattr(F, 'var_at') else DenseCov(F)
-
 def _moments(model, m, cov, idx):
     Xb = model.X[idx]; return Xb @ m, cov.var_at(Xb)
 
 def gme_bound(model, m, F, sigma, bound="optimal", n_u=16, n_w=16, n_f=32, chunk=2048):
     "VLB of GME: `bound` in {'optimal' (8), 'suboptimal' (3)}; q(w₁) = N(m, V) (V a covariance object or F Fᵀ, F lower triangular), q(w₂) = Rayl(σ²)."
-    cov = _as_cov(F)
+    cov = as_cov(F, "factor", name="F")
     xw, ww = rayleigh_nodes(sigma, n_w)
     zu, wu = gh_nodes(n_u)
     tot = 0.0
@@ -131,7 +127,7 @@ def prior_closed_form(m, cov, sigma):
     """Hyperparameters that maximise the GME bound with q fixed (Sheth & Khardon 2016b, eqs. 60-61 and 68, with the d
     coordinates of w₁ as the groups): μ̂₀ = mean_j m_j, δ̂ = (tr V + ‖m − μ̂₀1‖²)/d, and the Rayleigh scale τ̂ = σ."""
     m = np.asarray(m, float); mu0 = float(m.mean())
-    return mu0, float((np.trace(_as_cov(cov).dense()) + np.sum((m - mu0)**2)) / m.size), float(sigma)
+    return mu0, float((np.trace(as_cov(cov, "factor", name="cov").dense()) + np.sum((m - mu0)**2)) / m.size), float(sigma)
 
 def _with_prior(model, st, mu0, delta, tau):
     "(the model with prior N(μ₀1, δI) and Rayleigh scale τ, the state with the same q): a precision state's Λ absorbs Σ⁻¹'s change."
@@ -211,7 +207,7 @@ _EULER = 0.5772156649015329
 def mf_bound(model, m, cov, sigma, beta, sd):
     """Mean-field VLB (Sheth & Khardon 2016b, eqs. 92-94, with E[1/w₂] = √(π/2)/σ): q(w₁)q(w₂)Π N(f_i | β_i, ς_i²),
     q(w₁) = N(m, V) with V a covariance object (or a lower-triangular factor F, V = F Fᵀ)."""
-    cov = _as_cov(cov)
+    cov = as_cov(cov, "factor", name="cov")
     ms, ss = model.X @ m, cov.var_at(model.X)
     z = (beta - ms)**2 + sd**2 + ss
     c = np.sqrt(np.pi/2) / sigma; Elog = np.log(sigma) + 0.5*(np.log(2) - _EULER)

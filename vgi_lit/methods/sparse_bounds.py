@@ -8,7 +8,7 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from ..linalg import cholesky, chol_logdet
 from ..models import inducing_prior, sparse_gp_site_map
-from ..covariance import DenseCov, PrecisionCov
+from ..covariance import DenseCov, PrecisionCov, as_cov
 from ..vlb import kl as _kl
 
 # %% auto #0
@@ -26,10 +26,6 @@ def _post_from_AB(prior, A, b):
     "(m, S) with S = (K_uu⁻¹ + A)⁻¹ a `PrecisionCov` (through B = I + L_uuᵀ A L_uu, no explicit inverse of K_uu) and m = S b."
     S = PrecisionCov(prior, A)
     return S.matvec(b), S
-
-def _as_cov(S):
-    "A covariance object as it is; a dense positive-definite S as the `DenseCov` of its Cholesky factor."
-    return S if hasattr(S, 'var_at') else DenseCov(cholesky(np.asarray(S, float), name="S"))
 
 def titsias(kernel, X, y, Z, noise, jitter=1e-8):
     "Bound (3) optimum (Sheth & Khardon 2016b, §3.5, 'sub-optimal'): S = (K_uu⁻¹ + σ⁻²HᵀH)⁻¹, m = Sσ⁻²Hᵀy."
@@ -58,7 +54,7 @@ def optimal(kernel, X, y, Z, noise, jitter=1e-8):
 def v2_objective(prior, H, cd, y, noise, m, S):
     """V2 objective: −KL(q‖p) + Σ_i log N(y_i | h_iᵀm, c_i + h_iᵀSh_i), c_i = K_ii − Q_ii + σ²; p = N(0, K_uu) as `prior`;
     S a covariance object or a dense matrix."""
-    S = _as_cov(S)
+    S = as_cov(S, "cov", name="S")
     v = cd + noise + S.var_at(H); r = y - H @ m
     return float(np.sum(-0.5*np.log(2*np.pi*v) - 0.5*r**2/v)) - _kl(m, S, np.zeros(prior.d), prior)
 
@@ -86,7 +82,7 @@ def v2(kernel, X, y, Z, noise, jitter=1e-8, max_iter=500, tol=1e-10):
 def predict_sparse(kernel, Z, m, S, X_new, jitter=1e-8):
     "Predictive N(f* | h*ᵀm, K** − Q** + h*ᵀSh*) of q(w)p(f*|w); S a covariance object or a dense matrix."
     _, H, cd = sgp_parts(kernel, X_new, Z, jitter)
-    return H @ m, cd + _as_cov(S).var_at(H)
+    return H @ m, cd + as_cov(S, "cov", name="S").var_at(H)
 
 def gaussian_nlpd(y, mean, var_f, noise):
     "Mean negative log predictive density of y under N(mean, var_f + noise)."
