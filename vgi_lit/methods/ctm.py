@@ -10,6 +10,7 @@ import numpy as np
 from scipy import sparse
 from contextlib import nullcontext
 from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg.lapack import dtrtrs
 from threadpoolctl import threadpool_limits
 from ..linalg import cholesky
 from ..models import PriorCov
@@ -323,7 +324,7 @@ def newton_direction(L, W, g):
     L = np.asarray(L, dtype=float); W = np.asarray(W, dtype=float)     # L (n, n) lower; W (n,) a diagonal, or (n, n)
     LtWL = (L.T * W) @ L if W.ndim == 1 else L.T @ W @ L
     B = np.eye(L.shape[0]) + 0.5 * (LtWL + LtWL.T)
-    M = solve_triangular(cholesky(B, name="I + LᵀWL", check=False), L.T, lower=True)   # (n, n)
+    M, _ = dtrtrs(cholesky(B, name="I + LᵀWL", check=False), L.T, lower=1)   # (n, n) C⁻¹Lᵀ (LAPACK: small n, called per step)
     return M.T @ (M @ g), M
 
 def damped_newton(f, direction, x, tol: float, max_iter: int, min_step: float):
