@@ -8,6 +8,7 @@ from vgi_lit.quadrature import gh_nodes
 from vgi_lit.linalg import cholesky
 from vgi_lit.vlb import kl_gauss
 from vgi_lit.kernels import RBF
+from vgi_lit.likelihoods import Logistic
 from vgi_lit.models import GLM, GP, SparseGP, PriorCov
 from vgi_lit.covariance import DenseCov, SiteCov, as_cov
 from vgi_lit.vlb import site_terms, vlb, grad_m, grad_L, kl_to_prior
@@ -240,3 +241,18 @@ def test_as_cov_reads_a_matrix_as_said_and_names_bad_input():
     with pytest.raises(ValueError, match="S must be a square matrix"): as_cov(np.ones((2, 3)), name="S")
     with pytest.raises(ValueError, match="S .* not positive definite"): as_cov(-np.eye(2), name="S")
     with pytest.raises(ValueError, match="given must be"): as_cov(np.eye(2), "precision")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sitecov_set_site_quadratic_gives_the_same_quantities(seed):
+    rng = np.random.default_rng(seed)
+    model = GLM(rng.normal(size=(25, 6)), np.where(rng.random(25) < 0.5, 1.0, -1.0), Logistic(), prior_cov=rng.uniform(0.3, 2, 6))
+    lam = rng.uniform(0, 3, 25); lam[:3] = 0.0
+    ref, new = SiteCov(model, lam, space="d"), SiteCov(model, lam, space="d")
+    new.set_site_quadratic(np.sum((model.H @ ref.site_factor().T) ** 2, 1))
+    assert new.site_quadratic_known and not SiteCov(model, lam, space="d").site_quadratic_known
+    np.testing.assert_allclose(new.site_var(), ref.site_var(), rtol=1e-12)
+    np.testing.assert_allclose(new.trace_prior_inv(), ref.trace_prior_inv(), rtol=1e-12)
+    with pytest.raises(ValueError, match="hv has shape"): new.set_site_quadratic(np.ones(24))
+    with pytest.raises(ValueError, match="NaN or inf"): new.set_site_quadratic(np.full(25, np.inf))
+    with pytest.raises(ValueError, match="n-space"): SiteCov(model, lam, space="n").set_site_quadratic(np.ones(25))

@@ -141,6 +141,19 @@ class SiteCov:
         "How many sites took the small-λ route for their variance (n-space; 0 in d-space)"
         self._hv
         return self._n_small
+    @property
+    def site_quadratic_known(self):
+        "Whether h_iᵀVh_i of every site is held already (computed on first use, or given by `set_site_quadratic`)"
+        return self._hv_cache is not None
+    def set_site_quadratic(self, hv):
+        """Hold h_iᵀVh_i (n,) of every site, computed elsewhere from this V by the d-space formula ‖A h_i‖² with
+        A = `site_factor()` (a pass over the sites that forms them on the way, as the fused fixed-point pass does):
+        `site_var`, the trace and the KL then use them instead of computing them again (no site takes the small-λ route)."""
+        if self.space != 'd': raise ValueError("set_site_quadratic takes the d-space h_iᵀVh_i; in n-space SiteCov computes its own")
+        hv = np.asarray(hv, dtype=float)
+        if hv.shape != (self.n,): raise ValueError(f"hv has shape {hv.shape}, expected ({self.n},)")
+        if not np.all(np.isfinite(hv)): raise ValueError("hv contains NaN or inf")
+        self._hv_cache, self._n_small = hv, 0
 
     def site_var(self, model=None):
         "v_i = c_i + h_iᵀ V h_i (Sheth & Khardon 2016, eq. 4)"
