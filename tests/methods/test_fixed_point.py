@@ -396,3 +396,50 @@ def test_sparse_gp_dask_X_rows_per_chunk_equal_numpy():
     assert abs(p0.vlb - p1.vlb) <= 1e-10 * abs(p0.vlb) and np.max(np.abs(p0.m - p1.m)) <= 1e-10 * np.max(np.abs(p0.m))
     with pytest.raises(ValueError, match="block_size is for an in-memory X"):
         models.SparseGP(da.from_array(Xh, chunks=(50, 13)), yh, likelihoods.Laplace(0.5), k, Xh[::10], block_size=10)
+
+
+def _ion_gp(n=50, variance=155.0, lengthscale=8.5):
+    "GP-logistic on the first n ionosphere rows (training and test rows stacked, z-scored) at a large kernel variance."
+    ds = datasets.load_ionosphere(data_dir=DATA)
+    X = datasets.zscore(np.vstack([ds.X, ds.X_test])[:n]).X
+    y = np.concatenate([ds.y, ds.y_test])[:n]
+    return models.GP(X, y, likelihoods.Logistic(), kernels.RBF(variance, lengthscale))
+
+
+def test_no_drift_near_the_optimum_at_large_kernel_variance():
+    """Warm start at a neighbouring kernel: the plain FPi step is locally unstable there and lowers the VLB by less than
+    10⁻¹² relative per step; such steps must not be accepted while the optimality measure grows (the old rule let the
+    gradient drift from 1e-8 back to 7e-7 and the run ended at max_iter)."""
+    a, b = _ion_gp(), _ion_gp(variance=155.0 * (1 + 2e-5), lengthscale=8.5 * (1 - 1e-5))
+    p = fit(a, "fpi", tol=1e-9, tol_rel=0.0)
+    w = fit(b, "fpi", tol=1e-9, tol_rel=0.0, m0=p.m, lam0=p.cov.lam, max_iter=60)
+    assert w.stop is Stop.GRAD_TOL, (w.stop, w.n_iter)
+    gm = np.array([r["grad_m"] for r in w.history])
+    assert gm[int(np.argmin(gm)):].max() <= 10 * gm.min() + 1e-9
+
+
+def test_anderson_is_exact_on_an_affine_map_of_low_rank():
+    "x ↦ Ax + b with rank A = 3: four plain iterates give the fixed point exactly (the residuals span the error space)."
+    rng = np.random.default_rng(0)
+    U = np.linalg.qr(rng.normal(size=(30, 3)))[0]
+    A = U @ np.diag([0.9, -0.8, 0.5]) @ U.T                             # eigenvalues 0.9, −0.8, 0.5 and 0
+    b = rng.normal(size=30); xs = np.linalg.solve(np.eye(30) - A, b)
+    x, pairs = rng.normal(size=30), []
+    for _ in range(5):
+        pairs.append((x, A @ x + b)); x = A @ x + b
+    for w in (None, rng.uniform(0.5, 2.0, 30)):
+        assert np.max(np.abs(fp.anderson(pairs, w) - xs)) <= 1e-10 * np.max(np.abs(xs))
+    assert np.max(np.abs(pairs[-1][1] - xs)) > 1e-3                     # the plain iterate is far from it
+    assert fp.anderson(pairs[:1]) is None
+
+
+def test_fpi_anderson_same_optimum_fewer_iterations():
+    "Cold FPi on the large-variance GP: Anderson (memory 5) reaches the plain FPi's optimum in fewer iterations."
+    gp = _ion_gp(n=80)
+    plain = fit(gp, "fpi", tol=1e-7, tol_rel=0.0)
+    acc = fit(gp, "fpi", tol=1e-7, tol_rel=0.0, anderson=5)
+    assert plain.stop is Stop.GRAD_TOL and acc.stop is Stop.GRAD_TOL
+    assert abs(acc.vlb - plain.vlb) <= 1e-10 * abs(plain.vlb)
+    assert acc.n_iter < plain.n_iter
+    assert any(r.get("anderson") for r in acc.history)
+    with pytest.raises(ValueError, match="anderson"): fit(gp, "fpi", anderson=-1)

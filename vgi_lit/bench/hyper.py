@@ -51,7 +51,7 @@ def problems(data_dir=None, which=PROBLEMS, n_max: int | None = None) -> dict:
     return out
 
 # %% ../../nbs/bench/98g_bench_hyper.ipynb #h5b07
-INNER = dict(tol=1e-6, tol_rel=0.0)      # the inner FPi tolerance `learn` uses by default; the cold solve uses the same
+INNER = dict(tol=1e-6, tol_rel=0.0, anderson=5)   # the inner FPi options `learn` uses by default; the cold solve uses the same
 
 def cold_solve(model, repeat: int = 3):
     "(median seconds, FPi iterations, VLB) of one cold FPi fit of `model` (default start) to `INNER`."

@@ -10,10 +10,10 @@ from ..vlb import grad_V as dense_grad_V, kl_cov_part, kl_mean_part
 from ..covariance import SiteCov, DenseCov, _halfT
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
                                register_method, start_state)
-from .site_update import site_step, site_cov, SignedSiteCov
+from .site_update import site_step, site_cov, SignedSiteCov, SiteStep
 
 # %% auto #0
-__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_scale', 'fpi', 'detect_two_cycle', 'fpb']
+__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_scale', 'anderson', 'fpi', 'detect_two_cycle', 'fpb']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -79,8 +79,9 @@ def _state(model, m, cov, r=None, clip: bool = True):
         if has_lam: dl = lamb - gam; out['sq'] = np.stack([np.maximum(dl, 0.0), np.maximum(-dl, 0.0)], 1)
         return out
     def var(qb, cb, *hvb): return cb + (hvb[0] if known_v else qb)
+    n_base = len(base)                                                      # an int: the chunk function must not capture base's vectors
     def block(s, e, mb, qb, yb, ab, *rest):
-        v = var(qb, *rest[:len(base)])
+        v = var(qb, *rest[:n_base])
         E, dE, dv = lik.expected_log_lik(yb, ab + mb, v)
         return dict(E=E, keep_v=v, keep_gamma=-2.0 * dv, **sums(-2.0 * dv, dE, rest[-1] if has_lam else None))
     if not _per_site_arrays(lik, n):
@@ -92,7 +93,8 @@ def _state(model, m, cov, r=None, clip: bool = True):
                           rows=(gam, dE) + ((lam,) if has_lam else ()))
         res.update(E=float(np.sum(E)), keep_v=mv['keep_v'], keep_gamma=gam)
     v_site, gamma = res['keep_v'], res['keep_gamma']
-    if hv is None and isinstance(cov, SiteCov): cov._hv_cache, cov._n_small = v_site - c, 0   # h_iᵀVh_i from this pass
+    if hv is None and isinstance(cov, SiteCov):                             # h_iᵀVh_i from this pass (v_site itself when c = 0: no copy)
+        cov._hv_cache, cov._n_small = (v_site if not np.any(c) else v_site - c), 0
     at = _AtCov(model, cov, v_site=v_site)
     at.gram_next, at.gram_clip, at.sq = res['gram'], clip, res.get('sq')
     r = model.prior.solve(m - model.mu) if r is None else r
@@ -158,12 +160,13 @@ def _exact_last(model, cov, gamma, hist):
     gV, _ = _grad_V_inf(model, cov, gamma)
     r['grad_V'], r['grad_V_exact'], r.grad_norm = gV, True, max(r['grad_m'], gV)
 
-def _decrement(model, cov, at, g, gamma) -> float:
+def _decrement(model, cov, at, g, gamma, mean: bool = True) -> float:
     """A scale-free optimality measure, 0 exactly at a stationary point: max(gᵀVg, max_i |λ_i − γ_i|·h_iᵀVh_i), the Newton
     decrement in m and the relative error of each site precision (λ in site form; for another V the first term only).
     The ∞-norms of the gradient are not scale-free: at a kernel variance of 10⁸ they fall below 10⁻⁵ while the VLB is
-    still 40 nats below its optimum (the site precisions are then of order 10⁻¹², their errors as small)."""
-    dec = float(g @ cov.matvec(g))
+    still 40 nats below its optimum (the site precisions are then of order 10⁻¹², their errors as small).
+    `mean=False`: the site term alone (the measure of the problem in λ at fixed m)."""
+    dec = float(g @ cov.matvec(g)) if mean else 0.0
     if isinstance(cov, _SITE_FORMS) and cov.lam.size:
         dec = max(dec, float(np.max(np.abs(cov.lam - gamma) * (at.v_site - model.c))))
     return dec
@@ -304,30 +307,84 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
         hist.append(Record(len(hist), hist[-1].time, g.vlb, hist[-1].grad_norm, "grad_polish", [], {}))
     return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
+def _rises(vlb, new, dec_old, dec_new, band: float = 1e-12) -> bool:
+    """Whether a step from a state with VLB `vlb` to one with VLB `new` is an ascent: the VLB did not fall, or it fell by
+    less than rounding (`band`, relative) and the scale-free optimality measure (`_decrement`; `dec_old`, `dec_new`:
+    functions computing it, called only then) did not grow."""
+    if new >= vlb: return True
+    if not new >= vlb - band * abs(vlb): return False
+    return dec_new() <= dec_old()
+
 def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed: bool = True, rho_min: float = 1e-10, at=None):
     """One damped natural-gradient step from (m, V) in site form (`site_step`): λ' = (1−ρ)λ + ργ (γ signed when
     `signed`, else γ₊), m' = m + ρV'g (`mean`; else m' = m; `at`: the cache of the state, whose Gram sum of γ the step reuses), ρ halved while Σ⁻¹ + Hᵀdiag(λ')H is not positive
-    definite or the VLB falls by more than rounding (10⁻¹² relative). `r` = Σ⁻¹(m − μ) or None.
-    Returns `(step, at, state, rho, events)` (events DAMPED with the halvings), or None when ρ fell below `rho_min`."""
+    definite or the step is not an ascent (`_rises`: the VLB falls by more than rounding, 10⁻¹² relative, or
+    moves by less and the scale-free optimality measure grows). `r` = Σ⁻¹(m − μ) or None.
+    Returns `(step, at, state, rho, events)` (events DAMPED with the halvings), or None when ρ fell below `rho_min`
+    (the smallest step whose VLB fell by less than rounding, if there was one: at the rounding floor the measure can
+    grow by rounding too, and such a step is the old iterate up to rounding)."""
     vlb, g, gamma = state
     not_pd = fell = 0
-    g = g if mean else np.zeros_like(g)
+    floor = None
+    g_step = g if mean else np.zeros_like(g)
+    dec0 = []                                                             # the measure at the state, computed at most once
+    def dec_old():
+        if not dec0: dec0.append(_decrement(model, cov, at if at is not None else _AtCov(model, cov), g, gamma, mean))
+        return dec0[0]
     while rho >= rho_min:
         Gg = None if (at is None or at.gram_next is None or at.gram_clip != (not signed)) else at.gram_next
-        try: st = site_step(model, m, cov.lam, g, gamma, rho=rho, signed=signed, gram_gamma=Gg, gram_lam=getattr(cov, '_gram', None))
+        try: st = site_step(model, m, cov.lam, g_step, gamma, rho=rho, signed=signed, gram_gamma=Gg, gram_lam=getattr(cov, '_gram', None))
         except ValueError: not_pd += 1; rho *= 0.5; continue              # λ' outside the positive-definite set
         at_new, new = _state(model, st.m, st.cov, None if r is None else r + st.r_delta, clip=not signed)
-        if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb):
+        if _finite(new) and _rises(vlb, new[0], dec_old, lambda: _decrement(model, st.cov, at_new, new[1], new[2], mean)):
             ev = [Event(EventKind.DAMPED, "ρ halved: Σ⁻¹ + Hᵀdiag(λ')H not positive definite", count=not_pd)] if not_pd else []
-            if fell: ev.append(Event(EventKind.DAMPED, "ρ halved: the VLB fell", count=fell))
+            if fell: ev.append(Event(EventKind.DAMPED, "ρ halved: the VLB fell or the optimality measure grew", count=fell))
             return st, at_new, new, rho, ev
+        if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb): floor = (st, at_new, new, rho)
         fell += 1; rho *= 0.5
+    if floor is not None:
+        return floor + ([Event(EventKind.DAMPED, "ρ halved to the rounding floor: the VLB and the optimality measure cannot decide", count=fell)],)
     return None
+
+def anderson(pairs, w=None):
+    """Anderson extrapolation (type II) of a fixed-point map x ↦ G(x) from the pairs (x_j, G(x_j)), oldest first: with
+    residuals f_j = G(x_j) − x_j, the coefficients c minimise ‖w∘(f_k − ΔF c)‖₂ (ΔF: differences of successive residuals;
+    `w` positive weights, default 1) and x_AA = G(x_k) − ΔG c (ΔG: differences of successive G). None with fewer than two pairs."""
+    if len(pairs) < 2: return None
+    L = np.stack([np.asarray(p[0], dtype=float) for p in pairs], 1); G = np.stack([np.asarray(p[1], dtype=float) for p in pairs], 1)
+    F = G - L
+    if w is not None: F = F * np.asarray(w, dtype=float)[:, None]
+    c = np.linalg.lstsq(np.diff(F, axis=1), F[:, -1], rcond=1e-12)[0]
+    return G[:, -1] - np.diff(G, axis=1) @ c
+
+def _fp_pair(model, m, cov, g, gamma, at):
+    """(x, G(x), w) of the FPi map on x = (m, λ): G = (m + Vg, γ) (the Newton step on m at the current V, the T step on λ),
+    w = the weights that make each residual dimensionless: 1/√(prior variance) on m, the site variance h_iᵀVh_i on λ."""
+    x = np.concatenate([m, cov.lam]); Gx = np.concatenate([m + cov.matvec(g), gamma])
+    w = np.concatenate([1.0 / np.sqrt(model.prior.diag()), np.maximum(at.v_site - model.c, 0.0)])
+    return x, Gx, w
+
+def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
+    """The FPi step to (m', λ') = `anderson(pairs, w)` of the map `_fp_pair`: `(step, at, state, 1.0, [])` when
+    V' is positive definite and the step is an ascent (`_rises`), else None (the caller takes the plain step)."""
+    vlb, g, gamma = state
+    x = anderson(pairs, w)
+    if x is None or not np.all(np.isfinite(x)): return None
+    m_new, lam = x[:model.d], x[model.d:]
+    if not signed: lam = np.maximum(lam, 0.0)
+    try: cov_new = site_cov(model, lam)
+    except ValueError: return None                                        # λ' outside the positive-definite set
+    r_new = model.prior.solve(m_new - model.mu)
+    st = SiteStep(m_new, lam, cov_new, m_new - m, r_new - r, 0)
+    at_new, new = _state(model, st.m, st.cov, r_new, clip=not signed)
+    if not (_finite(new) and _rises(vlb, new[0], lambda: _decrement(model, cov, at, g, gamma),
+                                    lambda: _decrement(model, st.cov, at_new, new[1], new[2]))): return None
+    return st, at_new, new, 1.0, []
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
-        stall: int = 20, lam0=None) -> VGPosterior:
+        stall: int = 20, lam0=None, anderson: int = 0) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
     m0: start mean, a scalar or a length-d vector (default 0, as in Sheth & Khardon 2016, §4).
@@ -351,9 +408,14 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         test (events STEP_REJECTED, LINE_SEARCH); False takes the size-1 natural-gradient step.
     polish: continue with GRAD when the clipping is active at the limit or the run stalled (HANDOVER).
     stall: stop with `Stop.STALLED` and return the best state (BEST_STATE) when the best VLB has not
-        risen for `stall` iterations in which the VLB fell at least three times."""
+        risen for `stall` iterations in which the VLB fell at least three times.
+    anderson: memory k of the Anderson acceleration of the site precisions (0: off): while steps are undamped,
+        λ' = `anderson_lam` of the last k + 1 pairs (λ, γ) replaces γ in the step when that step is an ascent (else
+        the plain step is taken and the memory restarts); the record of each such iteration has `anderson` True/False.
+        The memory holds k + 1 pairs of (d + n)-vectors in the caller's process."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
+    if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
     signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
     m, cov, events = _initial_state(model, m0, V0, lam0)
@@ -364,6 +426,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     prev, stop, msg = None, Stop.MAX_ITER, f"reached max_iter={max_iter}"
     best, fell = None, []                                                 # best state seen; did the VLB fall, per iteration
     rho, full = 1.0, True                                                 # signed steps: next ρ; was the last step a full one
+    pairs = []                                                            # Anderson memory: (λ, γ) of the last iterations
     for it in range(int(max_iter) + 1):
         if state is None: state = _vlb_grad(model, m, at, r)
         vlb, g, gamma = state
@@ -385,7 +448,15 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if it == max_iter: break
         events = []
         if line_search and isinstance(cov, _SITE_FORMS):                  # after the first iteration: the damped step
-            res = _damped_step(model, m, r, cov, state, rho, signed=signed, at=at)
+            res = None
+            if anderson:
+                x, Gx, w = _fp_pair(model, m, cov, g, gamma, at)
+                pairs = (pairs + [(x, Gx)])[-(int(anderson) + 1):] if rho == 1.0 else []
+                if len(pairs) >= 2:
+                    res = _anderson_step(model, m, r, cov, state, pairs, w, signed, at)
+                    rec['anderson'] = res is not None
+                    if res is None: pairs = pairs[-1:]                    # not an ascent: the plain step, the memory restarts
+            if res is None: res = _damped_step(model, m, r, cov, state, rho, signed=signed, at=at)
             if res is None:
                 rec.events.append(Event(EventKind.STEP_REJECTED, "no damped step down to ρ = 1e-10 keeps V positive definite and the VLB"))
                 stop, msg = Stop.STALLED, "stalled: no damped natural-gradient step raises the VLB"; break
@@ -426,6 +497,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
                 stop, msg = Stop.NOT_FINITE, ("the expected log-likelihood overflows at T(V) for every mean step; the last finite state is returned"); break
         m, r = m + tau * delta, r + tau * r_delta
         cov, at, prev = cov_T, at_T, vlb
+        del step, cov_T, at_T                                             # no stale generation of n-vectors held between iterations
     if stop is Stop.STALLED or (stop is Stop.NOT_FINITE and best is not None and not _finite(state)):   # the best state, not the last
         vlb, m, cov, g, gamma, k = best
         _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "best",

@@ -17,7 +17,8 @@ from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budg
 
 
 # %% auto #0
-__all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperFit', 'learn', 'joint_lbfgs']
+__all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperFit', 'predict_start', 'learn',
+           'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -270,6 +271,36 @@ def _warm(method, post) -> dict:
     if method in ("fpi", "fpb") and lam is not None and np.all(np.asarray(lam) >= 0): return dict(m0=post.m, lam0=lam)
     return dict(m0=post.m, V0=post.cov.dense())
 
+def predict_start(optima, theta):
+    """(m, λ) at `theta` from earlier inner optima `optima` = [(θ_j, m_j, λ_j)]: the least-squares linear model
+    x(θ) ≈ x_b + J(θ − θ_b) in x = (m, λ) through the optimum b nearest to θ and up to 2p others nearest to it (p = len θ;
+    J minimises ‖ΔΘ J − ΔX‖ over the differences to b, the minimum-norm J when they span fewer than p directions);
+    λ < 0 set to 0. The optimum is a smooth function of θ, so the error is O(‖θ − θ_b‖²) where the plain start x_b
+    errs by O(‖θ − θ_b‖). None with fewer than two optima."""
+    if len(optima) < 2: return None
+    theta = np.asarray(theta, dtype=float)
+    dist = [float(np.linalg.norm(t - theta)) for t, _, _ in optima]
+    order = np.argsort(dist, kind="stable")[:2 * len(theta) + 1]
+    tb, mb, lb = optima[order[0]]; xb = np.concatenate([mb, lb])
+    dT = np.stack([optima[j][0] - tb for j in order[1:]])                          # (q, p)
+    dX = np.stack([np.concatenate([optima[j][1], optima[j][2]]) - xb for j in order[1:]])   # (q, d + n)
+    J = np.linalg.lstsq(dT, dX, rcond=1e-10)[0]                                      # (p, d + n)
+    x = xb + (theta - tb) @ J
+    d = len(mb)
+    return x[:d], np.maximum(x[d:], 0.0)
+
+def _start(method, post, optima, model, theta) -> dict:
+    """The inner start at `theta`: `_warm` of the last optimum, or for FPi/FPb (m, λ) = `predict_start` when that start
+    has the higher VLB at the new `model` (both evaluated; the plain start is kept when the prediction is worse)."""
+    kw = _warm(method, post)
+    if "lam0" not in kw: return kw
+    pred = predict_start(optima, theta)
+    if pred is None: return kw
+    def at(m, lam):
+        try: return vlb(model, m, SiteCov(model, lam))
+        except ValueError: return -np.inf
+    return dict(m0=pred[0], lam0=pred[1]) if at(*pred) > at(kw["m0"], kw["lam0"]) else kw
+
 def _budget(inner: dict, hist) -> dict:
     """The inner options with `max_seconds` cut to the time left in the outer budget of `hist` (at least 1 ms), so
     that no inner solve runs past it."""
@@ -281,13 +312,15 @@ def _budget(inner: dict, hist) -> dict:
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner):
     "One outer L-BFGS-B run from the free values `theta0`."
     hist = History(callback=callback, max_seconds=max_seconds)
-    state = dict(post=None, model=None, n_inner=0, key=None, stop=None)
+    state = dict(post=None, model=None, n_inner=0, key=None, stop=None, optima=[])
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf); hi = -lo
     def evaluate(theta):
         key = theta.tobytes()
         if state['key'] == key: return state['f'], state['g']
         m_new = hp.build(theta)
-        post = _fit(m_new, method, **_warm(method, state['post']), **_budget(inner, hist))
+        post = _fit(m_new, method, **_start(method, state['post'], state['optima'], m_new, theta), **_budget(inner, hist))
+        lam = getattr(post.cov, "lam", None)
+        if post.converged and lam is not None: state['optima'].append((theta.copy(), post.m, np.asarray(lam)))
         g = hp.grad(m_new, post.m, post.cov)
         state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
@@ -329,8 +362,9 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     variance (scalar or per feature), the likelihood's parameters (`likelihood.param_names`), and with
     `learn_mean` the constant GP mean or the GLM's scalar prior mean.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
-        options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, 1e-8 otherwise), warm-started at the previous
-        optimum ((m, λ) for fpi/fpb). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
+        options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 for fpi;
+        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, or their prediction from the
+        optima nearest θ, `predict_start`, when its VLB is higher). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
         the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
@@ -348,7 +382,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
     hp = _Hyper(model, learn_mean, fixed, learn_inducing)
-    inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0} if method in ("fpi", "fpb") else {"tol": 1e-8}))
+    inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5} if method == "fpi" else
+                           {"tol": 1e-6, "tol_rel": 0.0} if method == "fpb" else {"tol": 1e-8}))
     rng = np.random.default_rng(seed)
     starts = [hp.theta0] + [hp.theta0 + rng.standard_normal(len(hp.theta0)) for _ in range(int(restarts))]
     runs = [_learn_once(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner) for t0 in starts]
