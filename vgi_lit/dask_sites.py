@@ -4,6 +4,7 @@
 
 # %% ../nbs/03b_dask_sites.ipynb #ds01
 from __future__ import annotations
+import sys, weakref
 import numpy as np
 import dask
 import dask.array as da
@@ -51,18 +52,29 @@ def _row_chunked(X, rechunk: bool = True):
     return X
 
 # %% ../nbs/03b_dask_sites.ipynb #ds11
+class _Const(float):
+    "A per-row vector equal to one number at every row of a chunk (a stride-0 view): shipped as that number."
+
+def _expand(r, rows: int):
+    "A chunk's piece of per-row data: the array itself, or a `_Const` rebuilt as a read-only view of length `rows` (8 bytes)."
+    return np.broadcast_to(np.float64(r), (rows,)) if isinstance(r, _Const) else r
+
 def _k_matvec(b, s, x): return _check_block(b, s) @ x
-def _k_rmatvec(b, s, r): return _check_block(b, s).T @ r
+def _k_rmatvec(b, s, r):
+    b = _check_block(b, s)
+    return b.T @ _expand(r, b.shape[0])
 def _gram_rows(b, w):
     "bᵀ diag(w) b; for w ≥ 0 as SᵀS with S = diag(√w) b (BLAS syrk: half the flops, exactly symmetric)."
     if w.size and w.min() >= 0:
         S = b * np.sqrt(w)[:, None]
         return S.T @ S
     return b.T @ (w[:, None] * b)
-def _k_gram(b, s, w): return _gram_rows(_check_block(b, s), w)
+def _k_gram(b, s, w):
+    b = _check_block(b, s)
+    return _gram_rows(b, np.asarray(_expand(w, b.shape[0])))
 def _k_sq_rmatvec(b, s, r):
     b = _check_block(b, s)
-    return (b * b).T @ r
+    return (b * b).T @ _expand(r, b.shape[0])
 def _k_row_norms2(b, s):
     b = _check_block(b, s)
     return np.einsum('ij,ij->i', b, b)
@@ -74,19 +86,29 @@ def _k_quad(b, s, A): return _quad_rows(_check_block(b, s), A)
 def _check_block_at(b, s): return _check_block(b, s)
 def _k_take(b, s, loc): return _check_block(b, s)[loc]
 
+_SUB_ROWS = 8192   # rows per slice of a chunk for the products that need an n_b × d temporary
+
+def _by_rows(f, b, *vs, add: bool = False):
+    """f(u, *vs_u) over slices u of at most `_SUB_ROWS` rows of the chunk `b` (vs_u: the matching slices of the per-row
+    vectors `vs`): the results added (`add`, a sum over rows) or concatenated (a vector over rows). A chunk's products
+    b Aᵀ, diag(√w) b and b∘b then need a temporary of `_SUB_ROWS` × d numbers, not one of the chunk's size."""
+    parts = [f(b[i:i + _SUB_ROWS], *(v[i:i + _SUB_ROWS] for v in vs)) for i in range(0, max(b.shape[0], 1), _SUB_ROWS)]
+    return _add(*parts) if add else np.concatenate(parts)
+
 def _k_pass(b, s, m, A, fn, *rows):
     """One chunk of the fused pass: mb = H_b m, qb = ‖A hᵢ‖² (None without A), out = fn(s, e, mb, qb, *rows), then the
     chunk's terms of the sums ('E' → ΣE, 'dE' → 'g' = Hᵀ dE, 'w' → 'gram' = Hᵀ diag(w) H, 'sq' → (H∘H)ᵀ sq) and its
     'keep_*' vectors. Returns (sums, keeps), two dicts."""
     b = _check_block(b, s); e = s + b.shape[0]
+    rows = [_expand(r, b.shape[0]) for r in rows]
     mb = b @ m
-    qb = None if A is None else _quad_rows(b, A)
+    qb = None if A is None else _by_rows(lambda u: _quad_rows(u, A), b)
     sums, keeps = {}, {}
     for k, v in fn(s, e, mb, qb, *rows).items():
         if k == 'E': sums['E'] = float(np.sum(v))
         elif k == 'dE': sums['g'] = b.T @ np.asarray(v, dtype=np.float64)
-        elif k == 'w': sums['gram'] = _gram_rows(b, np.asarray(v, dtype=np.float64))
-        elif k == 'sq': sums['sq'] = (b * b).T @ np.asarray(v, dtype=np.float64)
+        elif k == 'w': sums['gram'] = _by_rows(_gram_rows, b, np.asarray(v, dtype=np.float64), add=True)
+        elif k == 'sq': sums['sq'] = _by_rows(lambda u, t: (u * u).T @ t, b, np.asarray(v, dtype=np.float64), add=True)
         elif k.startswith('keep_'): keeps[k] = np.asarray(v, dtype=np.float64)
         else: raise ValueError(f"site_pass: fn returned an unknown entry {k!r} (expected 'E', 'dE', 'w', 'sq' or 'keep_*')")
     return sums, keeps
@@ -114,6 +136,33 @@ def _vec(x, n, name, ndims=(1, 2)):
     if not np.all(np.isfinite(x)): raise ValueError(f"{name} contains NaN or inf")
     return x
 
+def _client():
+    "The `distributed` client the next `dask.compute` will use (the default scheduler is its `get`), or None."
+    if "distributed" not in sys.modules: return None
+    from distributed import Client
+    c = getattr(dask.base.get_scheduler(), "__self__", None)
+    return c if isinstance(c, Client) and c.status == "running" else None
+
+def _frozen(v) -> bool:
+    "True when neither `v` nor any array it is a view of can be written through (NumPy's read-only flag along the chain)."
+    while isinstance(v, np.ndarray):
+        if v.flags.writeable: return False
+        v = v.base
+    return True
+
+_SCATTERED = {}   # (id(array), id(client), row chunks) -> (weak reference to the array, client, futures of its pieces)
+
+def _scattered_once(v, client, key, cut):
+    """The futures of the pieces `cut(v)` of the read-only array `v`, scattered to the workers of `client` on the first call
+    and reused while `v` lives; the entry (and with it the pieces on the workers) goes when `v` is garbage collected."""
+    hit = _SCATTERED.get(key)
+    if hit is not None and hit[0]() is v and hit[1] is client: return hit[2], True
+    futs = client.scatter(cut(v), hash=False)
+    def release(ref, key=key):
+        if _SCATTERED.get(key, (None,))[0] is ref: del _SCATTERED[key]
+    _SCATTERED[key] = (weakref.ref(v, release), client, futs)
+    return futs, False
+
 class DaskSites(SiteMatrix):
     """Site matrix H (n × d) held as a dask array chunked by rows: every operation one pass over the chunks,
     results as NumPy float64 arrays. `rechunk`: merge several column chunks into one (else a ValueError)."""
@@ -132,12 +181,25 @@ class DaskSites(SiteMatrix):
     def _cut(self, v):
         "The slices of the in-memory vector (or n × k array) `v` along the row chunks."
         return [v[s:e] for s, e in zip(self.starts[:-1], self.starts[1:])]
-    def _rows_by_chunk(self, v, name):
-        "Per-row data `v` (a NumPy vector of length n, or a dask vector) as one piece per row chunk."
+    def _rows_by_chunk(self, v, name, ndims=(1,)):
+        """Per-row data `v` (a NumPy array with n rows, or a dask vector) as one piece per row chunk: a dask vector's
+        rechunked blocks; a vector equal to one number at every row (a stride-0 view, as a model keeps a constant
+        offset) as that number (`_Const`); else the slices of `v`, which with a `distributed` client are scattered to
+        the workers instead of travelling in the graph (a read-only array's pieces once, while it lives; a writable
+        array's pieces for this pass only)."""
         if isinstance(v, da.Array):
             if v.shape != (self.n,): raise ValueError(f"{name} must have shape ({self.n},), got {v.shape}")
             return list(v.rechunk((self.X.chunks[0],)).to_delayed().ravel())
-        return self._cut(_vec(v, self.n, name, (1,)))
+        if isinstance(v, np.ndarray) and v.ndim == 1 and v.shape[0] == self.n and self.n > 1 and v.strides[0] == 0:
+            return [_Const(_vec(v[:1], 1, name, (1,))[0])] * self.n_chunks
+        client = _client()
+        if client is None: return self._cut(_vec(v, self.n, name, ndims))
+        if isinstance(v, np.ndarray) and v.dtype == np.float64 and _frozen(v):
+            key = (id(v), id(client), self.X.chunks[0])
+            hit = _SCATTERED.get(key)
+            if hit is None or hit[0]() is not v or hit[1] is not client: _vec(v, self.n, name, ndims)   # checked once
+            return _scattered_once(v, client, key, self._cut)[0]
+        return client.scatter(self._cut(_vec(v, self.n, name, ndims)), hash=False)
     def _concat(self, kernel, *args):
         "One pass: `kernel(chunk, first_row, *args)` for every chunk, results concatenated (vectors of length n)."
         shared = [delayed(a, pure=True) if isinstance(a, np.ndarray) else a for a in args]
@@ -153,10 +215,10 @@ class DaskSites(SiteMatrix):
         return self._concat(_k_matvec, _vec(x, self.d, "x"))
     def rmatvec(self, r):
         "Hᵀ r: r (n,) → (d,), or (n, k) → (d, k)"
-        return np.asarray(self._sum(_k_rmatvec, self._cut(_vec(r, self.n, "r"))), dtype=np.float64)
+        return np.asarray(self._sum(_k_rmatvec, self._rows_by_chunk(r, "r", (1, 2))), dtype=np.float64)
     def gram(self, w):
         "Hᵀ diag(w) H (d, d), exactly symmetric"
-        G = self._sum(_k_gram, self._cut(_vec(w, self.n, "w", (1,))))
+        G = self._sum(_k_gram, self._rows_by_chunk(w, "w"))
         return 0.5 * (G + G.T)
     def quad(self, A):
         "‖A hᵢ‖² for every site (n,), for A (k × d): the site variances hᵢᵀVhᵢ with V = AᵀA"
@@ -166,7 +228,7 @@ class DaskSites(SiteMatrix):
         return self._concat(_k_quad, A)
     def sq_rmatvec(self, r):
         "(H∘H)ᵀ r: r (n,) → (d,), or (n, k) → (d, k)"
-        return np.asarray(self._sum(_k_sq_rmatvec, self._cut(_vec(r, self.n, "r"))), dtype=np.float64)
+        return np.asarray(self._sum(_k_sq_rmatvec, self._rows_by_chunk(r, "r", (1, 2))), dtype=np.float64)
     def row_norms2(self):
         "‖hᵢ‖² (n,)"
         return self._concat(_k_row_norms2)
@@ -202,7 +264,8 @@ class DaskSites(SiteMatrix):
         whose entries are accumulated as in `SiteMatrix.site_pass`: 'E' summed, 'dE' as Hᵀ dE ('g'), 'w' as
         Hᵀ diag(w) H ('gram', exactly symmetric), 'sq' as (H∘H)ᵀ sq, and 'keep_*' concatenated into n-vectors.
         With a `distributed` client `fn` is pickled once (one key of the graph) and sent to each worker; per-row data
-        passed in `rows` travel instead in pieces with their chunks."""
+        passed in `rows` reach the workers in pieces as `_rows_by_chunk` states (scattered, or one number per chunk for
+        a constant vector), so the graph of a pass holds O(number of chunks) bytes, not O(n)."""
         m = _vec(m, self.d, "m", (1,))
         if A is not None:
             A = np.asarray(A, dtype=np.float64)
@@ -213,9 +276,31 @@ class DaskSites(SiteMatrix):
         md, Ad, fnd = delayed(m, pure=True), (None if A is None else delayed(A, pure=True)), delayed(fn, pure=True)
         parts = [delayed(_k_pass, pure=True, nout=2)(b, s, md, Ad, fnd, *(p[i] for p in pieces))
                  for i, (b, s) in enumerate(self._chunks())]
-        sums, keeps = dask.compute(_tree_sum([p[0] for p in parts]), [p[1] for p in parts])
-        out = dict(sums)
+        tree, keep_parts = _tree_sum([p[0] for p in parts]), [p[1] for p in parts]
+        client = _client()
+        if client is None:
+            sums, keeps = dask.compute(tree, keep_parts)
+            out = dict(sums)
+            for k in list(keeps[0] if keeps else {}):                   # each vector assembled, then its pieces freed
+                out[k] = np.concatenate([kp.pop(k) for kp in keeps])
+        else:                                                           # each chunk's vectors copied in as they arrive
+            out = self._gather_keeps(client, client.compute([tree] + keep_parts))
         if "gram" in out: out["gram"] = 0.5 * (out["gram"] + out["gram"].T)
         if "g" in out: out["g"] = np.asarray(out["g"], dtype=np.float64)
-        for k in (keeps[0] if keeps else {}): out[k] = np.concatenate([kp[k] for kp in keeps])
+        return out
+    def _gather_keeps(self, client, futs):
+        """The sums (`futs[0]`) and the kept vectors of the chunks (`futs[1:]`, in chunk order) from a `distributed` client:
+        each chunk's vectors are copied into preallocated n-vectors as they arrive and released on the workers, so neither
+        side holds all the pieces and the assembled vectors at once."""
+        from distributed import as_completed
+        out, where = {}, {f.key: i for i, f in enumerate(futs[1:])}
+        try:
+            for f in as_completed(futs[1:]):
+                i = where[f.key]; kp = f.result(); f.release()
+                for k, v in kp.items():
+                    if k not in out: out[k] = np.empty((self.n,) + np.shape(v)[1:])
+                    out[k][self.starts[i]:self.starts[i + 1]] = v
+            out.update(futs[0].result())
+        finally:
+            for f in futs: f.release()
         return out

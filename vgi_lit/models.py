@@ -27,6 +27,18 @@ def _value(a):
     a = np.asarray(a)
     return a if (a.flags.owndata and not a.flags.writeable) else _frozen(a.copy())
 
+def _per_site(val, n: int, name: str):
+    """A per-site vector of a model (offsets a, noise c) from a scalar or a vector of length `n`. A scalar, or a vector
+    that is one number by construction (a stride-0 view, such as another model's constant offset), becomes a read-only
+    stride-0 view of one float: 8 bytes for any n, and recognisable as constant by whoever ships it elsewhere. Any
+    other vector becomes a read-only copy."""
+    val = _real_array(val, name)
+    if val.ndim > 1 or (val.ndim == 1 and val.shape != (n,)):
+        raise ValueError(f"{name} must be a scalar or a vector of length {n}, got shape {val.shape}")
+    if val.ndim == 0 or (n > 1 and val.strides[0] == 0):
+        return np.broadcast_to(_frozen(np.array(val.flat[0], dtype=float)), (n,))
+    return _frozen(val.copy())
+
 # %% ../nbs/03_models.ipynb #c9a1e0b5
 def _real_array(x, name):
     """`x` as a float64 array; a TypeError naming `x` if it is complex (NumPy would drop the imaginary part
@@ -167,7 +179,8 @@ def _check_kernel(kernel):
 class LGM:
     """Latent Gaussian model with sites `f_i = a_i + h_iᵀw + N(0, c_i)`, `w ~ N(mu, Sigma)` (Sheth & Khardon 2016, eqs. 1 and 4).
 
-    A value: `y`, `mu`, `a`, `c` and `H` are read-only arrays of the model's own (copies of the arguments)."""
+    A value: `y`, `mu`, `a`, `c` and `H` are read-only arrays of the model's own (copies of the arguments; a scalar
+    `a` or `c` is kept as a read-only stride-0 vector of length n, one float in memory)."""
     kind = 'lgm'
     def __init__(self, y, likelihood, mu, prior: PriorCov, a, c, H):
         if not isinstance(prior, PriorCov): raise TypeError(f"prior must be a PriorCov, got {type(prior).__name__}")
@@ -179,12 +192,7 @@ class LGM:
             raise ValueError(f"prior mean must be a scalar or a vector of length {self.d}, got shape {mu.shape}")
         self.mu = _frozen(np.broadcast_to(mu, (self.d,)).copy())
         if not np.all(np.isfinite(self.mu)): raise ValueError("prior mean contains NaN or inf")
-        for name, val in (("site offset a", a), ("site noise c", c)):
-            val = _real_array(val, name)
-            if val.ndim > 1 or (val.ndim == 1 and val.shape != (self.n,)):
-                raise ValueError(f"{name} must be a scalar or a vector of length {self.n}, got shape {val.shape}")
-        self.a = _frozen(np.broadcast_to(np.asarray(a, float), (self.n,)).copy())
-        self.c = _frozen(np.broadcast_to(np.asarray(c, float), (self.n,)).copy())
+        self.a, self.c = _per_site(a, self.n, "site offset a"), _per_site(c, self.n, "site noise c")
         if np.any(self.c < 0): raise ValueError("site noise c must be non-negative")
         if H is None:
             if self.n != self.d: raise ValueError("identity site map needs n == d")
