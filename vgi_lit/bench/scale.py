@@ -70,10 +70,11 @@ def glm_fit_memory(n: int, d: int, kind: str, chunk_rows: int = 50_000, seed: in
     with PeakRSS() as pk:
         X, y, w = glm_data(n, d, kind, seed=seed, chunk_rows=chunk_rows)
         t0 = time.perf_counter(); y = y.compute(); t_y = time.perf_counter() - t0     # the labels made (one pass)
-        model = GLM(X, y, Logistic() if kind == "logistic" else Poisson())
+        model = GLM(X, y, Logistic() if kind == "logistic" else Poisson()); del y       # the model holds its own copy
         post, pc, secs = _fit_counted(model, kind, pk, max_iter, tol, verbose)
-        del y, model
+        del model
     return dict(model=f"{kind} GLM", n=n, d=d, chunk_rows=chunk_rows, peak_mb=pk.peak_mb, passes=pc.total, by_op=pc.by_op,
+                client_mb=pk.own_peak / 2**20, workers_mb=pk.others_peak / 2**20,
                 n_iter=post.n_iter, stop=post.stop.name, seconds=secs, per_pass=secs / pc.total, labels_s=t_y, vlb=post.vlb,
                 grad=post.history[-1].grad_norm, err=float(np.linalg.norm(post.m - w) / np.linalg.norm(w)))
 
@@ -96,7 +97,8 @@ def _row(r, target=None):
     t = "" if target is None else f"  target < {target} MB: {'ok' if r['peak_mb'] < target else 'MISSED'}"
     return (f"{r['model']:<22} n={r['n']:>9,} d={r['d']:>4} chunk={r['chunk_rows']:>6,}  {r['n_iter']:>3} iterations, "
             f"{r['passes']:>3} passes ({r['stop']}, |g| {r['grad']:.1e})  {r['per_pass']:7.2f} s/pass  {r['seconds']:8.1f} s  "
-            f"peak {r['peak_mb']:7.0f} MB{t}  passes by operation {r['by_op']}")
+            f"peak {r['peak_mb']:7.0f} MB{t}" + (f" (this process {r['client_mb']:.0f} MB, its children {r['workers_mb']:.0f} MB)" if 'client_mb' in r else "")
+            + f"  passes by operation {r['by_op']}")
 
 def run(argv=None):
     "Command line: python -m vgi_lit.bench scale [--full] [--only a|b|glm|sgp] [--glm logistic|poisson|both] [--n N] [--d D] [--M M] [--workers W] [--max-iter K] [--verbose]."

@@ -132,16 +132,21 @@ def california_sgp(M: int = 100, chunks: int = 8, lengthscale: float = 1.5, nois
 
 # %% ../../nbs/experiments/97_scale.ipynb #sc19
 class PeakRSS:
-    "Context manager: the peak summed resident set size (bytes) of this process and its descendants, sampled every `interval` s."
+    """Context manager: the peak summed resident set size (bytes) of this process and its descendants, sampled every
+    `interval` s (`peak`), and separately the peak of this process alone (`own_peak`, the client of a cluster) and of
+    the sum over its descendants (`others_peak`, a cluster's worker processes)."""
     def __init__(self, interval: float = 0.05):
-        self.interval, self.peak, self._stop = float(interval), 0, threading.Event()
+        self.interval, self.peak, self.own_peak, self.others_peak, self._stop = float(interval), 0, 0, 0, threading.Event()
     def sample(self) -> int:
         import psutil
-        me = psutil.Process(); total = 0
+        me = psutil.Process(); own = others = 0
         for p in [me] + me.children(recursive=True):
-            try: total += p.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied): pass
-        return total
+            try: rss = p.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied): continue
+            if p.pid == me.pid: own = rss
+            else: others += rss
+        self.own_peak, self.others_peak = max(self.own_peak, own), max(self.others_peak, others)
+        return own + others
     def _run(self):
         while not self._stop.is_set():
             self.peak = max(self.peak, self.sample()); self._stop.wait(self.interval)
