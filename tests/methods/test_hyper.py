@@ -369,9 +369,9 @@ def test_start_keeps_the_plain_warm_start_when_the_prediction_is_worse():
 
 
 def test_late_inner_solves_are_short():
-    """sonar, 60 rows (kernel variance 260 at the optimum, FPi's linear rate near 0.8): with the predicted starts and
+    """sonar, 60 rows (kernel variance 230 at the optimum, FPi's linear rate near 0.8): with
     Anderson acceleration learn needs under 40% of the plain warm-started FPi iterations for the same optimum, and its
-    last two inner solves take at most 4 iterations each (the plain ones 21 and 12)."""
+    last two inner solves take at most 4 iterations each (the plain ones 21 and 13)."""
     from vgi_lit import datasets
     ds = datasets.load_sonar(data_dir=datasets.shared_data_dir(None))
     X = datasets.zscore(np.vstack([ds.X, ds.X_test])).X[:60]; y = np.concatenate([ds.y, ds.y_test])[:60]

@@ -13,7 +13,8 @@ from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Sto
 from .site_update import site_step, site_cov, SignedSiteCov, SiteStep
 
 # %% auto #0
-__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_scale', 'anderson', 'fpi', 'detect_two_cycle', 'fpb']
+__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_scale', 'anderson', 'site_curvature', 'fpi', 'detect_two_cycle',
+           'fpb']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -380,11 +381,62 @@ def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
     if not (_finite(new) and _rises(vlb, new[0], lambda: _decrement(model, cov, at, g, gamma),
                                     lambda: _decrement(model, st.cov, at_new, new[1], new[2]))): return None
     return st, at_new, new, 1.0, []
+def site_curvature(lik, y, m, v):
+    """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
+    alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule."""
+    m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
+    if np.any(v <= 0): raise ValueError("site_curvature needs site variances v > 0")
+    e_mv, e_vv = np.empty(len(m)), np.empty(len(m))
+    for idx, f, W in lik.rule_groups(y, m, v):
+        sl = slice(None) if idx is None else idx
+        z = f - m[sl][:, None]; vs = v[sl]
+        d2 = lik.derivs(np.asarray(y)[sl][:, None], f)[2]
+        e_mv[sl] = 0.5 * np.einsum('ij,ij->i', W, d2 * z) / vs
+        e_vv[sl] = 0.25 * np.einsum('ij,ij->i', W, d2 * (z * z - vs[:, None])) / vs**2
+    return e_mv, e_vv
+
+def _newton_dir(model, m, cov, g, gamma, at, W=None):
+    """(δm, δλ): the Newton step on the stationarity equations F = (g, γ − λ) = 0 in (m, λ), V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹,
+    through the Schur complement in λ: [2(E_mv S E_mv + E_vv)P − I]δλ = λ − γ + 2E_mv H W g, δm = W(g − HᵀE_mv P δλ),
+    with S = HWHᵀ, P = (HVHᵀ)∘(HVHᵀ), E_mv, E_vv diagonal (`site_curvature`). `W` = (Σ⁻¹ + Hᵀdiag(γ)H)⁻¹ (a `SiteCov`)
+    gives the exact Newton step; None uses V for it (the Jacobian then errs by O(λ − γ), and one factorisation is
+    saved). Sites 'identity' or 'dense' (n × n matrices)."""
+    H = None if model.sites.kind == 'identity' else model.H
+    W = cov if W is None else W
+    e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site)
+    Vd = cov.dense(); SV = Vd if H is None else H @ Vd @ H.T                  # HVHᵀ, n × n
+    if W is cov: SW = SV
+    else: Wd = W.dense(); SW = Wd if H is None else H @ Wd @ H.T
+    P = SV * SV                                                                # −∂v/∂λ
+    Wg = W.matvec(g); HWg = Wg if H is None else H @ Wg
+    M = 2.0 * (e_mv[:, None] * SW * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(model.n)
+    dlam = np.linalg.solve(M, cov.lam - gamma + 2.0 * e_mv * HWg)
+    u = e_mv * (P @ dlam)
+    return Wg - W.matvec(u if H is None else H.T @ u), dlam
+
+def _newton_step(model, m, r, cov, state, signed: bool, at):
+    """The FPi step to the Newton point (m + δm, λ + δλ) of `_newton_dir` (λ < 0 set to 0 for the clipped iteration):
+    `(step, at, state, 1.0, [])` when V' is positive definite and the step is an ascent (`_rises`), else None."""
+    vlb, g, gamma = state
+    if not hasattr(cov, 'dense'): return None
+    try: dm, dlam = _newton_dir(model, m, cov, g, gamma, at)
+    except (ValueError, np.linalg.LinAlgError): return None
+    m_new, lam = m + dm, cov.lam + dlam
+    if not signed: lam = np.maximum(lam, 0.0)
+    if not (np.all(np.isfinite(m_new)) and np.all(np.isfinite(lam))): return None
+    try: cov_new = site_cov(model, lam)
+    except ValueError: return None
+    r_new = model.prior.solve(m_new - model.mu)
+    st = SiteStep(m_new, lam, cov_new, dm, r_new - r, 0)
+    at_new, new = _state(model, m_new, cov_new, r_new, clip=not signed)
+    if not (_finite(new) and _rises(vlb, new[0], lambda: _decrement(model, cov, at, g, gamma),
+                                    lambda: _decrement(model, cov_new, at_new, new[1], new[2]))): return None
+    return st, at_new, new, 1.0, []
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
-        stall: int = 20, lam0=None, anderson: int = 0) -> VGPosterior:
+        stall: int = 20, lam0=None, anderson: int = 0, newton: bool = False) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
     m0: start mean, a scalar or a length-d vector (default 0, as in Sheth & Khardon 2016, §4).
@@ -412,10 +464,16 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     anderson: memory k of the Anderson acceleration of the site precisions (0: off): while steps are undamped,
         λ' = `anderson_lam` of the last k + 1 pairs (λ, γ) replaces γ in the step when that step is an ascent (else
         the plain step is taken and the memory restarts); the record of each such iteration has `anderson` True/False.
-        The memory holds k + 1 pairs of (d + n)-vectors in the caller's process."""
+        The memory holds k + 1 pairs of (d + n)-vectors in the caller's process.
+    newton: while steps are undamped, first try the Newton step on the stationarity equations in (m, λ) (`_newton_dir`,
+        n × n dense matrices: sites 'identity' or 'dense' only), kept when it is an ascent (else Anderson or the plain
+        step); the record of each such iteration has `newton` True/False."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
+    if not isinstance(newton, (bool, np.bool_)): raise ValueError(f"newton must be True or False, got {newton!r}")
+    if newton and model.sites.kind not in ('identity', 'dense'):
+        raise ValueError(f"newton=True needs the sites as n × n dense matrices (a GP, or rows in memory), got sites '{model.sites.kind}'")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
     signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
     m, cov, events = _initial_state(model, m0, V0, lam0)
@@ -449,7 +507,10 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         events = []
         if line_search and isinstance(cov, _SITE_FORMS):                  # after the first iteration: the damped step
             res = None
-            if anderson:
+            if newton and rho == 1.0:
+                res = _newton_step(model, m, r, cov, state, signed, at)
+                rec['newton'] = res is not None
+            if anderson and res is None:
                 x, Gx, w = _fp_pair(model, m, cov, g, gamma, at)
                 pairs = (pairs + [(x, Gx)])[-(int(anderson) + 1):] if rho == 1.0 else []
                 if len(pairs) >= 2:

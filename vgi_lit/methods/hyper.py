@@ -309,7 +309,7 @@ def _budget(inner: dict, hist) -> dict:
     own = inner.get("max_seconds")
     return {**inner, "max_seconds": left if own is None else min(own, left)}
 
-def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner):
+def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False):
     "One outer L-BFGS-B run from the free values `theta0`."
     hist = History(callback=callback, max_seconds=max_seconds)
     state = dict(post=None, model=None, n_inner=0, key=None, stop=None, optima=[])
@@ -318,7 +318,8 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         key = theta.tobytes()
         if state['key'] == key: return state['f'], state['g']
         m_new = hp.build(theta)
-        post = _fit(m_new, method, **_start(method, state['post'], state['optima'], m_new, theta), **_budget(inner, hist))
+        start = _start(method, state['post'], state['optima'], m_new, theta) if predict else _warm(method, state['post'])
+        post = _fit(m_new, method, **start, **_budget(inner, hist))
         lam = getattr(post.cov, "lam", None)
         if post.converged and lam is not None: state['optima'].append((theta.copy(), post.m, np.asarray(lam)))
         g = hp.grad(m_new, post.m, post.cov)
@@ -355,7 +356,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
 
 def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-5, max_iter: int = 200,
           max_seconds: float | None = None, callback=None, bound: float = 12.0, inner: dict | None = None,
-          fixed=None, restarts: int = 0, seed=0, learn_inducing: bool = False) -> HyperFit:
+          fixed=None, restarts: int = 0, seed=0, learn_inducing: bool = False, predict: bool = False) -> HyperFit:
     """Hyperparameters by maximising the optimal VLB (L-BFGS-B on unconstrained parameters, envelope gradients).
 
     Learned: the kernel's log-parameters (GP, SparseGP) or the GLM's log prior
@@ -363,8 +364,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     `learn_mean` the constant GP mean or the GLM's scalar prior mean.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 for fpi;
-        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, or their prediction from the
-        optima nearest θ, `predict_start`, when its VLB is higher). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
+        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
         the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
@@ -377,7 +377,10 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     learn_inducing: a SparseGP's inducing inputs Z too (names 'Z[i,j]', a stationary kernel; default False:
         Z stays as given); `fixed={"Z"}` holds them all, 'Z[i,j]' one coordinate.
     restarts: further runs from the start perturbed by N(0, 1) in the unconstrained parameters (`seed`); the
-        result is the run with the best VLB, and `runs` holds every run (the first from the model's values)."""
+        result is the run with the best VLB, and `runs` holds every run (the first from the model's values).
+    predict: for fpi/fpb, start each inner solve from (m, λ) predicted by `predict_start` from the optima nearest θ
+        when its VLB is higher than the previous optimum's (two VLB evaluations per outer step; default False: it
+        saves about one inner iteration late in a run, and costs about as much)."""
     check_budget(tol, max_iter, max_seconds)
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
@@ -386,7 +389,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
                            {"tol": 1e-6, "tol_rel": 0.0} if method == "fpb" else {"tol": 1e-8}))
     rng = np.random.default_rng(seed)
     starts = [hp.theta0] + [hp.theta0 + rng.standard_normal(len(hp.theta0)) for _ in range(int(restarts))]
-    runs = [_learn_once(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner) for t0 in starts]
+    if not isinstance(predict, (bool, np.bool_)): raise ValueError(f"predict must be True or False, got {predict!r}")
+    runs = [_learn_once(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner, bool(predict)) for t0 in starts]
     best = max(runs, key=lambda r: r.vlb if np.isfinite(r.vlb) else -np.inf)
     if restarts: best.runs = runs
     return best
