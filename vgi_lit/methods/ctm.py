@@ -23,8 +23,8 @@ from .svi import Adagrad, step_size
 __all__ = ['COVS', 'METHODS', 'HYPER', 'check_counts', 'init_beta', 'check_beta', 'CTM', 'log_logistic_map', 'logistic_map',
            'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl',
            'ctm_vlb', 'simple_stats', 'alpha_grad', 'beta_from_alpha', 'mu_sigma_update', 'PriorSums',
-           'newton_direction', 'damped_newton', 'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior', 'topic_proportions',
-           'word_probs', 'fit_documents']
+           'newton_direction', 'newton_cov_factor', 'damped_newton', 'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior',
+           'topic_proportions', 'word_probs', 'fit_documents']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c06
 def check_counts(counts, name: str = "counts"):
@@ -318,14 +318,23 @@ class PriorSums:
         return mu, 0.5 * (Sig + Sig.T)
 
 # %% ../../nbs/methods/17_ctm.ipynb #c33e
-def newton_direction(L, W, g):
-    """(s, M): the Newton step s = (Σ⁻¹ + W)⁻¹g and the factor M = C⁻¹Lᵀ with MᵀM = (Σ⁻¹ + W)⁻¹, for Σ = LLᵀ and
-    W positive semidefinite, through the Cholesky factor C of I + LᵀWL (eigenvalues ≥ 1); neither Σ⁻¹ nor Σ⁻¹ + W is formed."""
-    L = np.asarray(L, dtype=float); W = np.asarray(W, dtype=float)     # L (n, n) lower; W (n,) a diagonal, or (n, n)
+def _metric_factor(L, W):
+    "The Cholesky factor C of I + LᵀWL for L (n, n) lower triangular and W (n,) a diagonal or (n, n), positive semidefinite."
     LtWL = (L.T * W) @ L if W.ndim == 1 else L.T @ W @ L
-    B = np.eye(L.shape[0]) + 0.5 * (LtWL + LtWL.T)
-    M, _ = dtrtrs(cholesky(B, name="I + LᵀWL", check=False), L.T, lower=1)   # (n, n) C⁻¹Lᵀ (LAPACK: small n, called per step)
-    return M.T @ (M @ g), M
+    return cholesky(np.eye(L.shape[0]) + 0.5 * (LtWL + LtWL.T), name="I + LᵀWL", check=False)
+
+def newton_direction(L, W, g):
+    """The Newton step s = (Σ⁻¹ + W)⁻¹g for Σ = LLᵀ and W positive semidefinite ((n,) a diagonal, or (n, n)):
+    s = L C⁻ᵀC⁻¹Lᵀg with C the Cholesky factor of I + LᵀWL (eigenvalues ≥ 1), by two triangular solves with a vector
+    (LAPACK directly: n is small and this runs at every step); neither Σ⁻¹ nor Σ⁻¹ + W is formed."""
+    L = np.asarray(L, dtype=float); C = _metric_factor(L, np.asarray(W, dtype=float))
+    z = dtrtrs(C, L.T @ g, lower=1)[0]
+    return L @ dtrtrs(C, z, lower=1, trans=1)[0]
+
+def newton_cov_factor(L, W):
+    "M = C⁻¹Lᵀ (n, n) with MᵀM = (Σ⁻¹ + W)⁻¹, C as in `newton_direction`: the Laplace covariance at a mode is MᵀM."
+    L = np.asarray(L, dtype=float)
+    return solve_triangular(_metric_factor(L, np.asarray(W, dtype=float)), L.T, lower=True)
 
 def damped_newton(f, direction, x, tol: float, max_iter: int, min_step: float):
     """Maximise f from x by Newton's method with step halving. `direction(x)` returns (g, s): the gradient and the step

@@ -12,7 +12,7 @@ from scipy.integrate import quad
 from ..linalg import cholesky, chol_logdet
 from ..vlb import kl_gauss
 from ..corpora import Corpus
-from .ctm import fit_documents, doc_loglik, log_logistic_map, check_beta, psd_part, newton_direction, damped_newton
+from .ctm import fit_documents, doc_loglik, log_logistic_map, check_beta, psd_part, newton_direction, newton_cov_factor, damped_newton
 
 # %% auto #0
 __all__ = ['doc_grad_hess', 'laplace_documents', 'is_loglik', 'quad_loglik', 'completion_nll', 'heldout_nll', 'mc_bound']
@@ -49,9 +49,9 @@ def laplace_documents(counts, mu, Sigma, beta, cov: str = "diag", max_iter: int 
         obj = lambda e: doc_loglik(ids, c, e[None], beta)[0] + _log_normal(e[None], mu, Lp)[0]
         def direction(e):
             g, H = doc_grad_hess(ids, c, e, beta); g = g - cho_solve((Lp, True), e - mu)
-            return g, newton_direction(Lp, psd_part(-H)[0], g)[0]
+            return g, newton_direction(Lp, psd_part(-H)[0], g)
         e = damped_newton(obj, direction, mu.copy(), tol, max_iter, 1e-10)
-        _, H = doc_grad_hess(ids, c, e, beta); Mh = newton_direction(Lp, psd_part(-H)[0], e)[1]   # A⁻¹ = MhᵀMh
+        _, H = doc_grad_hess(ids, c, e, beta); Mh = newton_cov_factor(Lp, psd_part(-H)[0])   # A⁻¹ = MhᵀMh
         M[d] = e; Ss[d] = np.sum(Mh * Mh, axis=0) if cov == "diag" else Mh.T @ Mh
     return M, Ss
 

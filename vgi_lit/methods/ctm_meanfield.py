@@ -69,7 +69,7 @@ def _lambda_newton(lam, nu2, phibar, N, zeta, pr: _Prior, tol=1e-10, max_iter=50
     def direction(l):
         e = N / zeta * np.exp(l + 0.5 * nu2)
         g = -pr.solve(l - pr.mu) + phibar - e
-        return g, newton_direction(pr.L, e, g)[0]
+        return g, newton_direction(pr.L, e, g)
     return damped_newton(f, direction, lam, tol, max_iter, 1e-12)
 
 def _nu2_newton(lam, nu2, N, zeta, pr: _Prior, tol=1e-12, max_iter=100):
