@@ -13,8 +13,8 @@ from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Sto
 from .site_update import site_step, site_cov, SignedSiteCov, SiteStep
 
 # %% auto #0
-__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_scale', 'anderson', 'site_curvature', 'fpi', 'detect_two_cycle',
-           'fpb']
+__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_var_cap', 'start_scale', 'anderson', 'site_curvature', 'fpi',
+           'detect_two_cycle', 'fpb']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -190,15 +190,17 @@ def newton_mean_step(model, m, g, vlb0, cov_T, at: _AtCov, line_search: bool = T
     return m, 0.0, vlb0
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #2c3e1a17
-def _start_var_cap(lik) -> float:
+def start_var_cap(lik) -> float:
     """Largest start site variance v_i − c_i the likelihood allows: 10 where γ grows like e^(m + v/2) (Poisson,
     exponential; then γ ≤ e⁵ at m = 0), no bound where γ is bounded."""
     return 10.0 if type(lik).__name__ in ("Poisson", "Exponential") else np.inf
 
+_start_var_cap = start_var_cap                                              # the former private name (proximal imports it)
+
 def start_scale(model, v0: float) -> float:
     """The factor s ∈ (0, 1] of the default start V = s·v₀I: 1 for a likelihood with bounded γ; else the largest s ≤ 1 with s·v₀‖h_i‖² ≤ h_iᵀΣh_i at every
-    site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ _start_var_cap."""
-    S, cap = model.sites, _start_var_cap(model.likelihood)
+    site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ `start_var_cap`."""
+    S, cap = model.sites, start_var_cap(model.likelihood)
     if not np.isfinite(cap): return 1.0                                      # bounded curvature: any start is finite (no pass)
     if S.kind == 'identity': hh, hSh = np.ones(model.n), model.prior.diag()         # GP: h_i = e_i
     elif S.kind == 'dense':
