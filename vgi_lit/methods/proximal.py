@@ -10,7 +10,7 @@ from ..covariance import SiteCov
 from ..vlb import site_terms, vlb as _vlb
 from ..inference import Event, EventKind, History, Stop, VGPosterior, check_budget, register_method, start_state
 from .site_update import site_step
-from .fixed_point import _start_var_cap
+from .fixed_point import start_var_cap
 
 
 # %% auto #0
@@ -54,12 +54,12 @@ def _beta_fn(beta):
 
 def _start_lam(model, lam0):
     """The start site precisions λ̃₀ and the START event. lam0 None: λ̃₀ = 0 (V₀ = Σ, Khan et al. 2016) unless a prior site
-    variance h_iᵀΣh_i exceeds the likelihood's bound v̄ (_start_var_cap); then λ̃₀ = 1/v̄ at every site (their
+    variance h_iᵀΣh_i exceeds the likelihood's bound v̄ (`start_var_cap`); then λ̃₀ = 1/v̄ at every site (their
     Algorithm 1 starts from a constant δ₁), which bounds every start site variance by c_i + v̄. Otherwise a scalar or
     a length-n vector, finite and ≥ 0."""
     if lam0 is None:
         lam = np.zeros(model.n)
-        cap = _start_var_cap(model.likelihood)
+        cap = start_var_cap(model.likelihood)
         if np.isfinite(cap):
             top = float(np.max(SiteCov(model, lam).site_var(model) - model.c))
             if top > cap:
