@@ -50,7 +50,9 @@ def count_passes():
 # %% ../../nbs/experiments/97_scale.ipynb #sc11
 def _chunk_rng(seed, b, stream): return np.random.default_rng([int(seed), int(b), int(stream)])
 
-def _glm_X(b, rows, d, seed): return _chunk_rng(seed, b, 0).standard_normal((rows, d)) / np.sqrt(d)
+def _glm_X(b, rows, d, seed):
+    x = _chunk_rng(seed, b, 0).standard_normal((rows, d)); x /= np.sqrt(d)       # in place: one n_b × d array per chunk
+    return x
 
 def _glm_chunk_X(block_id=None, chunk_rows=None, n=None, d=None, seed=None):
     b = block_id[0]; rows = min(chunk_rows, n - b * chunk_rows)
