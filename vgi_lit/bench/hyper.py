@@ -16,8 +16,8 @@ from ..inference import fit
 from ..methods.hyper import learn, dvlb_dprior, joint_lbfgs as _joint
 
 # %% auto #0
-__all__ = ['PROBLEMS', 'INNER', 'generated_gp', 'problems', 'cold_solve', 'joint_lbfgs', 'joint_white', 'time_to',
-           'bench_problem', 'run']
+__all__ = ['PROBLEMS', 'INNER', 'INNERS', 'generated_gp', 'problems', 'cold_solve', 'joint_lbfgs', 'joint_white', 'time_to',
+           'bench_problem', 'compare_inner', 'run']
 
 # %% ../../nbs/bench/98g_bench_hyper.ipynb #h5b05
 def generated_gp(n: int = 500, d: int = 5, seed: int = 0, variance: float = 4.0, lengthscale: float = 1.5):
@@ -52,12 +52,13 @@ def problems(data_dir=None, which=PROBLEMS, n_max: int | None = None) -> dict:
 
 # %% ../../nbs/bench/98g_bench_hyper.ipynb #h5b07
 INNER = dict(tol=1e-6, tol_rel=0.0, anderson=5)   # the inner FPi options `learn` uses by default; the cold solve uses the same
+INNERS = {"anderson": INNER, "plain": dict(tol=1e-6, tol_rel=0.0), "newton": dict(INNER, newton=True)}   # --inner choices
 
-def cold_solve(model, repeat: int = 3):
-    "(median seconds, FPi iterations, VLB) of one cold FPi fit of `model` (default start) to `INNER`."
+def cold_solve(model, repeat: int = 3, inner=None):
+    "(median seconds, FPi iterations, VLB) of one cold FPi fit of `model` (default start) to `inner` (default `INNER`)."
     ts = []
     for _ in range(repeat):
-        t0 = time.perf_counter(); post = fit(model, "fpi", **INNER); ts.append(time.perf_counter() - t0)
+        t0 = time.perf_counter(); post = fit(model, "fpi", **(INNER if inner is None else inner)); ts.append(time.perf_counter() - t0)
     return float(np.median(ts)), post.n_iter, post.vlb
 
 # %% ../../nbs/bench/98g_bench_hyper.ipynb #h5b08
@@ -110,18 +111,24 @@ def time_to(trace, target):
 
 # %% ../../nbs/bench/98g_bench_hyper.ipynb #h5b09
 def bench_problem(name: str, model, joint: bool = True, joint_seconds: float = 600.0, repeat: int = 3, log=print,
-                  whiten: bool = True) -> dict:
-    "Learn θ (FPi inside), time one cold FPi solve at the learned θ, optionally the joint L-BFGS; print and return the ratios."
-    t0 = time.perf_counter(); hf = learn(model); t_learn = time.perf_counter() - t0
+                  whiten: bool = True, inner_opts=None) -> dict:
+    """Learn θ (FPi inside, `inner_opts`: learn's `inner`, default `INNER`), time one cold FPi solve at the learned θ with the
+    same options and one plain, optionally the joint L-BFGS; print and return the ratios."""
+    opts = INNER if inner_opts is None else inner_opts
+    t0 = time.perf_counter(); hf = learn(model, inner=opts); t_learn = time.perf_counter() - t0
     inner = [int(r["inner_iter"]) for r in hf.history if "inner_iter" in r]
-    t_cold, it_cold, vlb_cold = cold_solve(hf.model, repeat)
+    t_cold, it_cold, vlb_cold = cold_solve(hf.model, repeat, inner=opts)
+    t_plain, it_plain, _ = cold_solve(hf.model, repeat, inner=dict(tol=INNER["tol"], tol_rel=0.0))   # plain FPi, no acceleration
     row = dict(problem=name, n=model.n, d=model.X.shape[1], theta=hf.theta, vlb=hf.vlb, stop=hf.stop.value,
                learn_seconds=t_learn, cold_seconds=t_cold, cold_iters=it_cold, outer=len(hf.history), inner=inner,
-               solve_equiv=t_learn / t_cold, iter_equiv=sum(inner) / it_cold)
+               solve_equiv=t_learn / t_cold, iter_equiv=sum(inner) / it_cold, plain_seconds=t_plain, plain_iters=it_plain,
+               plain_equiv=t_learn / t_plain)
     th = ", ".join(f"{k.split('.')[-1]} {v:.4g}" for k, v in hf.theta.items())
     log(f"{name} (n = {model.n}, d = {row['d']}): learned {th}; VLB {hf.vlb:.8f} ({hf.stop.value})")
     log(f"  learn {t_learn:.2f} s = {row['solve_equiv']:.1f} inner-solve-equivalents (cold FPi at the learned θ: {t_cold:.3f} s, "
         f"{it_cold} iterations); FPi iterations {sum(inner)} = {row['iter_equiv']:.1f} cold solves")
+    log(f"  against plain FPi (no acceleration) at the learned θ: {t_plain:.3f} s, {it_plain} iterations: learn = "
+        f"{row['plain_equiv']:.1f} plain cold solves")
     log(f"  outer evaluations {row['outer']}; FPi iterations per outer evaluation: {' '.join(map(str, inner))}")
     if joint:
         j = (joint_white if whiten else joint_lbfgs)(model, max_seconds=joint_seconds)
@@ -137,18 +144,41 @@ def bench_problem(name: str, model, joint: bool = True, joint_seconds: float = 6
             + (f"{t_learn:.2f} / {tj:.2f} = {t_learn / tj:.3f}" if tj else f"joint never reached it in {j['seconds']:.0f} s"))
     return row
 
+def compare_inner(name: str, model, repeat: int = 5, log=print) -> dict:
+    """CPU seconds of `learn` with each inner iteration of `INNERS` (median of `repeat` runs, interleaved) over the CPU
+    seconds of one plain cold FPi solve at the learned θ (median of 7): a yardstick less sensitive to the machine's
+    load than wall time."""
+    hf0 = learn(model)
+    cold = []
+    for _ in range(7):
+        t0 = time.process_time(); fit(hf0.model, "fpi", **INNERS["plain"]); cold.append(time.process_time() - t0)
+    tc, res = float(np.median(cold)), {k: [] for k in INNERS}
+    for _ in range(repeat):
+        for k, opts in INNERS.items():
+            t0 = time.process_time(); learn(model, inner=opts); res[k].append(time.process_time() - t0)
+    out = {k: float(np.median(v)) / tc for k, v in res.items()}
+    log(f"{name}: learn CPU time / one plain cold FPi solve ({tc:.3f} s CPU), median of {repeat}: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in out.items()))
+    return out
+
 def run(argv=None):
-    "`python -m vgi_lit.bench hyper [--problems ionosphere sonar generated500] [--no-joint] [--unwhitened] [--joint-seconds S]`"
+    "`python -m vgi_lit.bench hyper [--problems ionosphere sonar generated500] [--no-joint] [--unwhitened] [--joint-seconds S] [--inner anderson|plain|newton]`"
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench hyper",
                                  description="cost of learning GP kernel parameters, in cold inner solves and against a joint L-BFGS")
     ap.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     ap.add_argument("--no-joint", action="store_true", help="skip the joint L-BFGS reference")
     ap.add_argument("--joint-seconds", type=float, default=600.0, help="time limit of the joint L-BFGS per problem")
     ap.add_argument("--unwhitened", action="store_true", help="the joint reference over (θ, m, L) itself, not whitened")
+    ap.add_argument("--inner", default="anderson", choices=list(INNERS),
+                    help="inner FPi: learn's default (Anderson, memory 5), plain, or Newton steps with Anderson")
+    ap.add_argument("--compare-inner", action="store_true",
+                    help="instead: CPU time of learn with each inner iteration (plain, Anderson, Newton), median of 5")
     ap.add_argument("--data-dir", default=None)
     a = ap.parse_args(argv)
     for name, model in problems(a.data_dir, a.problems).items():
-        bench_problem(name, model, joint=not a.no_joint, joint_seconds=a.joint_seconds, whiten=not a.unwhitened)
+        if a.compare_inner: compare_inner(name, model); continue
+        bench_problem(name, model, joint=not a.no_joint, joint_seconds=a.joint_seconds, whiten=not a.unwhitened,
+                      inner_opts=INNERS[a.inner])
     return 0
 
 # %% ../../nbs/bench/98g_bench_hyper.ipynb #h5b12
