@@ -40,11 +40,7 @@ def _vlb_grad(model, m, at: _AtCov, r=None, gram: bool = False):
     at.gram_next = at.sq = None                                             # sums of a fused pass belong to another state
     r = model.prior.solve(m - model.mu) if r is None else r                 # Σ⁻¹(m − μ), (d,)
     if _fused(model) and not _per_site_arrays(model.likelihood, model.n):   # one pass: means, terms per block, Hᵀ dE/dm
-        lik = model.likelihood
-        def block(s, e, mb, qb, yb, ab, vb):
-            E, dE, dv = lik.expected_log_lik(yb, ab + mb, vb)
-            return dict(E=E, dE=dE, keep_gamma=-2.0 * dv, **(dict(w=np.maximum(-2.0 * dv, 0.0)) if gram else {}))
-        res = model.sites.site_pass(m, None, block, rows=(model.y, model.a, at.v_site))
+        res = _fused_pass(model, m, None, (at.v_site,), w='clip' if gram else None)
         if gram: at.gram_next, at.gram_clip = res['gram'], True
         return res['E'] - at.kl_V - kl_mean_part(m, model.mu, model.prior, r), res['g'] - r, res['keep_gamma']
     E, dE_dm, gamma = _site(model, m, at)
@@ -61,38 +57,49 @@ def _per_site_arrays(lik, n) -> bool:
     "True when an attribute of the likelihood is an array with one entry per site (its terms then need all sites at once)."
     return any(isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n for v in vars(lik).values())
 
+def _fused_pass(model, m, A, base, lam=None, w=None, keep_v: bool = False) -> dict:
+    """One pass over the sites at mean `m` (the site matrix's `site_pass`; two passes when the likelihood has per-site
+    arrays, `_per_site_arrays`): site variances v = sum of the n-vectors `base` (e.g. (c,), (c, h_iᵀVh_i) or (v,)) plus
+    ‖A h_i‖² when `A` is given (V = AᵀA); per block the expected log-likelihood terms. Returns site_pass's dict: 'E',
+    'g' = Hᵀ∂E/∂m, 'keep_gamma' (γ), with `keep_v` 'keep_v' (v), with `w` ('clip': γ₊, 'signed': γ) 'gram' = Hᵀdiag(w)H,
+    and with `lam` (site precisions) 'sq' = (H∘H)ᵀ[δ₊ δ₋], δ = λ − γ. The chunk functions hold only flags and ints: every
+    n-vector travels as `rows`, a block's pieces with the block."""
+    S, lik, y, a = model.sites, model.likelihood, model.y, model.a
+    n_base, has_lam, clip, want_w = len(base), lam is not None, w == 'clip', w is not None
+    def sums(gam, dE, lamb):
+        out = dict(dE=dE)
+        if want_w: out['w'] = np.maximum(gam, 0.0) if clip else gam
+        if has_lam: dl = lamb - gam; out['sq'] = np.stack([np.maximum(dl, 0.0), np.maximum(-dl, 0.0)], 1)
+        return out
+    def var(qb, *vb):
+        v = vb[0] if n_base == 1 else sum(vb)
+        return v if qb is None else v + qb
+    def block(s, e, mb, qb, yb, ab, *rest):
+        v = var(qb, *rest[:n_base])
+        E, dE, dv = lik.expected_log_lik(yb, ab + mb, v)
+        return dict(E=E, keep_gamma=-2.0 * dv, **(dict(keep_v=v) if keep_v else {}), **sums(-2.0 * dv, dE, rest[-1] if has_lam else None))
+    if not _per_site_arrays(lik, model.n):
+        return S.site_pass(m, A, block, rows=(y, a) + tuple(base) + ((lam,) if has_lam else ()))
+    mv = S.site_pass(m, A, lambda s, e, mb, qb, *rb: dict(keep_m=mb, keep_v=var(qb, *rb)), rows=tuple(base))   # marginals, then the sums
+    E, dE, dv = lik.expected_log_lik(y, a + mv['keep_m'], mv['keep_v']); gam = -2.0 * dv
+    res = S.site_pass(m, None, lambda s, e, mb, qb, gb, db, *lb: sums(gb, db, lb[0] if has_lam else None),
+                      rows=(gam, dE) + ((lam,) if has_lam else ()))
+    res.update(E=float(np.sum(E)), keep_gamma=gam, **(dict(keep_v=mv['keep_v']) if keep_v else {}))
+    return res
+
 def _state(model, m, cov, r=None, clip: bool = True):
     """(at, (VLB, ∂VLB/∂m, γ)) at (m, V): _AtCov and _vlb_grad in one pass over the sites (the site matrix's site_pass)
     when `_fused(model)`, the separate products otherwise. The fused pass also leaves on `at` the Gram sum of the next
     step's weights (γ₊ when `clip`, else γ) and, for V in site form, the bound sums (H∘H)ᵀ[δ₊ δ₋] with δ = λ − γ."""
     if not _fused(model) or getattr(cov, 'space', 'd') == 'n':
         at = _AtCov(model, cov); return at, _vlb_grad(model, m, at, r)
-    S, lik, y, a, c, n = model.sites, model.likelihood, model.y, model.a, model.c, model.n
+    c = model.c
     if isinstance(cov, SiteCov) and cov._hv_cache is None: A, hv = cov.site_factor(), None     # V = AᵀA
     elif isinstance(cov, _SITE_FORMS): A, hv = None, cov._hv                                    # variances known already
     else: A, hv = cov.F.T, None                                                                 # a factor V = F Fᵀ
     lam = cov.lam if isinstance(cov, _SITE_FORMS) else None
-    # the per-site vectors travel as `rows` (a block's pieces with the block); the functions hold only small values
-    known_v, has_lam = hv is not None, lam is not None
-    base = (c,) + ((hv,) if known_v else ())                                # site variance = c (+ h_iᵀVh_i if known)
-    def sums(gam, dE, lamb):
-        out = dict(dE=dE, w=np.maximum(gam, 0.0) if clip else gam)
-        if has_lam: dl = lamb - gam; out['sq'] = np.stack([np.maximum(dl, 0.0), np.maximum(-dl, 0.0)], 1)
-        return out
-    def var(qb, cb, *hvb): return cb + (hvb[0] if known_v else qb)
-    n_base = len(base)                                                      # an int: the chunk function must not capture base's vectors
-    def block(s, e, mb, qb, yb, ab, *rest):
-        v = var(qb, *rest[:n_base])
-        E, dE, dv = lik.expected_log_lik(yb, ab + mb, v)
-        return dict(E=E, keep_v=v, keep_gamma=-2.0 * dv, **sums(-2.0 * dv, dE, rest[-1] if has_lam else None))
-    if not _per_site_arrays(lik, n):
-        res = S.site_pass(m, A, block, rows=(y, a) + base + ((lam,) if has_lam else ()))
-    else:                                                                   # two passes: marginals, then the sums
-        mv = S.site_pass(m, A, lambda s, e, mb, qb, *rb: dict(keep_m=mb, keep_v=var(qb, *rb)), rows=base)
-        E, dE, dv = lik.expected_log_lik(y, a + mv['keep_m'], mv['keep_v']); gam = -2.0 * dv
-        res = S.site_pass(m, None, lambda s, e, mb, qb, gb, db, *lb: sums(gb, db, lb[0] if has_lam else None),
-                          rows=(gam, dE) + ((lam,) if has_lam else ()))
-        res.update(E=float(np.sum(E)), keep_v=mv['keep_v'], keep_gamma=gam)
+    base = (c,) + ((hv,) if hv is not None else ())                         # site variance = c (+ h_iᵀVh_i if known)
+    res = _fused_pass(model, m, A, base, lam, w='clip' if clip else 'signed', keep_v=True)
     v_site, gamma = res['keep_v'], res['keep_gamma']
     if hv is None and isinstance(cov, SiteCov):                             # h_iᵀVh_i from this pass (v_site itself when c = 0: no copy)
         cov._hv_cache, cov._n_small = (v_site if not np.any(c) else v_site - c), 0
