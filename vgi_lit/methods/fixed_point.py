@@ -94,7 +94,7 @@ def _state(model, m, cov, r=None, clip: bool = True):
     if not _fused(model) or getattr(cov, 'space', 'd') == 'n':
         at = _AtCov(model, cov); return at, _vlb_grad(model, m, at, r)
     c = model.c
-    if isinstance(cov, SiteCov) and cov._hv_cache is None: A, hv = cov.site_factor(), None     # V = AᵀA
+    if isinstance(cov, SiteCov) and not cov.site_quadratic_known: A, hv = cov.site_factor(), None   # V = AᵀA
     elif isinstance(cov, _SITE_FORMS): A, hv = None, cov._hv                                    # variances known already
     else: A, hv = cov.F.T, None                                                                 # a factor V = F Fᵀ
     lam = cov.lam if isinstance(cov, _SITE_FORMS) else None
@@ -102,7 +102,8 @@ def _state(model, m, cov, r=None, clip: bool = True):
     res = _fused_pass(model, m, A, base, lam, w='clip' if clip else 'signed', keep_v=True)
     v_site, gamma = res['keep_v'], res['keep_gamma']
     if hv is None and isinstance(cov, SiteCov):                             # h_iᵀVh_i from this pass (v_site itself when c = 0: no copy)
-        cov._hv_cache, cov._n_small = (v_site if not np.any(c) else v_site - c), 0
+        hq = v_site if not np.any(c) else v_site - c
+        if np.all(np.isfinite(hq)): cov.set_site_quadratic(hq)             # (an overflowed state is judged by the caller)
     at = _AtCov(model, cov, v_site=v_site)
     at.gram_next, at.gram_clip, at.sq = res['gram'], clip, res.get('sq')
     r = model.prior.solve(m - model.mu) if r is None else r
@@ -201,8 +202,6 @@ def start_var_cap(lik) -> float:
     """Largest start site variance v_i − c_i the likelihood allows: 10 where γ grows like e^(m + v/2) (Poisson,
     exponential; then γ ≤ e⁵ at m = 0), no bound where γ is bounded."""
     return 10.0 if type(lik).__name__ in ("Poisson", "Exponential") else np.inf
-
-_start_var_cap = start_var_cap                                              # the former private name (proximal imports it)
 
 def start_scale(model, v0: float) -> float:
     """The factor s ∈ (0, 1] of the default start V = s·v₀I: 1 for a likelihood with bounded γ; else the largest s ≤ 1 with s·v₀‖h_i‖² ≤ h_iᵀΣh_i at every
