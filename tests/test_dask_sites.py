@@ -350,8 +350,6 @@ def test_the_graph_of_a_site_pass_on_a_cluster_does_not_grow_with_n(client, monk
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="fixed_point._state's chunk function captures the model's c (len(base) in its "
-                   "closure): remove this marker when it holds an int instead (coord.md)")
 def test_the_graph_of_a_pass_on_a_cluster_does_not_grow_with_n(client, monkeypatch):
     """The pickled graph one FPi pass hands the scheduler: with per-row vectors (y, a, c, site variances, λ) embedded it
     would hold ≥ 8 bytes per row and vector; scattered (y once, λ and site variances per pass) and with a GLM's a = c = 0
@@ -361,7 +359,7 @@ def test_the_graph_of_a_pass_on_a_cluster_does_not_grow_with_n(client, monkeypat
     from vgi_lit.experiments.scale import glm_data
     for n in (4_000, 40_000):
         X, y, _ = glm_data(n, 5, seed=0, chunk_rows=n // 4)                # X generated per chunk: no data in the graph
-        y = real(y)[0]
+        y = y.compute()
         fit(GLM(X, y, Logistic()), "fpi", tol=0.0, tol_rel=0.0, max_iter=2)
     assert len(sizes[40_000]) >= 4 and max(sizes[40_000]) < 4 * 8 * 4_000, sizes                      # below a single vector of the small problem
     assert max(sizes[40_000]) < 1.5 * max(sizes[4_000]), sizes
