@@ -242,8 +242,9 @@ def test_peak_memory_of_a_glm_fit_on_a_local_cluster_stays_below_the_data_size(c
     """N = 5·10⁵, d = 100 logistic GLM generated lazily (X would be 381 MB in one process): `fit(GLM(dask X), "fpi")`
     for two iterations on the cluster adds less than 300 MB to the process tree's resident memory (measured after a
     warm-up fit on a small array, so the workers' imports are in the baseline). Materialising X anywhere, or gathering
-    the chunks, would exceed it. What it does add grows with n, not d: the per-row vectors (y, a, c held by the client
-    and embedded in each pass's graph, v and γ returned), measured at 350 MB for N = 10⁶, d = 50."""
+    the chunks, would exceed it. What it does add grows with n, not d: the per-row vectors (the model's y on the client and
+    in pieces on the workers, the state's site precisions, variances and curvatures on the client, scattered or returned
+    at each pass)."""
     from vgi_lit.experiments.scale import glm_data, count_passes, PeakRSS
     Xw, yw, _ = glm_data(1000, 100, seed=1, chunk_rows=500)
     fit(GLM(Xw, yw.compute(), Logistic()), "fpi", max_iter=1)                  # warm-up: imports on the workers
