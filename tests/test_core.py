@@ -241,6 +241,10 @@ def test_as_cov_reads_a_matrix_as_said_and_names_bad_input():
     with pytest.raises(ValueError, match="S must be a square matrix"): as_cov(np.ones((2, 3)), name="S")
     with pytest.raises(ValueError, match="S .* not positive definite"): as_cov(-np.eye(2), name="S")
     with pytest.raises(ValueError, match="given must be"): as_cov(np.eye(2), "precision")
+    V = L @ L.T                                                   # a factor is used as given: none of these is a lower factor of V
+    for bad, msg in ((L.T, "F must be lower triangular"), (V, "F must be lower triangular"), (np.triu(np.ones((2, 2))), "lower triangular"),
+                     (np.full((2, 2), np.nan), "F contains NaN"), (np.diag([1.0, 0.0]), "F is singular")):
+        with pytest.raises(ValueError, match=msg): as_cov(bad, "factor", name="F")
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -255,4 +259,5 @@ def test_sitecov_set_site_quadratic_gives_the_same_quantities(seed):
     np.testing.assert_allclose(new.trace_prior_inv(), ref.trace_prior_inv(), rtol=1e-12)
     with pytest.raises(ValueError, match="hv has shape"): new.set_site_quadratic(np.ones(24))
     with pytest.raises(ValueError, match="NaN or inf"): new.set_site_quadratic(np.full(25, np.inf))
+    with pytest.raises(ValueError, match="non-negative"): new.set_site_quadratic(np.r_[np.ones(24), -1e-3])
     with pytest.raises(ValueError, match="n-space"): SiteCov(model, lam, space="n").set_site_quadratic(np.ones(25))

@@ -153,6 +153,7 @@ class SiteCov:
         hv = np.asarray(hv, dtype=float)
         if hv.shape != (self.n,): raise ValueError(f"hv has shape {hv.shape}, expected ({self.n},)")
         if not np.all(np.isfinite(hv)): raise ValueError("hv contains NaN or inf")
+        if np.any(hv < 0): raise ValueError(f"hv must be non-negative (h_iᵀVh_i with V positive definite); smallest entry {hv.min():g}")
         self._hv_cache, self._n_small = hv, 0
 
     def site_var(self, model=None):
@@ -258,10 +259,15 @@ class PrecisionCov(FactorCov):
 def as_cov(x, given: str = "cov", name: str = "V"):
     """A covariance representation of `x`: an object with `var_at` (`DenseCov`, `SiteCov`, `PrecisionCov`) as it is;
     otherwise a d × d array read as `given`: 'cov', V itself (symmetric positive definite, held by the `DenseCov` of its
-    Cholesky factor), or 'factor', a lower-triangular L with V = LLᵀ (a `DenseCov` of it). `name` names `x` in errors."""
+    Cholesky factor), or 'factor', a lower-triangular L with V = LLᵀ (a `DenseCov` of it; a factor with entries above the
+    diagonal, a non-finite entry or a zero on the diagonal is refused). `name` names `x` in errors."""
     if hasattr(x, 'var_at'): return x
     if given not in ("cov", "factor"): raise ValueError(f"given must be 'cov' or 'factor', got {given!r}")
     A = np.asarray(x, dtype=float)
     if A.ndim != 2 or A.shape[0] != A.shape[1]: raise ValueError(f"{name} must be a square matrix or a covariance object, got shape {A.shape}")
-    return DenseCov(cholesky(A, name=name) if given == "cov" else A)
+    if given == "cov": return DenseCov(cholesky(A, name=name))
+    if not np.all(np.isfinite(A)): raise ValueError(f"{name} contains NaN or inf")
+    if np.any(np.triu(A, 1)): raise ValueError(f"{name} must be lower triangular (a factor L of V = LLᵀ); it has nonzero entries above the diagonal")
+    if np.any(np.diag(A) == 0): raise ValueError(f"{name} is singular (a zero on its diagonal): V = LLᵀ would not be positive definite")
+    return DenseCov(A)
 
