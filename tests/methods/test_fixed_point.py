@@ -476,3 +476,43 @@ def test_fpi_newton_warm_start_converges_in_a_few_iterations():
     assert nw.stop is Stop.GRAD_TOL and nw.n_iter <= 4 and pl.n_iter > 15, (nw.n_iter, pl.n_iter)
     assert abs(nw.vlb - pl.vlb) <= 1e-10 * abs(pl.vlb) and any(r.get("newton") for r in nw.history)
     with pytest.raises(ValueError, match="newton"): fit(b, "fpi", newton=1)
+
+
+def _smooth_gp(kind):
+    "GP on 60 seeded 2-d inputs: Poisson counts at RBF(4, 1), or logistic labels at the large variance RBF(400, 1)."
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 2)); f = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1]
+    if kind == "poisson":
+        return models.GP(X, rng.poisson(np.exp(1.5 * f)).astype(float), likelihoods.Poisson(), kernels.RBF(4.0, 1.0))
+    return models.GP(X, np.where(f > 0, 1.0, -1.0), likelihoods.Logistic(), kernels.RBF(400.0, 1.0))
+
+
+@pytest.mark.parametrize("kind", ["poisson", "logistic"])
+@pytest.mark.parametrize("opts", [dict(anderson=5), dict(newton=True)])
+def test_accelerated_fpi_never_lowers_the_vlb(kind, opts):
+    """Every accepted Anderson or Newton step is an ascent up to rounding (10⁻¹² relative), and on these problems some
+    proposed steps are refused (so the safeguard decides something)."""
+    p = fit(_smooth_gp(kind), "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300, **opts)
+    v = np.array([r.vlb for r in p.history])
+    assert p.stop is Stop.GRAD_TOL and np.all(np.diff(v) >= -1e-12 * np.abs(v[1:])), (p.stop, np.diff(v).min())
+    key = list(opts)[0]
+    assert any(r.get(key) is False for r in p.history) and any(r.get(key) for r in p.history)
+
+
+def test_damped_step_at_the_rounding_floor_returns_the_old_iterate(monkeypatch):
+    """When every trial step lowers the VLB by less than rounding and the optimality measure grows each time, the damped
+    step returns the smallest trial (ρ below 2·10⁻¹⁰, a DAMPED event), whose (m, λ) is the old one up to rounding."""
+    gp = _smooth_gp("logistic")
+    p = fit(gp, "fpi", tol=1e-6, tol_rel=0.0, polish=False)
+    m, cov = p.m, p.cov
+    at, state = fp._state(gp, m, cov, gp.prior.solve(m - gp.mu))
+    real = fp._state
+    lower = lambda *a, **k: (lambda at_new, new: (at_new, (state[0] - 1e-13 * abs(state[0]),) + tuple(new[1:])))(*real(*a, **k))
+    monkeypatch.setattr(fp, "_state", lower)                           # every trial falls by 10⁻¹³ relative
+    monkeypatch.setattr(fp, "_decrement", lambda model, c, *a, **k: 0.0 if c is cov else 1.0)   # and the measure grows
+    res = fp._damped_step(gp, m, gp.prior.solve(m - gp.mu), cov, state, 1.0, at=at)
+    assert res is not None
+    st, _, new, rho, ev = res
+    assert rho < 2e-10 and any(e.kind is EventKind.DAMPED and "rounding floor" in e.detail for e in ev)
+    assert np.max(np.abs(st.m - m)) <= 1e-8 * np.max(np.abs(m))
+    assert np.max(np.abs(st.cov.lam - cov.lam)) <= 1e-8 * np.max(np.abs(cov.lam))
