@@ -516,3 +516,14 @@ def test_damped_step_at_the_rounding_floor_returns_the_old_iterate(monkeypatch):
     assert rho < 2e-10 and any(e.kind is EventKind.DAMPED and "rounding floor" in e.detail for e in ev)
     assert np.max(np.abs(st.m - m)) <= 1e-8 * np.max(np.abs(m))
     assert np.max(np.abs(st.cov.lam - cov.lam)) <= 1e-8 * np.max(np.abs(cov.lam))
+
+
+def test_fpi_stops_stalled_at_the_rounding_floor():
+    """With `tol` below the attainable gradient (1.1e-8 here), FPi used to accept steps of ρ ≈ 10⁻⁹ up to max_iter (300
+    iterations, 482 passes): steps of ρ < 10⁻⁶ without a new best VLB count for the stall rule, and the run stops STALLED
+    at the best state within about `stall` iterations of reaching the floor."""
+    gp = _smooth_gp("logistic")
+    p = fit(gp, "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300)
+    assert p.stop is Stop.STALLED and p.n_iter < 120, (p.stop, p.n_iter)
+    assert p.history[-1].step == "best" and p.vlb == max(r.vlb for r in p.history)
+    assert fit(gp, "fpi", tol=1e-7, tol_rel=0.0, polish=False).stop is Stop.GRAD_TOL   # above the floor: converged

@@ -468,9 +468,9 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         test (events STEP_REJECTED, LINE_SEARCH); False takes the size-1 natural-gradient step.
     polish: continue with GRAD when the clipping is active at the limit or the run stalled (HANDOVER).
     stall: stop with `Stop.STALLED` and return the best state (BEST_STATE) when the best VLB has not
-        risen for `stall` iterations in which the VLB fell at least three times.
-    anderson: memory k of the Anderson acceleration of the site precisions (0: off): while steps are undamped,
-        λ' = `anderson_lam` of the last k + 1 pairs (λ, γ) replaces γ in the step when that step is an ascent (else
+        risen for `stall` iterations in which, at least three times, the VLB fell or the damped step had ρ < 10⁻⁶.
+    anderson: memory k of the Anderson acceleration of (m, λ) (0: off): while steps are undamped,
+        (m', λ') = `anderson` of the last k + 1 pairs ((m, λ), (m + Vg, γ)) of the map `_fp_pair` is the step when it is an ascent (else
         the plain step is taken and the memory restarts); the record of each such iteration has `anderson` True/False.
         The memory holds k + 1 pairs of (d + n)-vectors in the caller's process.
     newton: while steps are undamped, first try the Newton step on the stationarity equations in (m, λ) (`_newton_dir`,
@@ -490,7 +490,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     cov, at, state, ev = _finite_start(model, m, cov, r, clip=not signed)  # (VLB, g, γ) at (m, cov)
     events += ev
     prev, stop, msg = None, Stop.MAX_ITER, f"reached max_iter={max_iter}"
-    best, fell = None, []                                                 # best state seen; did the VLB fall, per iteration
+    best, fell, idle = None, [], []                                       # best state seen; per iteration: did the VLB fall; or move by ρ < 10⁻⁶
+    tiny = False                                                          # was the last step a damped one with ρ < 10⁻⁶
     rho, full = 1.0, True                                                 # signed steps: next ρ; was the last step a full one
     pairs = []                                                            # Anderson memory: (λ, γ) of the last iterations
     for it in range(int(max_iter) + 1):
@@ -503,12 +504,14 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if gn <= tol and (dec := _decrement(model, cov, at, g, gamma)) <= tol:   # and the scale-free measure
             stop, msg = Stop.GRAD_TOL, f"gradient inf-norm {gn:.2e} <= tol={tol} (scale-free measure {dec:.1e})"; break
         fell.append(prev is not None and vlb < prev - 1e-10 * abs(prev))
+        idle.append(fell[-1] or (tiny and not vlb > best[0]))              # no progress: a fall, or a step of ρ < 10⁻⁶ without a new best
         if best is None or vlb > best[0]: best = (vlb, m, cov, g, gamma, it)
         if tol_rel > 0 and prev is not None and abs(vlb - prev) <= tol_rel * abs(vlb) and not any(fell[-5:]) and full:
             stop, msg = Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"; break
-        if it - best[5] >= stall and sum(fell[-stall:]) >= 3:
-            stop, msg = Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(fell[-stall:])} times "
-                                       f"(the FP iteration oscillates or cycles)"); break
+        if it - best[5] >= stall and sum(idle[-stall:]) >= 3:
+            stop, msg = Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(fell[-stall:])} times and "
+                                       f"{sum(idle[-stall:]) - sum(fell[-stall:])} steps had ρ < 1e-6 (the FP iteration oscillates or "
+                                       f"cycles, or sits at the rounding floor)"); break
         if hist.stop_requested: stop, msg = Stop.CALLBACK, "the callback asked to stop"; break
         if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget max_seconds={max_seconds} spent"; break
         if it == max_iter: break
@@ -535,6 +538,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             events += ev
             m, r, cov, prev = st.m, r + st.r_delta, st.cov, vlb
             full, rho = rho_used >= 0.125, (min(1.0, 2.0 * rho) if rho_used == rho else rho_used)   # grow after an undamped step
+            tiny = rho_used < 1e-6
             continue
         neg = gamma < 0
         if neg.any():
