@@ -155,8 +155,9 @@ def claims_table(result: dict) -> str:
     return "\n".join(lines)
 
 def compact(result: dict, digits: int = 6) -> dict:
-    """A smaller copy of a run's result for keeping beside the page: trace times to 0.01 s, bounds to 0.1 nat, every other
-    float to `digits` significant digits (the claims, computed from the full traces, are kept as they are)."""
+    """A smaller copy of a run's result for keeping beside the page: trace times to 0.01 s, bounds to 0.1 nat, of the `own`
+    bounds only the last (what `table` shows), every other float to `digits` significant digits (the claims, computed from the
+    full traces, are kept as they are)."""
     def rnd(x, key=None):
         if isinstance(x, dict): return {k: (v if k == "claims" else rnd(v, k)) for k, v in x.items()}
         if isinstance(x, (list, tuple)): return [rnd(v, key) for v in x]
@@ -165,7 +166,10 @@ def compact(result: dict, digits: int = 6) -> dict:
             if key in ("vlb", "own"): return round(x, 1)
             return float(f"{x:.{digits}g}")
         return x
-    return rnd(result)
+    out = rnd(result)
+    for r in out.get("rows", []):
+        if r.get("own"): r["own"] = r["own"][-1:]
+    return out
 
 
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #bfcc7be9
