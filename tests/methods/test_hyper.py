@@ -381,3 +381,20 @@ def test_late_inner_solves_are_short():
     assert fast.converged and abs(fast.vlb - plain.vlb) <= 1e-9 * abs(plain.vlb)
     its_plain = [int(r["inner_iter"]) for r in plain.history]
     assert sum(its) < 0.4 * sum(its_plain) and max(its[-2:]) <= 4 and max(its[-2:]) <= 0.5 * min(its_plain[-2:]), (its, its_plain)
+
+
+@pytest.mark.parametrize("predict", [False, True])
+def test_inner_optima_are_kept_only_for_the_prediction(monkeypatch, predict):
+    "Without `predict` only the last inner optimum stays alive between outer evaluations; with it every converged one does."
+    import gc, weakref
+    from vgi_lit.methods import hyper
+    means, alive = [], []
+    def fit_and_track(*a, **k):
+        post = real(*a, **k); means.append(weakref.ref(post.m)); return post
+    def count(rec):
+        gc.collect(); alive.append(sum(w() is not None for w in means))
+    real = hyper._fit
+    monkeypatch.setattr(hyper, "_fit", fit_and_track)
+    hf = learn(_glm(n=60, d=3), predict=predict, callback=count)
+    assert len(means) >= 4 and hf.converged
+    assert (max(alive) <= 2) if not predict else (max(alive) >= 4), (predict, alive)

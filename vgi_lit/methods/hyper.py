@@ -321,7 +321,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         start = _start(method, state['post'], state['optima'], m_new, theta) if predict else _warm(method, state['post'])
         post = _fit(m_new, method, **start, **_budget(inner, hist))
         lam = getattr(post.cov, "lam", None)
-        if post.converged and lam is not None: state['optima'].append((theta.copy(), post.m, np.asarray(lam)))
+        if predict and post.converged and lam is not None: state['optima'].append((theta.copy(), post.m, np.asarray(lam)))   # read only by predict_start
         g = hp.grad(m_new, post.m, post.cov)
         state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
