@@ -1,7 +1,7 @@
 "CTM experiments: the Dirichlet KL of the LDA reference against Monte Carlo, and the claims table on constructed traces."
 import numpy as np
 from scipy.stats import dirichlet
-from vgi_lit.experiments.ctm_experiments import dirichlet_neg_kl, claims, METHODS, _at, train_method
+from vgi_lit.experiments.ctm_experiments import dirichlet_neg_kl, claims, METHODS, _at, train_method, compact, claims_table
 from vgi_lit.corpora import load_reuters, split_documents
 
 
@@ -39,3 +39,14 @@ def test_time_budget_stops_at_a_sweep_end():
     for meth in ("h-mc-ssvi", "s-dsvi"):
         r = train_method(tr, 3, meth, max_seconds=0.15)
         assert r["stop"] == "callback" and r["documents"] == r["n_iter"] * tr.n_docs and r["seconds"][-1] >= 0.15
+
+
+def test_compact_copy_of_a_result():
+    "compact: trace times to 0.01 s, bounds to 0.1, own bound's last value, other floats to 6 digits; claims and the input untouched."
+    res = {"rows": [{"method": "simple", "seconds": [0.0, 1.23456], "vlb": [-10.04, -5.06], "own": [float("nan"), -7.123],
+                     "is_nll": 7.123456789, "n_iter": 3}],
+           "claims": [{"K": 10, "claim": "c", "held": True, "numbers": "7.123456789"}]}
+    c = compact(res); r = c["rows"][0]
+    assert r["seconds"] == [0.0, 1.23] and r["vlb"] == [-10.0, -5.1] and r["own"] == [-7.1] and r["is_nll"] == 7.12346 and r["n_iter"] == 3
+    assert c["claims"] == res["claims"] and len(res["rows"][0]["own"]) == 2 and res["rows"][0]["seconds"][1] == 1.23456
+    assert claims_table(c).splitlines()[2] == "| 10 | c | yes | 7.123456789 |"
