@@ -9,8 +9,9 @@ from vgi_lit.corpora import load_reuters
 from vgi_lit.inference import Stop, EventKind
 from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, xi_stats_log, doc_loglik, corpus_loglik, logistic_map,
                                  simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad,
-                                 PriorSums, mu_sigma_update, beta_from_alpha, doc_step, _Prior, psd_part, METHODS, COVS)
-from scipy.linalg import solve_triangular
+                                 PriorSums, mu_sigma_update, beta_from_alpha, doc_step, _Prior, psd_part, METHODS, COVS,
+                                 newton_direction, damped_newton)
+from scipy.linalg import solve_triangular, cho_solve
 from vgi_lit.quadrature import gh_nodes
 from vgi_lit.vlb import kl_gauss
 
@@ -319,3 +320,30 @@ def test_full_natural_step_forms_no_inverse(doc3, monkeypatch):
     e = np.random.default_rng(16).standard_normal((50, 2)); s = np.full(2, np.sqrt(10.0))
     _, L2, P2, _, _ = doc_step(ids, cnts, m, np.diag(s), np.eye(2) / 10, pr, lb, "h-mc-ssvi", "full", 1.0, e, _Capture())
     np.testing.assert_allclose(L2 @ L2.T @ P2, np.eye(2), atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_damped_newton_never_lowers_f_when_the_full_step_overshoots(seed):
+    """f(x) = −(x − c)ᵀΣ⁻¹(x − c)/2 − 5 Σ_k exp(x_k) with the metric A = Σ⁻¹ only (the exp term's curvature left out): the
+    full step from 0 overshoots, so only the halving keeps every accepted f rising; it still ends at the stationary point."""
+    rng = np.random.default_rng(seed); n = 4
+    c = rng.standard_normal(n); Sig = np.eye(n) + 0.3; L = np.linalg.cholesky(Sig)
+    f = lambda x: -0.5 * (x - c) @ cho_solve((L, True), x - c) - 5.0 * np.exp(x).sum()
+    grad = lambda x: -cho_solve((L, True), x - c) - 5.0 * np.exp(x)
+    seen = []
+    def direction(x):
+        seen.append(f(x)); g = grad(x)
+        return g, newton_direction(L, np.zeros(n), g)
+    x0 = np.zeros(n)
+    assert f(x0 + direction(x0)[1]) < f(x0)                                   # the full step from x0 lowers f
+    seen.clear(); x = damped_newton(f, direction, x0, 1e-12, 200, 1e-12)
+    assert np.isfinite(f(x)) and f(x) >= f(x0) and np.all(np.diff(seen) >= 0), np.diff(seen).min()
+    assert np.max(np.abs(grad(x))) < 1e-5
+
+
+def test_damped_newton_takes_no_step_that_lowers_f():
+    """A direction along which f only falls (the sign of the gradient flipped, so the decrement still looks positive): no
+    step length down to min_step raises f, and x comes back unchanged rather than moved a little downhill."""
+    c = np.array([1.0, -2.0, 0.5]); f = lambda x: -0.5 * np.sum((x - c)**2)
+    x0 = np.zeros(3); x = damped_newton(f, lambda x: (x - c, x - c), x0, 1e-12, 50, 1e-12)
+    assert np.array_equal(x, x0), x - x0

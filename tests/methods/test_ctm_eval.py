@@ -3,7 +3,7 @@ import functools
 import numpy as np, pytest, scipy.sparse as sp
 import vgi_lit.methods.ctm as ctm
 import vgi_lit.methods.ctm_eval as ctm_eval
-from vgi_lit.methods.ctm import log_logistic_map, CTM
+from vgi_lit.methods.ctm import log_logistic_map, CTM, psd_part
 from vgi_lit.methods.ctm_eval import (doc_grad_hess, is_loglik, quad_loglik, laplace_documents,
                                       heldout_nll, completion_nll, mc_bound)
 
@@ -54,6 +54,8 @@ def test_laplace_mode_is_stationary_and_full_matches_diag():
         g, _ = doc_grad_hess(ids, c, m[d], beta)
         assert np.abs(g - np.linalg.solve(Sig, m[d] - mu)).max() < 1e-5     # ∇ log p(w|η) = Σ⁻¹(η − μ) at the mode
         assert np.all(np.linalg.eigvalsh(Sf[d]) > 0)
+        _, H = doc_grad_hess(ids, c, m[d], beta)                             # S_d = (Σ⁻¹ + Π(−H))⁻¹ at the mode: S_d(Σ⁻¹ + Π(−H)) = I
+        np.testing.assert_allclose(Sf[d] @ (np.linalg.solve(Sig, np.eye(K - 1)) + psd_part(-H)[0]), np.eye(K - 1), atol=1e-9)
 
 
 def test_heldout_and_completion_and_bound():

@@ -36,6 +36,11 @@ def doc_grad_hess(ids, cnts, eta, beta):
     return Rc - N * ht, H
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #88009639
+def _log_normal(eta, mean, L):
+    "log N(η_s | mean, L Lᵀ) for η (S, n): (S,)."
+    z = solve_triangular(L, (eta - mean).T, lower=True)
+    return -0.5 * np.sum(z * z, axis=0) - 0.5 * chol_logdet(L) - 0.5 * eta.shape[1] * np.log(2 * np.pi)
+
 def laplace_documents(counts, mu, Sigma, beta, cov: str = "diag", max_iter: int = 100, tol: float = 1e-12):
     """Laplace fit of q(η_d) at fixed (μ, Σ, β) for every row of `counts` (D, V): m (D, K−1) at the mode (damped Newton with the
     PSD-projected Hessian, stopped when the Newton decrement gᵀA⁻¹g/2 is below `tol`), S (D, K−1) (cov="diag": the diagonal of A⁻¹) or (D, K−1, K−1) (cov="full")."""
@@ -56,11 +61,6 @@ def laplace_documents(counts, mu, Sigma, beta, cov: str = "diag", max_iter: int 
     return M, Ss
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #76d2768a
-def _log_normal(eta, mean, L):
-    "log N(η_s | mean, L Lᵀ) for η (S, n): (S,)."
-    z = solve_triangular(L, (eta - mean).T, lower=True)
-    return -0.5 * np.sum(z * z, axis=0) - 0.5 * chol_logdet(L) - 0.5 * eta.shape[1] * np.log(2 * np.pi)
-
 def _cov_matrix(S, n, name):
     S = np.asarray(S, dtype=np.float64)
     if S.shape == (n,):
