@@ -13,7 +13,7 @@ from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Sto
 from .site_update import site_step, site_cov, SignedSiteCov, SiteStep
 
 # %% auto #0
-__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_var_cap', 'start_scale', 'anderson', 'site_curvature', 'fpi',
+__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_var_cap', 'start_scale', 'fpi', 'anderson', 'site_curvature',
            'detect_two_cycle', 'fpb']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
@@ -316,6 +316,7 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
         hist.append(Record(len(hist), hist[-1].time, g.vlb, hist[-1].grad_norm, "grad_polish", [], {}))
     return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
+# %% ../../nbs/methods/11_fixed_point.ipynb #fpxrise1
 def _rises(vlb, new, dec_old, dec_new, band: float = 1e-12) -> bool:
     """Whether a step from a state with VLB `vlb` to one with VLB `new` is an ascent: the VLB did not fall, or it fell by
     less than rounding (`band`, relative) and the scale-free optimality measure (`_decrement`; `dec_old`, `dec_new`:
@@ -324,6 +325,7 @@ def _rises(vlb, new, dec_old, dec_new, band: float = 1e-12) -> bool:
     if not new >= vlb - band * abs(vlb): return False
     return dec_new() <= dec_old()
 
+# %% ../../nbs/methods/11_fixed_point.ipynb #fpxdamp1
 def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed: bool = True, rho_min: float = 1e-10, at=None):
     """One damped natural-gradient step from (m, V) in site form (`site_step`): λ' = (1−ρ)λ + ργ (γ signed when
     `signed`, else γ₊), m' = m + ρV'g (`mean`; else m' = m; `at`: the cache of the state, whose Gram sum of γ the step reuses), ρ halved while Σ⁻¹ + Hᵀdiag(λ')H is not positive
@@ -354,92 +356,6 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
     if floor is not None:
         return floor + ([Event(EventKind.DAMPED, "ρ halved to the rounding floor: the VLB and the optimality measure cannot decide", count=fell)],)
     return None
-
-def anderson(pairs, w=None):
-    """Anderson extrapolation (type II) of a fixed-point map x ↦ G(x) from the pairs (x_j, G(x_j)), oldest first: with
-    residuals f_j = G(x_j) − x_j, the coefficients c minimise ‖w∘(f_k − ΔF c)‖₂ (ΔF: differences of successive residuals;
-    `w` positive weights, default 1) and x_AA = G(x_k) − ΔG c (ΔG: differences of successive G). None with fewer than two pairs."""
-    if len(pairs) < 2: return None
-    L = np.stack([np.asarray(p[0], dtype=float) for p in pairs], 1); G = np.stack([np.asarray(p[1], dtype=float) for p in pairs], 1)
-    F = G - L
-    if w is not None: F = F * np.asarray(w, dtype=float)[:, None]
-    c = np.linalg.lstsq(np.diff(F, axis=1), F[:, -1], rcond=1e-12)[0]
-    return G[:, -1] - np.diff(G, axis=1) @ c
-
-def _fp_pair(model, m, cov, g, gamma, at):
-    """(x, G(x), w) of the FPi map on x = (m, λ): G = (m + Vg, γ) (the Newton step on m at the current V, the T step on λ),
-    w = the weights that make each residual dimensionless: 1/√(prior variance) on m, the site variance h_iᵀVh_i on λ."""
-    x = np.concatenate([m, cov.lam]); Gx = np.concatenate([m + cov.matvec(g), gamma])
-    w = np.concatenate([1.0 / np.sqrt(model.prior.diag()), np.maximum(at.v_site - model.c, 0.0)])
-    return x, Gx, w
-
-def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
-    """The FPi step to (m', λ') = `anderson(pairs, w)` of the map `_fp_pair`: `(step, at, state, 1.0, [])` when
-    V' is positive definite and the step is an ascent (`_rises`), else None (the caller takes the plain step)."""
-    vlb, g, gamma = state
-    x = anderson(pairs, w)
-    if x is None or not np.all(np.isfinite(x)): return None
-    m_new, lam = x[:model.d], x[model.d:]
-    if not signed: lam = np.maximum(lam, 0.0)
-    try: cov_new = site_cov(model, lam)
-    except ValueError: return None                                        # λ' outside the positive-definite set
-    r_new = model.prior.solve(m_new - model.mu)
-    st = SiteStep(m_new, lam, cov_new, m_new - m, r_new - r, 0)
-    at_new, new = _state(model, st.m, st.cov, r_new, clip=not signed)
-    if not (_finite(new) and _rises(vlb, new[0], lambda: _decrement(model, cov, at, g, gamma),
-                                    lambda: _decrement(model, st.cov, at_new, new[1], new[2]))): return None
-    return st, at_new, new, 1.0, []
-def site_curvature(lik, y, m, v):
-    """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
-    alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule."""
-    m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
-    if np.any(v <= 0): raise ValueError("site_curvature needs site variances v > 0")
-    e_mv, e_vv = np.empty(len(m)), np.empty(len(m))
-    for idx, f, W in lik.rule_groups(y, m, v):
-        sl = slice(None) if idx is None else idx
-        z = f - m[sl][:, None]; vs = v[sl]
-        d2 = lik.derivs(np.asarray(y)[sl][:, None], f)[2]
-        e_mv[sl] = 0.5 * np.einsum('ij,ij->i', W, d2 * z) / vs
-        e_vv[sl] = 0.25 * np.einsum('ij,ij->i', W, d2 * (z * z - vs[:, None])) / vs**2
-    return e_mv, e_vv
-
-def _newton_dir(model, m, cov, g, gamma, at, W=None):
-    """(δm, δλ): the Newton step on the stationarity equations F = (g, γ − λ) = 0 in (m, λ), V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹,
-    through the Schur complement in λ: [2(E_mv S E_mv + E_vv)P − I]δλ = λ − γ + 2E_mv H W g, δm = W(g − HᵀE_mv P δλ),
-    with S = HWHᵀ, P = (HVHᵀ)∘(HVHᵀ), E_mv, E_vv diagonal (`site_curvature`). `W` = (Σ⁻¹ + Hᵀdiag(γ)H)⁻¹ (a `SiteCov`)
-    gives the exact Newton step; None uses V for it (the Jacobian then errs by O(λ − γ), and one factorisation is
-    saved). Sites 'identity' or 'dense' (n × n matrices)."""
-    H = None if model.sites.kind == 'identity' else model.H
-    W = cov if W is None else W
-    e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site)
-    Vd = cov.dense(); SV = Vd if H is None else H @ Vd @ H.T                  # HVHᵀ, n × n
-    if W is cov: SW = SV
-    else: Wd = W.dense(); SW = Wd if H is None else H @ Wd @ H.T
-    P = SV * SV                                                                # −∂v/∂λ
-    Wg = W.matvec(g); HWg = Wg if H is None else H @ Wg
-    M = 2.0 * (e_mv[:, None] * SW * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(model.n)
-    dlam = np.linalg.solve(M, cov.lam - gamma + 2.0 * e_mv * HWg)
-    u = e_mv * (P @ dlam)
-    return Wg - W.matvec(u if H is None else H.T @ u), dlam
-
-def _newton_step(model, m, r, cov, state, signed: bool, at):
-    """The FPi step to the Newton point (m + δm, λ + δλ) of `_newton_dir` (λ < 0 set to 0 for the clipped iteration):
-    `(step, at, state, 1.0, [])` when V' is positive definite and the step is an ascent (`_rises`), else None."""
-    vlb, g, gamma = state
-    if not hasattr(cov, 'dense'): return None
-    try: dm, dlam = _newton_dir(model, m, cov, g, gamma, at)
-    except (ValueError, np.linalg.LinAlgError): return None
-    m_new, lam = m + dm, cov.lam + dlam
-    if not signed: lam = np.maximum(lam, 0.0)
-    if not (np.all(np.isfinite(m_new)) and np.all(np.isfinite(lam))): return None
-    try: cov_new = site_cov(model, lam)
-    except ValueError: return None
-    r_new = model.prior.solve(m_new - model.mu)
-    st = SiteStep(m_new, lam, cov_new, dm, r_new - r, 0)
-    at_new, new = _state(model, m_new, cov_new, r_new, clip=not signed)
-    if not (_finite(new) and _rises(vlb, new[0], lambda: _decrement(model, cov, at, g, gamma),
-                                    lambda: _decrement(model, cov_new, at_new, new[1], new[2]))): return None
-    return st, at_new, new, 1.0, []
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
@@ -578,6 +494,99 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     _exact_last(model, cov, gamma, hist)
     if polish: m, cov, stop, msg = _polish(model, m, cov, gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
     return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
+
+# %% ../../nbs/methods/11_fixed_point.ipynb #fpxand01
+def anderson(pairs, w=None):
+    """Anderson extrapolation (type II) of a fixed-point map x ↦ G(x) from the pairs (x_j, G(x_j)), oldest first: with
+    residuals f_j = G(x_j) − x_j, the coefficients c minimise ‖w∘(f_k − ΔF c)‖₂ (ΔF: differences of successive residuals;
+    `w` positive weights, default 1) and x_AA = G(x_k) − ΔG c (ΔG: differences of successive G). None with fewer than two pairs."""
+    if len(pairs) < 2: return None
+    L = np.stack([np.asarray(p[0], dtype=float) for p in pairs], 1); G = np.stack([np.asarray(p[1], dtype=float) for p in pairs], 1)
+    F = G - L
+    if w is not None: F = F * np.asarray(w, dtype=float)[:, None]
+    c = np.linalg.lstsq(np.diff(F, axis=1), F[:, -1], rcond=1e-12)[0]
+    return G[:, -1] - np.diff(G, axis=1) @ c
+
+# %% ../../nbs/methods/11_fixed_point.ipynb #fpxpair1
+def _fp_pair(model, m, cov, g, gamma, at):
+    """(x, G(x), w) of the FPi map on x = (m, λ): G = (m + Vg, γ) (the Newton step on m at the current V, the T step on λ),
+    w = the weights that make each residual dimensionless: 1/√(prior variance) on m, the site variance h_iᵀVh_i on λ."""
+    x = np.concatenate([m, cov.lam]); Gx = np.concatenate([m + cov.matvec(g), gamma])
+    w = np.concatenate([1.0 / np.sqrt(model.prior.diag()), np.maximum(at.v_site - model.c, 0.0)])
+    return x, Gx, w
+
+# %% ../../nbs/methods/11_fixed_point.ipynb #fpxands1
+def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
+    """The FPi step to (m', λ') = `anderson(pairs, w)` of the map `_fp_pair`: `(step, at, state, 1.0, [])` when
+    V' is positive definite and the step is an ascent (`_rises`), else None (the caller takes the plain step)."""
+    vlb, g, gamma = state
+    x = anderson(pairs, w)
+    if x is None or not np.all(np.isfinite(x)): return None
+    m_new, lam = x[:model.d], x[model.d:]
+    if not signed: lam = np.maximum(lam, 0.0)
+    try: cov_new = site_cov(model, lam)
+    except ValueError: return None                                        # λ' outside the positive-definite set
+    r_new = model.prior.solve(m_new - model.mu)
+    st = SiteStep(m_new, lam, cov_new, m_new - m, r_new - r, 0)
+    at_new, new = _state(model, st.m, st.cov, r_new, clip=not signed)
+    if not (_finite(new) and _rises(vlb, new[0], lambda: _decrement(model, cov, at, g, gamma),
+                                    lambda: _decrement(model, st.cov, at_new, new[1], new[2]))): return None
+    return st, at_new, new, 1.0, []
+
+# %% ../../nbs/methods/11_fixed_point.ipynb #fpxcurv1
+def site_curvature(lik, y, m, v):
+    """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
+    alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule."""
+    m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
+    if np.any(v <= 0): raise ValueError("site_curvature needs site variances v > 0")
+    e_mv, e_vv = np.empty(len(m)), np.empty(len(m))
+    for idx, f, W in lik.rule_groups(y, m, v):
+        sl = slice(None) if idx is None else idx
+        z = f - m[sl][:, None]; vs = v[sl]
+        d2 = lik.derivs(np.asarray(y)[sl][:, None], f)[2]
+        e_mv[sl] = 0.5 * np.einsum('ij,ij->i', W, d2 * z) / vs
+        e_vv[sl] = 0.25 * np.einsum('ij,ij->i', W, d2 * (z * z - vs[:, None])) / vs**2
+    return e_mv, e_vv
+
+# %% ../../nbs/methods/11_fixed_point.ipynb #fpxndir1
+def _newton_dir(model, m, cov, g, gamma, at, W=None):
+    """(δm, δλ): the Newton step on the stationarity equations F = (g, γ − λ) = 0 in (m, λ), V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹,
+    through the Schur complement in λ: [2(E_mv S E_mv + E_vv)P − I]δλ = λ − γ + 2E_mv H W g, δm = W(g − HᵀE_mv P δλ),
+    with S = HWHᵀ, P = (HVHᵀ)∘(HVHᵀ), E_mv, E_vv diagonal (`site_curvature`). `W` = (Σ⁻¹ + Hᵀdiag(γ)H)⁻¹ (a `SiteCov`)
+    gives the exact Newton step; None uses V for it (the Jacobian then errs by O(λ − γ), and one factorisation is
+    saved). Sites 'identity' or 'dense' (n × n matrices)."""
+    H = None if model.sites.kind == 'identity' else model.H
+    W = cov if W is None else W
+    e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site)
+    Vd = cov.dense(); SV = Vd if H is None else H @ Vd @ H.T                  # HVHᵀ, n × n
+    if W is cov: SW = SV
+    else: Wd = W.dense(); SW = Wd if H is None else H @ Wd @ H.T
+    P = SV * SV                                                                # −∂v/∂λ
+    Wg = W.matvec(g); HWg = Wg if H is None else H @ Wg
+    M = 2.0 * (e_mv[:, None] * SW * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(model.n)
+    dlam = np.linalg.solve(M, cov.lam - gamma + 2.0 * e_mv * HWg)
+    u = e_mv * (P @ dlam)
+    return Wg - W.matvec(u if H is None else H.T @ u), dlam
+
+# %% ../../nbs/methods/11_fixed_point.ipynb #fpxnstp1
+def _newton_step(model, m, r, cov, state, signed: bool, at):
+    """The FPi step to the Newton point (m + δm, λ + δλ) of `_newton_dir` (λ < 0 set to 0 for the clipped iteration):
+    `(step, at, state, 1.0, [])` when V' is positive definite and the step is an ascent (`_rises`), else None."""
+    vlb, g, gamma = state
+    if not hasattr(cov, 'dense'): return None
+    try: dm, dlam = _newton_dir(model, m, cov, g, gamma, at)
+    except (ValueError, np.linalg.LinAlgError): return None
+    m_new, lam = m + dm, cov.lam + dlam
+    if not signed: lam = np.maximum(lam, 0.0)
+    if not (np.all(np.isfinite(m_new)) and np.all(np.isfinite(lam))): return None
+    try: cov_new = site_cov(model, lam)
+    except ValueError: return None
+    r_new = model.prior.solve(m_new - model.mu)
+    st = SiteStep(m_new, lam, cov_new, dm, r_new - r, 0)
+    at_new, new = _state(model, m_new, cov_new, r_new, clip=not signed)
+    if not (_finite(new) and _rises(vlb, new[0], lambda: _decrement(model, cov, at, g, gamma),
+                                    lambda: _decrement(model, cov_new, at_new, new[1], new[2]))): return None
+    return st, at_new, new, 1.0, []
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #dc2b523b
 def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
