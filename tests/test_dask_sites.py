@@ -313,6 +313,53 @@ def test_the_scatter_cache_never_returns_another_arrays_pieces(client):
     assert _close(S.rmatvec(view), H.T @ w)
 
 
+def test_the_scatter_cache_sees_a_changed_content_and_a_writable_buffer(client):
+    """An array that owns its memory can be made writable, written and frozen again; a read-only view of a bytearray
+    changes with the bytearray. Neither may be served the pieces scattered before the change."""
+    from vgi_lit import dask_sites as ds
+    H, _, r, w, _ = _data(seed=8, n=400)
+    S = DaskSites(da.from_array(H, chunks=(100, 5)))
+    z = r.copy(); z.flags.writeable = False
+    assert ds._frozen(z) and _close(S.rmatvec(z), H.T @ r)
+    z.flags.writeable = True; z[:] = w; z.flags.writeable = False
+    assert _close(S.rmatvec(z), H.T @ w)
+    buf = bytearray(r.tobytes()); b = np.frombuffer(buf, dtype=np.float64); b.flags.writeable = False
+    assert not ds._frozen(b) and _close(S.rmatvec(b), H.T @ r)
+    buf[:] = w.tobytes()
+    assert _close(S.rmatvec(b), H.T @ w)
+
+
+def test_scattered_pieces_are_copies_so_the_cache_entry_goes_with_the_array():
+    """A worker in the client's own process keeps the objects it is given: pieces that were views would keep the array
+    alive, and its cache entry (and the pieces on the workers) would never go. A stand-in client records what it is sent."""
+    import gc, weakref
+    from vgi_lit import dask_sites as ds
+    class Recorder:
+        def __init__(self): self.sent = []
+        def scatter(self, data, hash=True): self.sent.append(list(data)); return [object() for _ in data]
+    rec, v = Recorder(), np.arange(12.0)
+    v.flags.writeable = False
+    key = (id(v), id(rec), (6, 6))
+    futs, reused = ds._scattered_once(v, rec, key, lambda x: [x[:6], x[6:]])
+    assert not reused and len(futs) == 2 and ds._scattered_once(v, rec, key, lambda x: [x[:6], x[6:]]) == (futs, True)
+    assert not any(np.shares_memory(p, v) for p in rec.sent[0]) and np.array_equal(np.concatenate(rec.sent[0]), v)
+    ref = weakref.ref(v); del v; gc.collect()
+    assert ref() is None and key not in ds._SCATTERED
+
+
+def test_site_pass_by_row_slices_equals_the_whole_chunk(monkeypatch):
+    "Chunks longer than the slice length (7 rows here): the sliced products b Aᵀ, diag(√w) b and b∘b add up to the whole chunk's."
+    from vgi_lit import dask_sites as ds
+    monkeypatch.setattr(ds, "_SUB_ROWS", 7)
+    rng = np.random.default_rng(0); n, d = 60, 4
+    H = rng.standard_normal((n, d)); A = rng.standard_normal((3, d)); m = rng.standard_normal(d)
+    w, t = rng.random(n), rng.standard_normal(n)
+    S = DaskSites(da.from_array(H, chunks=(25, d)))
+    out = S.site_pass(m, A, lambda s, e, mb, qb, wb, tb: dict(w=wb, sq=tb, keep_q=qb, dE=tb), rows=(w, t))
+    assert _close(out["gram"], H.T @ (w[:, None] * H)) and _close(out["sq"], (H * H).T @ t)
+    assert _close(out["keep_q"], np.sum((H @ A.T) ** 2, 1)) and _close(out["g"], H.T @ t)
+
+
 def _graph_sizes(monkeypatch, sizes, tag):
     "Record the pickled size of every graph handed to the scheduler (dask.compute, Client.compute) under sizes[tag()]."
     import cloudpickle, dask, distributed
