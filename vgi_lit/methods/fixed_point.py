@@ -409,7 +409,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     best, fell, idle = None, [], []                                       # best state seen; per iteration: did the VLB fall; or move by ρ < 10⁻⁶
     tiny = False                                                          # was the last step a damped one with ρ < 10⁻⁶
     rho, full = 1.0, True                                                 # signed steps: next ρ; was the last step a full one
-    pairs = []                                                            # Anderson memory: (λ, γ) of the last iterations
+    pairs = []                                                            # Anderson memory: pairs ((m, λ), G(m, λ)) of the last iterations
     for it in range(int(max_iter) + 1):
         if state is None: state = _vlb_grad(model, m, at, r)
         vlb, g, gamma = state
