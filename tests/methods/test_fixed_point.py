@@ -500,7 +500,7 @@ def test_accelerated_fpi_never_lowers_the_vlb(kind, opts):
 
 
 def test_damped_step_at_the_rounding_floor_returns_the_old_iterate(monkeypatch):
-    """When every trial step lowers the VLB by less than rounding and the optimality measure grows each time, the damped
+    """When every trial step lowers the VLB by less than rounding and the optimality measure and gradient sizes grow each time, the damped
     step returns the smallest trial (ρ below 2·10⁻¹⁰, a DAMPED event), whose (m, λ) is the old one up to rounding."""
     gp = _smooth_gp("logistic")
     p = fit(gp, "fpi", tol=1e-6, tol_rel=0.0, polish=False)
@@ -509,7 +509,7 @@ def test_damped_step_at_the_rounding_floor_returns_the_old_iterate(monkeypatch):
     real = fp._state
     lower = lambda *a, **k: (lambda at_new, new: (at_new, (state[0] - 1e-13 * abs(state[0]),) + tuple(new[1:])))(*real(*a, **k))
     monkeypatch.setattr(fp, "_state", lower)                           # every trial falls by 10⁻¹³ relative
-    monkeypatch.setattr(fp, "_decrement", lambda model, c, *a, **k: 0.0 if c is cov else 1.0)   # and the measure grows
+    monkeypatch.setattr(fp, "_optimality", lambda model, c, *a, **k: (0.0,) * 3 if c is cov else (1.0,) * 3)   # and the measure and gradients grow
     res = fp._damped_step(gp, m, gp.prior.solve(m - gp.mu), cov, state, 1.0, at=at)
     assert res is not None
     st, _, new, rho, ev = res
@@ -527,3 +527,18 @@ def test_fpi_stops_stalled_at_the_rounding_floor():
     assert p.stop is Stop.STALLED and p.n_iter < 120, (p.stop, p.n_iter)
     assert p.history[-1].step == "best" and p.vlb == max(r.vlb for r in p.history)
     assert fit(gp, "fpi", tol=1e-7, tol_rel=0.0, polish=False).stop is Stop.GRAD_TOL   # above the floor: converged
+
+
+def test_a_step_inside_the_rounding_band_is_judged_by_the_measure_or_by_both_gradient_sizes():
+    """Inside the band a step is kept when the state gets no worse by the scale-free measure, or by both gradient sizes
+    the stopping rule reads (a stiff direction: ‖g‖∞ halves while the site term of the measure grows, the case of a
+    Poisson GP on repeated inputs whose last inner solve otherwise stalls at ‖g‖∞ = 5·10⁻⁴); refused when the measure and
+    a gradient size grow (the drift of an unstable full step), and outside the band always."""
+    v = -2398.0598193186738
+    old = lambda: (1.0e-8, 5.5e-4, 1.9e-6)
+    assert fp._rises(v, v - 4.5e-13, old, lambda: (6.6e-8, 2.8e-4, 9.7e-7))         # gradients shrink, measure grows
+    assert fp._rises(v, v - 4.5e-13, old, lambda: (0.9e-8, 6.0e-4, 1.9e-6))         # measure shrinks
+    assert not fp._rises(v, v - 4.5e-13, old, lambda: (6.6e-8, 2.8e-4, 2.0e-6))     # measure and a gradient size grow
+    assert not fp._rises(v, v - 4.5e-13, old, lambda: (6.6e-8, 6.0e-4, 1.0e-6))
+    assert not fp._rises(v, v - 1e-8, old, lambda: (0.0, 0.0, 0.0))                # outside the band
+    assert fp._rises(v, v, lambda: 1 / 0, lambda: 1 / 0)                           # no fall: nothing else is computed

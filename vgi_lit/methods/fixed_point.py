@@ -180,6 +180,13 @@ def _decrement(model, cov, at, g, gamma, mean: bool = True) -> float:
         dec = max(dec, float(np.max(np.abs(cov.lam - gamma) * (at.v_site - model.c))))
     return dec
 
+def _optimality(model, cov, at, g, gamma, mean: bool = True) -> tuple:
+    """(measure, ‖g‖∞, max_i |λ_i − γ_i|): the scale-free measure (`_decrement`) and the two gradient sizes the stopping
+    rule reads, the mean gradient (0 with `mean=False`) and the site-precision error (0 for V not in site form)."""
+    gi = float(np.max(np.abs(g))) if (mean and g.size) else 0.0
+    li = float(np.max(np.abs(cov.lam - gamma))) if (isinstance(cov, _SITE_FORMS) and cov.lam.size) else 0.0
+    return _decrement(model, cov, at, g, gamma, mean), gi, li
+
 # %% ../../nbs/methods/11_fixed_point.ipynb #3d7e092c
 def newton_mean_step(model, m, g, vlb0, cov_T, at: _AtCov, line_search: bool = True,
                      max_halvings: int = 40, c1: float = 1e-4, delta=None):
@@ -317,20 +324,22 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
     return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #fpxrise1
-def _rises(vlb, new, dec_old, dec_new, band: float = 1e-12) -> bool:
+def _rises(vlb, new, opt_old, opt_new, band: float = 1e-12) -> bool:
     """Whether a step from a state with VLB `vlb` to one with VLB `new` is an ascent: the VLB did not fall, or it fell by
-    less than rounding (`band`, relative) and the scale-free optimality measure (`_decrement`; `dec_old`, `dec_new`:
-    functions computing it, called only then) did not grow."""
+    less than rounding (`band`, relative) and the state got no worse, either by the scale-free optimality measure or by
+    both gradient sizes the stopping rule reads (`_optimality`; `opt_old`, `opt_new`: functions computing it, called
+    only then)."""
     if new >= vlb: return True
     if not new >= vlb - band * abs(vlb): return False
-    return dec_new() <= dec_old()
+    o, p = opt_old(), opt_new()
+    return p[0] <= o[0] or (p[1] <= o[1] and p[2] <= o[2])
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #fpxdamp1
 def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed: bool = True, rho_min: float = 1e-10, at=None):
     """One damped natural-gradient step from (m, V) in site form (`site_step`): λ' = (1−ρ)λ + ργ (γ signed when
     `signed`, else γ₊), m' = m + ρV'g (`mean`; else m' = m; `at`: the cache of the state, whose Gram sum of γ the step reuses), ρ halved while Σ⁻¹ + Hᵀdiag(λ')H is not positive
     definite or the step is not an ascent (`_rises`: the VLB falls by more than rounding, 10⁻¹² relative, or
-    moves by less and the scale-free optimality measure grows). `r` = Σ⁻¹(m − μ) or None.
+    moves by less and the state gets worse by the scale-free measure and by a gradient size). `r` = Σ⁻¹(m − μ) or None.
     Returns `(step, at, state, rho, events)` (events DAMPED with the halvings), or None when ρ fell below `rho_min`
     (the smallest step whose VLB fell by less than rounding, if there was one: at the rounding floor the measure can
     grow by rounding too, and such a step is the old iterate up to rounding)."""
@@ -338,16 +347,16 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
     not_pd = fell = 0
     floor = None
     g_step = g if mean else np.zeros_like(g)
-    dec0 = []                                                             # the measure at the state, computed at most once
-    def dec_old():
-        if not dec0: dec0.append(_decrement(model, cov, at if at is not None else _AtCov(model, cov), g, gamma, mean))
-        return dec0[0]
+    opt0 = []                                                             # the optimality at the state, computed at most once
+    def opt_old():
+        if not opt0: opt0.append(_optimality(model, cov, at if at is not None else _AtCov(model, cov), g, gamma, mean))
+        return opt0[0]
     while rho >= rho_min:
         Gg = None if (at is None or at.gram_next is None or at.gram_clip != (not signed)) else at.gram_next
         try: st = site_step(model, m, cov.lam, g_step, gamma, rho=rho, signed=signed, gram_gamma=Gg, gram_lam=getattr(cov, '_gram', None))
         except ValueError: not_pd += 1; rho *= 0.5; continue              # λ' outside the positive-definite set
         at_new, new = _state(model, st.m, st.cov, None if r is None else r + st.r_delta, clip=not signed)
-        if _finite(new) and _rises(vlb, new[0], dec_old, lambda: _decrement(model, st.cov, at_new, new[1], new[2], mean)):
+        if _finite(new) and _rises(vlb, new[0], opt_old, lambda: _optimality(model, st.cov, at_new, new[1], new[2], mean)):
             ev = [Event(EventKind.DAMPED, "ρ halved: Σ⁻¹ + Hᵀdiag(λ')H not positive definite", count=not_pd)] if not_pd else []
             if fell: ev.append(Event(EventKind.DAMPED, "ρ halved: the VLB fell or the optimality measure grew", count=fell))
             return st, at_new, new, rho, ev
@@ -529,8 +538,8 @@ def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
     r_new = model.prior.solve(m_new - model.mu)
     st = SiteStep(m_new, lam, cov_new, m_new - m, r_new - r, 0)
     at_new, new = _state(model, st.m, st.cov, r_new, clip=not signed)
-    if not (_finite(new) and _rises(vlb, new[0], lambda: _decrement(model, cov, at, g, gamma),
-                                    lambda: _decrement(model, st.cov, at_new, new[1], new[2]))): return None
+    if not (_finite(new) and _rises(vlb, new[0], lambda: _optimality(model, cov, at, g, gamma),
+                                    lambda: _optimality(model, st.cov, at_new, new[1], new[2]))): return None
     return st, at_new, new, 1.0, []
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #fpxcurv1
@@ -584,8 +593,8 @@ def _newton_step(model, m, r, cov, state, signed: bool, at):
     r_new = model.prior.solve(m_new - model.mu)
     st = SiteStep(m_new, lam, cov_new, dm, r_new - r, 0)
     at_new, new = _state(model, m_new, cov_new, r_new, clip=not signed)
-    if not (_finite(new) and _rises(vlb, new[0], lambda: _decrement(model, cov, at, g, gamma),
-                                    lambda: _decrement(model, cov_new, at_new, new[1], new[2]))): return None
+    if not (_finite(new) and _rises(vlb, new[0], lambda: _optimality(model, cov, at, g, gamma),
+                                    lambda: _optimality(model, cov_new, at_new, new[1], new[2]))): return None
     return st, at_new, new, 1.0, []
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #dc2b523b
