@@ -395,10 +395,10 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     stall: stop with `Stop.STALLED` and return the best state (BEST_STATE) when the best VLB has not
         risen for `stall` iterations in which, at least three times, the VLB fell or the damped step had ρ < 10⁻⁶.
     anderson: memory k of the Anderson acceleration of (m, λ) (0: off): while steps are undamped,
-        (m', λ') = `anderson` of the last k + 1 pairs ((m, λ), (m + Vg, γ)) of the map `_fp_pair` is the step when it is an ascent (else
+        (m', λ') = `anderson` of the last k + 1 pairs ((m, λ), (m + Vg, γ)) of the FPi map is the step when it is an ascent (else
         the plain step is taken and the memory restarts); the record of each such iteration has `anderson` True/False.
         The memory holds k + 1 pairs of (d + n)-vectors in the caller's process.
-    newton: while steps are undamped, first try the Newton step on the stationarity equations in (m, λ) (`_newton_dir`,
+    newton: while steps are undamped, first try the Newton step on the stationarity equations in (m, λ) (
         n × n dense matrices: sites 'identity' or 'dense' only), kept when it is an ascent (else Anderson or the plain
         step); the record of each such iteration has `newton` True/False."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
