@@ -398,3 +398,17 @@ def test_inner_optima_are_kept_only_for_the_prediction(monkeypatch, predict):
     hf = learn(_glm(n=60, d=3), predict=predict, callback=count)
     assert len(means) >= 4 and hf.converged
     assert (max(alive) <= 2) if not predict else (max(alive) >= 4), (predict, alive)
+
+
+def test_late_inner_solves_with_newton_steps_take_one_to_three_iterations():
+    """sonar, 60 rows: with Newton steps in the inner FPi solves (`inner=dict(..., newton=True)`) the warm-started solves of
+    the last outer evaluations take 1-3 FPi iterations each (the default Anderson steps 3-4, the plain ones 13-21), at the
+    same learned optimum."""
+    from vgi_lit import datasets
+    ds = datasets.load_sonar(data_dir=datasets.shared_data_dir(None))
+    X = datasets.zscore(np.vstack([ds.X, ds.X_test])).X[:60]; y = np.concatenate([ds.y, ds.y_test])[:60]
+    gp = GP(X, y, Logistic(), RBF(1.0, np.sqrt(X.shape[1])))
+    fast = learn(gp, inner=dict(tol=1e-6, tol_rel=0.0, newton=True))
+    its = [int(r["inner_iter"]) for r in fast.history]
+    assert fast.converged and abs(fast.vlb - learn(gp).vlb) <= 1e-9 * abs(fast.vlb)
+    assert all(1 <= k <= 3 for k in its[-4:]) and sum(its) <= 40, its
