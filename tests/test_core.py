@@ -261,3 +261,15 @@ def test_sitecov_set_site_quadratic_gives_the_same_quantities(seed):
     with pytest.raises(ValueError, match="NaN or inf"): new.set_site_quadratic(np.full(25, np.inf))
     with pytest.raises(ValueError, match="non-negative"): new.set_site_quadratic(np.r_[np.ones(24), -1e-3])
     with pytest.raises(ValueError, match="n-space"): SiteCov(model, lam, space="n").set_site_quadratic(np.ones(25))
+
+
+@pytest.mark.parametrize("kind", ["scalar", "diag", "dense"])
+def test_prior_half_and_half_T_are_the_factor_and_its_transpose(kind):
+    "Σ = L Lᵀ: `half` applies L and `half_T` applies Lᵀ, so half(half_T(B)) = Σ B and Bᵀ half(x) = (half_T(B))ᵀ x."
+    rng = np.random.default_rng(3); d = 4
+    A = rng.standard_normal((d, d))
+    cov = {"scalar": 2.5, "diag": rng.random(d) + 0.5, "dense": A @ A.T + d * np.eye(d)}[kind]
+    P = PriorCov(cov, d); B = rng.standard_normal((d, 3)); x = rng.standard_normal(d)
+    np.testing.assert_allclose(P.half(P.half_T(B)), P.matmul(B), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(B.T @ P.half(x), P.half_T(B).T @ x, rtol=1e-12, atol=1e-12)
+    if kind == "dense": np.testing.assert_allclose(P.half_T(B), np.linalg.cholesky(cov).T @ B, rtol=1e-12, atol=1e-12)

@@ -92,7 +92,7 @@ class SiteCov:
             P = model.prior
             G = model.sites.gram(lam) if gram is None else np.asarray(gram, dtype=float)   # Hᵀ Λ H
             self._gram = G                                           # kept: a damped step combines it with Hᵀ diag(γ) H
-            B = _halfT(P, _halfT(P, G).T)                            # L_Σᵀ G L_Σ
+            B = P.half_T(P.half_T(G).T)                            # L_Σᵀ G L_Σ
             B = 0.5 * (B + B.T); B[np.diag_indices_from(B)] += 1.0
             self.LB = cholesky(B, name="I + L_Σᵀ Hᵀ Λ H L_Σ", check=False)
         elif self.space == 'd':
@@ -135,7 +135,7 @@ class SiteCov:
     def site_factor(self):
         "A = L_B⁻¹L_Σᵀ (d × d, d-space) with V = AᵀA, so that h_iᵀVh_i = ‖A h_i‖² (`sites.quad(A)`)"
         if self.space != 'd': raise ValueError("site_factor needs the d-space representation")
-        return solve_triangular(self.LB, _halfT(self.model.prior, np.eye(self.d)), lower=True, check_finite=False)
+        return solve_triangular(self.LB, self.model.prior.half_T(np.eye(self.d)), lower=True, check_finite=False)
     @property
     def n_small(self):
         "How many sites took the small-λ route for their variance (n-space; 0 in d-space)"
@@ -169,14 +169,14 @@ class SiteCov:
         "V x"
         P = self.model.prior
         if self.space == 'd':
-            return P.half(chol_solve(self.LB, _halfT(P, x)))
+            return P.half(chol_solve(self.LB, P.half_T(x)))
         Sx = P.matmul(x)
         return Sx - P.matmul(self._w(Sx))
     def matvec_split(self, x):
         "(V x, Σ⁻¹V x) for about the price of V x: Newton steps that also track Σ⁻¹(m − μ) need no prior solve"
         P = self.model.prior
         if self.space == 'd':                                                   # V = L_Σ B⁻¹ L_Σᵀ
-            u = chol_solve(self.LB, _halfT(P, x))
+            u = chol_solve(self.LB, P.half_T(x))
             return P.half(u), P.half_T_solve(u)
         w = self._w(P.matmul(x))                                                # V x = Σ(x − w), Σ⁻¹V x = x − w
         return P.matmul(x - w), x - w
@@ -191,7 +191,7 @@ class SiteCov:
             if self.space == 'd': return _block_quad(Hn.tocsr(), self.site_factor())
             Hn = Hn.toarray()                                        # n-space (n ≤ d): the rows of a prediction chunk
         if self.space == 'd':
-            A = _halfT(P, np.eye(self.d) if Hn is None else Hn.T)    # L_Σᵀ Hnᵀ
+            A = P.half_T(np.eye(self.d) if Hn is None else Hn.T)    # L_Σᵀ Hnᵀ
             return np.sum(solve_triangular(self.LB, A, lower=True)**2, 0)
         SHn = P.matmul(np.eye(self.d) if Hn is None else Hn.T)      # Σ Hnᵀ (d × n*)
         prior_var = np.sum((np.eye(self.d) if Hn is None else Hn.T) * SHn, 0)
@@ -206,7 +206,7 @@ class SiteCov:
     def dense(self):
         "V as a d × d matrix"
         if self.space == 'd':
-            A = solve_triangular(self.LB, _halfT(self.model.prior, np.eye(self.d)), lower=True)   # L_B⁻¹ L_Σᵀ
+            A = solve_triangular(self.LB, self.model.prior.half_T(np.eye(self.d)), lower=True)   # L_B⁻¹ L_Σᵀ
             return A.T @ A
         P = self.model.prior
         C = solve_triangular(self.LB, self.s[:, None] * self.model.Hmul(P.dense()), lower=True)
@@ -218,16 +218,11 @@ def _tri_mul(Li, X):
     "Li X for lower-triangular Li (BLAS trmm: half the flops of a general product)"
     return dtrmm(1.0, Li, X, lower=1) if X.size else np.zeros(X.shape)
 
-# %% ../nbs/04_covariance.ipynb #18ac7a29
-def _halfT(P, B):
-    "L_Σᵀ B"
-    return P.L.T @ B if P.kind == 'dense' else P.half(B)
-
 # %% ../nbs/04_covariance.ipynb #7ae3b0ab
 def _prior_W(model):
     "W = L_Σᵀ Hᵀ (d × n), cached on the model."
     if getattr(model, '_W', None) is None:
-        model._W = _halfT(model.prior, np.eye(model.d) if model.H is None else model.H.T)
+        model._W = model.prior.half_T(np.eye(model.d) if model.H is None else model.H.T)
     return model._W
 
 # %% ../nbs/04_covariance.ipynb #f8456767

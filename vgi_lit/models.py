@@ -127,6 +127,9 @@ class PriorCov:
     def half(self, B):
         "L B with Σ = L Lᵀ"
         return self.L @ B if self.kind == 'dense' else self._col(np.asarray(B, float), 0.5)
+    def half_T(self, B):
+        "L_Σᵀ B with Σ = L Lᵀ (the transpose of the factor that half applies)"
+        return self.L.T @ B if self.kind == 'dense' else self._col(np.asarray(B, float), 0.5)
     def half_solve(self, B):
         "L⁻¹ B"
         return solve_triangular(self.L, B, lower=True, check_finite=False) if self.kind == 'dense' else self._col(np.asarray(B, float), -0.5)

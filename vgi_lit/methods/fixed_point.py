@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from ..linalg import cholesky
 from ..vlb import grad_V as dense_grad_V, kl_cov_part, kl_mean_part
-from ..covariance import SiteCov, DenseCov, _halfT
+from ..covariance import SiteCov, DenseCov
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
                                register_method, start_state)
 from .site_update import site_step, site_cov, SignedSiteCov, SiteStep
@@ -221,7 +221,7 @@ def start_scale(model, v0: float) -> float:
         hh = np.einsum('ij,ij->i', H, H)                                     # ‖h_i‖², (n,)
         hSh = np.einsum('ij,ji->i', H, model.prior.matmul(H.T))             # h_iᵀΣh_i, (n,)
     else:                                                                    # through the site matrix: ‖L_Σᵀh_i‖²
-        hh, hSh = S.row_norms2(), S.quad(_halfT(model.prior, np.eye(model.d)))
+        hh, hSh = S.row_norms2(), S.quad(model.prior.half_T(np.eye(model.d)))
     nz = hh > 0
     if not nz.any(): return 1.0
     s = min(1.0, float(np.min(hSh[nz] / (v0 * hh[nz]))), cap / (v0 * float(np.max(hh))))

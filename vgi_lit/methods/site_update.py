@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_triangular
 from ..linalg import cholesky, chol_logdet, chol_solve
-from ..covariance import SiteCov, PrecisionCov, _halfT
+from ..covariance import SiteCov, PrecisionCov
 
 # %% auto #0
 __all__ = ['SiteStep', 'site_step', 'SignedSiteCov', 'site_cov', 'PrecisionStep', 'precision_step']
@@ -69,7 +69,7 @@ def _split_cols(pos, X):
     "(V₊X, Σ⁻¹V₊X) for the columns of X (d × k) from the factor of `pos` (a `SiteCov`, either space)."
     M, P = pos.model, pos.model.prior
     if pos.space == 'd':                                                         # V₊ = L_Σ B⁻¹ L_Σᵀ
-        u = chol_solve(pos.LB, _halfT(P, X))
+        u = chol_solve(pos.LB, P.half_T(X))
         return P.half(u), P.half_T_solve(u)
     s = pos.s[:, None]                                                           # V₊X = Σ(X − W), Σ⁻¹V₊X = X − W
     W = M.HTmul(s * chol_solve(pos.LB, s * M.Hmul(P.matmul(X))))

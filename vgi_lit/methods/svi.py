@@ -42,10 +42,6 @@ def init_state(model, method, m0=None, V0=None) -> SVIState:
     Lam = np.zeros((d, d)) if V is None else cho_solve((cholesky(V, name="V0"), True), np.eye(d)) - P.solve(np.eye(d))
     return SVIState(m, PrecisionCov(P, Lam))
 
-def _halfT(P, B):
-    "L_Σᵀ B"
-    return P.L.T @ B if P.kind == 'dense' else P.half(B)
-
 # %% ../../nbs/methods/14_svi.ipynb #490fa79a
 def site_derivs(likelihood, y, m_site, v_site, expect: str = "gh", n_samples: int = 10, rng=None):
     "(dE_dm, dE_dv) per site, by the likelihood's quadrature (`expect='gh'`) or Monte Carlo (`'mc'`, `n_samples` draws per site)."
@@ -103,7 +99,7 @@ def vlb_stream(model, m, cov, chunk: int = 1024):
 # %% ../../nbs/methods/14_svi.ipynb #92ba6d89
 def _mean_step(model, opt, g_m, whiten):
     "ADAGRAD step on m, or (whitened) on ṽ = L_Σ⁻¹(m − μ) with ∇_ṽ = L_Σᵀ∇_m, mapped back by L_Σ."
-    return model.prior.half(opt.step(_halfT(model.prior, g_m))) if whiten else opt.step(g_m)
+    return model.prior.half(opt.step(model.prior.half_T(g_m))) if whiten else opt.step(g_m)
 
 def gauss_update(model, st, method, H, dE_dm, gamma, rho, scale, opt_m=None, opt_L=None, whiten=False):
     """Update (m, V) of `st` from per-site dE/dm and γ = −2dE/dv on the rows H of a mini-batch scaled by
@@ -114,7 +110,7 @@ def gauss_update(model, st, method, H, dE_dm, gamma, rho, scale, opt_m=None, opt
     if method == "s-dsvi":
         L = st.cov.L
         gL = np.tril(np.diag(1.0 / np.diag(L)) - P.solve(L) - scale * (H.T * gamma) @ (H @ L))   # Sheth & Khardon (2016b), eq. 64
-        L_new = np.tril(L + (P.half(opt_L.step(np.tril(_halfT(P, gL)))) if whiten else opt_L.step(gL)))
+        L_new = np.tril(L + (P.half(opt_L.step(np.tril(P.half_T(gL)))) if whiten else opt_L.step(gL)))
         dg, bad = np.diag(L_new), np.diag(L_new) <= 0
         if np.any(bad):                                                # projection onto L_jj > 0
             L_new[np.diag_indices_from(L_new)] = np.where(bad, 0.5 * np.diag(L), dg)
