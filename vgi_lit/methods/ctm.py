@@ -172,11 +172,11 @@ def xi_stats_log(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats
 def doc_loglik(ids, cnts, eta, beta):
     """log p(w_d | η_s, β) = Σ_w c_w log Σ_k h_k(η_s) β_kw for S samples η (S, K−1) → (S,): the words of the document
     in a fixed order (no multinomial coefficient). ids (W,) distinct word ids, cnts (W,) their counts; beta (K, V)."""
-    with np.errstate(divide="ignore"): lb = np.log(np.asarray(beta, dtype=float))
+    B = np.asarray(beta, dtype=float)[:, np.asarray(ids)]                   # the document's columns only
     eta = np.atleast_2d(np.asarray(eta, dtype=float))
-    if eta.shape[1] != lb.shape[0] - 1: raise ValueError(f"eta must have K-1 = {lb.shape[0] - 1} columns, got {eta.shape[1]}")
-    Lg = log_logistic_map(eta)[:, :, None] + lb[:, np.asarray(ids)][None]
-    return _logsumexp(Lg, axis=1) @ np.asarray(cnts, dtype=float)
+    if eta.shape[1] != B.shape[0] - 1: raise ValueError(f"eta must have K-1 = {B.shape[0] - 1} columns, got {eta.shape[1]}")
+    with np.errstate(divide="ignore"): lb = np.log(B)
+    return xi_stats(eta, np.arange(B.shape[1]), cnts, lb, None).value      # matrix products; log space only when needed
 
 def corpus_loglik(counts, eta, beta):
     "`doc_loglik` for every row d of `counts` (CSR, D × V) with its own samples eta[d] (D, S, K−1) → (D, S)."
@@ -508,15 +508,16 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
     hist.record(vlb=v, step="start", sweep=0, **ex)
     stop, prev, t, done = (Stop.NOT_FINITE if not np.isfinite(v) else None), v, 0, 0
     Sd = lambda d: st.L[d]**2 if cov == "diag" else st.L[d] @ st.L[d].T
+    track = learn and hyper == "doc"                                       # μ, Σ updated after each document
     while stop is None:
         if t >= max_iter: stop = Stop.MAX_ITER; break
         t += 1; rho = step_size(t, schedule); n_proj = 0; events = []
-        sums = PriorSums(st.m, st.S, cov)
+        sums = PriorSums(st.m, st.S, cov) if track else None              # running sums: read only per document
         Gb = np.zeros((K, model.V)) if hyper == "sweep" else None
         partial = False                                                     # the budget ended the sweep early
         for d in range(D):
             ids, cnts = model.doc(d)
-            old = (st.m[d].copy(), Sd(d))
+            old = (st.m[d].copy(), Sd(d)) if track else None
             try:
                 mn, Ln, Pn, npj, aux = doc_step(ids, cnts, st.m[d], st.L[d], None if st.P is None else st.P[d], prior, log_beta,
                                                 method, cov, rho, rng.standard_normal((n_mc, k1)), opt_m[d], opt_L[d])
@@ -528,7 +529,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
             n_proj += npj; done += 1
             if method == "simple": Eh[d] = aux.mean(0)
             if learn:
-                sums.replace(old[0], old[1], mn, Sd(d))
+                if track: sums.replace(old[0], old[1], mn, Sd(d))
                 if method != "simple":
                     Gd = alpha_grad(aux, ids, st.beta)
                     if hyper == "doc":
@@ -542,11 +543,9 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
                     st.mu, st.Sigma = mu, Sig
             if hist.out_of_time(): partial = d < D - 1; break
         if stop is None and learn and not partial:
-            if hyper == "sweep":
-                st.mu, st.Sigma = mu_sigma_update(st.m, st.S, cov)
-                if method != "simple":
-                    alpha += opt_b.step(Gb); st.beta = beta_from_alpha(alpha)
-            else: st.mu, st.Sigma = mu_sigma_update(st.m, st.S, cov)           # exact, clearing the running sums' rounding
+            st.mu, st.Sigma = mu_sigma_update(st.m, st.S, cov)              # per document: exact, clearing the running sums' rounding
+            if hyper == "sweep" and method != "simple":
+                alpha += opt_b.step(Gb); st.beta = beta_from_alpha(alpha)
             if method == "simple":
                 A = np.asarray(model.counts.T @ Eh).T                         # α_ki = Σ_d c_di E[h_k(η_d)]
                 st.beta = A / A.sum(1, keepdims=True)
