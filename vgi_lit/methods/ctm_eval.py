@@ -12,7 +12,7 @@ from scipy.integrate import quad
 from ..linalg import cholesky, chol_logdet
 from ..vlb import kl_gauss
 from ..corpora import Corpus
-from .ctm import fit_documents, doc_loglik, log_logistic_map, check_beta, psd_part, newton_direction, newton_cov_factor, damped_newton
+from .ctm import fit_documents, doc_loglik, xi_stats, log_logistic_map, check_beta, psd_part, newton_direction, newton_cov_factor, damped_newton
 
 # %% auto #0
 __all__ = ['doc_grad_hess', 'laplace_documents', 'is_loglik', 'quad_loglik', 'completion_nll', 'heldout_nll', 'mc_bound']
@@ -28,12 +28,9 @@ def _beta(beta):
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #943e8ef1
 def doc_grad_hess(ids, cnts, eta, beta):
     "Gradient (K−1,) and Hessian (K−1, K−1) of Σ_w c_w ξ_w(η) at one η (K−1,)."
-    lh = log_logistic_map(eta[None])[0]; bw = beta[:, ids]
-    r = np.exp(lh)[:, None] * bw; r /= r.sum(axis=0, keepdims=True)              # (K, W) responsibilities
-    rt, ht, c = r[:-1], np.exp(lh[:-1]), np.asarray(cnts, dtype=np.float64); N = c.sum()
-    Rc = rt @ c
-    H = np.diag(Rc) - (rt * c) @ rt.T - N * (np.diag(ht) - np.outer(ht, ht))
-    return Rc - N * ht, H
+    with np.errstate(divide="ignore"): lb = np.log(np.asarray(beta, dtype=float)[:, np.asarray(ids)])
+    st = xi_stats(np.asarray(eta, dtype=float)[None], np.arange(lb.shape[1]), cnts, lb, "full")   # the model page's ∇ξ, ∇²ξ
+    return st.grad[0], st.hess[0]
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #88009639
 def _log_normal(eta, mean, L):
