@@ -28,6 +28,9 @@ class _AtCov:
         self.v_site = np.asarray(cov.site_var(model) if v_site is None else v_site, dtype=float)   # (n,) c + diag(H V Hᵀ)
         self.kl_V = kl_cov_part(cov, model.prior)                           # ½[tr(Σ⁻¹V) − d + log|Σ| − log|V|]
         self.gram_next = self.sq = None; self.gram_clip = True
+    def gram_for(self, clip: bool):
+        "The Gram sum of the fused pass if it has the weights a step needs (γ₊ when `clip`, else the signed γ), else None."
+        return self.gram_next if (self.gram_next is not None and self.gram_clip == clip) else None
 
 def _site(model, m, at: _AtCov):
     "E, dE/dm, γ at the sites for mean `m` (d,) and cached covariance quantities `at`."
@@ -351,8 +354,8 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
     def opt_old():
         if not opt0: opt0.append(_optimality(model, cov, at if at is not None else _AtCov(model, cov), g, gamma, mean))
         return opt0[0]
+    Gg = None if at is None else at.gram_for(not signed)                 # the same for every ρ
     while rho >= rho_min:
-        Gg = None if (at is None or at.gram_next is None or at.gram_clip != (not signed)) else at.gram_next
         try: st = site_step(model, m, cov.lam, g_step, gamma, rho=rho, signed=signed, gram_gamma=Gg, gram_lam=getattr(cov, '_gram', None))
         except ValueError: not_pd += 1; rho *= 0.5; continue              # λ' outside the positive-definite set
         at_new, new = _state(model, st.m, st.cov, None if r is None else r + st.r_delta, clip=not signed)
@@ -470,7 +473,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
         try:                                                              # the site step with ρ = 1: T(V_t) (one factorisation)
             step = site_step(model, m, None, g, gamma, rho=1.0,          # and the Newton direction T(V_t) g_t, with Σ⁻¹ of it
-                             gram_gamma=at.gram_next if at.gram_clip else None)
+                             gram_gamma=at.gram_for(True))
         except ValueError as e:                                           # e.g. overflowed γ: not PD in float64
             rec.events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
             stop, msg = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
@@ -651,7 +654,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
             neg = gamma < 0
             ev = [Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0 in the Hessian", count=int(neg.sum()))] if neg.any() else []
             try:
-                Gg = at.gram_next if (at.gram_next is not None and at.gram_clip) else None   # from the fused pass at this state
+                Gg = at.gram_for(True)                                    # from the fused pass at this state
                 cov_H = SiteCov(model, np.where(neg, 0.0, gamma), gram=Gg)   # −Hessian in m
             except ValueError as e:                                       # e.g. overflowed γ: not PD in float64
                 hist[-1].events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
