@@ -154,25 +154,26 @@ def _frozen(v) -> bool:
 
 _SCATTERED = {}   # (id(array), id(client), row chunks) -> (weak reference, client, content token, futures of its pieces)
 
-def _cached(key, v, client):
+def _cached(key, v, client, token):
     """The futures of `v`'s pieces scattered earlier, or None: only for the same live array on the same client with the same
     content (NumPy lets an array that owns its memory be made writable, written and frozen again, so the content token,
-    a hash of the data, is compared on every use: about 40 ms per 10⁷ numbers, against a pass of seconds)."""
+    a hash of the data computed once per pass by the caller, `token`: about 40 ms per 10⁷ numbers, against a pass of seconds)."""
     hit = _SCATTERED.get(key)
-    if hit is None or hit[0]() is not v or hit[1] is not client or hit[2] != dask.base.tokenize(v): return None
+    if hit is None or hit[0]() is not v or hit[1] is not client or hit[2] != token: return None
     return hit[3]
 
-def _scattered_once(v, client, key, cut):
+def _scattered_once(v, client, key, cut, token=None):
     """The futures of the pieces `cut(v)` of the read-only array `v`, scattered to the workers of `client` on the first call
     and reused while `v` lives with the same content; the entry (and with it the pieces on the workers) goes when `v` is
     garbage collected. The pieces are scattered as copies: a worker in the client's own process keeps what it is given,
-    and views would keep `v` alive (the entry would never go)."""
-    futs = _cached(key, v, client)
+    and views would keep `v` alive (the entry would never go). `token`: `dask.base.tokenize(v)` if the caller has it."""
+    token = dask.base.tokenize(v) if token is None else token
+    futs = _cached(key, v, client, token)
     if futs is not None: return futs, True
     futs = client.scatter([np.array(p) for p in cut(v)], hash=False)
     def release(ref, key=key):
         if _SCATTERED.get(key, (None,))[0] is ref: del _SCATTERED[key]
-    _SCATTERED[key] = (weakref.ref(v, release), client, dask.base.tokenize(v), futs)
+    _SCATTERED[key] = (weakref.ref(v, release), client, token, futs)
     return futs, False
 
 class DaskSites(SiteMatrix):
@@ -208,8 +209,9 @@ class DaskSites(SiteMatrix):
         if client is None: return self._cut(_vec(v, self.n, name, ndims))
         if isinstance(v, np.ndarray) and v.dtype == np.float64 and _frozen(v):
             key = (id(v), id(client), self.X.chunks[0])
-            if _cached(key, v, client) is None: _vec(v, self.n, name, ndims)   # checked when (re)scattered
-            return _scattered_once(v, client, key, self._cut)[0]
+            token = dask.base.tokenize(v)                                  # one hash of the data per pass
+            if _cached(key, v, client, token) is None: _vec(v, self.n, name, ndims)   # checked when (re)scattered
+            return _scattered_once(v, client, key, self._cut, token)[0]
         return client.scatter(self._cut(_vec(v, self.n, name, ndims)), hash=False)
     def _concat(self, kernel, *args):
         "One pass: `kernel(chunk, first_row, *args)` for every chunk, results concatenated (vectors of length n)."
