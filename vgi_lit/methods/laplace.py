@@ -8,7 +8,8 @@ import numpy as np
 from ..linalg import chol_logdet
 from ..covariance import SiteCov
 from ..vlb import kl_mean_part, vlb as _vlb
-from ..inference import Event, EventKind, History, Stop, VGPosterior, check_budget, register_method, start_state
+from ..inference import Event, EventKind, Stop, VGPosterior, check_budget, register_method, start_state
+from ..driver import Halt, Step, first_of, grad_tol, halving, run
 from .site_update import site_step
 
 # %% auto #0
@@ -49,37 +50,38 @@ def fit_laplace(model, m0=None, V0=None, tol: float = 1e-9, max_iter: int = 200,
     check_budget(tol, max_iter, max_seconds)
     m, V = start_state(model, m0, V0)
     if V is not None: raise ValueError("method='laplace' takes no V0: its covariance is determined by the curvature at the mode")
-    hist = History(callback=callback, max_seconds=max_seconds)
-    psi, lp, dlp, W = _psi(model, m)
-    k, stop, msg, events, cov = 0, Stop.MAX_ITER, f"reached max_iter={max_iter}", [], None   # cov: SiteCov of W at the current m
     eps = np.finfo(float).eps
-    while True:
-        if not (np.isfinite(psi) and np.all(np.isfinite(W))): 
-            hist.record(psi=psi, events=events, step="newton"); stop, msg = Stop.NOT_FINITE, "Psi or W is not finite"; break
-        st, g = newton_step(model, m, dlp, W); cov = st.cov
-        gn, scale = float(np.max(np.abs(g), initial=0.0)), max(1.0, float(np.max(np.abs(model.HTmul(dlp)), initial=0.0)))
-        hist.record(grad_norm=gn, events=events, step="newton", psi=psi)
-        if gn <= tol * scale: stop, msg = Stop.GRAD_TOL, f"|grad Psi| = {gn:.1e} <= tol * {scale:.3g}"; break
-        if hist.stop_requested: stop, msg = Stop.CALLBACK, "the callback asked to stop"; break
-        if k >= max_iter: break
-        if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget of {max_seconds:g} s spent"; break
-        events, tau = [], 1.0
-        noise = 4 * eps * (float(np.sum(np.abs(lp))) + abs(psi) + 1.0)       # rounding error of Ψ
-        for _ in range(41):
-            m_new = m + tau * st.delta
-            psi_new, lp_n, dlp_n, W_n = _psi(model, m_new)
-            if psi_new >= psi or (tau == 1.0 and abs(psi_new - psi) <= noise): break
-            tau *= 0.5
-        else:
-            stop, msg = Stop.STALLED, f"the line search found no step that increases Psi (|grad Psi| = {gn:.1e})"; break
-        if tau < 1.0: events.append(Event(EventKind.LINE_SEARCH, f"step {tau:g}"))
-        flat = tau == 1.0 and abs(psi_new - psi) <= noise
-        m, psi, lp, dlp, W, k, cov = m_new, psi_new, lp_n, dlp_n, W_n, k + 1, None
-        if flat:
-            hist.record(grad_norm=np.nan, events=events, step="newton", psi=psi)
-            stop, msg = Stop.REL_TOL, f"a full Newton step changed Psi by no more than its rounding error ({noise:.1e})"; break
-    if cov is None: cov = SiteCov(model, np.maximum(W, 0.0))
+
+    def evaluate(m, psi, lp, dlp, W, events, flat=False):
+        "The state at m: its Newton step (and so ‖∇Ψ‖_∞) unless the step into it was flat (then REL_TOL ends the run)."
+        state = dict(m=m, psi=psi, lp=lp, dlp=dlp, W=W, flat=flat, st=None, g=None, scale=1.0)
+        if flat: return Step(state, psi, None, "newton", events, dict(psi=psi), vlb=np.nan)
+        if not (np.isfinite(psi) and np.all(np.isfinite(W))): return Step(state, psi, np.nan, "newton", events, dict(psi=psi), vlb=np.nan)
+        state["st"], state["g"] = newton_step(model, m, dlp, W)
+        state["scale"] = max(1.0, float(np.max(np.abs(model.HTmul(dlp)), initial=0.0)))
+        return Step(state, psi, float(np.max(np.abs(state["g"]), initial=0.0)), "newton", events, dict(psi=psi), vlb=np.nan)
+
+    def step(cur, k):
+        s = cur.state
+        noise = 4 * eps * (float(np.sum(np.abs(s["lp"]))) + abs(s["psi"]) + 1.0)       # rounding error of Ψ
+        out = halving(lambda tau: (tau, s["m"] + tau * s["st"].delta) + _psi(model, s["m"] + tau * s["st"].delta),
+                      lambda c: c[2] >= s["psi"] or (c[0] == 1.0 and abs(c[2] - s["psi"]) <= noise))
+        if out is None: return Halt(Stop.STALLED, f"the line search found no step that increases Psi (|grad Psi| = {cur.grad_norm:.1e})")
+        (tau, m_new, psi_new, lp_n, dlp_n, W_n), _, _ = out
+        events = [Event(EventKind.LINE_SEARCH, f"step {tau:g}")] if tau < 1.0 else []
+        return evaluate(m_new, psi_new, lp_n, dlp_n, W_n, events, flat=tau == 1.0 and abs(psi_new - s["psi"]) <= noise)
+
+    def flat(cur, prev):
+        if not cur.state["flat"]: return None
+        noise = 4 * eps * (float(np.sum(np.abs(prev.state["lp"]))) + abs(prev.state["psi"]) + 1.0)
+        return Stop.REL_TOL, f"a full Newton step changed Psi by no more than its rounding error ({noise:.1e})"
+
+    r = run(step, evaluate(m, *_psi(model, m), []), tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback,
+            optimal=first_of(grad_tol(tol, lambda c: c.state["scale"], "|grad Psi|"), flat))
+    s = r.state; m, W, psi, msg = s["m"], s["W"], s["psi"], r.message
+    if r.stop is Stop.NOT_FINITE: msg = "Psi or W is not finite"
+    cov = s["st"].cov if s["st"] is not None else SiteCov(model, np.maximum(W, 0.0))   # the factor of W at m, when computed
     if not np.any(W > 0): msg += "; W = 0 at every site: the Laplace approximation is degenerate (V = prior), e.g. a Laplace likelihood"
     log_marglik = psi - 0.5 * chol_logdet(cov.LB)                          # R&W (3.32): log|B| = log|I + SΣ̃S| from the factor
-    return VGPosterior(model, m, cov, "laplace", _vlb(model, m, cov), stop, hist, message=msg, n_iter=k, objective="log_joint",
+    return VGPosterior(model, m, cov, "laplace", _vlb(model, m, cov), r.stop, r.history, message=msg, n_iter=r.n_iter, objective="log_joint",
                        log_marglik=log_marglik, W=W, mode=model.site_mean(m), psi=psi)
