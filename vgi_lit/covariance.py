@@ -9,9 +9,9 @@ from scipy.linalg import solve_triangular
 import ctypes
 from scipy.linalg import cython_lapack
 from scipy.linalg.blas import dtrmm
-from .linalg import cholesky, chol_logdet, tri_inv, chol_solve, _raw_routine, _IP, _DP, _CH, _PTR
+from .linalg import cholesky, chol_logdet, tri_inv, chol_solve, raw_routine, C_INT_P, C_DOUBLE_P, C_CHAR_P, C_PTR
 import scipy.sparse as sps
-from .sites import _block_quad
+from .sites import block_quad
 
 # %% auto #0
 __all__ = ['SMALL_LAM_K', 'FactorCov', 'DenseCov', 'SiteCov', 'PrecisionCov', 'as_cov']
@@ -53,7 +53,7 @@ class DenseCov(FactorCov):
 SMALL_LAM_K = 1e-4   # n-space: sites with λ_i K̃_ii below this use K̃_ii − ‖L_B⁻¹SK̃e_i‖² instead of (1 − [B⁻¹]_ii)/λ_i
 
 # %% ../nbs/04_covariance.ipynb #e8625916
-_LAQSY = _raw_routine(cython_lapack, "dlaqsy", _CH, _IP, _PTR, _IP, _PTR, _DP, _DP, _CH)   # uplo n a lda s scond amax equed
+_LAQSY = raw_routine(cython_lapack, "dlaqsy", C_CHAR_P, C_INT_P, C_PTR, C_INT_P, C_PTR, C_DOUBLE_P, C_DOUBLE_P, C_CHAR_P)   # uplo n a lda s scond amax equed
 
 def _lower_sks_plus_identity(K, s):
     """I + S K S (S = diag(s)) in a new Fortran-ordered array, for a Cholesky that reads only the lower
@@ -188,7 +188,7 @@ class SiteCov:
         "diag(Hn V Hnᵀ) for the rows of Hn (None = identity)"
         P, M = self.model.prior, self.model
         if sps.issparse(Hn):                                          # sparse rows: ‖A hₙ‖² with V = AᵀA, never densified in d-space
-            if self.space == 'd': return _block_quad(Hn.tocsr(), self.site_factor())
+            if self.space == 'd': return block_quad(Hn.tocsr(), self.site_factor())
             Hn = Hn.toarray()                                        # n-space (n ≤ d): the rows of a prediction chunk
         if self.space == 'd':
             A = P.half_T(np.eye(self.d) if Hn is None else Hn.T)    # L_Σᵀ Hnᵀ

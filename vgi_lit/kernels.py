@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 # %% auto #0
-__all__ = ['Kernel', 'Stationary', 'RBF', 'Matern12', 'Matern32', 'Matern52', 'Linear', 'Periodic', 'Constant', 'White', 'Sum',
-           'Product']
+__all__ = ['check_X', 'Kernel', 'Stationary', 'RBF', 'Matern12', 'Matern32', 'Matern52', 'Linear', 'Periodic', 'Constant',
+           'White', 'Sum', 'Product']
 
 # %% ../nbs/02_kernels.ipynb #e3653307
-def _check_X(X, name="X"):
+def check_X(X, name="X"):
     X = np.asarray(X, dtype=float)
     if X.ndim == 1: X = X[:, None]
     if X.ndim != 2: raise ValueError(f"{name} must be a 2-d array (n, d), got shape {X.shape}")
@@ -82,7 +82,7 @@ class Kernel:
     def _check_dims(self, d: int): pass   # a kernel with one parameter per input checks d here
 
     def _inputs(self, X, X2=None):
-        A = _check_X(X); B = A if X2 is None else _check_X(X2, "X2")
+        A = check_X(X); B = A if X2 is None else check_X(X2, "X2")
         if A.shape[1] != B.shape[1]: raise ValueError(f"X has {A.shape[1]} columns but X2 has {B.shape[1]}")
         self._check_dims(A.shape[1])
         return A, B

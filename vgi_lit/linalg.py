@@ -12,8 +12,8 @@ from scipy.linalg import cython_blas, cython_lapack
 import ctypes
 
 # %% auto #0
-__all__ = ['TRI_INV_LEAF', 'TRI_INV_RAW_MIN', 'cholesky', 'chol_logdet', 'tri_inv', 'chol_solve', 'natural_params',
-           'from_natural', 'mean_params', 'from_mean']
+__all__ = ['C_INT_P', 'C_DOUBLE_P', 'C_CHAR_P', 'C_PTR', 'TRI_INV_LEAF', 'TRI_INV_RAW_MIN', 'cholesky', 'chol_logdet',
+           'raw_routine', 'tri_inv', 'chol_solve', 'natural_params', 'from_natural', 'mean_params', 'from_mean']
 
 # %% ../nbs/00_linalg.ipynb #a67d5d80
 def cholesky(A, jitter: float = 0.0, name: str = "matrix", check: bool = True, overwrite: bool = False):
@@ -49,10 +49,10 @@ def chol_logdet(L):
     return 2.0 * np.sum(np.log(np.diag(L)))
 
 # %% ../nbs/00_linalg.ipynb #f3bee9f2
-_IP, _DP, _CH, _PTR = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_void_p
-_C_TYPES = {_IP: "int *", _DP: "d *", _PTR: "d *", _CH: "char *"}     # ctypes argument → C type in SciPy's signature
+C_INT_P, C_DOUBLE_P, C_CHAR_P, C_PTR = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_void_p
+_C_TYPES = {C_INT_P: "int *", C_DOUBLE_P: "d *", C_PTR: "d *", C_CHAR_P: "char *"}     # ctypes argument → C type in SciPy's signature
 
-def _raw_routine(module, name, *argtypes):
+def raw_routine(module, name, *argtypes):
     """The LAPACK/BLAS routine `name` exported by SciPy's Cython module `module`, callable by ctypes with
     `argtypes`; None (the caller falls back to SciPy's wrappers) if it is not exported or if its C signature,
     which SciPy records in the capsule, is not `void (argtypes)` with 32-bit `int` and `double` (d)."""
@@ -67,8 +67,8 @@ def _raw_routine(module, name, *argtypes):
         return ctypes.CFUNCTYPE(None, *argtypes)(get_ptr(cap, sig))
     except Exception: return None
 
-_TRTRI = _raw_routine(cython_lapack, "dtrtri", _CH, _CH, _IP, _PTR, _IP, _IP)                  # uplo diag n a lda info
-_TRMM = _raw_routine(cython_blas, "dtrmm", _CH, _CH, _CH, _CH, _IP, _IP, _DP, _PTR, _IP, _PTR, _IP)  # side uplo transa diag m n alpha a lda b ldb
+_TRTRI = raw_routine(cython_lapack, "dtrtri", C_CHAR_P, C_CHAR_P, C_INT_P, C_PTR, C_INT_P, C_INT_P)                  # uplo diag n a lda info
+_TRMM = raw_routine(cython_blas, "dtrmm", C_CHAR_P, C_CHAR_P, C_CHAR_P, C_CHAR_P, C_INT_P, C_INT_P, C_DOUBLE_P, C_PTR, C_INT_P, C_PTR, C_INT_P)  # side uplo transa diag m n alpha a lda b ldb
 
 # %% ../nbs/00_linalg.ipynb #5e8fd2c7
 TRI_INV_LEAF = 48      # blocks of at most this order are inverted by LAPACK trtri; larger ones split at a multiple of 32

@@ -8,12 +8,20 @@ import copy
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from .linalg import cholesky, chol_logdet, tri_inv
-from .kernels import _check_X
+from .kernels import check_X
 import scipy.sparse as sp
-from .sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites, as_sites, _is_dask, _idx
+from .sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites, as_sites, is_dask_array, site_indices
 
 # %% auto #0
-__all__ = ['PriorCov', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map', 'SparseGP']
+__all__ = ['dask_site_matrix', 'PriorCov', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map', 'SparseGP']
+
+# %% ../nbs/03_models.ipynb #mdl0dask
+def dask_site_matrix(H):
+    """The site matrix of a dask array H: `vgi_lit.dask_sites.DaskSites(H)`, imported only here, when a dask array is
+    given, so that dask stays an optional extra (an ImportError naming the extra when it is missing)."""
+    try: from vgi_lit.dask_sites import DaskSites
+    except ImportError as e: raise ImportError(f"a dask array as the site matrix needs dask: pip install \"vgi_lit[dask]\" ({e})") from None
+    return DaskSites(H)
 
 # %% ../nbs/03_models.ipynb #c9a1e0b4
 def _frozen(a):
@@ -76,7 +84,7 @@ def _inputs(X, name="X"):
     data frame's column names are kept (anything with a `columns` attribute), complex or non-numeric input
     is a TypeError and NaN or inf a ValueError, each naming `name`."""
     cols = getattr(X, "columns", None)
-    return _value(_check_X(_real_array(X, name), name)), (None if cols is None else tuple(cols))
+    return _value(check_X(_real_array(X, name), name)), (None if cols is None else tuple(cols))
 
 # %% ../nbs/03_models.ipynb #c9a1e0b2
 def _symmetric_part(A, block: int = 256):
@@ -224,7 +232,7 @@ class LGM:
         return self.sites.rmatvec(B)
     def rows(self, idx):
         "Site map (a, c, H) of the sites `idx` (integer indices): a mini-batch of the sites of Sheth & Khardon (2016), eq. 4; O(|idx|·d) memory."
-        idx = _idx(idx, self.n)
+        idx = site_indices(idx, self.n)
         return self.a[idx], self.c[idx], self.sites.rows(idx)
     def site_mean(self, m):
         "Site means `m_i = a_i + h_iᵀm` for all sites (Sheth & Khardon 2016, eq. 4)."
@@ -258,7 +266,7 @@ class LGM:
         if A.ndim == 1 and p != 1:
             raise ValueError(f"{name} is 1-d (length {A.shape[0]}) but the model has {p} inputs: pass an array of shape (n_new, {p}) "
                              f"(one point as X_new[None, :])")
-        A = _check_X(A, name)
+        A = check_X(A, name)
         if A.shape[1] != p: raise ValueError(f"{name} has {A.shape[1]} columns, the model has {p} inputs")
         return A
     def project(self, X_new):
@@ -288,7 +296,7 @@ def _check_rows(X, y, name="X", sparse: bool = False, lazy: bool = False):
         raise ValueError(f"y is a pandas categorical with categories {cats[:5]}; map the categories to numbers explicitly "
                          f"(which category is which label is not for the library to guess)")
     if sparse and sp.issparse(X): X, names = _sparse_rows(X, name), None
-    elif lazy and _is_dask(X):                                       # rows on disk or on workers: never computed here
+    elif lazy and is_dask_array(X):                                       # rows on disk or on workers: never computed here
         if np.iscomplexobj(np.empty(0, dtype=X.dtype)) or not np.issubdtype(X.dtype, np.number):
             raise TypeError(f"{name} must be a real numeric dask array, got dtype {X.dtype}")
         if X.ndim != 2: raise ValueError(f"{name} must be 2-d, got shape {X.shape}")
@@ -314,7 +322,7 @@ class GLM(LGM):
         if X.shape[1] == 0: raise ValueError("X has no columns: a GLM needs at least one feature (add a constant column for an intercept-only model)")
         if X.shape[0] == 0: raise ValueError("X has no rows: a GLM needs at least one observation (with none the posterior is the prior, and there is nothing to fit)")
         self.X = X
-        super().__init__(y, likelihood, prior_mean, PriorCov(prior_cov, X.shape[1]), 0.0, 0.0, as_sites(X) if _is_dask(X) else X)
+        super().__init__(y, likelihood, prior_mean, PriorCov(prior_cov, X.shape[1]), 0.0, 0.0, dask_site_matrix(X) if is_dask_array(X) else X)
     def check_inputs(self, X_new, name: str = "X_new"):
         "As `LGM.check_inputs`; a scipy.sparse `X_new` is kept sparse (CSR), checked for shape and finite stored entries."
         if sp.issparse(X_new):
@@ -371,7 +379,7 @@ class GP(LGM):
 # %% ../nbs/03_models.ipynb #feafa42c
 def inducing_prior(kernel, Z, jitter=1e-8) -> PriorCov:
     "Prior of the inducing values: K(Z, Z) + j I factorised, j = jitter · mean(diag K(Z, Z)) (relative jitter)."
-    Z = _check_X(_real_array(Z, "Z"), "Z")
+    Z = check_X(_real_array(Z, "Z"), "Z")
     if len(Z) == 0: raise ValueError("Z has no rows: a sparse GP needs at least one inducing input")
     Kuu, name = kernel.K(Z), "inducing kernel matrix K(Z, Z)"
     return PriorCov(Kuu, len(Z), jitter=_abs_jitter(jitter, Kuu, name), name=name)
@@ -403,12 +411,12 @@ class SparseGP(LGM):
         self.block_size = block_size                                   # how the rows are held (None: H in memory, or a dask X)
         prior = inducing_prior(kernel, Z, jitter)
         self.prior = prior
-        if _is_dask(X):
+        if is_dask_array(X):
             if block_size is not None: raise ValueError("block_size is for an in-memory X; a dask X is passed over by its row chunks")
             X = X.rechunk({1: -1}); k_, Z_, m_, M = self.kernel, self.Z, self.mean, prior.d
             ac = X.map_blocks(lambda b: np.stack(sparse_gp_site_map(k_, Z_, prior, b, m_)[:2], 1), chunks=(X.chunks[0], (2,)), dtype=float)
             a, c = ac.compute().T                                                          # n-vectors (one pass)
-            H = as_sites(X.map_blocks(lambda b: sparse_gp_site_map(k_, Z_, prior, b, m_)[2], chunks=(X.chunks[0], (M,)), dtype=float))
+            H = dask_site_matrix(X.map_blocks(lambda b: sparse_gp_site_map(k_, Z_, prior, b, m_)[2], chunks=(X.chunks[0], (M,)), dtype=float))
             self.X = X
         elif block_size is None: a, c, H = sparse_gp_site_map(kernel, Z, prior, X, self.mean)
         else:
@@ -421,5 +429,5 @@ class SparseGP(LGM):
         super().__init__(y, likelihood, self.mean, prior, a, c, H)
     def rows(self, idx):
         "Site map of the sites `idx`, recomputed from K(X_idx, Z) (the mini-batch never reads the n × M H)."
-        return sparse_gp_site_map(self.kernel, self.Z, self.prior, np.asarray(self.X[_idx(idx, self.n)]), self.mean)
+        return sparse_gp_site_map(self.kernel, self.Z, self.prior, np.asarray(self.X[site_indices(idx, self.n)]), self.mean)
     def project(self, X_new): return sparse_gp_site_map(self.kernel, self.Z, self.prior, self.check_inputs(X_new), self.mean)

@@ -8,7 +8,8 @@ import numpy as np
 import scipy.sparse as sp
 
 # %% auto #0
-__all__ = ['SiteMatrix', 'IdentitySites', 'DenseSites', 'CSRSites', 'BlockedSites', 'as_sites']
+__all__ = ['block_quad', 'SiteMatrix', 'IdentitySites', 'DenseSites', 'CSRSites', 'BlockedSites', 'site_indices', 'is_dask_array',
+           'as_sites']
 
 # %% ../nbs/03a_sites.ipynb #st000007
 def _sym(G):
@@ -29,7 +30,7 @@ def _block_sq(B):
     "B∘B (entrywise squares), dense or CSR as B."
     return B.multiply(B).tocsr() if _is_csr(B) else B * B
 
-def _block_quad(B, A):
+def block_quad(B, A):
     "‖A h_i‖² for the rows h_iᵀ of B (b,): the squared row norms of B Aᵀ."
     C = np.asarray(B @ A.T)
     return np.einsum('ij,ij->i', C, C)
@@ -76,7 +77,7 @@ class SiteMatrix:
         "‖A h_i‖² for every site (n,), A (k × d): the diagonal of H AᵀA Hᵀ"
         A = np.asarray(A, dtype=float); out = np.empty(self.n)
         if A.ndim != 2 or A.shape[1] != self.d: raise ValueError(f"A must have shape (k, {self.d}), got {A.shape}")
-        for s, e, B in self.blocks(): out[s:e] = _block_quad(B, A)
+        for s, e, B in self.blocks(): out[s:e] = block_quad(B, A)
         return out
     def sq_rmatvec(self, r):
         "(H∘H)ᵀ r for r (n,) or (n, k)"
@@ -102,7 +103,7 @@ class SiteMatrix:
         Returns a dict with 'E' (float), 'g' (d,), 'gram' (d × d), 'sq' and the 'keep_*' vectors, those present."""
         m = _vec(m, self.d, "m"); acc = {}
         for s, e, B in self.blocks():
-            mb = np.asarray(B @ m); qb = None if A is None else _block_quad(B, A)
+            mb = np.asarray(B @ m); qb = None if A is None else block_quad(B, A)
             out = fn(s, e, mb, qb, *(v[s:e] for v in rows))
             for k, v in out.items():
                 if k == 'E': acc['E'] = acc.get('E', 0.0) + float(np.sum(v))
@@ -123,7 +124,7 @@ class IdentitySites(SiteMatrix):
     def blocks(self):
         I = np.eye(self.d)
         for s in range(0, self.n, self.block_rows): yield s, min(s + self.block_rows, self.n), I[s:s + self.block_rows]
-    def rows(self, idx): return np.eye(self.d)[_idx(idx, self.n)]
+    def rows(self, idx): return np.eye(self.d)[site_indices(idx, self.n)]
     def matvec(self, x): return np.array(_vec(x, self.d, "x"))
     def rmatvec(self, r): return np.array(_vec(r, self.n, "r"))
     def gram(self, w): return np.diag(_vec(w, self.n, "w"))
@@ -144,7 +145,7 @@ class DenseSites(SiteMatrix):
         if H.ndim != 2: raise ValueError(f"site matrix H must be 2-d, got shape {H.shape}")
         super().__init__(*H.shape); self.H = H; self._H2 = None
     def blocks(self): yield 0, self.n, self.H
-    def rows(self, idx): return self.H[_idx(idx, self.n)]
+    def rows(self, idx): return self.H[site_indices(idx, self.n)]
     def matvec(self, x): return self.H @ _vec(x, self.d, "x")
     def rmatvec(self, r): return self.H.T @ _vec(r, self.n, "r")
     def gram(self, w): return _block_gram(self.H, _vec(w, self.n, "w"))
@@ -167,7 +168,7 @@ class CSRSites(SiteMatrix):
     def blocks(self):
         for s in range(0, self.n, self.block_rows):
             e = min(s + self.block_rows, self.n); yield s, e, self.H[s:e]
-    def rows(self, idx): return self.H[_idx(idx, self.n)].toarray()
+    def rows(self, idx): return self.H[site_indices(idx, self.n)].toarray()
     def matvec(self, x): return np.asarray(self.H @ _vec(x, self.d, "x"))
     def rmatvec(self, r): return np.asarray(self.H.T @ _vec(r, self.n, "r"))
     def gram(self, w): return _block_gram(self.H, _vec(w, self.n, "w"))
@@ -195,10 +196,10 @@ class BlockedSites(SiteMatrix):
     def blocks(self):
         for s in range(0, self.n, self.block_rows):
             e = min(s + self.block_rows, self.n); yield s, e, self._rows(slice(s, e))
-    def rows(self, idx): return self._rows(_idx(idx, self.n))
+    def rows(self, idx): return self._rows(site_indices(idx, self.n))
 
 # %% ../nbs/03a_sites.ipynb #st000014
-def _idx(idx, n):
+def site_indices(idx, n):
     "Site indices as an integer array, each in [0, n); ValueError otherwise."
     idx = np.asarray(idx)
     if idx.ndim != 1 or not (idx.size == 0 or np.issubdtype(idx.dtype, np.integer)):
@@ -206,12 +207,15 @@ def _idx(idx, n):
     if idx.size and (idx.min() < 0 or idx.max() >= n): raise ValueError(f"site indices must lie in [0, {n}), got range [{idx.min()}, {idx.max()}]")
     return idx
 
-def _is_dask(H): return type(H).__module__.split(".")[0] == "dask"
+def is_dask_array(H) -> bool:
+    "Whether H is a dask collection (told by its type's module, so that dask need not be imported to ask)."
+    return type(H).__module__.split(".")[0] == "dask"
 
 def as_sites(H, n: int | None = None) -> SiteMatrix:
     """The `SiteMatrix` for H: a `SiteMatrix` as it is; None → `IdentitySites(n)`; a NumPy array → `DenseSites`;
     a scipy.sparse CSR matrix → `CSRSites` (another sparse format is a TypeError: convert with `.tocsr()`);
-    a dask array → `vgi_lit.dask_sites.DaskSites` (an ImportError naming the extra when dask is missing)."""
+    a dask array is a TypeError: its site matrix is `vgi_lit.dask_sites.DaskSites`, which builds on this module
+    (the models wrap a dask `X` in it), so this module never imports it."""
     if isinstance(H, SiteMatrix): return H
     if H is None:
         if n is None: raise ValueError("the identity site map needs n")
@@ -219,8 +223,6 @@ def as_sites(H, n: int | None = None) -> SiteMatrix:
     if sp.issparse(H):
         if H.format != "csr": raise TypeError(f"site matrix H is a scipy.sparse {H.format.upper()} matrix; sparse sites must be CSR: pass H.tocsr()")
         return CSRSites(H)
-    if _is_dask(H):
-        try: from vgi_lit.dask_sites import DaskSites
-        except ImportError as e: raise ImportError(f"a dask array as the site matrix needs dask: pip install \"vgi_lit[dask]\" ({e})") from None
-        return DaskSites(H)
+    if is_dask_array(H):
+        raise TypeError("a dask array's site matrix is vgi_lit.dask_sites.DaskSites(H) (GLM and SparseGP build it for a dask X)")
     return DenseSites(H)
