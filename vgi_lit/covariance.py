@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 import ctypes
+import weakref
 from scipy.linalg import cython_lapack
 from scipy.linalg.blas import dtrmm
 from .linalg import cholesky, chol_logdet, tri_inv, chol_solve, raw_routine, C_INT_P, C_DOUBLE_P, C_CHAR_P, C_PTR
@@ -14,7 +15,7 @@ import scipy.sparse as sps
 from .sites import block_quad
 
 # %% auto #0
-__all__ = ['SMALL_LAM_K', 'FactorCov', 'DenseCov', 'SiteCov', 'PrecisionCov', 'as_cov']
+__all__ = ['SMALL_LAM_K', 'FactorCov', 'DenseCov', 'SiteCov', 'SiteCovD', 'SiteCovN', 'prior_W', 'PrecisionCov', 'as_cov']
 
 # %% ../nbs/04_covariance.ipynb #0789d164
 class FactorCov:
@@ -76,39 +77,35 @@ def _lower_sks_plus_identity(K, s):
 
 # %% ../nbs/04_covariance.ipynb #4800802c
 class SiteCov:
-    "V = (Σ⁻¹ + Hᵀ diag(lam) H)⁻¹, lam ≥ 0, from one Cholesky in the smaller of d and n (Sheth & Khardon 2016, eq. 8; Khan et al. 2016, eq. 18; Khan et al. 2013, eq. 18)."
+    """V = (Σ⁻¹ + Hᵀ diag(lam) H)⁻¹, lam ≥ 0, from one Cholesky in the smaller of d and n (Sheth & Khardon 2016, eq. 8;
+    Khan et al. 2016, eq. 18; Khan et al. 2013, eq. 18). `SiteCov(model, lam)` is the representation in the cheaper
+    space: `SiteCovD` (B = I + L_Σᵀ Hᵀ Λ H L_Σ, d × d) when d < n, else `SiteCovN` (B = I + S K̃ S, n × n); `space='d'` or
+    `'n'` chooses one. Each class does its own algebra: nothing outside asks which space it is in."""
+    space = None
+    def __new__(cls, model=None, lam=None, space: str | None = None, gram=None):   # (no arguments: copy and pickle)
+        if cls is SiteCov:
+            if model is None: raise TypeError("SiteCov(model, lam) needs the model")
+            space = space or ('n' if model.n <= model.d else 'd')
+            if space not in ('d', 'n'): raise ValueError(f"space must be 'd' or 'n', got {space!r}")
+            cls = SiteCovD if space == 'd' else SiteCovN
+        return super().__new__(cls)
     def __init__(self, model, lam, space: str | None = None, gram=None):
         """`gram`: Hᵀdiag(lam)H (d × d, symmetric) when the caller has it already (a fused pass over the sites);
         used in d-space for site matrices that are not dense arrays."""
+        if space is not None and space != self.space: raise ValueError(f"{type(self).__name__} is the {self.space}-space form, not {space!r}")
         lam = np.asarray(lam, dtype=float)
         if lam.shape != (model.n,): raise ValueError(f"lam has shape {lam.shape}, expected ({model.n},)")
         lo, hi = (lam.min(), lam.max()) if lam.size else (0.0, 0.0)          # NaN propagates into both
         if not (np.isfinite(lo) and np.isfinite(hi)): raise ValueError("lam contains NaN or inf")
         if lo < 0: raise ValueError(f"lam must be non-negative (clip negative gamma first); smallest entry {lo:g}")
         self.model, self.lam, self.d, self.n = model, lam, model.d, model.n
-        self.space = space or ('n' if model.n <= model.d else 'd')
         self.s, self._gram = np.sqrt(lam), None
-        if self.space == 'd' and model.sites.kind not in ('identity', 'dense'):   # through the site matrix: no d × n array
-            P = model.prior
-            G = model.sites.gram(lam) if gram is None else np.asarray(gram, dtype=float)   # Hᵀ Λ H
-            self._gram = G                                           # kept: a damped step combines it with Hᵀ diag(γ) H
-            B = P.half_T(P.half_T(G).T)                            # L_Σᵀ G L_Σ
-            B = 0.5 * (B + B.T); B[np.diag_indices_from(B)] += 1.0
-            self.LB = cholesky(B, name="I + L_Σᵀ Hᵀ Λ H L_Σ", check=False)
-        elif self.space == 'd':
-            W = _prior_W(model)                                      # L_Σᵀ Hᵀ (d × n), cached on the model
-            G = W * self.s                                           # W Λ^{1/2}
-            B = G @ G.T; B[np.diag_indices_from(B)] += 1.0
-            self.LB = cholesky(B, name="I + W Λ Wᵀ", check=False)   # symmetric by construction, λ checked above
-        elif self.space == 'n':
-            B = _lower_sks_plus_identity(model.K_site(), self.s)    # I + S K̃ S, lower triangle, Fortran order
-            self.LB = cholesky(B, name="I + S K S", check=False, overwrite=True)   # factorised in place
-        else: raise ValueError(f"space must be 'd' or 'n', got {space!r}")
-        self._LBi, self._hv_cache = None, None                       # computed on first use (a Newton metric needs neither)
+        self.LB = self._factor(gram)
+        self._LBi, self._hv_cache, self._n_small = None, None, 0    # computed on first use (a Newton metric needs neither)
 
     @property
     def LBi(self):
-        "L_B⁻¹ (n-space), computed on first use (n³/3 flops)"
+        "L_B⁻¹, computed on first use (n³/3 flops in n-space)"
         if self._LBi is None: self._LBi = tri_inv(self.LB, check=False)
         return self._LBi
     @property
@@ -118,24 +115,6 @@ class SiteCov:
         return self._hv_cache
     @property
     def _trace(self): return self.d - float(self.lam @ self._hv)
-    def _site_quadratic(self):
-        "h_iᵀVh_i: ‖L_B⁻¹L_Σᵀh_i‖² in d-space; in n-space (1 − [B⁻¹]_ii)/λ_i, or K̃_ii − ‖L_B⁻¹SK̃e_i‖² where λ_iK̃_ii is small"
-        if self.space == 'd':
-            self._n_small = 0
-            if self.model.sites.kind not in ('identity', 'dense'): return self.model.sites.quad(self.site_factor())
-            return np.sum(solve_triangular(self.LB, _prior_W(self.model), lower=True, check_finite=False)**2, 0)
-        K = self.model.K_site(); kd = np.diag(K)
-        Binv_diag = np.einsum('ij,ij->j', self.LBi, self.LBi)          # [B⁻¹]_ii, squared column norms
-        big = self.lam * kd >= SMALL_LAM_K                             # (1 − [B⁻¹]_ii)/λ_i is exact to ~ε/(λ_i K̃_ii)
-        hv = np.divide(1.0 - Binv_diag, self.lam, out=np.zeros(self.n), where=big)
-        rest = np.flatnonzero(~big)                                    # few sites with λ_i K̃_ii < 1e-4 (or λ_i = 0)
-        if rest.size: hv[rest] = kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0)
-        self._n_small = int(rest.size)
-        return hv
-    def site_factor(self):
-        "A = L_B⁻¹L_Σᵀ (d × d, d-space) with V = AᵀA, so that h_iᵀVh_i = ‖A h_i‖² (`sites.quad(A)`)"
-        if self.space != 'd': raise ValueError("site_factor needs the d-space representation")
-        return solve_triangular(self.LB, self.model.prior.half_T(np.eye(self.d)), lower=True, check_finite=False)
     @property
     def n_small(self):
         "How many sites took the small-λ route for their variance (n-space; 0 in d-space)"
@@ -145,17 +124,6 @@ class SiteCov:
     def site_quadratic_known(self):
         "Whether h_iᵀVh_i of every site is held already (computed on first use, or given by `set_site_quadratic`)"
         return self._hv_cache is not None
-    def set_site_quadratic(self, hv):
-        """Hold h_iᵀVh_i (n,) of every site, computed elsewhere from this V by the d-space formula ‖A h_i‖² with
-        A = `site_factor()` (a pass over the sites that forms them on the way, as the fused fixed-point pass does):
-        `site_var`, the trace and the KL then use them instead of computing them again (no site takes the small-λ route)."""
-        if self.space != 'd': raise ValueError("set_site_quadratic takes the d-space h_iᵀVh_i; in n-space SiteCov computes its own")
-        hv = np.asarray(hv, dtype=float)
-        if hv.shape != (self.n,): raise ValueError(f"hv has shape {hv.shape}, expected ({self.n},)")
-        if not np.all(np.isfinite(hv)): raise ValueError("hv contains NaN or inf")
-        if np.any(hv < 0): raise ValueError(f"hv must be non-negative (h_iᵀVh_i with V positive definite); smallest entry {hv.min():g}")
-        self._hv_cache, self._n_small = hv, 0
-
     def site_var(self, model=None):
         "v_i = c_i + h_iᵀ V h_i (Sheth & Khardon 2016, eq. 4)"
         return self.model.c + self._hv
@@ -165,53 +133,116 @@ class SiteCov:
     def trace_prior_inv(self, prior=None, model=None):
         "tr(Σ⁻¹V) = d − Σ_i λ_i h_iᵀVh_i"
         return self._trace
+    def site_factor(self):
+        "A with V = AᵀA (d × d), so that h_iᵀVh_i = ‖A h_i‖² (d-space only)"
+        raise ValueError("site_factor needs the d-space representation")
+    def set_site_quadratic(self, hv):
+        "Hold h_iᵀVh_i computed elsewhere (d-space only)."
+        raise ValueError("set_site_quadratic takes the d-space h_iᵀVh_i; in n-space SiteCov computes its own")
+    def data_reduction(self, C):
+        "diag(Cᵀ S B⁻¹ S C) (n-space only)."
+        raise ValueError("data_reduction needs the site-space (n-space) representation")
+    def __repr__(self): return f"SiteCov(d={self.d}, n={self.n}, space={self.space!r})"
+
+# %% ../nbs/04_covariance.ipynb #sitecovd
+class SiteCovD(SiteCov):
+    "The d-space form: V = L_Σ B⁻¹ L_Σᵀ with B = I + L_Σᵀ Hᵀ Λ H L_Σ (d × d), for models with d < n."
+    space = 'd'
+    def _factor(self, gram):
+        model, P = self.model, self.model.prior
+        if not model.sites.dense_array:                              # through the site matrix: no d × n array
+            G = model.sites.gram(self.lam) if gram is None else np.asarray(gram, dtype=float)   # Hᵀ Λ H
+            self._gram = G                                           # kept: a damped step combines it with Hᵀ diag(γ) H
+            B = P.half_T(P.half_T(G).T)                              # L_Σᵀ G L_Σ
+            B = 0.5 * (B + B.T); B[np.diag_indices_from(B)] += 1.0
+            return cholesky(B, name="I + L_Σᵀ Hᵀ Λ H L_Σ", check=False)
+        G = prior_W(model) * self.s                                  # W Λ^{1/2}, W = L_Σᵀ Hᵀ
+        B = G @ G.T; B[np.diag_indices_from(B)] += 1.0
+        return cholesky(B, name="I + W Λ Wᵀ", check=False)          # symmetric by construction, λ checked above
+    def _site_quadratic(self):
+        "h_iᵀVh_i = ‖L_B⁻¹L_Σᵀh_i‖²"
+        if not self.model.sites.dense_array: return self.model.sites.quad(self.site_factor())
+        return np.sum(solve_triangular(self.LB, prior_W(self.model), lower=True, check_finite=False)**2, 0)
+    def site_factor(self):
+        "A = L_B⁻¹L_Σᵀ (d × d) with V = AᵀA, so that h_iᵀVh_i = ‖A h_i‖² (`sites.quad(A)`)"
+        return solve_triangular(self.LB, self.model.prior.half_T(np.eye(self.d)), lower=True, check_finite=False)
+    def set_site_quadratic(self, hv):
+        """Hold h_iᵀVh_i (n,) of every site, computed elsewhere from this V by the d-space formula ‖A h_i‖² with
+        A = `site_factor()` (a pass over the sites that forms them on the way, as the fused fixed-point pass does):
+        `site_var`, the trace and the KL then use them instead of computing them again."""
+        hv = np.asarray(hv, dtype=float)
+        if hv.shape != (self.n,): raise ValueError(f"hv has shape {hv.shape}, expected ({self.n},)")
+        if not np.all(np.isfinite(hv)): raise ValueError("hv contains NaN or inf")
+        if np.any(hv < 0): raise ValueError(f"hv must be non-negative (h_iᵀVh_i with V positive definite); smallest entry {hv.min():g}")
+        self._hv_cache, self._n_small = hv, 0
     def matvec(self, x):
-        "V x"
+        "V x = L_Σ B⁻¹ L_Σᵀ x"
         P = self.model.prior
-        if self.space == 'd':
-            return P.half(chol_solve(self.LB, P.half_T(x)))
-        Sx = P.matmul(x)
-        return Sx - P.matmul(self._w(Sx))
+        return P.half(chol_solve(self.LB, P.half_T(x)))
     def matvec_split(self, x):
         "(V x, Σ⁻¹V x) for about the price of V x: Newton steps that also track Σ⁻¹(m − μ) need no prior solve"
         P = self.model.prior
-        if self.space == 'd':                                                   # V = L_Σ B⁻¹ L_Σᵀ
-            u = chol_solve(self.LB, P.half_T(x))
-            return P.half(u), P.half_T_solve(u)
-        w = self._w(P.matmul(x))                                                # V x = Σ(x − w), Σ⁻¹V x = x − w
+        u = chol_solve(self.LB, P.half_T(x))
+        return P.half(u), P.half_T_solve(u)
+    def var_at(self, Hn):
+        "diag(Hn V Hnᵀ) for the rows of Hn (None = identity); sparse rows as ‖A hₙ‖², never densified"
+        if sps.issparse(Hn): return block_quad(Hn.tocsr(), self.site_factor())
+        A = self.model.prior.half_T(np.eye(self.d) if Hn is None else Hn.T)    # L_Σᵀ Hnᵀ
+        return np.sum(solve_triangular(self.LB, A, lower=True)**2, 0)
+    def dense(self):
+        "V as a d × d matrix"
+        A = solve_triangular(self.LB, self.model.prior.half_T(np.eye(self.d)), lower=True)   # L_B⁻¹ L_Σᵀ
+        return A.T @ A
+
+# %% ../nbs/04_covariance.ipynb #sitecovn
+class SiteCovN(SiteCov):
+    "The n-space form: V = Σ − ΣHᵀ S B⁻¹ S HΣ with B = I + S K̃ S (n × n), S = Λ^{1/2}, K̃ = HΣHᵀ, for models with n ≤ d."
+    space = 'n'
+    def _factor(self, gram):
+        B = _lower_sks_plus_identity(self.model.K_site(), self.s)    # I + S K̃ S, lower triangle, Fortran order
+        return cholesky(B, name="I + S K S", check=False, overwrite=True)   # factorised in place
+    def _site_quadratic(self):
+        "h_iᵀVh_i = (1 − [B⁻¹]_ii)/λ_i, or K̃_ii − ‖L_B⁻¹SK̃e_i‖² where λ_iK̃_ii is small"
+        K = self.model.K_site(); kd = np.diag(K)
+        Binv_diag = np.einsum('ij,ij->j', self.LBi, self.LBi)          # [B⁻¹]_ii, squared column norms
+        big = self.lam * kd >= SMALL_LAM_K                             # (1 − [B⁻¹]_ii)/λ_i is exact to ~ε/(λ_i K̃_ii)
+        hv = np.divide(1.0 - Binv_diag, self.lam, out=np.zeros(self.n), where=big)
+        rest = np.flatnonzero(~big)                                    # few sites with λ_i K̃_ii < 1e-4 (or λ_i = 0)
+        if rest.size: hv[rest] = kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0)
+        self._n_small = int(rest.size)
+        return hv
+    def matvec(self, x):
+        "V x = Σ(x − w)"
+        P = self.model.prior
+        Sx = P.matmul(x)
+        return Sx - P.matmul(self._w(Sx))
+    def matvec_split(self, x):
+        "(V x, Σ⁻¹V x) = (Σ(x − w), x − w)"
+        P = self.model.prior
+        w = self._w(P.matmul(x))
         return P.matmul(x - w), x - w
     def _w(self, Sx):
-        "Hᵀ S B⁻¹ S H Σx from Σx (n-space), B⁻¹ by two triangular solves (more accurate than products with L_B⁻¹ at large λ)"
+        "Hᵀ S B⁻¹ S H Σx from Σx, B⁻¹ by two triangular solves (more accurate than products with L_B⁻¹ at large λ)"
         M = self.model
         return M.HTmul(self.s * chol_solve(self.LB, self.s * M.Hmul(Sx)))
     def var_at(self, Hn):
-        "diag(Hn V Hnᵀ) for the rows of Hn (None = identity)"
+        "diag(Hn V Hnᵀ) for the rows of Hn (None = identity): the prior variance less the data reduction"
         P, M = self.model.prior, self.model
-        if sps.issparse(Hn):                                          # sparse rows: ‖A hₙ‖² with V = AᵀA, never densified in d-space
-            if self.space == 'd': return block_quad(Hn.tocsr(), self.site_factor())
-            Hn = Hn.toarray()                                        # n-space (n ≤ d): the rows of a prediction chunk
-        if self.space == 'd':
-            A = P.half_T(np.eye(self.d) if Hn is None else Hn.T)    # L_Σᵀ Hnᵀ
-            return np.sum(solve_triangular(self.LB, A, lower=True)**2, 0)
+        if sps.issparse(Hn): Hn = Hn.toarray()                       # n-space (n ≤ d): the rows of a prediction chunk
         SHn = P.matmul(np.eye(self.d) if Hn is None else Hn.T)      # Σ Hnᵀ (d × n*)
         prior_var = np.sum((np.eye(self.d) if Hn is None else Hn.T) * SHn, 0)
         return prior_var - self.data_reduction(M.Hmul(SHn))
     def data_reduction(self, C):
-        """diag(Cᵀ S B⁻¹ S C) for C (n × k) in site space (n-space only): for C = HΣhₙ, the amount by which
-        the sites reduce the prior variance hₙᵀΣhₙ (V = Σ − ΣHᵀSB⁻¹SHΣ)."""
-        if self.space != 'n': raise ValueError("data_reduction needs the site-space (n-space) representation")
+        """diag(Cᵀ S B⁻¹ S C) for C (n × k) in site space: for C = HΣhₙ, the amount by which the sites reduce the
+        prior variance hₙᵀΣhₙ (V = Σ − ΣHᵀSB⁻¹SHΣ)."""
         C = np.asarray(C, dtype=float)
         if C.ndim != 2 or C.shape[0] != self.n: raise ValueError(f"C must have shape ({self.n}, k), got {C.shape}")
         return np.sum(_tri_mul(self.LBi, self.s[:, None] * C)**2, 0)
     def dense(self):
         "V as a d × d matrix"
-        if self.space == 'd':
-            A = solve_triangular(self.LB, self.model.prior.half_T(np.eye(self.d)), lower=True)   # L_B⁻¹ L_Σᵀ
-            return A.T @ A
         P = self.model.prior
         C = solve_triangular(self.LB, self.s[:, None] * self.model.Hmul(P.dense()), lower=True)
         return P.dense() - C.T @ C
-    def __repr__(self): return f"SiteCov(d={self.d}, n={self.n}, space={self.space!r})"
 
 # %% ../nbs/04_covariance.ipynb #ef8edfaf
 def _tri_mul(Li, X):
@@ -219,11 +250,15 @@ def _tri_mul(Li, X):
     return dtrmm(1.0, Li, X, lower=1) if X.size else np.zeros(X.shape)
 
 # %% ../nbs/04_covariance.ipynb #7ae3b0ab
-def _prior_W(model):
-    "W = L_Σᵀ Hᵀ (d × n), cached on the model."
-    if getattr(model, '_W', None) is None:
-        model._W = model.prior.half_T(np.eye(model.d) if model.H is None else model.H.T)
-    return model._W
+_PRIOR_W = weakref.WeakKeyDictionary()
+
+def prior_W(model):
+    """W = L_Σᵀ Hᵀ (d × n) of a model whose sites are a dense array, computed once per model and held here (weakly, so
+    that it goes with the model; models are values, so it never goes stale). No attribute is written on the model."""
+    W = _PRIOR_W.get(model)
+    if W is None:
+        W = _PRIOR_W[model] = model.prior.half_T(np.eye(model.d) if model.H is None else model.H.T)
+    return W
 
 # %% ../nbs/04_covariance.ipynb #f8456767
 class PrecisionCov(FactorCov):

@@ -71,7 +71,7 @@ def kernel_from_spec(spec: dict):
 def _cov_arrays(post) -> tuple[str, dict]:
     "(kind, arrays) of the posterior covariance: site precisions, a dense site precision, or a square factor."
     cov = post.cov
-    if type(cov) is SiteCov: return "site", {"cov_lam": cov.lam}
+    if isinstance(cov, SiteCov): return "site", {"cov_lam": cov.lam}
     if type(cov) is PrecisionCov: return "precision", {"cov_Lam": cov.Lam}
     if type(cov) is DenseCov: return "cholesky", {"cov_F": cov.L}
     F = getattr(cov, "F", None)

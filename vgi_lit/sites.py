@@ -47,7 +47,9 @@ class SiteMatrix:
 
     A subclass defines `blocks()` (and `rows`); every other operation has a default that makes one pass over
     the blocks, holding one block at a time. Subclasses with the rows in memory override them with direct products."""
-    kind = "abstract"
+    kind = "abstract"          # a name for messages and saved files; behaviour is chosen by the two attributes below
+    dense_array = False        # H is the identity or a dense in-memory array: direct BLAS products with `model.H` apply
+    in_memory = False          # the rows are held in memory (dense, identity, CSR); False: computed or read per pass
     block_rows = 4096
     def __init__(self, n: int, d: int): self.n, self.d = int(n), int(d)
     @property
@@ -120,6 +122,7 @@ class SiteMatrix:
 class IdentitySites(SiteMatrix):
     "H = I (n × n): the GP, whose sites are the latent values themselves."
     kind = "identity"
+    dense_array = in_memory = True
     def __init__(self, n: int): super().__init__(n, n)
     def blocks(self):
         I = np.eye(self.d)
@@ -140,6 +143,7 @@ class IdentitySites(SiteMatrix):
 class DenseSites(SiteMatrix):
     "H held in memory as a dense read-only (n, d) float64 array; every operation one BLAS call on the whole of H."
     kind = "dense"
+    dense_array = in_memory = True
     def __init__(self, H):
         H = np.asarray(H, dtype=float)
         if H.ndim != 2: raise ValueError(f"site matrix H must be 2-d, got shape {H.shape}")
@@ -161,6 +165,7 @@ class CSRSites(SiteMatrix):
     """H as a scipy.sparse CSR matrix (float64, finite), never densified: products are sparse BLAS, blocks are
     CSR slices of `block_rows` rows."""
     kind = "csr"
+    in_memory = True
     def __init__(self, H):
         if not _is_csr(H): raise TypeError(f"CSRSites needs a scipy.sparse CSR matrix, got {type(H).__name__}"
                                            + (f" in {H.format.upper()} format: pass H.tocsr()" if sp.issparse(H) else ""))
