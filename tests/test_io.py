@@ -86,3 +86,63 @@ def test_labels_round_trip_and_old_files(tmp_path):
         with pytest.raises(ValueError, match=what): save(post, tmp_path / "x.npz", labels=labels)
     with pytest.raises(ValueError, match="Poisson likelihood has none"):
         save(vgi_lit.fit(GLM(X, YC, Poisson())), tmp_path / "x.npz", labels=[0, 1])
+
+
+# --- a learned fit (HyperFit) saved whole ----------------------------------------------------------------------------
+
+def _same_hyperfit(back, h):
+    "A loaded HyperFit equals the saved one: values, trace, stop, message, counts, model and predictions."
+    from vgi_lit.methods.hyper import HyperFit
+    from vgi_lit.io import kernel_spec, likelihood_spec
+    assert isinstance(back, HyperFit) and back.model is back.posterior.model
+    assert back.theta == h.theta and list(back.theta) == list(h.theta)                  # names, order and values exact
+    assert (back.stop, back.message, back.n_inner, back.fixed, back.edges) == (h.stop, h.message, h.n_inner, h.fixed, h.edges)
+    assert back.history.stop is h.history.stop and len(back.history) == len(h.history)
+    assert np.array_equal(back.history.vlb, h.history.vlb) and np.array_equal(back.history.grad_norm, h.history.grad_norm, equal_nan=True)
+    for a, b in zip(back.history, h.history):
+        assert (a.iter, a.time, a.step, a.events) == (b.iter, b.time, b.step, b.events) and a.extra.keys() == b.extra.keys()
+        assert np.array_equal(a["theta"], b["theta"]) and (a["inner_iter"], a["inner_stop"], a["outer_iter"]) == (b["inner_iter"], b["inner_stop"], b["outer_iter"])
+    if h.model.kind == "glm": assert np.array_equal(back.model.prior.dense(), h.model.prior.dense()) and np.array_equal(back.model.mu, h.model.mu)
+    else: assert kernel_spec(back.model.kernel) == kernel_spec(h.model.kernel) and back.model.mean == h.model.mean
+    assert likelihood_spec(back.model.likelihood) == likelihood_spec(h.model.likelihood)
+    assert np.array_equal(back.model.X, h.model.X) and np.array_equal(back.model.y, h.model.y)
+    assert (back.vlb, back.posterior.stop, back.converged) == (h.vlb, h.posterior.stop, h.converged)
+    (m0, v0), (m1, v1) = h.posterior.predict(XS), back.posterior.predict(XS)
+    assert np.max(np.abs(m1 - m0)) <= 1e-12 and np.max(np.abs(v1 - v0)) <= 1e-12
+    assert np.max(np.abs(back.posterior.predict_y(XS) - h.posterior.predict_y(XS))) <= 1e-12
+    assert np.array_equal(back.predict(XS)[0], back.posterior.predict(XS)[0])              # a fit reads like its posterior
+
+
+def test_learned_fit_round_trips_whole(tmp_path):
+    "fit(..., learn=True) saved and loaded: a HyperFit with the same θ (names, values), trace (records, stop), model and predictions."
+    h = vgi_lit.fit(GP(X, YB, Logistic(), RBF(1.0, [1.0, 1.0]), mean=0.1), learn=True)
+    assert len(h.history) > 3 and "kernel.lengthscale[1]" in h.theta
+    _same_hyperfit(load(save(h, tmp_path / "h.npz")), h)
+
+
+def test_learned_fit_with_likelihood_parameters_fixed_names_and_edges_round_trips(tmp_path):
+    "A Student-t GP with df fixed (likelihood parameters in θ, `fixed` kept) and an ARD GP whose irrelevant input ran off (`edges`)."
+    h = vgi_lit.fit(GP(X, YR, StudentT(4.0, 0.05), RBF()), learn=True, fixed={"likelihood.df"})
+    assert h.fixed == ("likelihood.df",) and h.theta["likelihood.df"] == 4.0
+    _same_hyperfit(load(save(h, tmp_path / "t.npz")), h)
+    rng = np.random.default_rng(0); X2 = rng.normal(size=(25, 2)); y2 = np.where(np.sin(2 * X2[:, 0]) + 0.3 * rng.normal(size=25) > 0, 1.0, -1.0)
+    with pytest.warns(UserWarning, match="kernel.lengthscale"):
+        e = vgi_lit.fit(GP(X2, y2, Logistic(), RBF(1.0, [1.0, 1.0])), learn=True)
+    assert list(e.edges) == ["kernel.lengthscale[1]"]
+    _same_hyperfit(load(save(e, tmp_path / "e.npz")), e)
+
+
+def test_learned_fit_file_has_no_pickle_and_a_second_save_keeps_it_whole(tmp_path):
+    h = vgi_lit.fit(GLM(X, YB, Logistic()), learn=True)
+    p = save(h, tmp_path / "g.npz")
+    with np.load(p, allow_pickle=False) as z: assert all(z[k].dtype != object for k in z.files)
+    back = load(p)
+    _same_hyperfit(load(save(back, tmp_path / "g2.npz")), h)
+
+
+def test_a_result_of_an_unknown_class_is_refused_by_name(tmp_path):
+    p = save(vgi_lit.fit(GLM(X, YB, Logistic())), tmp_path / "p.npz")
+    with np.load(p) as z: arrays = {k: z[k] for k in z.files}
+    settings = json.loads(str(arrays.pop("settings"))); settings["result"] = {"class": "NoSuchFit"}
+    np.savez(tmp_path / "r.npz", settings=np.array(json.dumps(settings)), **arrays)
+    with pytest.raises(ValueError, match="NoSuchFit"): load(tmp_path / "r.npz")

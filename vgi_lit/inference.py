@@ -13,9 +13,9 @@ from .linalg import cholesky
 from .models import LGM
 
 # %% auto #0
-__all__ = ['CONVERGED_STOPS', 'METHODS', 'DEFAULT_METHOD', 'LEARNERS', 'EventKind', 'Event', 'Stop', 'Record', 'History',
-           'Progress', 'start_state', 'check_budget', 'sweep_stop', 'VGPosterior', 'register_method',
-           'register_learner', 'fit']
+__all__ = ['CONVERGED_STOPS', 'METHODS', 'DEFAULT_METHOD', 'LEARNERS', 'EventKind', 'Event', 'Stop', 'DegenerateFitWarning',
+           'RunawayParameterWarning', 'Record', 'History', 'Progress', 'start_state', 'check_budget', 'sweep_stop',
+           'VGPosterior', 'register_method', 'register_learner', 'fit']
 
 # %% ../nbs/07_inference.ipynb #a3e9a7e7
 class EventKind(str, Enum):
@@ -34,6 +34,8 @@ class EventKind(str, Enum):
     OPTION_ADJUSTED = "option_adjusted"            # an option was adapted to the problem (e.g. a batch larger than n)
     START = "start"                                # how the starting point was chosen
     SOLVER = "solver"                              # the final message of an external solver (L-BFGS-B)
+    DEGENERATE = "degenerate"                      # the fitted model sits at a trivial optimum: its predictions do not depend on the inputs
+    PLATEAU = "plateau"                            # the objective stopped improving over a window of iterations
 
 @dataclass(frozen=True)
 class Event:
@@ -56,6 +58,20 @@ class Stop(str, Enum):
     CALLBACK = "callback"          # the user's callback asked to stop
 
 CONVERGED_STOPS = frozenset({Stop.GRAD_TOL, Stop.REL_TOL})
+
+# %% ../nbs/07_inference.ipynb #warn02
+class DegenerateFitWarning(UserWarning):
+    """A fit at a trivial optimum: the model's predictions do not depend on its inputs (a latent function of
+    negligible spread, a kernel that correlates no two inputs, a VLB no higher than the best constant predictor's).
+    The message says what was seen and what to try (standardised inputs, a lengthscale started from the data,
+    restarts). Recorded as `EventKind.DEGENERATE` too."""
+
+# %% ../nbs/07_inference.ipynb #warn03
+class RunawayParameterWarning(UserWarning):
+    """A learned parameter that ended at the edge of its box (or ran away inside it with the VLB flat beyond): the
+    message names the parameter, its value and the box, and what the edge means (a Student-t df at its upper edge:
+    the data look Gaussian; a lengthscale at its upper edge: that input is irrelevant). Recorded as
+    `EventKind.BOUND_ACTIVE` too."""
 
 # %% ../nbs/07_inference.ipynb #48be0a68
 _NAN = float("nan")
@@ -126,16 +142,49 @@ class History(list):
 class Progress:
     """A progress bar (tqdm) advanced by each `Record` of a run, usable as the `callback` of every method
     and of hyperparameter learning. It shows the latest VLB and gradient norm and passes each record on
-    to `callback`, whose True still stops the run. `total`: the expected number of records (e.g. `max_iter`),
-    or None; `file`: where the bar is written (standard error by default); `disable`: no bar at all."""
-    def __init__(self, desc: str = "", total: int | None = None, callback=None, file=None, leave: bool = True, disable: bool = False):
+    to `callback`, whose True still stops the run.
+    total: the iteration budget (e.g. `max_iter`), shown as the bar's total with tqdm's estimate of the time
+        left; None: a count without a total.
+    max_seconds: a time budget, shown as elapsed/budget seconds; None: none.
+    position: the name of a record field that holds the number of iterations done (for a run whose records
+        are not one per iteration); None: one iteration per record.
+    file: where the bar is written (standard error by default); disable: no bar at all."""
+    def __init__(self, desc: str = "", total: int | None = None, callback=None, file=None, leave: bool = True, disable: bool = False,
+                 max_seconds: float | None = None, position: str | None = None):
         if callback is not None and not callable(callback): raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         self.callback, self.n = callback, 0
-        self.bar = tqdm(desc=desc, total=total, file=file, leave=leave, disable=disable, unit="it", dynamic_ncols=True)
+        self.bar = tqdm(desc=desc, total=None, file=file, leave=leave, disable=disable, unit="it", dynamic_ncols=True)
+        self.budget(total, max_seconds, position)
+    def budget(self, total: int | None = None, max_seconds: float | None = None, position: str | None = None) -> "Progress":
+        """Declare the run's budget: `total` iterations (None keeps the current one), a time budget `max_seconds`
+        (None keeps the current one) and the record field `position` counting iterations (None keeps the current one)."""
+        if total is not None:
+            if isinstance(total, bool) or int(total) != total or total < 0: raise ValueError(f"total must be a non-negative integer or None, got {total!r}")
+            self.bar.total = int(total)
+        if max_seconds is not None and not (max_seconds > 0): raise ValueError(f"max_seconds must be positive (or None), got {max_seconds!r}")
+        self.max_seconds = max_seconds if max_seconds is not None else getattr(self, "max_seconds", None)
+        self.position = position if position is not None else getattr(self, "position", None)
+        self.bar.refresh()
+        return self
+    @staticmethod
+    def budget_of(fn, options: dict) -> tuple:
+        """(max_iter, max_seconds) of a run of `fn(model, **options)`: each from `options`, else from the default in
+        `fn`'s signature, else None."""
+        import inspect
+        try: params = inspect.signature(fn).parameters
+        except (TypeError, ValueError): params = {}
+        def get(k):
+            v = options.get(k, params[k].default if k in params and params[k].default is not inspect.Parameter.empty else None)
+            return None if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) else v
+        mi = get("max_iter")
+        return (int(mi) if mi is not None and float(mi).is_integer() and mi >= 0 else None), get("max_seconds")
     def __call__(self, rec):
         self.n += 1
-        self.bar.set_postfix_str(f"vlb={rec.vlb:.6g} |g|={rec.grad_norm:.2e}", refresh=False)   # shown by the update
-        self.bar.update(1)
+        post = f"vlb={rec.vlb:.6g} |g|={rec.grad_norm:.2e}"
+        if self.max_seconds is not None: post += f" t={self.bar.format_dict['elapsed']:.1f}/{self.max_seconds:g}s"
+        self.bar.set_postfix_str(post, refresh=False)                        # shown by the update
+        at = rec.get(self.position) if self.position is not None else None
+        self.bar.update(1 if at is None else max(0, int(at) - self.bar.n))
         return None if self.callback is None else self.callback(rec)
     def close(self):
         "Close the bar (a context manager closes it on exit)."

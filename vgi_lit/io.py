@@ -14,8 +14,9 @@ from .inference import History, Stop, VGPosterior
 
 
 # %% auto #0
-__all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'likelihood_spec', 'likelihood_from_spec', 'kernel_spec',
-           'kernel_from_spec', 'save', 'load']
+__all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'RESULTS', 'likelihood_spec', 'likelihood_from_spec',
+           'kernel_spec', 'kernel_from_spec', 'save', 'load', 'history_spec', 'history_from_spec', 'register_result',
+           'result_spec', 'result_from_spec']
 
 # %% ../nbs/08_io.ipynb #io05
 FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 1
@@ -104,7 +105,8 @@ def _labels(labels, lik):
 
 def save(posterior, path, labels=None) -> Path:
     """Write a fitted posterior (a `VGPosterior`, or a `HyperFit` from `fit(..., learn=True)`) to `path`
-    (`.npz`, no pickled objects): the model's settings and data, q(w) = N(m, V) and how the run ended.
+    (`.npz`, no pickled objects): the model's settings and data, q(w) = N(m, V) and how the run ended; for a
+    result class registered by `register_result` (a `HyperFit`) its own fields too (`result_spec`).
     `labels`: the class labels of the targets in the data's coding (ordinal: one per class 0..K-1; binary: those of
     y = -1 and y = +1); default those the posterior carries from `load` (`posterior.info['labels']`), else none.
     Returns the path written."""
@@ -130,11 +132,11 @@ def save(posterior, path, labels=None) -> Path:
     settings["cov"] = kind
     if kind == "site": settings["cov_space"] = post.cov.space
     arrays.update(cov)
+    settings["result"] = result_spec(posterior)                          # a registered wrapper (a HyperFit), or None
     path = Path(path)
     with open(path, "wb") as fh:
         np.savez_compressed(fh, settings=np.array(json.dumps(settings)), **arrays)
     return path
-
 
 # %% ../nbs/08_io.ipynb #io14
 def _read(path):
@@ -158,7 +160,8 @@ def load(path) -> VGPosterior:
     """The posterior saved by `save`, with its model rebuilt from the file: predictions (`predict`,
     `predict_y`, `log_pred_density`) equal those of the saved posterior. The history is not saved: the
     returned one is empty, with the run's stop reason, method, VLB and iteration count. The class labels
-    saved with it are `info['labels']` (an array; None for a file without them)."""
+    saved with it are `info['labels']` (an array; None for a file without them). A file written from a registered
+    result (a `HyperFit`) loads as that result, around the loaded posterior."""
     s, A = _read(path)
     lik = likelihood_from_spec(s["likelihood"])
     X = A["X"]
@@ -176,6 +179,62 @@ def load(path) -> VGPosterior:
     labels = s.get("labels")                     # absent from files written before the field existed
     if labels is not None: labels = np.array(_labels(labels, lik))
     hist = History()
-    return VGPosterior(M, A["m"], cov, s["method"], s["vlb"], Stop(s["stop"]), hist, s["message"], n_iter=s["n_iter"],
+    post = VGPosterior(M, A["m"], cov, s["method"], s["vlb"], Stop(s["stop"]), hist, s["message"], n_iter=s["n_iter"],
                        objective=s["objective"], labels=labels, loaded_from=str(path))
+    return result_from_spec(s.get("result"), post)                     # the saved HyperFit around it, if one was saved
 
+# %% ../nbs/08_io.ipynb #iohf2
+from .inference import Record, Event, EventKind           # the parts of a trace, for `history_from_spec`
+
+def _plain(v, where: str):
+    "A record's extra value as JSON: a number, string, bool or None as itself, an array as {'array': list, 'dtype': name}."
+    if v is None or isinstance(v, (bool, str, int, float)): return v
+    if isinstance(v, np.generic): return v.item()
+    if isinstance(v, np.ndarray):
+        if v.dtype.kind not in "biuf": raise TypeError(f"cannot save {where}: an array of dtype {v.dtype}")
+        return {"array": v.tolist(), "dtype": v.dtype.str}
+    if isinstance(v, (list, tuple)): return [_plain(u, where) for u in v]
+    raise TypeError(f"cannot save {where}: a {type(v).__name__} (numbers, strings and arrays can be saved)")
+
+def history_spec(hist: History) -> dict:
+    """A run's trace as JSON-ready data: why it stopped, and per record its iteration, time, VLB, gradient norm,
+    step, events (kind, detail, count) and extras (numbers, strings, bools, arrays; anything else is a TypeError)."""
+    recs = [[r.iter, r.time, r.vlb, r.grad_norm, r.step, [[e.kind.value, e.detail, e.count] for e in r.events],
+             {k: _plain(v, f"record {r.iter}'s {k!r}") for k, v in r.extra.items()}] for r in hist]
+    return {"stop": None if hist.stop is None else hist.stop.value, "records": recs}
+
+def history_from_spec(spec: dict) -> History:
+    "The trace a `history_spec` describes (its clock starts at loading; the records keep their times)."
+    def value(v):
+        if isinstance(v, dict): return np.array(v["array"], dtype=np.dtype(v["dtype"]))
+        return [value(u) for u in v] if isinstance(v, list) else v
+    try:
+        recs = [Record(int(i), float(t), float(v), float(g), str(step), [Event(EventKind(k), d, c) for k, d, c in ev],
+                       {k: value(x) for k, x in extra.items()}) for i, t, v, g, step, ev, extra in spec["records"]]
+    except (KeyError, TypeError, ValueError) as e: raise ValueError(f"a saved trace that cannot be read: {e}") from None
+    h = History(recs)
+    h.stop = None if spec.get("stop") is None else Stop(spec["stop"])
+    return h
+
+# %% ../nbs/08_io.ipynb #iohf3
+RESULTS: dict = {}
+
+def register_result(cls, to_spec, from_spec):
+    """Register a result class that holds a posterior as `.posterior` (e.g. `HyperFit`): `to_spec(result)` gives its
+    other fields as JSON-ready data, `from_spec(spec, posterior)` rebuilds it around a loaded posterior."""
+    RESULTS[cls.__name__] = (cls, to_spec, from_spec)
+    return cls
+
+def result_spec(result):
+    "The registered wrapper `result` as {'class': name, **its data}, or None for a bare posterior or an unregistered class."
+    entry = RESULTS.get(type(result).__name__)
+    if entry is None or type(result) is not entry[0]: return None
+    return {"class": type(result).__name__, **entry[1](result)}
+
+def result_from_spec(spec, posterior):
+    "The result a `result_spec` describes, around the loaded `posterior`; the posterior itself when `spec` is None."
+    if spec is None: return posterior
+    name = spec.get("class")
+    if name not in RESULTS:
+        raise ValueError(f"the file holds a {name!r} result, and no such class is registered (import vgi_lit, which registers HyperFit)")
+    return RESULTS[name][2](spec, posterior)

@@ -412,3 +412,139 @@ def test_late_inner_solves_with_newton_steps_take_one_to_three_iterations():
     its = [int(r["inner_iter"]) for r in fast.history]
     assert fast.converged and abs(fast.vlb - learn(gp).vlb) <= 1e-9 * abs(fast.vlb)
     assert all(1 <= k <= 3 for k in its[-4:]) and sum(its) <= 40, its
+
+
+# --- outcomes that must not be silent: trivial optima, parameters that run off, stalls; the plateau stop ------------
+
+import io
+import warnings
+from vgi_lit.inference import DegenerateFitWarning, RunawayParameterWarning, Progress
+from vgi_lit.methods.hyper import degenerate, constant_loglik, edge_text, stall_advice
+
+
+def _ionosphere(n):
+    from vgi_lit import datasets
+    ds = datasets.load_ionosphere(data_dir=datasets.shared_data_dir())
+    return ds.X[:n], datasets.zscore(ds.X).X[:n], ds.y[:n]
+
+
+def _learn_warnings(model, **kw):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hf = vgi_lit.fit(model, learn=True, **kw)
+    return hf, caught
+
+
+def test_raw_inputs_on_a_large_scale_give_a_degenerate_fit_with_an_event_and_a_warning():
+    "ionosphere × 1000 (raw features on a scale far from the lengthscale's start): VLB = −n log 2, DEGENERATE event and warning."
+    X, _, y = _ionosphere(80)
+    hf, caught = _learn_warnings(GP(1000.0 * X, y, Logistic(), RBF(1.0, np.sqrt(X.shape[1]))))
+    deg = [w for w in caught if w.category is DegenerateFitWarning]
+    assert len(deg) == 1 and issubclass(DegenerateFitWarning, UserWarning)
+    text = str(deg[0].message)
+    assert "correlates no two training inputs" in text and "standardise the inputs" in text and "restarts" in text and "lengthscale" in text
+    assert hf.history[-1].has(EventKind.DEGENERATE) and hf.history.count(EventKind.DEGENERATE) == 1
+    assert abs(hf.vlb + len(y) * np.log(2)) < 1e-3 * len(y)                      # the constant model's VLB, n log 2
+    f_mean, _ = hf.posterior.predict(1000.0 * _ionosphere(120)[0][80:])
+    assert np.max(np.abs(f_mean)) < 1e-6                                       # it predicts the prior mean at new inputs
+
+
+def test_pure_noise_labels_give_a_degenerate_fit():
+    "Labels independent of the (z-scored) inputs: the latent function is switched off, and the warning says so."
+    _, Z, _ = _ionosphere(100)
+    y = np.where(np.random.default_rng(0).random(100) < 0.5, 1.0, -1.0)
+    hf, caught = _learn_warnings(GP(Z, y, Logistic(), RBF(1.0, np.sqrt(Z.shape[1]))))
+    assert any(w.category is DegenerateFitWarning and "no higher than the log-likelihood" in str(w.message) for w in caught)
+    assert hf.history[-1].has(EventKind.DEGENERATE) and hf.vlb <= constant_loglik(Logistic(), y)[0]
+
+
+def test_well_posed_fits_raise_no_degenerate_or_runaway_warning():
+    "z-scored ionosphere (GP) and a GLM on informative features: no warning of either kind, no DEGENERATE event."
+    _, Z, y = _ionosphere(100)
+    for model in (GP(Z, y, Logistic(), RBF(1.0, np.sqrt(Z.shape[1]))), _glm()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DegenerateFitWarning); warnings.simplefilter("error", RunawayParameterWarning)
+            hf = vgi_lit.fit(model, learn=True)
+        assert hf.converged and hf.history.count(EventKind.DEGENERATE) == 0 and not hf.edges
+        assert degenerate(hf.posterior) is None
+
+
+def test_constant_loglik_is_the_best_constant():
+    "Logistic: n·(p log p + (1 − p) log(1 − p)) at c = logit p; Gaussian: the sample mean; both against a grid."
+    y = np.array([1.0] * 7 + [-1.0] * 3)
+    L, c = constant_loglik(Logistic(), y)
+    assert abs(c - np.log(7 / 3)) < 1e-6 and abs(L - (7 * np.log(0.7) + 3 * np.log(0.3))) < 1e-10
+    yr = np.random.default_rng(1).normal(3.0, 2.0, 40)
+    L, c = constant_loglik(Gaussian(0.5), yr)
+    assert abs(c - yr.mean()) < 1e-6 and L >= max(np.sum(Gaussian(0.5).logp(yr, np.full(40, g))) for g in np.linspace(0, 6, 601))
+
+
+def test_student_t_df_running_to_its_edge_warns_with_name_value_box_and_meaning():
+    rng = np.random.default_rng(5); X = rng.uniform(-3, 3, (60, 1)); y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=60)
+    hf, caught = _learn_warnings(GP(X, y, StudentT(4.0, 0.04), RBF(1.0, 1.0)))
+    run = [str(w.message) for w in caught if w.category is RunawayParameterWarning]
+    assert hf.theta["likelihood.df"] > 1e5 and hf.edges == {"likelihood.df": hf.theta["likelihood.df"]} and len(run) == 1
+    assert run[0].startswith("likelihood.df = 1.6") and "[6.1e-06, 1.63e+05]" in run[0] and "look Gaussian" in run[0] and "fixed={'likelihood.df'}" in run[0]
+    held, caught = _learn_warnings(GP(X, y, StudentT(4.0, 0.04), RBF(1.0, 1.0)), fixed={"likelihood.df"})
+    assert held.theta["likelihood.df"] == 4.0 and not held.edges and not any(w.category is RunawayParameterWarning for w in caught)
+
+
+def test_irrelevant_lengthscale_warns_by_name():
+    rng = np.random.default_rng(0); X = rng.normal(size=(25, 2)); y = np.where(np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=25) > 0, 1.0, -1.0)
+    hf, caught = _learn_warnings(GP(X, y, Logistic(), RBF(1.0, [1.0, 1.0])))
+    run = [str(w.message) for w in caught if w.category is RunawayParameterWarning]
+    assert list(hf.edges) == ["kernel.lengthscale[1]"] and len(run) == 1
+    assert "kernel.lengthscale[1] = " in run[0] and "running towards the edge" in run[0] and "irrelevant" in run[0]
+
+
+def test_edge_text_names_each_kind_of_edge():
+    assert "interpolates" in edge_text("likelihood.variance", np.exp(-12.0)) and "at the edge of" in edge_text("likelihood.variance", np.exp(-12.0))
+    assert "switched off" in edge_text("kernel.variance", np.exp(-12.0)) and "lower side" in edge_text("kernel.variance", np.exp(-12.0))
+    assert "irrelevant" in edge_text("kernel.lengthscale[3]", 5e4) and "running towards" in edge_text("kernel.lengthscale[3]", 5e4)
+    assert "irrelevant" in edge_text("kernel.terms[0].lengthscale[1]", np.exp(12.0))          # a part of a sum kernel
+    assert "separable" in edge_text("prior_var", np.exp(6.0), bound=6.0) and "[0.0025, 403]" in edge_text("prior_var", np.exp(6.0), bound=6.0)
+    assert "do not determine this parameter" in edge_text("Z[0,1]", 1e5)
+
+
+def test_laplace_learning_stalls_with_advice():
+    "With the Laplace approximation inside, the envelope gradient is not the objective's: the stall message says what to try."
+    _, Z, y = _ionosphere(50)
+    hf = learn(GP(Z, y, Logistic(), RBF(1.0, np.sqrt(Z.shape[1]))), method="laplace")
+    assert hf.stop is Stop.STALLED and not hf.converged
+    assert "learning stalled (NOT converged)" in hf.message and "method='fpi'" in hf.message and hf.message.endswith(stall_advice("laplace"))
+    assert any(e.kind is EventKind.SOLVER and "method='fpi'" in e.detail for e in hf.history[-1].events)
+    assert "inner={'tol': 1e-9}" in stall_advice("fpi") and "restarts" in stall_advice("fpi")
+
+
+def test_plateau_stop_saves_iterations_and_keeps_the_vlb():
+    "ARD GP on 50 ionosphere rows: the default tol_rel stops (REL_TOL, PLATEAU event) before the gradient test, ≤ 1e-6 relative below it."
+    _, Z, y = _ionosphere(50)
+    make = lambda: GP(Z, y, Logistic(), RBF(1.0, np.full(Z.shape[1], np.sqrt(Z.shape[1]))))
+    on, off = learn(make()), learn(make(), tol_rel=0.0)
+    assert on.stop is Stop.REL_TOL and on.converged and on.history[-1].has(EventKind.PLATEAU) and "stopped improving" in on.message
+    assert off.stop is Stop.GRAD_TOL and off.history.count(EventKind.PLATEAU) == 0
+    assert on.history[-1]["outer_iter"] < off.history[-1]["outer_iter"] and 0 <= off.vlb - on.vlb <= 1e-6 * abs(off.vlb)
+    wide = learn(make(), tol_rel=1e-3, window=2)                                       # a looser test stops sooner
+    assert wide.stop is Stop.REL_TOL and wide.history[-1]["outer_iter"] < on.history[-1]["outer_iter"]
+
+
+@pytest.mark.parametrize("kw,what", [(dict(tol_rel=-1.0), "tol_rel"), (dict(tol_rel="x"), "tol_rel"), (dict(window=0), "window"),
+                                     (dict(window=2.5), "window"), (dict(window=True), "window")])
+def test_plateau_options_are_checked(kw, what):
+    with pytest.raises(ValueError, match=what): learn(_glm(n=30, d=2), **kw)
+
+
+def test_progress_shows_the_outer_budget_and_the_time_budget():
+    "A Progress callback of learn shows max_iter as its total, the outer iterations done, and max_seconds as elapsed/budget."
+    buf = io.StringIO()
+    with Progress("learn", file=buf) as bar:
+        hf = learn(_glm(n=60, d=3), max_iter=37, max_seconds=120.0, callback=bar)
+    text = buf.getvalue()
+    assert bar.bar.total == 37 and bar.bar.n == hf.history[-1]["outer_iter"] >= 1 and bar.n == len(hf.history)
+    assert f"{bar.bar.n}/37" in text and "/120s" in text, text
+
+
+def test_fit_with_progress_and_learn_shows_a_total(capsys):
+    hf = vgi_lit.fit(_glm(n=60, d=3), learn=True, progress=True)
+    err = capsys.readouterr().err
+    assert f"{hf.history[-1]['outer_iter']}/200" in err, err

@@ -4,20 +4,22 @@
 
 # %% ../../nbs/methods/15_hyper.ipynb #af6850f4
 from __future__ import annotations
-import time
+import re, time, warnings
 from dataclasses import dataclass, field
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 from ..linalg import chol_solve
 from ..covariance import SiteCov, DenseCov
 from ..models import GLM, GP, SparseGP
 from ..kernels import Stationary
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit, register_learner
-
+from ..inference import Progress, DegenerateFitWarning, RunawayParameterWarning
+from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
 __all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperFit', 'predict_start', 'learn',
+           'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec', 'hyperfit_from_spec',
            'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
@@ -234,7 +236,11 @@ class _Hyper:
 @dataclass
 class HyperFit:
     """The result of `learn`: the model at the learned hyperparameters, its posterior, the values by name (natural
-    scale: variances, lengthscales, scales, cut points), the outer trace; `runs` holds every run when restarted."""
+    scale: variances, lengthscales, scales, cut points), the outer trace; `runs` holds every run when restarted;
+    `edges` the free parameters that ended at the edge of their box or ran away inside it (name → value).
+    `vgi_lit.io.save` writes it whole but for `runs` (the best run's model, posterior, values, trace and stop), and
+    `vgi_lit.io.load` reads it back as a `HyperFit`. `predict`, `predict_y`, `log_pred_density` and `info` are the
+    posterior's."""
     model: object
     posterior: VGPosterior
     theta: dict
@@ -244,10 +250,22 @@ class HyperFit:
     n_inner: int = 0
     fixed: tuple = ()
     runs: list = field(default_factory=list)
+    edges: dict = field(default_factory=dict)
     @property
     def vlb(self): return self.posterior.vlb
     @property
     def converged(self): return self.stop in (Stop.GRAD_TOL, Stop.REL_TOL) and self.posterior.converged
+    @property
+    def info(self): return self.posterior.info
+    def predict(self, X_new, **kw):
+        "The posterior's `predict` (latent predictive mean and variance at new inputs), so that a fit reads like its posterior."
+        return self.posterior.predict(X_new, **kw)
+    def predict_y(self, X_new, **kw):
+        "The posterior's `predict_y`."
+        return self.posterior.predict_y(X_new, **kw)
+    def log_pred_density(self, X_new, y_new, **kw):
+        "The posterior's `log_pred_density`."
+        return self.posterior.log_pred_density(X_new, y_new, **kw)
 
 def _values(hp, model):
     "Every parameter of `model` by name, on its natural scale."
@@ -309,10 +327,12 @@ def _budget(inner: dict, hist) -> dict:
     own = inner.get("max_seconds")
     return {**inner, "max_seconds": left if own is None else min(own, left)}
 
-def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False):
-    "One outer L-BFGS-B run from the free values `theta0`."
+def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5):
+    """One outer L-BFGS-B run from the free values `theta0`. Each record carries `outer_iter`, the outer iterations done;
+    with `tol_rel` > 0 the run stops (`Stop.REL_TOL`, a PLATEAU event) when the VLB of the outer iterates has risen by at
+    most tol_rel·|VLB| over the last `window` of them."""
     hist = History(callback=callback, max_seconds=max_seconds)
-    state = dict(post=None, model=None, n_inner=0, key=None, stop=None, optima=[])
+    state = dict(post=None, model=None, n_inner=0, key=None, stop=None, optima=[], its=[])
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf); hi = -lo
     def evaluate(theta):
         key = theta.tobytes()
@@ -325,7 +345,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         g = hp.grad(m_new, post.m, post.cov)
         state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
-                          theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value)
+                          theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value, outer_iter=len(state['its']))
         if not post.converged: rec.events.append(Event(EventKind.SOLVER, f"inner {method} stopped: {post.stop.value}"))
         if hist.stop_requested: state['stop'] = Stop.CALLBACK; raise StopIteration
         if hist.out_of_time(): state['stop'] = Stop.MAX_SECONDS; raise StopIteration
@@ -336,32 +356,55 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             evaluate(theta0); theta, message, stop = theta0, "no free parameters", Stop.GRAD_TOL
         else:
             s = 1.0 / max(1.0, float(np.max(np.abs(evaluate(theta0)[1]))))      # first step ≤ 1 per coordinate
-            res = minimize(lambda th: tuple(s * v for v in evaluate(th)), theta0, jac=True, method="L-BFGS-B",
+            its = state['its']
+            def after(intermediate_result):                                       # once per outer iteration
+                its.append(-float(intermediate_result.fun) / s)                   # the VLB of the new iterate
+                if tol_rel > 0 and len(its) > window and its[-1] - its[-1 - window] <= tol_rel * abs(its[-1]):
+                    rise = its[-1] - its[-1 - window]
+                    state['plateau'] = (f"the VLB rose by {rise:.3g} ({rise / max(abs(its[-1]), 1e-300):.2g} relative) over the last {window} "
+                                        f"outer iterations, at most tol_rel = {tol_rel:g}: learning has stopped improving")
+                    raise StopIteration
+            res = minimize(lambda th: tuple(s * v for v in evaluate(th)), theta0, jac=True, method="L-BFGS-B", callback=after,
                            bounds=list(zip(np.where(np.isfinite(lo), lo, None), np.where(np.isfinite(hi), hi, None))),
                            options=dict(maxiter=int(max_iter), gtol=s * tol, ftol=0.0, maxcor=20))
             theta, message = res.x, str(res.message)
             evaluate(theta)
             gn = hist[-1].grad_norm
-            stop = Stop.GRAD_TOL if gn <= tol else (Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED)
+            if gn <= tol: stop = Stop.GRAD_TOL
+            elif 'plateau' in state:
+                stop, message = Stop.REL_TOL, state['plateau']
+                hist[-1].events.append(Event(EventKind.PLATEAU, f"{message} (outer gradient ∞-norm {gn:.2e} > tol = {tol:g})"))
+            else: stop = Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED
     except StopIteration:
         theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
+    edges = {}
     if stop not in (Stop.CALLBACK, Stop.MAX_SECONDS) and len(theta):
-        _runaway(hp, theta0, theta, -state['g'], state['post'], hist, method, inner, bound)
+        edges = _runaway(hp, theta0, theta, -state['g'], state['post'], hist, method, inner, bound)
     at_bound = [n for n, t, a in zip(hp.free_names, theta, lo) if np.isfinite(a) and abs(abs(t) - bound) < 1e-9]
     if at_bound:
         vals = ", ".join(f"{n} = {np.exp(t):.3g}" for n, t, a in zip(hp.free_names, theta, lo) if n in at_bound)
         hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"at the edge of [-{bound:g}, {bound:g}] in log space: {vals}", len(at_bound)))
+        edges.update({n: float(np.exp(t)) for n, t in zip(hp.free_names, theta) if n in at_bound})
+    if stop is Stop.STALLED:
+        message = f"{message}: {stall_advice(method)}"
+        hist[-1].events.append(Event(EventKind.SOLVER, message))
     hist.stop = stop
-    return HyperFit(state['model'], state['post'], _values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed)
+    return HyperFit(state['model'], state['post'], _values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed,
+                    edges=edges)
 
 def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-5, max_iter: int = 200,
           max_seconds: float | None = None, callback=None, bound: float = 12.0, inner: dict | None = None,
-          fixed=None, restarts: int = 0, seed=0, learn_inducing: bool = False, predict: bool = False) -> HyperFit:
+          fixed=None, restarts: int = 0, seed=0, learn_inducing: bool = False, predict: bool = False,
+          tol_rel: float = 1e-7, window: int = 5) -> HyperFit:
     """Hyperparameters by maximising the optimal VLB (L-BFGS-B on unconstrained parameters, envelope gradients).
 
-    Learned: the kernel's log-parameters (GP, SparseGP) or the GLM's log prior
-    variance (scalar or per feature), the likelihood's parameters (`likelihood.param_names`), and with
-    `learn_mean` the constant GP mean or the GLM's scalar prior mean.
+    Learned by default, every parameter of the model unless held by `fixed`: the kernel's parameters (GP,
+    SparseGP: `kernel.param_names`, e.g. 'kernel.variance', 'kernel.lengthscale' or one per input with ARD) or
+    the GLM's prior variance ('prior_var', one or one per feature), and the likelihood's parameters
+    (`likelihood.param_names`: the Gaussian noise 'likelihood.variance', the Student-t 'likelihood.df' and
+    'likelihood.scale2', the Laplace 'likelihood.scale', the ordinal cut points); with `learn_mean` the constant
+    GP mean or the GLM's scalar prior mean, with `learn_inducing` a SparseGP's inducing inputs. The model's
+    values are the start, not fixed values: StudentT(4.0, ...) starts df at 4 and learns it.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 for fpi;
         1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
@@ -370,10 +413,18 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
         parameter). An unknown name is a ValueError listing the model's parameters.
     tol: stop (`Stop.GRAD_TOL`) when the ∞-norm of the outer gradient (on the box) is ≤ tol.
+    tol_rel, window: also stop (`Stop.REL_TOL`, a PLATEAU event) when the VLB has risen by at most tol_rel·|VLB|
+        over the last `window` outer iterations (default 1e-7 over 5; tol_rel=0 turns the test off).
     max_iter, max_seconds, callback: the outer budget (per run; each inner solve, and each runaway probe, gets
-        at most the time left) and `callback(record)` (True stops).
-    bound: log-parameters are kept in [−bound, bound]; a parameter that ends there gets a BOUND_ACTIVE event
-        with its finite value.
+        at most the time left) and `callback(record)` (True stops); a `Progress` callback shows max_iter as its
+        total (records carry `outer_iter`, the outer iterations done) and max_seconds as its time budget.
+    bound: log-parameters are kept in [−bound, bound] (natural values in [e^−bound, e^bound], about [6.1e-6, 1.6e5]
+        at 12); a parameter that ends there, or runs away inside the box with the VLB flat beyond, gets a
+        BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value and what the edge means (it is
+        listed in `edges` of the result).
+    A result at a trivial optimum (`degenerate`: predictions that do not depend on the inputs) gets a DEGENERATE
+    event and a `DegenerateFitWarning` saying what to try. A run that stalls (the outer line search finds no
+    ascent step) says in its `message` what to try.
     learn_inducing: a SparseGP's inducing inputs Z too (names 'Z[i,j]', a stationary kernel; default False:
         Z stays as given); `fixed={"Z"}` holds them all, 'Z[i,j]' one coordinate.
     restarts: further runs from the start perturbed by N(0, 1) in the unconstrained parameters (`seed`); the
@@ -390,18 +441,30 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     rng = np.random.default_rng(seed)
     starts = [hp.theta0] + [hp.theta0 + rng.standard_normal(len(hp.theta0)) for _ in range(int(restarts))]
     if not isinstance(predict, (bool, np.bool_)): raise ValueError(f"predict must be True or False, got {predict!r}")
-    runs = [_learn_once(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner, bool(predict)) for t0 in starts]
+    check_budget(tol_rel, 0, None, tol_name="tol_rel")
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"window must be a positive integer, got {window!r}")
+    if isinstance(callback, Progress): callback.budget(total=max_iter, max_seconds=max_seconds, position="outer_iter")
+    runs = [_learn_once(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner, bool(predict), tol_rel, int(window))
+            for t0 in starts]
     best = max(runs, key=lambda r: r.vlb if np.isfinite(r.vlb) else -np.inf)
     if restarts: best.runs = runs
+    for name, value in best.edges.items():
+        warnings.warn(edge_text(name, value, bound), RunawayParameterWarning, stacklevel=2)
+    why = degenerate(best.posterior) if np.isfinite(best.vlb) else None
+    if why is not None:
+        best.history[-1].events.append(Event(EventKind.DEGENERATE, why))
+        warnings.warn(f"learning ended at a trivial optimum: {why}", DegenerateFitWarning, stacklevel=2)
     return best
 
 def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: float = 100.0):
     """A BOUND_ACTIVE event for each log-parameter inside the box that ran away: moved by more than `factor` from
     its start, its gradient still pointing the way it moved, and the optimal VLB not lower 10 times further out
     (one warm-started inner solve per candidate). Such a parameter is at the edge of a flat VLB (an irrelevant
-    input's lengthscale, a variance on separable data); its finite value is reported, not moved."""
+    input's lengthscale, a variance on separable data); its finite value is reported, not moved. Returns them
+    by name with their values."""
     free_log = hp.is_log[hp.free]
-    moved = theta - theta0
+    moved, found = theta - theta0, {}
     for j in np.flatnonzero(free_log & (np.abs(moved) > np.log(factor)) & (np.sign(g) == np.sign(moved)) & (np.abs(theta) < bound - 1e-9)):
         if hist.out_of_time(): break                                          # the probes share the outer time budget
         probe = theta.copy(); probe[j] = np.clip(theta[j] + np.sign(moved[j]) * np.log(10.0), -bound, bound)
@@ -410,6 +473,8 @@ def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: flo
             hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{hp.free_names[j]} runs to the edge: it moved from {np.exp(theta0[j]):.3g} to "
                                          f"{np.exp(theta[j]):.3g} and the optimal VLB is not lower at {np.exp(probe[j]):.3g} "
                                          f"({far.vlb - post.vlb:+.2e}); the finite value is reported", 1))
+            found[hp.free_names[j]] = float(np.exp(theta[j]))
+    return found
 
 def _box(theta, g, lo, hi):
     "The gradient with components that push out of the box [lo, hi] set to zero (ascent direction g)."
@@ -418,6 +483,114 @@ def _box(theta, g, lo, hi):
     return g
 
 register_learner(learn)
+
+# %% ../../nbs/methods/15_hyper.ipynb #hdeg02
+def constant_loglik(likelihood, y) -> tuple:
+    """(max_c Σ_i log p(y_i | f_i = c), c): the log-likelihood of the best constant latent value (bounded Brent over
+    |c| ≤ 30 + 2 max|y|), the VLB a model approaches when its latent function is switched off."""
+    y = np.asarray(y, dtype=float)
+    B = 30.0 + 2.0 * float(np.max(np.abs(y), initial=0.0))
+    def nll(c):
+        v = -float(np.sum(likelihood.logp(y, np.full(len(y), c))))
+        return v if np.isfinite(v) else 1e300
+    r = minimize_scalar(nll, bounds=(-B, B), method="bounded", options=dict(xatol=1e-10 * B, maxiter=500))
+    return -float(r.fun), float(r.x)
+
+# %% ../../nbs/methods/15_hyper.ipynb #hdeg03
+def _advice(model) -> str:
+    "What to try after a degenerate fit, with the numbers of this model's inputs that bear on it."
+    tips = []
+    X = model.X
+    if isinstance(X, np.ndarray) and X.ndim == 2 and len(X) > 1:
+        sd = np.std(X, axis=0)
+        tips.append(f"standardise the inputs (z-scores; the columns' standard deviations here run from {np.min(sd):.3g} to {np.max(sd):.3g})")
+        if isinstance(model, (GP, SparseGP)):
+            S = X[np.linspace(0, len(X) - 1, min(len(X), 300)).astype(int)]
+            dist = np.sqrt(np.maximum(np.sum(S**2, 1)[:, None] + np.sum(S**2, 1)[None, :] - 2 * S @ S.T, 0.0))[np.triu_indices(len(S), 1)]
+            ell = np.atleast_1d(np.asarray(getattr(model.kernel, "lengthscale", np.nan), dtype=float))
+            tips.append(f"start the lengthscale from the data (the median distance between training inputs is {np.median(dist):.3g}; "
+                        f"the lengthscale is {', '.join(f'{v:.3g}' for v in ell[:3])}{', ...' if len(ell) > 3 else ''})")
+    else: tips.append("standardise the inputs")
+    tips.append("learn with restarts (restarts=5)")
+    return "; ".join(tips) + "; or check that the labels depend on the inputs at all"
+
+def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500) -> str | None:
+    """Why the fitted posterior `post` sits at a trivial optimum (a sentence that ends in what to try), or None:
+    (a GP or sparse GP) the median over training inputs of the largest kernel correlation with another input is
+    below `corr` (on at most `n_max` inputs): away from the training inputs it predicts the prior mean; or the VLB
+    is at most the best constant predictor's log-likelihood (`constant_loglik`) and the latent means at the
+    training inputs spread by less than `spread` times their posterior standard deviation."""
+    M = post.model
+    why = []
+    if isinstance(M, (GP, SparseGP)) and M.n > 1:
+        Xs = M.X[np.linspace(0, M.n - 1, min(M.n, n_max)).astype(int)]
+        K = M.kernel.K(Xs); d = np.sqrt(np.maximum(np.diag(K), 1e-300))
+        C = np.abs(K) / d[:, None] / d[None, :]; np.fill_diagonal(C, 0.0)
+        med = float(np.median(np.max(C, axis=1)))
+        if med < corr:
+            why.append(f"the kernel correlates no two training inputs (median largest correlation {med:.2g}), so it predicts "
+                       f"its prior mean at every new input")
+    if not why:
+        Lc, c = constant_loglik(M.likelihood, M.y)
+        ms, vs = post.site_marginals()
+        sp, sd = float(np.std(ms)), float(np.sqrt(np.mean(vs)))
+        if post.vlb <= Lc + 1e-6 * abs(Lc) and sp < spread * sd:
+            why.append(f"its VLB {post.vlb:.6g} is no higher than the log-likelihood {Lc:.6g} of the constant latent value {c:.3g}, and "
+                       f"the latent means at the training inputs spread by {sp:.2g}, {sp / sd:.2g} of their posterior sd {sd:.2g}")
+    if not why: return None
+    return f"{why[0]}: its predictions do not depend on the inputs. What to try: {_advice(M)}"
+
+# %% ../../nbs/methods/15_hyper.ipynb #hedge02
+_EDGES = {("likelihood.df", 1): "df → ∞: the residuals look Gaussian (a Student-t with this df is a Gaussian); use a Gaussian likelihood, or hold df",
+          ("likelihood.df", -1): "df → 0: a few residuals are extreme; look for outliers or a wrong target column",
+          ("kernel.lengthscale", 1): "the latent function does not vary along this input: the input is irrelevant (the finite value predicts the same)",
+          ("kernel.lengthscale", -1): "the latent function varies faster than the inputs are spaced and fits each point on its own: standardise the inputs or start the lengthscale from the data",
+          ("kernel.variance", -1): "the latent function is switched off: the model predicts its prior mean everywhere (standardise the inputs, restarts)",
+          ("kernel.variance", 1): "the latent function's scale is unbounded: labels separable by the inputs, or a likelihood scale learned with it",
+          ("likelihood.variance", -1): "the noise variance → 0: the model interpolates the targets",
+          ("likelihood.variance", 1): "the noise explains all of the targets: the inputs do not predict them",
+          ("likelihood.scale", -1): "the noise scale → 0: the model interpolates the targets",
+          ("likelihood.scale", 1): "the noise explains all of the targets: the inputs do not predict them",
+          ("likelihood.scale2", -1): "the noise scale → 0: the model interpolates the targets",
+          ("likelihood.scale2", 1): "the noise explains all of the targets: the inputs do not predict them",
+          ("prior_var", -1): "the weights are shrunk to the prior mean: the features do not predict the labels",
+          ("prior_var", 1): "the weights are unregularised: the labels are (nearly) separable by the features"}
+
+def edge_text(name: str, value: float, bound: float = 12.0) -> str:
+    """The warning for a learned log-parameter `name` that ended at `value` on (or ran towards) the edge of its box
+    [e^−bound, e^bound]: the parameter, its value, the box, what the edge means and how to hold the parameter."""
+    side = 1 if value >= 1.0 else -1
+    base = re.sub(r"\[\d+\]", "", name)
+    key = next((k for k in (base, "kernel." + base.rsplit(".", 1)[-1]) if (k, side) in _EDGES), None)
+    where = "at the edge of" if abs(abs(np.log(value)) - bound) < 1e-6 else "running towards the edge of"
+    what = _EDGES[(key, side)] if key else "the VLB keeps rising towards the edge: the data do not determine this parameter"
+    return (f"{name} = {value:.4g} is {where} its box [{np.exp(-bound):.2g}, {np.exp(bound):.3g}] ({'upper' if side > 0 else 'lower'} "
+            f"side): {what}. Hold it at the model's value with fixed={{{name!r}}}.")
+
+# %% ../../nbs/methods/15_hyper.ipynb #hedge03
+def stall_advice(method: str) -> str:
+    "What to try when learning stalls (the outer line search found no ascent step), for the inner `method`."
+    if method == "laplace":
+        return ("learning stalled (NOT converged): the Laplace approximation's q is not the VLB's maximiser, so the VLB's gradient in "
+                "the hyperparameters at that q is not the gradient of the objective and the line search fails. Learn with "
+                "method='fpi' (the default) or 'grad', whose q is the VLB's optimum, and use 'laplace' for the final fit at the learned values")
+    return ("learning stalled (NOT converged): the outer line search found no step that raises the VLB. Tighten the inner "
+            "solves (inner={'tol': 1e-9}) so that the VLB and its gradient agree, standardise the inputs, or learn with "
+            "restarts (restarts=3); the values reached are returned and may be adequate (compare the VLB with the start's)")
+
+# %% ../../nbs/methods/15_hyper.ipynb #hsave02
+def hyperfit_spec(hf: HyperFit) -> dict:
+    "The fields of a `HyperFit` other than its model and posterior (saved by `vgi_lit.io`), as JSON-ready data; `runs` is left out."
+    return {"theta": {k: float(v) for k, v in hf.theta.items()}, "history": history_spec(hf.history), "stop": hf.stop.value,
+            "message": str(hf.message), "n_inner": int(hf.n_inner), "fixed": list(hf.fixed),
+            "edges": {k: float(v) for k, v in hf.edges.items()}}
+
+def hyperfit_from_spec(spec: dict, posterior: VGPosterior) -> HyperFit:
+    "The `HyperFit` a `hyperfit_spec` describes, around the loaded `posterior` (its model is the posterior's)."
+    return HyperFit(posterior.model, posterior, dict(spec["theta"]), history_from_spec(spec["history"]), Stop(spec["stop"]),
+                    spec["message"], int(spec["n_inner"]), tuple(spec["fixed"]), edges=dict(spec.get("edges", {})))
+
+register_result(HyperFit, hyperfit_spec, hyperfit_from_spec)
 
 # %% ../../nbs/methods/15_hyper.ipynb #hjoint01
 def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0, tol: float = 1e-7,
