@@ -40,6 +40,18 @@ def test_index_page_shows_the_readme_commands():
     assert not missing, f"nbs/index.ipynb lacks README.md's commands: {missing}"
 
 
+def test_home_page_outputs_are_current():
+    """The site shows the outputs stored in nbs/index.ipynb (nbval runs the page but does not compare them): every
+    cell that prints has its output stored, and the stored method list is today's `vgi_lit.METHODS`."""
+    import vgi_lit
+    cells = [c for c in json.loads((ROOT / "nbs/index.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    text = lambda c: "".join("".join(o.get("text", "")) for o in c["outputs"] if o["output_type"] == "stream")
+    for c in cells:
+        if "print(" in "".join(c["source"]): assert text(c).strip(), f"cell {c['id']} prints but has no stored output: re-run the page"
+    listing = [c for c in cells if "sorted(vgi_lit.METHODS)" in "".join(c["source"])]
+    assert len(listing) == 1 and str(sorted(vgi_lit.METHODS)) in text(listing[0]), "stale method list on the home page: re-run nbs/index.ipynb"
+
+
 def test_newcomer_pages_in_the_navigation():
     quarto = (ROOT / "_quarto.yml").read_text()
     for page in ["get_started.ipynb", "which_method.ipynb"]:
@@ -122,6 +134,15 @@ def test_pages_name_the_shipped_katex_release():
     import yaml
     url = yaml.safe_load((ROOT / "_quarto.yml").read_text())["format"]["html"]["html-math-method"]["url"]
     assert build_site.KATEX_CDN.fullmatch(url) and f"katex@{build_site.KATEX_VERSION}/" in url, url
+
+
+def test_readme_states_the_site_prerequisites():
+    "README.md's Developing section names what `python tools/build_site.py --check` needs, with the KaTeX release it ships."
+    text = (ROOT / "README.md").read_text()
+    dev = text[text.index("## Developing"):]
+    for what in ["tools/build_site.py --check", "install_quarto.sh", '".[dev]"', "npm", f"KaTeX {build_site.KATEX_VERSION}",
+                 "VGI_LIT_KATEX", "Chromium", "_docs/katex/"]:
+        assert what in dev, f"README.md's Developing section does not mention {what}"
 
 
 def test_sidebar_is_committed_current_and_grouped_by_tier():
