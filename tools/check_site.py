@@ -24,7 +24,7 @@ SITE_DIR is the rendered site (default `_docs`, made by `python tools/build_site
 With `--screenshots DIR` it also saves full-width screenshots of the pages named by `--shoot`.
 Exit status 0 when every check passes; otherwise the problems are printed, one per line.
 """
-import argparse, base64, functools, http.server, json, os, re, shutil, socketserver, subprocess, sys
+import argparse, base64, functools, http.server, os, re, shutil, socketserver, subprocess, sys
 import tempfile, threading, urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
