@@ -17,7 +17,7 @@ def _copy_project(dst):
     for name in ["settings.ini", "setup.py", "_quarto.yml", "README.md"]:
         shutil.copy2(ROOT / name, dst / name)
     shutil.copytree(ROOT / "nbs", dst / "nbs", symlinks=True,
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_proc", "sidebar.yml", "nbdev.yml"))
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_proc", "nbdev.yml"))   # nbs/sidebar.yml is committed (custom_sidebar)
     shutil.copytree(ROOT / "vgi_lit", dst / "vgi_lit", ignore=shutil.ignore_patterns("__pycache__"))
     return dst
 

@@ -1,6 +1,7 @@
 """The documentation site: README.md and the site's home page agree and nbdev cannot overwrite README.md;
-the checker in tools/check_site.py finds what it is meant to find; and (slow) the whole site builds
-without warnings and passes the browser check in headless Chromium.
+the sidebar is the committed, current one, grouped by tier; KaTeX ships with the site; the checker in
+tools/check_site.py finds what it is meant to find; and (slow) the whole site builds without warnings,
+passes the browser check in headless Chromium, and reads from the file system with the network off.
 
     pytest -m slow tests/test_site.py      # builds the site (minutes), then opens every page
     VGI_LIT_SITE=_docs pytest -m slow tests/test_site.py   # checks an already built site
@@ -39,6 +40,18 @@ def test_index_page_shows_the_readme_commands():
     assert not missing, f"nbs/index.ipynb lacks README.md's commands: {missing}"
 
 
+def test_home_page_outputs_are_current():
+    """The site shows the outputs stored in nbs/index.ipynb (nbval runs the page but does not compare them): every
+    cell that prints has its output stored, and the stored method list is today's `vgi_lit.METHODS`."""
+    import vgi_lit
+    cells = [c for c in json.loads((ROOT / "nbs/index.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    text = lambda c: "".join("".join(o.get("text", "")) for o in c["outputs"] if o["output_type"] == "stream")
+    for c in cells:
+        if "print(" in "".join(c["source"]): assert text(c).strip(), f"cell {c['id']} prints but has no stored output: re-run the page"
+    listing = [c for c in cells if "sorted(vgi_lit.METHODS)" in "".join(c["source"])]
+    assert len(listing) == 1 and str(sorted(vgi_lit.METHODS)) in text(listing[0]), "stale method list on the home page: re-run nbs/index.ipynb"
+
+
 def test_newcomer_pages_in_the_navigation():
     quarto = (ROOT / "_quarto.yml").read_text()
     for page in ["get_started.ipynb", "which_method.ipynb"]:
@@ -71,15 +84,84 @@ def test_static_check_finds_broken_links_anchors_and_images(tmp_path):
         assert any(what in b for b in bad), (what, bad)
 
 
-def test_katex_version_check(tmp_path):
-    site, dist = tmp_path / "site", tmp_path / "katex" / "dist"
-    site.mkdir(); dist.mkdir(parents=True)
-    (dist.parent / "package.json").write_text('{"version": "0.16.47"}')
-    cdn = '<script src="https://cdn.jsdelivr.net/npm/katex@{}/dist/katex.min.js"></script>'
-    (site / "a.html").write_text(_page(cdn.format("0.16")))
-    assert check_site.katex_version_problems(site, dist) == []
-    (site / "b.html").write_text(_page(cdn.format("0.15.2")))
-    assert len(check_site.katex_version_problems(site, dist)) == 1
+def test_external_check_finds_scripts_and_stylesheets_from_outside_the_site(tmp_path):
+    site = tmp_path / "site"; (site / "sub").mkdir(parents=True)
+    (site / "a.html").write_text(_page('<script src="katex/katex.min.js"></script><link rel="stylesheet" href="katex/katex.min.css">'
+                                       '<a href="https://example.org/">a link is not a resource</a>'
+                                       '<link rel="canonical" href="https://example.org/a.html">'))
+    assert check_site.external_problems(site) == []
+    (site / "sub/b.html").write_text(_page('<script src="https://cdn.jsdelivr.net/npm/katex@0.16.47/dist/katex.min.js"></script>'
+                                           '<link rel="stylesheet" href="//cdn.example.org/x.css">'))
+    bad = check_site.external_problems(site)
+    assert len(bad) == 2 and all(b.startswith("sub/b.html") for b in bad), bad
+
+
+def _fake_katex(root, version="0.16.47"):
+    dist = root / "node_modules/katex/dist"; (dist / "fonts").mkdir(parents=True)
+    (dist / "katex.min.js").write_text("/* js */"); (dist / "katex.min.css").write_text("/* css */")
+    (dist / "fonts/KaTeX_Main-Regular.woff2").write_bytes(b"wOF2"); (dist / "katex.mjs").write_text("not shipped")
+    (dist.parent / "package.json").write_text(json.dumps({"version": version})); (dist.parent / "LICENSE").write_text("MIT")
+    return dist
+
+
+def test_katex_ships_with_the_site_by_relative_links(tmp_path):
+    site = tmp_path / "site"; (site / "methods").mkdir(parents=True); (site / "site_libs").mkdir()
+    cdn = ('<script defer src="https://cdn.jsdelivr.net/npm/katex@0.16.47/dist/katex.min.js"></script>'
+           '<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/katex@0.16.47/dist/katex.min.css">')
+    (site / "index.html").write_text(_page(cdn)); (site / "methods/page.html").write_text(_page(cdn))
+    dist = _fake_katex(tmp_path / "k")
+    assert build_site.ship_katex(site, dist) == []
+    assert sorted(p.relative_to(site / "katex").as_posix() for p in (site / "katex").rglob("*") if p.is_file()) == \
+        ["LICENSE", "fonts/KaTeX_Main-Regular.woff2", "katex.min.css", "katex.min.js"]
+    assert 'src="katex/katex.min.js"' in (site / "index.html").read_text()
+    assert 'src="../katex/katex.min.js"' in (site / "methods/page.html").read_text()
+    assert 'href="../katex/katex.min.css"' in (site / "methods/page.html").read_text()
+    assert check_site.static_problems(site) == [] and check_site.external_problems(site) == []
+    (site / "other.html").write_text(_page('<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"></script>'))
+    assert build_site.ship_katex(site, dist) == ["other.html still loads from cdn.jsdelivr.net"]
+
+
+def test_katex_copy_of_another_release_is_refused(tmp_path):
+    assert build_site.find_katex(_fake_katex(tmp_path / "a")) == tmp_path / "a/node_modules/katex/dist"
+    with pytest.raises(ValueError, match="release 0.15.2"):
+        build_site.find_katex(_fake_katex(tmp_path / "b", "0.15.2"))
+    with pytest.raises(FileNotFoundError, match="no katex.min.js"):
+        build_site.find_katex(tmp_path)
+
+
+def test_pages_name_the_shipped_katex_release():
+    "_quarto.yml's CDN address (what nbdev_preview loads online) names the release tools/build_site.py ships."
+    import yaml
+    url = yaml.safe_load((ROOT / "_quarto.yml").read_text())["format"]["html"]["html-math-method"]["url"]
+    assert build_site.KATEX_CDN.fullmatch(url) and f"katex@{build_site.KATEX_VERSION}/" in url, url
+
+
+def test_readme_states_the_site_prerequisites():
+    "README.md's Developing section names what `python tools/build_site.py --check` needs, with the KaTeX release it ships."
+    text = (ROOT / "README.md").read_text()
+    dev = text[text.index("## Developing"):]
+    for what in ["tools/build_site.py --check", "install_quarto.sh", '".[dev]"', "npm", f"KaTeX {build_site.KATEX_VERSION}",
+                 "VGI_LIT_KATEX", "Chromium", "_docs/katex/"]:
+        assert what in dev, f"README.md's Developing section does not mention {what}"
+
+
+def test_sidebar_is_committed_current_and_grouped_by_tier():
+    "nbs/sidebar.yml is what tools/build_site.py writes: the newcomer pages first, then one section per tier, every notebook once."
+    import yaml
+    assert _settings().get("custom_sidebar") == "True", "settings.ini: custom_sidebar = True, or nbdev_docs overwrites nbs/sidebar.yml"
+    committed = (ROOT / "nbs/sidebar.yml").read_text()
+    assert committed == build_site.sidebar_yaml(), "nbs/sidebar.yml is stale: run python tools/build_site.py --sidebar and commit it"
+    contents = yaml.safe_load(committed)["website"]["sidebar"]["contents"]
+    assert contents[:3] == ["index.ipynb", "get_started.ipynb", "which_method.ipynb"]
+    sections = [c for c in contents if isinstance(c, dict)]
+    assert [c["section"] for c in sections] == ["Foundation", "Methods", "Experiments", "Benchmarks", "Apps"]
+    listed = [e for e in contents if isinstance(e, str)] + [e for c in sections for e in c["contents"]]
+    books = [p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs").rglob("*.ipynb")
+             if not any(part.startswith((".", "_")) for part in p.relative_to(ROOT / "nbs").parts)]
+    assert sorted(listed) == sorted(books) and len(set(listed)) == len(listed)
+    tier = {c["section"]: c["contents"] for c in sections}
+    assert all(e.startswith("methods/") for e in tier["Methods"]) and "methods/11_fixed_point.ipynb" in tier["Methods"]
+    assert "00_linalg.ipynb" in tier["Foundation"] and "09_main.ipynb" in tier["Apps"] and "bench/98_bench.ipynb" in tier["Benchmarks"]
 
 
 def test_dom_check_finds_untypeset_math_katex_errors_raw_tex_and_missing_images():
@@ -104,22 +186,24 @@ def _copy_project(dst):
     repo = dst / "repo"; repo.mkdir()
     for name in ["settings.ini", "setup.py", "_quarto.yml", "README.md"]:
         shutil.copy2(ROOT / name, repo / name)
-    ignore = shutil.ignore_patterns(".ipynb_checkpoints", "_proc", "sidebar.yml", "nbdev.yml", "__pycache__")
+    ignore = shutil.ignore_patterns(".ipynb_checkpoints", "_proc", "nbdev.yml", "__pycache__")
     for d in ["nbs", "vgi_lit", "tools"]:
         shutil.copytree(ROOT / d, repo / d, symlinks=True, ignore=ignore)
     return repo
 
 
-@pytest.mark.slow
-def test_site_builds_and_passes_the_browser_check(tmp_path):
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory):
+    "The site built once from a copy of the project (or $VGI_LIT_SITE, an already built one), and Chromium."
     if build_site.quarto_env() is None: pytest.skip("Quarto is not installed (../shared/tools/quarto/install_quarto.sh installs it)")
     chromium = check_site.find_chromium()
     if chromium is None: pytest.skip("Chromium is not installed (Debian package chromium)")
-    katex = check_site.find_katex()
-    if katex is None: pytest.skip("no local KaTeX copy (npm install katex@0.16; set VGI_LIT_KATEX to its dist folder)")
+    try: build_site.find_katex()
+    except (OSError, RuntimeError, ValueError) as e: pytest.skip(f"no KaTeX copy to ship with the site: {e}")
     if os.environ.get("VGI_LIT_SITE"):
         site = Path(os.environ["VGI_LIT_SITE"]).resolve()
     else:
+        tmp_path = tmp_path_factory.mktemp("site")
         repo = _copy_project(tmp_path)
         readme = (repo / "README.md").read_bytes()
         problems = build_site.build(repo, log=tmp_path / "nbdev_docs.log")
@@ -127,8 +211,34 @@ def test_site_builds_and_passes_the_browser_check(tmp_path):
         assert (repo / "README.md").read_bytes() == readme
         site = repo / "_docs"
     assert (site / "index.html").exists()
-    bad = check_site.static_problems(site, check_site.site_address(ROOT)) + check_site.katex_version_problems(site, katex)
-    more, n = check_site.browser_problems(site, katex, chromium, workers=2)
+    return site, chromium
+
+
+@pytest.mark.slow
+def test_site_builds_and_passes_the_browser_check(built_site):
+    site, chromium = built_site
+    bad = check_site.static_problems(site, check_site.site_address(ROOT)) + check_site.external_problems(site)
+    more, n = check_site.browser_problems(site, chromium, workers=2)
     bad += more
     assert n >= 30, f"only {n} pages rendered"
     assert not bad, f"{len(bad)} problems on {n} pages:\n" + "\n".join(bad[:60])
+
+
+@pytest.mark.slow
+def test_site_reads_from_the_file_system_with_the_network_off(built_site, tmp_path):
+    """Every page opened as a file (file://) in Chromium with no network typesets every formula; a copy of a page that
+    loads KaTeX from the CDN instead typesets none under the same settings, so the network really was off."""
+    site, chromium = built_site
+    bad = check_site.offline_problems(site, chromium, workers=2)
+    assert not bad, f"{len(bad)} problems reading the site offline:\n" + "\n".join(bad[:60])
+    from bs4 import BeautifulSoup
+    page = site / "methods/fixed_point.html"
+    math = BeautifulSoup(check_site.dump_dom(chromium, page.as_uri(), offline=True), "html.parser").select(".math")
+    assert len(math) >= 20 and all(m.select_one(".katex") for m in math), f"{len(math)} formulas on {page.name}"
+    cdn = page.with_name("fixed_point_cdn.html")
+    cdn.write_text(page.read_text().replace('"../katex/', f'"https://cdn.jsdelivr.net/npm/katex@{build_site.KATEX_VERSION}/dist/'))
+    try:
+        control = check_site.dom_problems(cdn.name, check_site.dump_dom(chromium, cdn.as_uri(), offline=True), None)
+    finally:
+        cdn.unlink()
+    assert any("not typeset" in b for b in control), control

@@ -1,10 +1,26 @@
 """Build the documentation site: `nbdev_docs` into `_docs/`, failing on any warning or error.
 
     python tools/build_site.py [--check] [--screenshots DIR]
+    python tools/build_site.py --sidebar      # only rewrite nbs/sidebar.yml
 
-Needs Quarto on PATH (or installed by `../shared/tools/quarto/install_quarto.sh` in its default
-place, `~/.local/quarto-1.7.34/bin`, which is then put on PATH). Notebooks are not executed: the
-pages show the outputs stored in the notebooks (`pytest` runs them).
+Needs (the README's "Developing" section lists them):
+- Quarto on PATH, or installed by `../shared/tools/quarto/install_quarto.sh` in its default place,
+  `~/.local/quarto-1.7.34/bin`, which is then put on PATH;
+- the `dev` extra (`pip install -e ".[dev]"`: nbdev and what the notebooks import);
+- a KaTeX copy: `$VGI_LIT_KATEX` naming a KaTeX `dist` folder, else the one this command installs
+  once with `npm install katex@KATEX_VERSION` into `~/.cache/vgi_lit/` (so npm on the first build).
+
+Notebooks are not executed: the pages show the outputs stored in the notebooks (`pytest` runs them).
+
+The site reads offline: the pages are rendered with KaTeX's CDN address (`_quarto.yml`, so a plain
+`nbdev_preview` works online), then every page's KaTeX script and stylesheet are pointed at the copy
+this command ships in `_docs/katex/` (relative links, so `_docs/` opened from the file system
+typesets every formula without network).
+
+The sidebar (`nbs/sidebar.yml`, committed; `custom_sidebar = True` in settings.ini so nbdev keeps it)
+is written by `sidebar_yaml`: the newcomer pages first, then one section per tier (foundation,
+methods, experiments, benchmarks, apps). Every build rewrites it; `tests/test_site.py` checks that the
+committed file is the current one.
 
 README.md is written by hand and is its own source: settings.ini sets `readme_nb = ../README.md`,
 so the README step of `nbdev_docs` (which would otherwise render `nbs/index.ipynb` over README.md)
@@ -13,11 +29,14 @@ byte unchanged afterwards.
 
 With `--check` it then runs `tools/check_site.py` on the result (the browser check).
 """
-import argparse, os, re, shutil, subprocess, sys
+import argparse, json, os, re, shutil, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 QUARTO_HOME = Path.home() / ".local/quarto-1.7.34/bin"
+KATEX_VERSION = "0.16.47"          # the release shipped with the site (and named in _quarto.yml's CDN address)
+KATEX_CDN = re.compile(r"https://cdn\.jsdelivr\.net/npm/katex@[^/\"']+/dist/")
+KATEX_FILES = ["katex.min.js", "katex.min.css", "fonts"]   # what the pages load (the stylesheet loads the fonts)
 # Lines in nbdev's or Quarto's output that mean the site is not clean.
 PROBLEM = re.compile(r"warn|error|could not|not found|unable to|failed", re.I)
 
@@ -30,11 +49,113 @@ def quarto_env():
     return env if shutil.which("quarto", path=env["PATH"]) else None
 
 
-def build(root=ROOT, log=None):
-    "Run nbdev_docs in `root`; return the list of problem lines (empty when the build is clean)."
+def find_katex(explicit=None, install=True):
+    """The `dist` folder of a KaTeX copy of release KATEX_VERSION's major.minor line: `explicit`, else `$VGI_LIT_KATEX`,
+    else `~/.cache/vgi_lit/katex-KATEX_VERSION`, installed there by npm when missing and `install`. Raises if none."""
+    cache = Path.home() / f".cache/vgi_lit/katex-{KATEX_VERSION}"
+    for c in [explicit, os.environ.get("VGI_LIT_KATEX"), cache / "node_modules/katex/dist"]:
+        if not c: continue
+        dist = Path(c)
+        if not (dist / "katex.min.js").exists():
+            if c is explicit or c == os.environ.get("VGI_LIT_KATEX"): raise FileNotFoundError(f"no katex.min.js in {dist} (a KaTeX dist folder)")
+            continue
+        return _katex_release_checked(dist)
+    if not install: raise FileNotFoundError(f"no KaTeX copy in {cache} (run python tools/build_site.py once, or set VGI_LIT_KATEX)")
+    if not shutil.which("npm"):
+        raise FileNotFoundError(f"KaTeX is not installed and npm is missing: install Node.js/npm, or set VGI_LIT_KATEX to a KaTeX {KATEX_VERSION} dist folder")
+    cache.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["npm", "install", "--prefix", str(cache), "--no-audit", "--no-fund", f"katex@{KATEX_VERSION}"],
+                       capture_output=True, text=True)
+    dist = cache / "node_modules/katex/dist"
+    if r.returncode != 0 or not (dist / "katex.min.js").exists():
+        raise RuntimeError(f"npm install katex@{KATEX_VERSION} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return _katex_release_checked(dist)
+
+
+def _katex_release_checked(dist):
+    "`dist` if its package.json names a release of KATEX_VERSION's major.minor line (what the pages were checked with)."
+    pkg = Path(dist).parent / "package.json"
+    version = json.loads(pkg.read_text()).get("version", "") if pkg.exists() else ""
+    if version.split(".")[:2] != KATEX_VERSION.split(".")[:2]:
+        raise ValueError(f"the KaTeX copy in {dist} is release {version or '(unknown: no package.json beside it)'}, not {KATEX_VERSION}")
+    return Path(dist)
+
+
+def ship_katex(site, dist):
+    """Copy KaTeX (scripts, stylesheet, fonts, licence) into `site`/katex and point every page's KaTeX links at it by a
+    relative path; return the problem lines (pages that still load anything from a CDN)."""
+    site, dst = Path(site), Path(site) / "katex"
+    shutil.rmtree(dst, ignore_errors=True); dst.mkdir(parents=True)
+    for name in KATEX_FILES:
+        src = Path(dist) / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst / name)
+    lic = Path(dist).parent / "LICENSE"
+    if lic.exists(): shutil.copy2(lic, dst / "LICENSE")
+    problems = []
+    for page in site.rglob("*.html"):
+        if dst in page.parents: continue
+        text = page.read_text()
+        rel = os.path.relpath(dst, page.parent).replace(os.sep, "/") + "/"
+        new = KATEX_CDN.sub(rel, text)
+        if new != text: page.write_text(new)
+        if "cdn.jsdelivr.net" in new: problems.append(f"{page.relative_to(site)} still loads from cdn.jsdelivr.net")
+    return problems
+
+
+TIER_SECTIONS = [("foundation", "Foundation"), ("methods", "Methods"), ("experiments", "Experiments"), ("bench", "Benchmarks"),
+                 ("apps", "Apps")]
+GET_STARTED = ["index.ipynb", "get_started.ipynb", "which_method.ipynb"]   # the newcomer pages, first in the sidebar, in this order
+
+
+def _module_tier(mod):
+    "Tier of a module name relative to vgi_lit ('methods.fpi' -> 'methods', 'models' -> 'foundation', '__main__' -> 'apps')."
+    head = mod.split(".")[0]
+    return "apps" if head == "__main__" else head if head in dict(TIER_SECTIONS) else "foundation"
+
+
+def notebook_tier(nb_path, nbs):
+    """The sidebar section of a notebook: its folder (methods/, experiments/, bench/, apps/); for a notebook at the top of
+    nbs/, the tier of the module it exports (`#| default_exp`), else the highest tier it imports from."""
+    rel = Path(nb_path).relative_to(nbs)
+    if len(rel.parts) > 1: return rel.parts[0]
+    src = "\n".join("".join(c["source"]) for c in json.loads(Path(nb_path).read_text())["cells"] if c["cell_type"] == "code")
+    m = re.search(r"^#\|\s*default_exp\s+(\S+)", src, re.M)
+    if m: return _module_tier(m.group(1))
+    order = [t for t, _ in TIER_SECTIONS]
+    tiers = [_module_tier(x) for x in re.findall(r"^\s*(?:from|import)\s+vgi_lit\.([\w.]+)", src, re.M)]
+    return max(tiers, key=order.index, default="foundation")
+
+
+def sidebar_yaml(nbs=ROOT / "nbs"):
+    "The text of nbs/sidebar.yml: the GET_STARTED pages, then one collapsible section per tier, notebooks by file name."
+    nbs = Path(nbs)
+    books = sorted((p.relative_to(nbs).as_posix() for p in nbs.rglob("*.ipynb")
+                    if not any(part.startswith((".", "_")) for part in p.relative_to(nbs).parts)), key=lambda b: (Path(b).name, b))
+    missing = [g for g in GET_STARTED if g not in books]
+    if missing: raise FileNotFoundError(f"sidebar: {missing} not in {nbs}")
+    groups = {t: [] for t, _ in TIER_SECTIONS}
+    for b in books:
+        if b in GET_STARTED: continue
+        t = notebook_tier(nbs / b, nbs)
+        if t not in groups: raise ValueError(f"sidebar: {b} is in a folder of no tier ({t}/)")
+        groups[t].append(b)
+    lines = ["# Written by tools/build_site.py (sidebar_yaml): edit that, then run `python tools/build_site.py --sidebar`.",
+             "website:", "  sidebar:", "    collapse-level: 1", "    contents:"]
+    lines += [f"      - {b}" for b in GET_STARTED]
+    for t, title in TIER_SECTIONS:
+        if groups[t]: lines += [f'      - section: "{title}"', "        contents:"] + [f"          - {b}" for b in groups[t]]
+    return "\n".join(lines) + "\n"
+
+
+def build(root=ROOT, log=None, katex=None):
+    """Write nbs/sidebar.yml, run nbdev_docs in `root`, ship KaTeX into the site; return the list of problem lines
+    (empty when the build is clean). `katex`: a KaTeX dist folder (default: `find_katex()`)."""
     env = quarto_env()
     if env is None:
         return ["Quarto is not installed: run ../shared/tools/quarto/install_quarto.sh (see its header)"]
+    try: katex = find_katex(katex)
+    except (OSError, RuntimeError, ValueError) as e: return [f"KaTeX: {e}"]
+    (root / "nbs" / "sidebar.yml").write_text(sidebar_yaml(root / "nbs"))
     env.setdefault("MPLBACKEND", "Agg")
     readme = root / "README.md"
     before = readme.read_bytes() if readme.exists() else None
@@ -50,6 +171,7 @@ def build(root=ROOT, log=None):
         readme.write_bytes(before)
         problems.append("nbdev_docs rewrote README.md (restored): settings.ini must keep readme_nb = ../README.md")
     if not (root / "_docs" / "index.html").exists(): problems.append("no _docs/index.html was produced")
+    else: problems += ship_katex(root / "_docs", katex)
     return problems
 
 
@@ -58,7 +180,10 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="run tools/check_site.py on the built site")
     ap.add_argument("--screenshots", help="with --check: folder for screenshots")
     ap.add_argument("--log", help="write the full nbdev_docs output here")
+    ap.add_argument("--sidebar", action="store_true", help="only rewrite nbs/sidebar.yml")
     a = ap.parse_args(argv)
+    if a.sidebar:
+        (ROOT / "nbs" / "sidebar.yml").write_text(sidebar_yaml()); print(f"wrote {ROOT / 'nbs' / 'sidebar.yml'}"); return 0
     problems = build(log=a.log)
     for p in problems: print(p)
     if problems:

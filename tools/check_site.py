@@ -1,29 +1,30 @@
 """Check the rendered documentation site in a real browser.
 
-    python tools/check_site.py [SITE_DIR] [--katex DIR] [--chromium PATH] [--screenshots DIR]
+    python tools/check_site.py [SITE_DIR] [--chromium PATH] [--screenshots DIR]
 
 SITE_DIR is the rendered site (default `_docs`, made by `python tools/build_site.py`). The check
 
 1. reads every page's HTML and asserts that every relative `href`/`src` (and every link to the
    site's own public address, which nbdev writes for backticked names) points to a file that
-   exists, that every `#anchor` exists in the page it points to, and that every image file
-   exists, is non-empty and starts with the signature of its format;
-2. serves the site on a free local port (http.server) with the KaTeX files the pages load from
-   the jsDelivr CDN answered from a local copy (the npm package `katex`; `--katex` or
-   `$VGI_LIT_KATEX` names its `dist` folder, else `npm install katex` into `~/.cache/vgi_lit`
-   is tried);
+   exists, that every `#anchor` exists in the page it points to, that every image file
+   exists, is non-empty and starts with the signature of its format, and that no page loads a
+   script or stylesheet from outside the site (KaTeX ships in the site's `katex/` folder);
+2. serves the site on a free local port (http.server);
 3. opens every page in headless Chromium (`--dump-dom` after a virtual-time budget, so the
    page's scripts have run) and asserts that the page loaded, that every `.math` element was
    typeset by KaTeX, that no `.katex-error` element is left, that no raw TeX (`$…$`, `\\(…\\)`,
    `\\[…\\]` or a `\\command`) is left in the visible text, no stray superscript or subscript
    (pandoc's reading of `^…^` and `~…~` in prose) is left, and that every `<img>` the page has
    after its scripts ran points to an image the server delivered; every request the browser made
-   to the server must have succeeded.
+   to the server must have succeeded;
+4. opens every page again from the file system (`file://`) with the network cut off (a proxy
+   that refuses every connection and a host resolver that resolves nothing) and asserts that it
+   loaded and that every formula was typeset, as for a reader of `_docs/` without network.
 
 With `--screenshots DIR` it also saves full-width screenshots of the pages named by `--shoot`.
 Exit status 0 when every check passes; otherwise the problems are printed, one per line.
 """
-import argparse, base64, functools, http.server, json, os, re, shutil, socketserver, subprocess, sys
+import argparse, base64, functools, http.server, os, re, shutil, socketserver, subprocess, sys
 import tempfile, threading, urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,7 +32,6 @@ from pathlib import Path
 from bs4 import BeautifulSoup
 
 ROOT = Path(__file__).resolve().parents[1]
-KATEX_CDN = re.compile(r"https://cdn\.jsdelivr\.net/npm/katex@[^/\"']+/dist/")
 SIGNATURES = {".png": [b"\x89PNG\r\n\x1a\n"], ".jpg": [b"\xff\xd8\xff"], ".jpeg": [b"\xff\xd8\xff"],
               ".gif": [b"GIF87a", b"GIF89a"], ".svg": [b"<?xml", b"<svg"], ".webp": [b"RIFF"], ".ico": [b"\x00\x00\x01\x00"]}
 # Text inside these elements is code or already typeset: TeX there is not a rendering failure.
@@ -49,31 +49,18 @@ def site_address(root):
     return (host.rstrip("/") + "/" + base.strip("/") + "/").replace(":/", "://").replace(":///", "://") if host else None
 
 
-def find_katex(explicit=None):
-    "The `dist` folder of a local KaTeX copy, or None."
-    cands = [explicit, os.environ.get("VGI_LIT_KATEX"),
-             Path.home() / ".cache/vgi_lit/katex/node_modules/katex/dist", ROOT / "node_modules/katex/dist"]
-    for c in cands:
-        if c and (Path(c) / "katex.min.js").exists(): return Path(c)
-    if explicit is None and shutil.which("npm"):
-        dst = Path.home() / ".cache/vgi_lit/katex"; dst.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["npm", "install", "--prefix", str(dst), "--no-audit", "--no-fund", "katex@0.16"],
-                           capture_output=True, text=True)
-        if r.returncode == 0 and (dst / "node_modules/katex/dist/katex.min.js").exists():
-            return dst / "node_modules/katex/dist"
-    return None
-
-
-def katex_version_problems(site, katex):
-    "The KaTeX release the pages load from the CDN must be the one the check uses (same major.minor)."
-    local = json.loads((Path(katex).parent / "package.json").read_text())["version"] if (Path(katex).parent / "package.json").exists() else None
-    wanted = set()
+def external_problems(site):
+    "Pages that load a script or a stylesheet from outside the site: such a page does not read offline."
+    bad = []
     for page in pages(site):
-        wanted |= set(re.findall(r"https://cdn\.jsdelivr\.net/npm/katex@([^/\"']+)/dist/", (site / page).read_text(errors="replace")))
-    if local is None: return [f"cannot tell the version of the local KaTeX copy in {katex}"]
-    mm = ".".join(local.split(".")[:2])
-    return [f"pages load KaTeX {w} from the CDN but the check uses {local}" for w in sorted(wanted)
-            if w != "latest" and not (w == mm or w.startswith(mm + "."))]
+        soup = BeautifulSoup((site / page).read_text(errors="replace"), "html.parser")
+        for tag, attr in [("script", "src"), ("link", "href")]:
+            for el in soup.find_all(tag, attrs={attr: True}):
+                if tag == "link" and not {"stylesheet", "preload", "modulepreload"} & set(el.get("rel") or []): continue
+                url = el[attr].strip()
+                if urllib.parse.urlsplit(url).scheme in ("http", "https") or url.startswith("//"):
+                    bad.append(f"{page}: <{tag} {attr}={url!r}> loads from outside the site")
+    return bad
 
 
 def find_chromium(explicit=None):
@@ -136,27 +123,23 @@ def static_problems(site, address=None):
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    "Serves the site; HTML is rewritten so KaTeX comes from /__katex__/ (the local copy); records every request."
-    def __init__(self, *a, site, katex, log, **kw):
-        self.site, self.katex, self.log = site, katex, log
+    "Serves the site and records every request."
+    def __init__(self, *a, site, log, **kw):
+        self.site, self.log = site, log
         super().__init__(*a, directory=str(site), **kw)
 
     def log_message(self, *a): pass
 
     def do_GET(self):
         path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
-        if path.startswith("/__katex__/"):
-            f = (self.katex / path[len("/__katex__/"):]).resolve()
-            return self._send(f, None)
         f = (self.site / path.lstrip("/")).resolve()
         if f.is_dir(): f = f / "index.html"
-        return self._send(f, f.suffix == ".html")
+        return self._send(f)
 
-    def _send(self, f, rewrite):
+    def _send(self, f):
         if not f.is_file():
             self.log.append((self.path, 404)); self.send_error(404); return
         data = f.read_bytes()
-        if rewrite: data = KATEX_CDN.sub("/__katex__/", data.decode()).encode()
         ctype = self.guess_type(str(f))
         self.log.append((self.path, 200))
         self.send_response(200); self.send_header("Content-Type", ctype)
@@ -167,23 +150,28 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
 
-def serve(site, katex):
+def serve(site):
     "Start the local server on a free port; return (server, base_url, request_log)."
     log = []
-    srv = _Server(("127.0.0.1", 0), functools.partial(_Handler, site=site.resolve(), katex=katex.resolve(), log=log))
+    srv = _Server(("127.0.0.1", 0), functools.partial(_Handler, site=site.resolve(), log=log))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, f"http://127.0.0.1:{srv.server_address[1]}/", log
 
 
-def _chromium_args(chromium, profile):
+# No network at all: every connection goes to a proxy on the discard port, where nothing listens, and no host name
+# resolves; file:// pages still load their local files.
+OFFLINE = ["--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>", "--host-resolver-rules=MAP * ~NOTFOUND"]
+
+
+def _chromium_args(chromium, profile, offline=False):
     return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
             "--disable-extensions", "--disable-background-networking", f"--user-data-dir={profile}",
-            "--hide-scrollbars", "--virtual-time-budget=15000"]
+            "--hide-scrollbars", "--virtual-time-budget=15000"] + (OFFLINE if offline else [])
 
 
-def dump_dom(chromium, url, timeout=120):
+def dump_dom(chromium, url, timeout=120, offline=False):
     with tempfile.TemporaryDirectory() as prof:
-        r = subprocess.run(_chromium_args(chromium, prof) + ["--dump-dom", url], capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(_chromium_args(chromium, prof, offline) + ["--dump-dom", url], capture_output=True, text=True, timeout=timeout)
     return r.stdout
 
 
@@ -203,7 +191,8 @@ def _visible_text(soup):
 
 
 def dom_problems(page, dom, served):
-    "Problems in the DOM of one page after its scripts ran. `served` is the set of paths the server delivered."
+    """Problems in the DOM of one page after its scripts ran. `served` is the set of paths the server delivered (None: a page
+    read from the file system; its images are not checked here)."""
     if not dom or "</html>" not in dom: return [f"{page}: did not load (empty DOM)"]
     soup = BeautifulSoup(dom, "html.parser")
     bad = []
@@ -220,7 +209,7 @@ def dom_problems(page, dom, served):
     for sup in soup.find_all(["sup", "sub"]):
         if sup.find_parent(lambda t: t.name == "a" or "katex" in (t.get("class") or []) or t.name in SKIP_TEXT): continue
         bad.append(f"{page}: stray <{sup.name}> (a ^ or ~ outside $…$?): {sup.parent.get_text()[:100]!r}")
-    for img in soup.find_all("img"):
+    for img in soup.find_all("img") if served is not None else []:
         src = img.get("src", "")
         if src.startswith("data:"):
             if len(src.partition(",")[2]) < 16: bad.append(f"{page}: empty data image")
@@ -232,8 +221,18 @@ def dom_problems(page, dom, served):
     return bad
 
 
-def browser_problems(site, katex, chromium, workers=2, screenshots=None, shoot=()):
-    srv, base, log = serve(site, katex)
+def offline_problems(site, chromium, names=None, workers=2):
+    """Open pages (default: every page) from the file system with the network cut off (OFFLINE); the problems of
+    `dom_problems` without the image checks: a page that did not load, formulas not typeset, KaTeX errors, raw TeX."""
+    names = pages(site) if names is None else list(names)
+    def visit(page): return page, dump_dom(chromium, (site / page).resolve().as_uri(), offline=True)
+    with ThreadPoolExecutor(workers) as ex:
+        doms = list(ex.map(visit, names))
+    return [f"offline, {b}" for page, dom in doms for b in dom_problems(page, dom, None)]
+
+
+def browser_problems(site, chromium, workers=2, screenshots=None, shoot=()):
+    srv, base, log = serve(site)
     try:
         names = pages(site)
         def visit(page):
@@ -262,7 +261,6 @@ def browser_problems(site, katex, chromium, workers=2, screenshots=None, shoot=(
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("site", nargs="?", default=str(ROOT / "_docs"))
-    ap.add_argument("--katex", help="dist folder of a local KaTeX copy")
     ap.add_argument("--chromium", help="Chromium executable")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--screenshots", help="folder for screenshots of the --shoot pages")
@@ -271,12 +269,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     site = Path(a.site)
     if not (site / "index.html").exists(): sys.exit(f"no rendered site at {site} (build it with python tools/build_site.py)")
-    katex, chromium = find_katex(a.katex), find_chromium(a.chromium)
-    if katex is None: sys.exit("no local KaTeX copy: npm install katex@0.16 and pass --katex node_modules/katex/dist")
+    chromium = find_chromium(a.chromium)
     if chromium is None: sys.exit("no Chromium found: install the chromium package or pass --chromium")
-    bad = static_problems(site, site_address(ROOT)) + katex_version_problems(site, katex)
-    more, n = browser_problems(site, katex, chromium, a.workers, a.screenshots, a.shoot)
-    bad += more
+    bad = static_problems(site, site_address(ROOT)) + external_problems(site)
+    more, n = browser_problems(site, chromium, a.workers, a.screenshots, a.shoot)
+    bad += more + offline_problems(site, chromium, workers=a.workers)
     for b in bad: print(b)
     print(f"{n} pages checked, {len(bad)} problems")
     return 1 if bad else 0

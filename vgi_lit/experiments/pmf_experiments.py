@@ -168,4 +168,7 @@ def main(argv=None):
         if a.figure: plot_traces(out["traces"], a.figure)
     return out
 
+# %% ../../nbs/experiments/96_pmf_experiments.ipynb #pmfmain
+#| eval: false
+# `python -m vgi_lit.experiments.pmf_experiments`: not run when this notebook executes (kernel) or when nbdev renders it (eval: false)
 if __name__ == "__main__" and "ipykernel" not in sys.modules: main()
