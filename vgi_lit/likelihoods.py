@@ -582,6 +582,8 @@ class StudentT(Likelihood):
 class Exponential(Likelihood):
     "`p(y|f) = e^f exp(−y e^f)`, y > 0; `E = m − y e^{m+v/2}`."
     log_concave = True
+    log_link = True
+    curvature_bounded = False                                    # γ = y e^{m+v/2}
     def check_y(self, y):
         y = _as_float_array(y, who="Exponential")
         if np.any(y <= 0): raise ValueError(f"Exponential: observations y must be positive; got e.g. {_labels_text(y[y <= 0].tolist())}")
@@ -603,6 +605,8 @@ class Exponential(Likelihood):
 class StochasticVolatility(Likelihood):
     "`p(y|f) = N(y | 0, e^f)`; `E = −½log 2π − m/2 − ½y² e^{−m+v/2}`, `γ = ½y² e^{−m+v/2}`."
     log_concave = True
+    log_link = True
+    curvature_bounded = False                                    # γ = ½y² e^{−m+v/2}
     def check_y(self, y): return _as_float_array(y, who="Stochastic volatility")
     def _half_y2_exp(self, y, x):
         "½y²eˣ, 0 at y = 0 for every x (_times_exp)."
