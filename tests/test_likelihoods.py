@@ -13,7 +13,7 @@ import pytest
 from scipy.integrate import quad
 from scipy.special import gammaln, ndtr
 
-from vgi_lit.likelihoods import (Gaussian, Logistic, Probit, Poisson, Laplace, StudentT, Exponential,
+from vgi_lit.likelihoods import (Gaussian, Logistic, Probit, Poisson, NegativeBinomial, Laplace, StudentT, Exponential,
                                  StochasticVolatility, Ordinal, gauss_rule)
 
 MS = (-30.0, -10.0, -3.0, -1.0, 0.0, 0.5, 2.0, 7.0, 30.0)
@@ -176,8 +176,9 @@ def test_gh_option_differs_and_converges_for_small_v():
     np.testing.assert_allclose(c, lik.expected_log_lik(1.0, 0.3, 0.5), rtol=1e-12)
 
 
-ALL = [Gaussian(), Logistic(), Probit(), Poisson(), Laplace(), StudentT(), Exponential(), StochasticVolatility(), Ordinal([-1., 1.])]
-YS = {Gaussian: 0.3, Logistic: 1.0, Probit: -1.0, Poisson: 3.0, Laplace: 0.3, StudentT: 0.3, Exponential: 2.0,
+ALL = [Gaussian(), Logistic(), Probit(), Poisson(), NegativeBinomial(1.7), Laplace(), StudentT(), Exponential(), StochasticVolatility(),
+       Ordinal([-1., 1.])]
+YS = {Gaussian: 0.3, Logistic: 1.0, Probit: -1.0, Poisson: 3.0, NegativeBinomial: 3.0, Laplace: 0.3, StudentT: 0.3, Exponential: 2.0,
       StochasticVolatility: 0.5, Ordinal: 1.0}
 
 
@@ -219,6 +220,7 @@ def test_zero_variance_limit(lik):
 PRED = [(Logistic(), [1.0, -1.0], lambda f: 1 / (1 + np.exp(-f)), (0.0,)),
         (Probit(), [1.0, -1.0], ndtr, (0.0,)),
         (Poisson(), [0.0, 4.0, 30.0], np.exp, ()),
+        (NegativeBinomial(0.8), [0.0, 4.0, 30.0], np.exp, (np.log(0.8),)),
         (Exponential(), [0.05, 2.0], lambda f: np.exp(-f), ()),
         (Gaussian(0.4), [0.3], lambda f: f, ()), (Laplace(0.5), [0.3], lambda f: f, (0.3,)),
         (StudentT(4.0, 0.5), [-1.0, 2.0], lambda f: f, ()), (StochasticVolatility(), [0.0, 0.7], lambda f: 0 * f, ())]
@@ -344,6 +346,8 @@ def test_poisson_exposure_for_new_sites():
 # --- parameters: params / with_params / expected_dparams --------------------------------------------------------------
 
 PARAM_CASES = [(Gaussian(0.6), ["variance"], np.array([0.3, -2.0, 4.0])), (Laplace(0.7), ["scale"], np.array([0.3, -2.0, 4.0])),
+               (NegativeBinomial(1.7), ["dispersion"], np.array([0.0, 3.0, 25.0])),
+               (NegativeBinomial(0.4, exposure=np.array([0.5, 2.0, 1.0, 3.0, 1.0, 0.2])), ["dispersion"], np.array([0.0, 3.0, 25.0])),
                (StudentT(4.0, 0.5), ["scale2", "df"], np.array([0.3, -2.0, 4.0])),
                (Ordinal([-1.0, 0.5, 2.0]), ["cutpoints[0]", "log_gap[1]", "log_gap[2]"], np.array([0.0, 2.0, 3.0]))]
 
@@ -374,3 +378,140 @@ def test_parameters_refuse_bad_values_and_keep_cut_points_ordered():
     assert np.all(np.diff(c) > 0) and np.isclose(c[0], -3.0)
     assert Logistic().params.shape == (0,) and Logistic().expected_dparams(np.ones(3), np.zeros(3), np.ones(3)).shape == (0, 3)
     assert Poisson().with_params([]) is not None
+
+
+# --- negative binomial ----------------------------------------------------------------------------------------
+
+def test_grid_negative_binomial():
+    "E, dE/dm, dE/dv against quad over counts, dispersions, means and site variances 1e-6 .. 1e3."
+    for r in (0.3, 40.0):
+        lik = NegativeBinomial(r)
+        for y in (0.0, 3.0, 60.0):
+            for m in (-10.0, 0.5, 7.0):
+                for v in (1e-6, 1.0, 25.0, 100.0, 1e3): check_site(lik, y, m, v, (np.log(r), np.log(max(y, 1))))
+    lik = NegativeBinomial(2.5)                                       # every count 0..50 at one site
+    E, dm, dv = lik.expected_log_lik(np.arange(51.0), np.full(51, 1.0), np.full(51, 30.0))
+    for y in range(0, 51, 7):
+        ref = oracle_ell(lik, float(y), 1.0, 30.0, (np.log(2.5), np.log(max(y, 1))))
+        np.testing.assert_allclose([E[y], dm[y], dv[y]], ref, rtol=1e-8, atol=1e-12)
+
+
+def _quad_wide(g, m, v, pts):
+    "∫ g(f) N(f|m, v) df for a huge v: quad in z on a grid, with cuts at geometric distances 1..1024 (in f) around `pts`."
+    s = math.sqrt(v)
+    cuts = {float(k) for k in (-45, -30, -20, -12, -8, -5, -3, -2, -1, 0, 1, 2, 3, 5, 8, 12, 20, 30, 45)}
+    for p in pts:
+        cuts |= {z for k in (0, 1, 4, 16, 64, 256, 1024) for z in ((p - m - k) / s, (p - m + k) / s) if abs(z) < 45}
+    cuts = sorted(cuts)
+    dens = lambda z: g(m + s * z) * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sum(quad(dens, a, b, epsabs=0, epsrel=1e-13, limit=400)[0] for a, b in zip(cuts[:-1], cuts[1:]))
+
+
+@pytest.mark.parametrize("v", [1e4, 1e6])
+def test_negative_binomial_huge_site_variance(v):
+    "At v = 1e4 and 1e6: E, dE/dm, dE/dv and dE/dlog r within 1e-8 relative (1e-12 on the integrand's scale) of quad."
+    lik = NegativeBinomial(1.3)
+    for y, m in ((0.0, 0.3), (7.0, -20.0), (40.0, 5.0)):
+        est = [e.item() for e in lik.expected_log_lik(np.array([y]), np.array([m]), np.array([v]))] + [lik.expected_dparams(y, m, v)[0].item()]
+        gs = [lambda f: lik.derivs(y, f)[0], lambda f: lik.derivs(y, f)[1], lambda f: 0.5 * lik.derivs(y, f)[2],
+              lambda f: lik.dlogp_dparams(y, np.asarray(f))[0]]
+        pts = (np.log(1.3), np.log(max(y, 1.0)))
+        for e, g in zip(est, gs):
+            ref, scale = _quad_wide(g, m, v, pts), _quad_wide(lambda f: abs(g(f)), m, v, pts)
+            assert abs(e - ref) <= 1e-8 * abs(ref) + 1e-12 * max(1.0, scale), (y, m, v, e, ref)
+
+
+def test_negative_binomial_never_nan_or_infinite():
+    "The expectations are finite for m in [-1e3, 1e3] and v in [0, 1e8] (sp(x) is linear, nothing overflows), both rules."
+    M, V = (a.ravel() for a in np.meshgrid([-1e3, -700.0, -30.0, 0.0, 30.0, 700.0, 1e3], [0.0, 1e-12, 1.0, 1e3, 1e5, 1e8]))
+    for r in (1e-3, 1.0, 1e5):
+        for y in (0.0, 1.0, 1e4):
+            for method in ("auto", "gh"):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    out = NegativeBinomial(r).expected_log_lik(np.full(M.shape, y), M, V, method=method)
+                    out += (NegativeBinomial(r).expected_dparams(np.full(M.shape, y), M, V, method=method)[0],)
+                assert all(np.all(np.isfinite(o)) for o in out), (r, y, method)
+
+
+def test_negative_binomial_matches_scipy_and_poisson_limit():
+    from scipy.stats import nbinom, poisson
+    y, f = np.arange(60.0), np.linspace(-5, 6, 60)
+    for r in (0.05, 1.0, 30.0):
+        np.testing.assert_allclose(NegativeBinomial(r).logp(y, f), nbinom.logpmf(y, r, r / (r + np.exp(f))), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(NegativeBinomial(1e9).logp(y, f), poisson.logpmf(y, np.exp(f)), rtol=1e-6, atol=1e-6)
+    E_nb = NegativeBinomial(1e9).expected_log_lik(y, f, np.full(60, 0.7))
+    E_p = Poisson().expected_log_lik(y, f, np.full(60, 0.7))
+    for a, b in zip(E_nb, E_p): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_negative_binomial_exposure():
+    u = np.array([0.5, 2.0, 10.0]); r = 1.4
+    lik = NegativeBinomial(r, exposure=u)
+    y, m, v = np.array([0.0, 3.0, 40.0]), np.array([0.2, -1.0, 1.5]), np.array([0.5, 2.0, 30.0])
+    E, dm, dv = lik.expected_log_lik(y, m, v)
+    for i in range(3):
+        ref = NegativeBinomial(r).expected_log_lik(y[i], m[i] + np.log(u[i]), v[i])    # u e^f = e^{f + log u}
+        np.testing.assert_allclose([E[i], dm[i], dv[i]], ref, rtol=1e-12)
+    with pytest.raises(ValueError, match="exposure="): lik.predict_y(m, v)
+    with pytest.raises(ValueError, match="exposure="): lik.log_pred_density(y, m, v)
+    u_new = np.array([4.0, 0.25, 1.0])
+    np.testing.assert_allclose(lik.predict_y(m, v, exposure=u_new), u_new * np.exp(m + v / 2))
+    np.testing.assert_allclose(lik.log_pred_density(y, m, v, exposure=u_new), NegativeBinomial(r).log_pred_density(y, m + np.log(u_new), v), rtol=1e-10)
+    np.testing.assert_array_equal(lik.with_params([0.0]).exposure, u); assert lik.with_params([0.0]).dispersion == 1.0
+    with pytest.raises(ValueError, match="shape"): lik.check_y([1.0, 2.0])
+
+
+HARD_LPD = [(0.0, 0.5, 1.0), (4.0, 2.0, 25.0), (30.0, -3.0, 0.01), (200.0, -3.0, 0.1), (200.0, -1.0, 100.0), (0.0, -1.0, 100.0),
+            (1.0, 4.0, 400.0), (500.0, -8.0, 3.0), (0.0, 12.0, 2.0), (3.0, 0.0, 1e4)]
+
+
+@pytest.mark.parametrize("lik", [Poisson(), NegativeBinomial(0.3), NegativeBinomial(5.0), NegativeBinomial(1e4)], ids=repr)
+def test_count_log_pred_density_far_tilted_sites(lik):
+    "The tilted rule against quad, including counts tens of standard deviations from the predicted mean; v = 0 gives log p(y|m)."
+    r = getattr(lik, "dispersion", None)
+    def pmf(y, f):                                   # the naive pmf, in logs (log(r + e^f) by logaddexp)
+        with np.errstate(over="ignore"):
+            if r is None: return np.exp(y * f - np.exp(f) - gammaln(y + 1))
+            lr = np.logaddexp(np.log(r), f)
+            return np.exp(gammaln(y + r) - gammaln(r) - gammaln(y + 1) + r * (np.log(r) - lr) + y * (f - lr))
+    for y, m, v in HARD_LPD:
+        s = np.sqrt(v); fh = m + v * y / (1 + v * max(y, 1))               # near the mode, for the oracle's cuts only
+        pts = (np.log(max(y, 1)), fh) + ((np.log(r),) if r else ())
+        ref = np.log(quad_expect(lambda f: pmf(y, f), m, v, pts))
+        got = lik.log_pred_density(np.array([y]), np.array([m]), np.array([v]))[0]
+        assert abs(got - ref) <= 1e-9 * max(1.0, abs(ref)), (lik, y, m, v, got, ref)
+    y = np.array([0.0, 5.0, 80.0]); m = np.array([-2.0, 0.3, 6.0])
+    np.testing.assert_allclose(lik.log_pred_density(y, m, np.zeros(3)), lik.logp(y, m), rtol=1e-14)
+
+
+def test_negative_binomial_sample_moments_and_bad_input():
+    rng = np.random.default_rng(3); N = 200_000
+    for r, f in ((0.5, 1.0), (4.0, -0.3)):
+        x = NegativeBinomial(r).sample(np.full(N, f), rng); mu = np.exp(f); var = mu + mu * mu / r
+        assert abs(x.mean() - mu) < 5 * np.sqrt(var / N) and abs(x.var() / var - 1) < 0.05
+        assert np.all(x == np.round(x)) and x.min() >= 0
+    x = NegativeBinomial(2.0, exposure=3.0).sample(np.full(N, 0.2), rng)
+    assert abs(x.mean() / (3 * np.exp(0.2)) - 1) < 0.01
+    np.testing.assert_array_equal(NegativeBinomial(2.0).sample(np.zeros(5), 9), NegativeBinomial(2.0).sample(np.zeros(5), 9))
+    for bad in ([1, -2], [1.5, 2]):
+        with pytest.raises(ValueError, match="negative binomial counts must be non-negative integers"): NegativeBinomial().check_y(bad)
+    with pytest.raises(ValueError, match="NaN or inf"): NegativeBinomial().check_y([1, np.nan])
+    with pytest.raises(ValueError, match="numeric"): NegativeBinomial().check_y(["a", "b"])
+    for d in (0.0, -1.0, np.nan, np.inf, "x"):
+        with pytest.raises(ValueError, match="dispersion"): NegativeBinomial(d)
+    with pytest.raises(ValueError, match="exposure must be positive"): NegativeBinomial(exposure=[1.0, 0.0])
+    with pytest.raises(ValueError, match="dispersion: parameter"): NegativeBinomial().with_params([800.0])
+
+
+def test_link_and_curvature_attributes():
+    "log_link and curvature_bounded: γ grows without bound in (m, v) exactly for the classes that say so."
+    for lik, y in ((Poisson(), 3.0), (NegativeBinomial(2.0), 3.0), (Exponential(), 2.0), (StochasticVolatility(), 0.5),
+                   (Logistic(), 1.0), (Probit(), 1.0), (Gaussian(), 0.3), (Laplace(), 0.3), (StudentT(), 0.3), (Ordinal([-1.0, 1.0]), 1.0)):
+        g = lik.alpha_gamma(np.full(4, y), np.array([0.0, 5.0, -5.0, 0.0]), np.array([1.0, 1.0, 1.0, 30.0]))[1]
+        assert (np.max(np.abs(g)) < 50) == lik.curvature_bounded, (lik, g)
+    assert [c.log_link for c in (Poisson, NegativeBinomial, Exponential, StochasticVolatility)] == [True] * 4
+    assert not any(c.log_link for c in (Gaussian, Logistic, Probit, Laplace, StudentT, Ordinal))
+    assert NegativeBinomial.log_concave and NegativeBinomial.curvature_bounded and not Poisson.curvature_bounded

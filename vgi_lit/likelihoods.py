@@ -11,8 +11,8 @@ from .quadrature import gh_nodes
 
 # %% auto #0
 __all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
-           'Probit', 'Poisson', 'Laplace', 'StudentT', 'Exponential', 'StochasticVolatility', 'Ordinal',
-           'frequency_cutpoints']
+           'Probit', 'Poisson', 'NegativeBinomial', 'Laplace', 'StudentT', 'Exponential', 'StochasticVolatility',
+           'Ordinal', 'frequency_cutpoints']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -147,6 +147,8 @@ def _times_exp(a, x, log_a):
 class Likelihood:
     "Base class: a site likelihood p(y|f) and its expectations under N(f|m, v) (Sheth & Khardon 2016, eqs. 3 and 5-7)."
     log_concave: bool = True
+    log_link: bool = False      # E[y|f] (a rate, or a variance) is a constant times e^{±f}
+    curvature_bounded: bool = True   # −ℓ'' is bounded in f, so γ is bounded at every (m, v)
     width: float = 1.0          # narrowest bend width of log p in f, used by the 'auto' quadrature
 
     def __init__(self, method: str = 'auto', n_gh: int = 32):
@@ -384,10 +386,12 @@ class Probit(_Binary):
         rng = np.random.default_rng(rng); f = np.asarray(f, float)
         return np.where(rng.uniform(size=f.shape) < ndtr(f), 1.0, -1.0)
 
-# %% ../nbs/01_likelihoods.ipynb #7b4ebfc9
-class Poisson(Likelihood):
-    "`p(y|f) = Poisson(y | u e^f)`; `E = y(m + log u) − u e^{m+v/2} − log y!` (u = exposure)."
+# %% ../nbs/01_likelihoods.ipynb #cnt0exp1
+class _Exposure(Likelihood):
+    "A count likelihood with mean `u e^f`, u = `exposure` (a positive scalar, or one per site; None for 1), y = 0, 1, 2, …."
     log_concave = True
+    log_link = True
+    _label = "count"
     def __init__(self, exposure=None, **kw):
         super().__init__(**kw)
         if exposure is None: self.exposure = None
@@ -395,18 +399,43 @@ class Poisson(Likelihood):
             e = _as_float_array(exposure, "exposure")
             if np.any(e <= 0): raise ValueError("exposure must be positive")
             self.exposure = e
-    def _logu(self, n=None):
+    def _logu(self):
         return 0.0 if self.exposure is None else np.log(self.exposure)
+    def _lu(self, shape_like):
+        "log u shaped for f like `shape_like`: one column per site for (n, K) quadrature nodes."
+        lu = self._logu()
+        return lu if np.ndim(lu) == 0 else (lu.reshape(-1, 1) if np.ndim(shape_like) == 2 else lu)
     def check_y(self, y):
-        y = _as_float_array(y, who="Poisson")
+        y = _as_float_array(y, who=self._label)
         bad = (y < 0) | (y != np.round(y))
-        if np.any(bad): raise ValueError(f"Poisson counts must be non-negative integers; got e.g. {_labels_text(y[bad].tolist())}")
+        if np.any(bad): raise ValueError(f"{self._label} counts must be non-negative integers; got e.g. {_labels_text(y[bad].tolist())}")
         if self.exposure is not None and self.exposure.ndim and self.exposure.shape != y.shape:
             raise ValueError(f"exposure has shape {self.exposure.shape} but y has shape {y.shape}")
         return y
-    def _lu(self, shape_like):
-        lu = self._logu()
-        return lu if np.ndim(lu) == 0 else (lu.reshape(-1, 1) if np.ndim(shape_like) == 2 else lu)
+    def _for_new_sites(self, exposure):
+        "This likelihood with the exposure of new sites; required when the training exposure varies by site."
+        if exposure is None:
+            if self.exposure is not None and np.ndim(self.exposure) > 0:
+                raise ValueError(f"this {self._label} likelihood has one exposure per training site: pass exposure= for the new sites")
+            return self
+        return self._with_exposure(exposure)
+    def predict_y(self, m, v, exposure=None, **kw):
+        "`E[y] = u e^{m + v/2}`; `exposure` u of the new sites (a scalar training exposure is reused; default 1)."
+        lu = self._for_new_sites(exposure)._logu()
+        return np.exp(np.asarray(m, float) + lu + 0.5 * np.asarray(v, float))
+    def log_pred_density(self, y, m, v, exposure=None, **kw):
+        "`log ∫ p(y|f) N(f|m, v) df` by the tilted rule (`_tilted_log_pred`), u the new sites' `exposure` (as in `predict_y`)."
+        lik = self._for_new_sites(exposure)
+        y = lik.check_y(y); y, m, v = lik._prep(y, m, v); shape = m.shape
+        y, m, v = y.ravel(), m.ravel(), v.ravel()
+        t, w = lik._pred_transitions(y)
+        return _tilted_log_pred(lik, y, m, v, t, w, kw.get('method', lik.method), kw.get('n_gh', lik.n_gh)).reshape(shape)
+
+# %% ../nbs/01_likelihoods.ipynb #7b4ebfc9
+class Poisson(_Exposure):
+    "`p(y|f) = Poisson(y | u e^f)`; `E = y(m + log u) − u e^{m+v/2} − log y!` (u = exposure)."
+    _label = "Poisson"
+    curvature_bounded = False                                    # γ = u e^{m+v/2}
     def derivs(self, y, f):
         eta = f + self._lu(f)
         with np.errstate(over="ignore"): rate = np.exp(eta)      # inf where u e^f overflows: lp = −∞ honestly
@@ -415,26 +444,91 @@ class Poisson(Likelihood):
         lu = self._logu()
         with np.errstate(over="ignore"): r = np.exp(m + lu + 0.5 * v)   # E = −∞ where u e^{m+v/2} overflows
         return y * (m + lu) - r - gammaln(y + 1.0), y - r, -0.5 * r
-    def _pred_rule(self, y, m, v, **kw):
-        t = (np.log(np.maximum(y, 1.0)) - self._logu()).reshape(-1, 1)
-        return gauss_rule(m, v, t, 0.3 / np.sqrt(np.maximum(y, 1.0)).reshape(-1, 1), kw.get('method', self.method), kw.get('n_gh', self.n_gh))
-    def _for_new_sites(self, exposure):
-        "This likelihood with the exposure of new sites; required when the training exposure varies by site."
-        if exposure is None:
-            if self.exposure is not None and np.ndim(self.exposure) > 0:
-                raise ValueError("this Poisson likelihood has one exposure per training site: pass exposure= for the new sites")
-            return self
-        return Poisson(exposure=exposure, method=self.method, n_gh=self.n_gh)
-    def predict_y(self, m, v, exposure=None, **kw):
-        "`E[y] = u e^{m + v/2}`; `exposure` u of the new sites (a scalar training exposure is reused; default 1)."
-        lu = self._for_new_sites(exposure)._logu()
-        return np.exp(np.asarray(m, float) + lu + 0.5 * np.asarray(v, float))
-    def log_pred_density(self, y, m, v, exposure=None, **kw):
-        "`log ∫ Poisson(y | u e^f) N(f | m, v) df`, u the new sites' `exposure` (as in `predict_y`)."
-        return Likelihood.log_pred_density(self._for_new_sites(exposure), y, m, v, **kw)
+    def _pred_transitions(self, y):
+        "The peak of p(y|f) in f, log(max(y, 1)/u), and its width 0.3/√max(y, 1), (n, 1) each."
+        ym = np.maximum(y, 1.0)
+        return (np.log(ym) - np.ravel(self._logu())).reshape(-1, 1), (0.3 / np.sqrt(ym)).reshape(-1, 1)
+    def _with_exposure(self, exposure): return Poisson(exposure=exposure, method=self.method, n_gh=self.n_gh)
     def sample(self, f, rng=None):
         rng = np.random.default_rng(rng); f = np.asarray(f, float)
         return rng.poisson(np.exp(f + self._logu())).astype(float)
+
+# %% ../nbs/01_likelihoods.ipynb #tlt0mode
+def _tilt_mode(lik, y, m, v, iters: int = 200):
+    """Mode f̂ of ℓ(f) − (f − m)²/(2v) per site for a log-concave likelihood (f̂ = m where v = 0): Newton's method in the
+    bracket between m and m + vℓ'(m), a bisection where a Newton step leaves it or does not halve the step before."""
+    pos = v > 0; vv = np.where(pos, v, 1.0)                                   # (n,); sites with v = 0 return m
+    with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
+        d1 = lik.derivs(y, m)[1]
+        a, b = m + vv * np.minimum(d1, 0.0), m + vv * np.maximum(d1, 0.0)    # the bracket of the mode
+        x, step = m.copy(), b - a
+        for _ in range(iters):
+            _, g1, g2 = lik.derivs(y, x)
+            g, h = g1 - (x - m) / vv, g2 - 1.0 / vv                           # slope and curvature of ℓ(f) − (f − m)²/(2v)
+            a, b = np.where(g > 0, x, a), np.where(g < 0, x, b)
+            dx = -g / h
+            newton = (x + dx > a) & (x + dx < b) & (np.abs(dx) <= 0.5 * np.abs(step))
+            xn = np.where(newton, x + dx, 0.5 * (a + b))
+            step, x = xn - x, xn
+            if np.all((np.abs(step) <= 1e-13 * (1.0 + np.abs(x))) | ~pos): break
+    return np.where(pos, x, m)
+
+# %% ../nbs/01_likelihoods.ipynb #tlt0lpd1
+def _tilted_log_pred(lik, y, m, v, t=None, w=None, method: str = 'auto', n_gh: int = 32):
+    """log ∫ p(y|f) N(f|m, v) df for 1-D sites by the tilted identity: −δ²/(2v) + log E over N(f̂, v) of
+    exp(ℓ(f) − (f − f̂)δ/v), f̂ = `_tilt_mode`, δ = f̂ − m; `gauss_rule` around f̂ (width 0.3/√(−ℓ''(f̂))) and the
+    likelihood's transitions `t` (n, T) with widths `w`."""
+    fh = _tilt_mode(lik, y, m, v); d = fh - m                                  # (n,)
+    k = np.where(v > 0, d / np.where(v > 0, v, 1.0), 0.0)                      # δ/v, the slope of the tilt
+    with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
+        wh = 0.3 / np.sqrt(np.maximum(-lik.derivs(y, fh)[2], 1e-300))          # the peak's width at f̂
+    T, Wd = fh[:, None], wh[:, None]
+    if t is not None: T, Wd = np.concatenate([T, t], 1), np.concatenate([Wd, np.broadcast_to(w, t.shape)], 1)
+    f, W = gauss_rule(fh, v, T, Wd, method, n_gh)
+    with np.errstate(divide='ignore', over='ignore', invalid='ignore'):
+        return logsumexp(lik.logp(y[:, None], f) - (f - fh[:, None]) * k[:, None] + np.log(W), axis=1) - 0.5 * d * k
+
+# %% ../nbs/01_likelihoods.ipynb #nbn0spl1
+def _softplus(x):
+    "log(1 + eˣ) without overflow: max(x, 0) + log1p(e^{−|x|})."
+    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+# %% ../nbs/01_likelihoods.ipynb #nbn0cls1
+class NegativeBinomial(_Exposure):
+    """`p(y|f) = Γ(y+r)/(Γ(r) y!) (r/(r+μ))^r (μ/(r+μ))^y`, μ = u e^f, r = `dispersion` (learned with the model's
+    hyperparameters; variance μ + μ²/r), u = `exposure`. With x = f + log u − log r:
+    `log p = C − y sp(−x) − r sp(x)`, `E = C + y m_x + (y + r) E[log σ(−x)]` by the logistic expectation."""
+    _label = "negative binomial"
+    curvature_bounded = True                                     # −ℓ'' ≤ (y + r)/4
+    def __init__(self, dispersion: float = 1.0, exposure=None, **kw):
+        super().__init__(exposure, **kw)
+        self.dispersion = _positive(dispersion, "negative binomial dispersion")
+    def _const(self, y):
+        r = self.dispersion
+        return gammaln(y + r) - gammaln(r) - gammaln(y + 1.0)
+    def derivs(self, y, f):
+        r = self.dispersion
+        x = f + self._lu(f) - np.log(r)
+        s = expit(x)
+        lp = self._const(y) - y * _softplus(-x) - r * _softplus(x)    # naive: C + r log r + y log μ − (y + r) log(r + μ)
+        return lp, y - (y + r) * s, -(y + r) * s * expit(-x)
+    def _transitions(self, y):
+        return np.broadcast_to(np.log(self.dispersion) - np.ravel(self._logu()), np.shape(y)).reshape(-1, 1)
+    def _ell_closed(self, y, m, v):
+        r = self.dispersion
+        mx = m + self._logu() - np.log(r)                            # mean of x = f + log u − log r
+        L, dL_dm, dL_dv = _logistic_ell(self, -np.ones_like(mx), mx, v)    # E[log σ(−x)] and its derivatives
+        return self._const(y) + y * mx + (y + r) * L, y + (y + r) * dL_dm, (y + r) * dL_dv
+    def _pred_transitions(self, y):
+        "The peak of p(y|f), log(max(y, 1)/u) (width 0.3√(1/max(y, 1) + 1/r)), and the bend log(r/u) (width 1), (n, 2) each."
+        r = self.dispersion; ym = np.maximum(y, 1.0); lu = np.ravel(self._logu())
+        t = np.stack([np.log(ym) - lu, np.log(r) - lu + 0.0 * ym], -1)
+        return t, np.stack([0.3 * np.sqrt(1.0 / ym + 1.0 / r), np.ones_like(ym)], -1)
+    def _with_exposure(self, exposure):
+        return NegativeBinomial(self.dispersion, exposure=exposure, method=self.method, n_gh=self.n_gh)
+    def sample(self, f, rng=None):
+        rng = np.random.default_rng(rng); f = np.asarray(f, float); r = self.dispersion
+        return rng.negative_binomial(r, expit(-(f + self._logu() - np.log(r)))).astype(float)   # p = r/(r + μ)
 
 # %% ../nbs/01_likelihoods.ipynb #3158c08c
 class Laplace(Likelihood):
@@ -488,6 +582,8 @@ class StudentT(Likelihood):
 class Exponential(Likelihood):
     "`p(y|f) = e^f exp(−y e^f)`, y > 0; `E = m − y e^{m+v/2}`."
     log_concave = True
+    log_link = True
+    curvature_bounded = False                                    # γ = y e^{m+v/2}
     def check_y(self, y):
         y = _as_float_array(y, who="Exponential")
         if np.any(y <= 0): raise ValueError(f"Exponential: observations y must be positive; got e.g. {_labels_text(y[y <= 0].tolist())}")
@@ -509,6 +605,8 @@ class Exponential(Likelihood):
 class StochasticVolatility(Likelihood):
     "`p(y|f) = N(y | 0, e^f)`; `E = −½log 2π − m/2 − ½y² e^{−m+v/2}`, `γ = ½y² e^{−m+v/2}`."
     log_concave = True
+    log_link = True
+    curvature_bounded = False                                    # γ = ½y² e^{−m+v/2}
     def check_y(self, y): return _as_float_array(y, who="Stochastic volatility")
     def _half_y2_exp(self, y, x):
         "½y²eˣ, 0 at y = 0 for every x (_times_exp)."
@@ -708,3 +806,21 @@ def _ordinal_dlogp(self, y, f):
     kk = np.broadcast_to(k, db.shape)
     return np.moveaxis(db[..., None] * J[kk + 1] + da[..., None] * J[kk], -1, 0)
 Ordinal.dlogp_dparams = _ordinal_dlogp
+
+# %% ../nbs/01_likelihoods.ipynb #lpar0c04
+NegativeBinomial._names = lambda self: ("dispersion",)
+NegativeBinomial._is_log = lambda self: (True,)
+NegativeBinomial._get_params = lambda self: [np.log(self.dispersion)]
+NegativeBinomial._from_params = lambda self, t: NegativeBinomial(float(np.exp(t[0])), exposure=self.exposure, **_kw(self))
+def _negbin_dlogp(self, y, f):
+    "∂ log p/∂ log r = r(ψ(y + r) − ψ(r)) − y − r sp(x) + (y + r)σ(x), x = f + log u − log r."
+    r = self.dispersion; y = np.asarray(y, float)
+    x = f + self._lu(f) - np.log(r)
+    return (r * (digamma(y + r) - digamma(r)) - y - r * _softplus(x) + (y + r) * expit(x))[None]
+def _negbin_dparams(self, y, m, v):
+    "Its expectation r(ψ(y + r) − ψ(r)) − y + rL − (y + r)∂L/∂m_x, with L = E[log σ(−x)] of the logistic."
+    r = self.dispersion
+    mx = m + self._logu() - np.log(r)
+    L, dL_dm, _ = _logistic_ell(self, -np.ones_like(mx), mx, v)
+    return (r * (digamma(y + r) - digamma(r)) - y + r * L - (y + r) * dL_dm)[None]
+NegativeBinomial.dlogp_dparams, NegativeBinomial._dparams_closed = _negbin_dlogp, _negbin_dparams
