@@ -14,83 +14,17 @@ from scipy.linalg.lapack import dtrtrs
 from threadpoolctl import threadpool_limits
 from ..linalg import cholesky
 from ..models import PriorCov
+from ..models.ctm import CTM, check_counts, init_beta, check_beta
 from ..covariance import DenseCov
 from ..vlb import kl
 from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED_STOPS, sweep_stop
 from .svi import Adagrad, step_size
 
 # %% auto #0
-__all__ = ['COVS', 'METHODS', 'HYPER', 'check_counts', 'init_beta', 'check_beta', 'CTM', 'log_logistic_map', 'logistic_map',
-           'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl',
-           'ctm_vlb', 'simple_stats', 'alpha_grad', 'beta_from_alpha', 'mu_sigma_update', 'PriorSums',
-           'newton_direction', 'newton_cov_factor', 'damped_newton', 'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior',
-           'topic_proportions', 'word_probs', 'fit_documents']
-
-# %% ../../nbs/methods/17_ctm.ipynb #c06
-def check_counts(counts, name: str = "counts"):
-    """A document-term matrix as CSR (D × V, float64 holding non-negative integers, duplicates summed, explicit zeros
-    dropped); a ValueError naming `name` for a dense array, negative or non-integer entries, or an empty document."""
-    if not sparse.issparse(counts): raise ValueError(f"{name} must be a scipy.sparse matrix (documents × vocabulary), got {type(counts).__name__}")
-    C = sparse.csr_matrix(counts, copy=True)
-    if C.dtype.kind not in "iuf": raise ValueError(f"{name} must hold numbers, got dtype {C.dtype}")
-    C.sum_duplicates(); C.eliminate_zeros()
-    x = C.data
-    if not np.all(np.isfinite(x)): raise ValueError(f"{name} contains NaN or inf")
-    if np.any(x < 0): raise ValueError(f"{name} has a negative count ({x.min():g})")
-    if np.any(x != np.round(x)): raise ValueError(f"{name} has a non-integer count ({x[x != np.round(x)][0]:g})")
-    C = C.astype(np.float64)
-    empty = np.flatnonzero(np.diff(C.indptr) == 0)
-    if empty.size: raise ValueError(f"{name} has {empty.size} empty document(s) (first: row {empty[0]}); drop them first")
-    C.sort_indices()
-    return C
-
-def init_beta(counts, K: int, seed: int = 0):
-    """Topics as in Sheth & Khardon (2016b, §4.5): row k ∝ the word counts of one random document (K distinct documents
-    when D ≥ K) plus an independent U(1, 2) draw for every vocabulary entry."""
-    rng = np.random.default_rng(seed); D, V = counts.shape
-    docs = rng.choice(D, size=K, replace=D < K)
-    B = counts[docs].toarray() + rng.uniform(1.0, 2.0, size=(K, V))
-    return B / B.sum(1, keepdims=True)
-
-def check_beta(beta, K: int, V: int, name: str = "beta"):
-    "Topics (K, V): finite, positive, each row summing to 1 (to 1e-8); a ValueError naming `name` otherwise."
-    B = np.array(beta, dtype=float)
-    if B.shape != (K, V): raise ValueError(f"{name} must have shape ({K}, {V}), got {B.shape}")
-    if not np.all(np.isfinite(B)): raise ValueError(f"{name} contains NaN or inf")
-    if np.any(B <= 0): raise ValueError(f"{name} must be positive (every topic gives every word some probability); smallest entry {B.min():g}")
-    dev = np.abs(B.sum(1) - 1).max()
-    if dev > 1e-8: raise ValueError(f"the rows of {name} must sum to 1 (largest deviation {dev:.2e})")
-    return B
-
-class CTM:
-    """The correlated topic model (Blei & Lafferty 2007; Sheth & Khardon 2016b, §3.7): for each document d,
-    η_d ~ N(μ, Σ) in ℝ^(K−1), θ_d = h(η_d) (eq. 54), and each word drawn from the mixture Σ_k θ_dk β_k. `counts` is
-    the document-term matrix (scipy.sparse, D × V, non-negative integers, no empty document). Defaults: μ = 0, Σ = I,
-    β by `init_beta` (seeded). A value: arrays copied and read-only."""
-    def __init__(self, counts, K: int, mu=None, Sigma=None, beta=None, seed: int = 0):
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2: raise ValueError(f"K (the number of topics) must be an integer >= 2, got {K!r}")
-        self.counts = check_counts(counts); self.K = K = int(K)
-        self.D, self.V = self.counts.shape
-        k1 = K - 1
-        mu = np.zeros(k1) if mu is None else np.array(mu, dtype=float)
-        if mu.shape != (k1,) or not np.all(np.isfinite(mu)): raise ValueError(f"mu must be a finite vector of length K-1 = {k1}, got shape {mu.shape}")
-        Sigma = np.eye(k1) if Sigma is None else np.array(Sigma, dtype=float)
-        if Sigma.shape != (k1, k1): raise ValueError(f"Sigma must be a (K-1) x (K-1) = {k1} x {k1} matrix, got shape {Sigma.shape}")
-        cholesky(Sigma, name="Sigma")
-        self.mu, self.Sigma = mu, Sigma
-        self.beta = init_beta(self.counts, K, seed) if beta is None else check_beta(beta, K, self.V)
-        self.n_words = np.asarray(self.counts.sum(1)).ravel()                  # N_d
-        for a in (self.mu, self.Sigma, self.beta, self.n_words, self.counts.data, self.counts.indices, self.counts.indptr):
-            a.setflags(write=False)
-    def doc(self, d: int):
-        "(distinct word ids (W_d,), their counts (W_d,)) of document d."
-        s, e = self.counts.indptr[d], self.counts.indptr[d + 1]
-        return self.counts.indices[s:e], self.counts.data[s:e]
-    def with_params(self, mu=None, Sigma=None, beta=None):
-        "The same corpus with other parameters (those not given are kept)."
-        return CTM(self.counts, self.K, self.mu if mu is None else mu, self.Sigma if Sigma is None else Sigma,
-                   self.beta if beta is None else beta)
-    def __repr__(self): return f"CTM(D={self.D}, V={self.V}, K={self.K}, words={int(self.n_words.sum())})"
+__all__ = ['COVS', 'METHODS', 'HYPER', 'log_logistic_map', 'logistic_map', 'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik',
+           'corpus_loglik', 'CTMState', 'init_state', 'doc_kl', 'ctm_vlb', 'simple_stats', 'alpha_grad',
+           'beta_from_alpha', 'mu_sigma_update', 'PriorSums', 'newton_direction', 'newton_cov_factor', 'damped_newton',
+           'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c10
 def _logsumexp(x, axis: int = -1, keepdims: bool = False):

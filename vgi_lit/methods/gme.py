@@ -9,14 +9,14 @@ import numpy as np
 from numpy.polynomial.laguerre import laggauss
 from scipy.special import logsumexp, gammaln
 from ..quadrature import gh_nodes
-from ..models import GLM
+from ..models.gme import GME
 from ..covariance import DenseCov, PrecisionCov, as_cov
 from ..vlb import kl_to_prior
 from ..inference import History, Event, EventKind, Stop, check_budget
 from .svi import Adagrad, init_state, gauss_update, step_size
 
 # %% auto #0
-__all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'GME', 'gme_bound', 'gme_site_terms', 'prior_closed_form',
+__all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'gme_bound', 'gme_site_terms', 'prior_closed_form',
            'gme_fit', 'mf_bound', 'gme_mean_field', 'gme_log_pred']
 
 # %% ../../nbs/methods/14a_gme.ipynb #5303e7fb
@@ -72,15 +72,6 @@ def log_phi_derivs(likelihood, y, u, w2, n_inner: int = 32, rng=None, adaptive: 
     return log_phi, e1, e2 - e1**2, 0.5 * e2
 
 # %% ../../nbs/methods/14a_gme.ipynb #1b664ff8
-class GME:
-    "GME model: w₁ ~ N(mu, prior_var·I), w₂ ~ Rayl(tau²), f_i | w ~ N(w₁ᵀx_i, w₂), y_i ~ likelihood (Sheth & Khardon 2016b, §3.4)."
-    def __init__(self, X, y, likelihood, prior_mean=0.0, prior_var=1.0, tau=5.0):
-        if not tau > 0: raise ValueError(f"tau must be positive, got {tau}")
-        self.glm = GLM(X, y, likelihood, prior_mean, prior_var)          # the w₁ part: prior, rows, KL
-        self.prior_mean, self.prior_var = float(prior_mean), float(prior_var)
-        self.X, self.y, self.likelihood, self.tau = self.glm.X, self.glm.y, likelihood, float(tau)
-        self.n, self.d = self.X.shape
-
 def _moments(model, m, cov, idx):
     Xb = model.X[idx]; return Xb @ m, cov.var_at(Xb)
 

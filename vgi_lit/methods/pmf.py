@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 import numpy as np
-import copy
 from scipy.linalg import cho_solve
 from scipy.optimize import minimize
 from ..linalg import cholesky
 from ..models import PriorCov
+from ..models.pmf import PMF, check_indices
 from ..covariance import DenseCov, PrecisionCov
 from ..likelihoods import Likelihood, Gaussian
 from ..vlb import kl, kl_gauss
@@ -19,82 +19,10 @@ from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED
 from .svi import SVIState, Adagrad, gauss_update, site_derivs, step_size
 
 # %% auto #0
-__all__ = ['EXPECTS', 'METHODS', 'PMF', 'PMFState', 'init_pmf_state', 'latent_moments', 'expected_loglik', 'column_cov',
-           'kl_columns', 'pmf_vlb', 'ColumnTerms', 'column_terms', 'column_gradients', 'side_prior', 'column_step',
-           'lim_teh_step', 'prior_var_update', 'lik_grad', 'lik_update', 'fit_pmf', 'PMFPosterior', 'expected_class',
+__all__ = ['EXPECTS', 'METHODS', 'PMFState', 'init_pmf_state', 'latent_moments', 'expected_loglik', 'column_cov', 'kl_columns',
+           'pmf_vlb', 'ColumnTerms', 'column_terms', 'column_gradients', 'side_prior', 'column_step', 'lim_teh_step',
+           'prior_var_update', 'lik_grad', 'lik_update', 'fit_pmf', 'PMFPosterior', 'expected_class',
            'most_probable_class']
-
-# %% ../../nbs/methods/16_pmf.ipynb #e100ff59
-def _index_array(a, name, n=None):
-    "Non-negative integer index array (1-D), checked against the dimension `n` when given."
-    a = np.asarray(a)
-    if a.ndim != 1: raise ValueError(f"{name} must be a 1-D array of indices, got shape {a.shape}")
-    if a.dtype.kind == "f":
-        if not np.all(np.isfinite(a)) or np.any(a != np.round(a)): raise ValueError(f"{name} must hold integer indices")
-    elif a.dtype.kind not in "iu": raise ValueError(f"{name} must hold integer indices, got dtype {a.dtype}")
-    a = a.astype(np.intp)
-    if a.size and a.min() < 0: raise ValueError(f"{name} has a negative index ({a.min()})")
-    if n is not None and a.size and a.max() >= n: raise ValueError(f"{name} has index {a.max()} >= its dimension {n}")
-    return a
-
-def _by_column(idx, n):
-    "CSR-style grouping of observations by column: (ptr (n+1,), order (nnz,)); observations of column c are order[ptr[c]:ptr[c+1]]."
-    order = np.argsort(idx, kind="stable")
-    return np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=n))]), order
-
-class PMF:
-    """Probabilistic matrix factorisation (Sheth & Khardon 2016b, §3.6): an N_U × N_V matrix observed at the entries
-    (rows[k], cols[k]) with values y[k], y_ij ~ p(y | u_iᵀv_j), the columns u_i of U (K × N_U) and v_j of V (K × N_V)
-    i.i.d. N(μ, σ²_U I) and N(μ, σ²_V I). Memory O(nnz + N_U + N_V) (the observations grouped by row and by column)."""
-    def __init__(self, rows, cols, y, likelihood: Likelihood, K: int, n_rows: int | None = None, n_cols: int | None = None,
-                 mu=0.0, prior_var_u: float = 1.0, prior_var_v: float = 1.0):
-        if not isinstance(likelihood, Likelihood): raise ValueError(f"likelihood must be a vgi_lit Likelihood, got {type(likelihood).__name__}")
-        if isinstance(K, bool) or int(K) != K or K < 1: raise ValueError(f"K (the latent dimension) must be a positive integer, got {K!r}")
-        K = int(K)
-        rows = _index_array(rows, "rows", n_rows); cols = _index_array(cols, "cols", n_cols)
-        y = likelihood.check_y(y)
-        if y.ndim != 1 or not (rows.shape == cols.shape == y.shape):
-            raise ValueError(f"rows, cols and y must be 1-D of one length, got shapes {rows.shape}, {cols.shape}, {np.shape(y)}")
-        if y.size == 0: raise ValueError("no observed entries")
-        self.n_rows = int(rows.max()) + 1 if n_rows is None else int(n_rows)
-        self.n_cols = int(cols.max()) + 1 if n_cols is None else int(n_cols)
-        mu = np.asarray(mu, dtype=float)
-        if mu.ndim > 1 or (mu.ndim == 1 and mu.shape != (K,)): raise ValueError(f"mu must be a scalar or a length-{K} vector, got shape {mu.shape}")
-        if not np.all(np.isfinite(mu)): raise ValueError("mu contains NaN or inf")
-        self.mu = np.broadcast_to(mu, (K,)).copy()
-        for nm, s2 in (("prior_var_u", prior_var_u), ("prior_var_v", prior_var_v)):
-            if not (np.ndim(s2) == 0 and np.isfinite(s2) and s2 > 0): raise ValueError(f"{nm} must be a positive number, got {s2!r}")
-        self.prior_var = (float(prior_var_u), float(prior_var_v))
-        self.rows, self.cols, self.y, self.likelihood, self.K = rows, cols, y, likelihood, K
-        self.groups = (_by_column(rows, self.n_rows), _by_column(cols, self.n_cols))   # side 0 = U (rows of Y), 1 = V
-        for a in (self.rows, self.cols, self.y, self.mu): a.setflags(write=False)
-    @property
-    def nnz(self) -> int: return int(self.y.size)
-    def n(self, side: int) -> int:
-        "Number of columns of U (side 0) or V (side 1)."
-        return (self.n_rows, self.n_cols)[side]
-    def observations(self, side: int, j: int):
-        "(positions k of the observations of column j of side `side`, the partner column of each on the other side)."
-        ptr, order = self.groups[side]
-        k = order[ptr[j]:ptr[j + 1]]
-        return k, (self.cols if side == 0 else self.rows)[k]
-    @classmethod
-    def from_sparse(cls, Y, likelihood, K, **kw):
-        "A model from a scipy.sparse matrix whose stored entries (explicit zeros included) are the observed ones."
-        coo = Y.tocoo()
-        return cls(coo.row, coo.col, coo.data, likelihood, K, n_rows=coo.shape[0], n_cols=coo.shape[1], **kw)
-    def with_likelihood(self, likelihood: Likelihood):
-        "The same observations under another likelihood (the observations are checked against it; the arrays are shared, read-only)."
-        if not isinstance(likelihood, Likelihood): raise ValueError(f"likelihood must be a vgi_lit Likelihood, got {type(likelihood).__name__}")
-        new = copy.copy(self); new.y = likelihood.check_y(self.y); new.likelihood = likelihood
-        new.y.setflags(write=False)
-        return new
-    def with_prior_var(self, prior_var_u, prior_var_v):
-        "The same model with other prior variances."
-        return PMF(self.rows, self.cols, self.y, self.likelihood, self.K, self.n_rows, self.n_cols, self.mu, prior_var_u, prior_var_v)
-    def __repr__(self):
-        return (f"PMF({self.n_rows} x {self.n_cols}, nnz={self.nnz}, K={self.K}, {self.likelihood!r}, "
-                f"prior_var=({self.prior_var[0]:g}, {self.prior_var[1]:g}))")
 
 # %% ../../nbs/methods/16_pmf.ipynb #c904941c
 @dataclass
@@ -131,8 +59,8 @@ def init_pmf_state(model: PMF, natural: bool = True, m0_scale: float = 0.1, S0: 
 def latent_moments(model: PMF, state: PMFState, rows=None, cols=None, chunk: int = 4096):
     """Mean and variance of f_ij = u_iᵀv_j under q (Sheth & Khardon 2016b, A.5): m_ij = m_uiᵀm_vj and
     S_ij = tr(S_ui S_vj) + m_uiᵀS_vj m_ui + m_vjᵀS_ui m_vj, for the entries (rows, cols) (default: the observed ones)."""
-    rows = model.rows if rows is None else _index_array(rows, "rows", model.n_rows)
-    cols = model.cols if cols is None else _index_array(cols, "cols", model.n_cols)
+    rows = model.rows if rows is None else check_indices(rows, "rows", model.n_rows)
+    cols = model.cols if cols is None else check_indices(cols, "cols", model.n_cols)
     if rows.shape != cols.shape: raise ValueError(f"rows and cols must have one shape, got {rows.shape} and {cols.shape}")
     mean, var = np.empty(rows.size), np.empty(rows.size)
     for s0 in range(0, rows.size, chunk):
@@ -432,7 +360,7 @@ class PMFPosterior:
         lik = self.model.likelihood
         if n_samples is None: return lik.log_pred_density(y, *self.latent(rows, cols))
         n_samples = _positive_int(n_samples, "n_samples")
-        rows = _index_array(rows, "rows", self.model.n_rows); cols = _index_array(cols, "cols", self.model.n_cols)
+        rows = check_indices(rows, "rows", self.model.n_rows); cols = check_indices(cols, "cols", self.model.n_cols)
         y = lik.check_y(y); st, K = self.state, self.model.K
         rng = np.random.default_rng(seed); b = rows.size
         u = st.m[0][rows][:, None, :] + np.einsum('nkl,nal->nak', st.F[0][rows], rng.standard_normal((b, n_samples, K)))
