@@ -17,14 +17,16 @@ from ..models import PriorCov
 from ..models.ctm import CTM, check_counts, init_beta, check_beta
 from ..covariance import DenseCov
 from ..vlb import kl
-from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED_STOPS, sweep_stop
+from ..inference import History, Event, EventKind, Stop, check_budget, sweep_stop, StatePosterior, register_method, method_keywords
+from ..io import register_posterior
 from .svi import Adagrad, step_size
 
 # %% auto #0
-__all__ = ['COVS', 'METHODS', 'HYPER', 'log_logistic_map', 'logistic_map', 'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik',
-           'corpus_loglik', 'CTMState', 'init_state', 'doc_kl', 'ctm_vlb', 'simple_stats', 'alpha_grad',
+__all__ = ['COVS', 'METHODS', 'HYPER', 'COMMON', 'log_logistic_map', 'logistic_map', 'XiStats', 'xi_stats', 'xi_stats_log',
+           'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl', 'ctm_vlb', 'simple_stats', 'alpha_grad',
            'beta_from_alpha', 'mu_sigma_update', 'PriorSums', 'newton_direction', 'newton_cov_factor', 'damped_newton',
-           'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents']
+           'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents',
+           'CTMOptions']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c10
 def _logsumexp(x, axis: int = -1, keepdims: bool = False):
@@ -499,14 +501,11 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
     return CTMPosterior(model, st, method, last.vlb, stop, hist, f"{stop.value} after {t} sweeps ({done} document updates)", t,
                         dict(n_mc=n_mc, learn=learn, hyper=hyper, lr=lr, lr_beta=lr_beta, schedule=schedule, seed=seed, S0=S0))
 
-class CTMPosterior:
+@register_posterior
+class CTMPosterior(StatePosterior):
     """Result of `fit_ctm`: q(η_d) = N(m_d, S_d) for every document, the learned μ, Σ, β, the estimated bound (56), why the
-    run stopped, its history (one record per evaluation, bound against seconds), and predictions (A.5)."""
-    def __init__(self, model, state, method, vlb, stop, history, message="", n_iter=0, info=None):
-        if not isinstance(stop, Stop): raise TypeError(f"stop must be a Stop, got {stop!r}")
-        self.model, self.state, self.method, self.vlb, self.stop, self.history = model, state, method, float(vlb), stop, history
-        self.message, self.n_iter, self.info = message, n_iter, info or {}
-    converged = property(lambda self: self.stop in CONVERGED_STOPS, doc="Whether the bound's relative change fell below `tol`.")
+    run stopped, its history (one record per evaluation, bound against seconds), and predictions (A.5). The constructor is
+    `StatePosterior`'s: (model, state, method, vlb, stop, history, message, n_iter, info)."""
     m = property(lambda self: self.state.m, doc="(D, K−1) means of q(η_d).")
     S = property(lambda self: self.state.S, doc="Covariances of q(η_d): variances (D, K−1) (cov='diag') or (D, K−1, K−1).")
     mu = property(lambda self: self.state.mu, doc="(K−1,) learned prior mean μ.")
@@ -519,13 +518,27 @@ class CTMPosterior:
         """Σ_k E_q[h_k(η_d)] β_kw (D, V) of the training documents: a dense D × V array by design (every word has positive
         probability in every document); for a large corpus take `topic_proportions` and `word_probs` on slices of documents."""
         return word_probs(self.topic_proportions(n_mc, seed), self.beta)
-    def fit_documents(self, counts, **kw):
-        "q(η_d) of new documents at the learned (μ, Σ, β) (`fit_documents`)."
+    def predict(self, counts, **kw):
+        """q(η_d) = N(m_d, S_d) of new documents (the rows of `counts`) at the learned (μ, Σ, β): (m, S) by `fit_documents`
+        (seeded, `kw` its settings), the predictive distribution of their latent vectors (A.5)."""
         return fit_documents(counts, self.mu, self.Sigma, self.beta, **kw)
+    fit_documents = predict
     def top_words(self, vocab=None, n: int = 10):
         "The `n` most probable words of each topic (indices, or entries of `vocab`)."
         idx = np.argsort(-self.beta, axis=1)[:, :n]
         return idx if vocab is None else [[vocab[i] for i in row] for row in idx]
+    def to_arrays(self) -> dict:
+        "The state as named arrays (what `vgi_lit.io.save` writes)."
+        st = self.state
+        out = {"state_m": st.m, "state_L": st.L, "state_mu": st.mu, "state_Sigma": st.Sigma, "state_beta": st.beta, "state_cov": np.array(st.cov)}
+        if st.P is not None: out["state_P"] = st.P
+        return out
+    @classmethod
+    def from_arrays(cls, model, arrays, **run):
+        "The result `to_arrays` describes, for `model`; `run`: the other arguments of the constructor (method, vlb, stop, ...)."
+        st = CTMState(arrays["state_m"], arrays["state_L"], arrays.get("state_P"), arrays["state_mu"], arrays["state_Sigma"],
+                      arrays["state_beta"], str(arrays["state_cov"]))
+        return cls(model, st, **run)
     def __repr__(self):
         return f"CTMPosterior(method={self.method!r}, cov={self.state.cov!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, n_iter={self.n_iter}, model={self.model!r})"
 
@@ -585,3 +598,32 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
             md, Ld, Pd, _, _ = doc_step(ids, cnts, md, Ld, Pd, prior, lb, method, cov, 1.0 / t, rng.standard_normal((n_mc, k1)), om, oL)
         m[d], L[d] = md, Ld
     return m, (L**2 if cov == "diag" else L @ np.swapaxes(L, 1, 2))
+
+# %% ../../nbs/methods/17_ctm.ipynb #ctmreg2
+@dataclass(frozen=True)
+class CTMOptions:
+    """The settings of a topic-model fit beyond `fit`'s common options, as `fit(model, method, options=CTMOptions(...))`;
+    each field is the argument of `fit_ctm` of the same name, with its default."""
+    cov: str = "diag"                  # 'diag' or 'full' covariances S_d
+    n_mc: int = 10                     # draws of η_d per document update
+    learn: bool = True                 # μ, Σ by (60)-(61) and β by (62) (closed form for 'simple')
+    hyper: str = "doc"                 # parameters updated after every document ('doc') or every sweep ('sweep')
+    lr: float = 1.0                    # ADAGRAD rate of the means (and of the S-DSVI factors)
+    lr_beta: float = 1.0               # ADAGRAD rate of the topics
+    schedule: object = "1/t"           # ρ of the natural steps
+    seed: int = 0                      # the draws
+    S0: float = 10.0                   # the start S_d = S0·I
+    eval_every: int = 1                # sweeps between evaluations of the bound
+    vlb_samples: int = 10              # draws per document in an evaluation of the bound
+    blas_threads: int | None = 1       # BLAS threads during the run (None: as it is)
+
+COMMON = ("tol", "max_iter", "max_seconds", "callback", "state0")
+
+def _register(method: str):
+    def run(model, options: CTMOptions | None = None, **common) -> CTMPosterior:
+        return fit_ctm(model, method, **method_keywords(common, COMMON, options, CTMOptions))
+    run.__name__ = run.__qualname__ = f"fit_ctm_{method.replace('-', '_')}"
+    run.__doc__ = f"`fit(ctm, {method!r}, options=CTMOptions(...), tol=, max_iter=, max_seconds=, callback=, state0=)`: `fit_ctm` by {method}."
+    return register_method(method, models=("ctm",))(run)
+
+for _m in METHODS: _register(_m)

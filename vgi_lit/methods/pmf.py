@@ -15,14 +15,15 @@ from ..models.pmf import PMF, check_indices
 from ..covariance import DenseCov, PrecisionCov
 from ..likelihoods import Likelihood, Gaussian
 from ..vlb import kl, kl_gauss
-from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED_STOPS, sweep_stop
+from ..inference import History, Event, EventKind, Stop, check_budget, sweep_stop, StatePosterior, register_method, method_keywords
+from ..io import register_posterior
 from .svi import SVIState, Adagrad, gauss_update, site_derivs, step_size
 
 # %% auto #0
-__all__ = ['EXPECTS', 'METHODS', 'PMFState', 'init_pmf_state', 'latent_moments', 'expected_loglik', 'column_cov', 'kl_columns',
-           'pmf_vlb', 'ColumnTerms', 'column_terms', 'column_gradients', 'side_prior', 'column_step', 'lim_teh_step',
-           'prior_var_update', 'lik_grad', 'lik_update', 'fit_pmf', 'PMFPosterior', 'expected_class',
-           'most_probable_class']
+__all__ = ['EXPECTS', 'METHODS', 'COMMON', 'PMFState', 'init_pmf_state', 'latent_moments', 'expected_loglik', 'column_cov',
+           'kl_columns', 'pmf_vlb', 'ColumnTerms', 'column_terms', 'column_gradients', 'side_prior', 'column_step',
+           'lim_teh_step', 'prior_var_update', 'lik_grad', 'lik_update', 'fit_pmf', 'PMFPosterior', 'expected_class',
+           'most_probable_class', 'PMFOptions']
 
 # %% ../../nbs/methods/16_pmf.ipynb #c904941c
 @dataclass
@@ -337,22 +338,20 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
                              learn_prior=learn_prior, learn_lik=learn_lik, seed=seed))
 
 # %% ../../nbs/methods/16_pmf.ipynb #3ec29c55
-class PMFPosterior:
+@register_posterior
+class PMFPosterior(StatePosterior):
     """Result of `fit_pmf`: q(U, V) (`state`; `m_u`, `S_u`, `m_v`, `S_v`), the learned σ²_U, σ²_V, the estimated bound (47),
-    why the run stopped, its history, and predictions of new entries (Sheth & Khardon 2016b, A.5)."""
-    def __init__(self, model, state, method, vlb, stop, history, message="", n_iter=0, info=None):
-        if not isinstance(stop, Stop): raise TypeError(f"stop must be a Stop, got {stop!r}")
-        self.model, self.state, self.method, self.vlb, self.stop, self.history = model, state, method, float(vlb), stop, history
-        self.message, self.n_iter, self.info = message, n_iter, info or {}
-    converged = property(lambda self: self.stop in CONVERGED_STOPS, doc="Whether the bound's relative change fell below `tol`.")
+    why the run stopped, its history, and predictions of new entries (Sheth & Khardon 2016b, A.5). The constructor is
+    `StatePosterior`'s: (model, state, method, vlb, stop, history, message, n_iter, info)."""
     m_u = property(lambda self: self.state.m[0], doc="(N_U, K) means of the columns of U.")
     m_v = property(lambda self: self.state.m[1], doc="(N_V, K) means of the columns of V.")
     S_u = property(lambda self: self.state.S(0), doc="(N_U, K, K) covariances of the columns of U.")
     S_v = property(lambda self: self.state.S(1), doc="(N_V, K, K) covariances of the columns of V.")
     prior_var = property(lambda self: tuple(self.state.prior_var), doc="(σ²_U, σ²_V) at the end of the run.")
-    def latent(self, rows, cols):
+    def predict(self, rows, cols):
         "Mean and variance of f_ij = u_iᵀv_j under q at the entries (rows, cols) (A.5)."
         return latent_moments(self.model, self.state, rows, cols)
+    latent = predict
     def log_pred_density(self, rows, cols, y, n_samples: int | None = None, seed: int = 0):
         """log p(y_ij | data) per entry: with `n_samples` None, f_ij ~ N(m_ij, S_ij) by moment matching and the
         likelihood's quadrature over f (A.5); with `n_samples` = k, log of the mean over k draws u_i^a of the exact
@@ -371,6 +370,18 @@ class PMFPosterior:
     def predict_y(self, rows, cols, **kw):
         "The likelihood's prediction under f_ij ~ N(m_ij, S_ij): mean (Gaussian, counts), P(y = +1) (binary), class probabilities (ordinal)."
         return self.model.likelihood.predict_y(*self.latent(rows, cols), **kw)
+    def to_arrays(self) -> dict:
+        "The state as named arrays (what `vgi_lit.io.save` writes)."
+        st = self.state
+        out = {"m_u": st.m[0], "m_v": st.m[1], "F_u": st.F[0], "F_v": st.F[1], "state_prior_var": np.array(st.prior_var, float)}
+        if st.P is not None: out.update(P_u=st.P[0], P_v=st.P[1])
+        return out
+    @classmethod
+    def from_arrays(cls, model, arrays, **run):
+        "The result `to_arrays` describes, for `model`; `run`: the other arguments of the constructor (method, vlb, stop, ...)."
+        P = [arrays["P_u"], arrays["P_v"]] if "P_u" in arrays else None
+        st = PMFState([arrays["m_u"], arrays["m_v"]], [arrays["F_u"], arrays["F_v"]], P, [float(v) for v in arrays["state_prior_var"]])
+        return cls(model, st, **run)
     def __repr__(self):
         return (f"PMFPosterior(method={self.method!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, n_iter={self.n_iter}, "
                 f"prior_var=({self.prior_var[0]:.4g}, {self.prior_var[1]:.4g}), model={self.model!r})")
@@ -385,3 +396,35 @@ def expected_class(probs, labels=None):
 def most_probable_class(probs):
     "argmax_k p_k of class probabilities (n, C): the ordinal class prediction."
     return np.argmax(np.asarray(probs, float), axis=-1)
+
+# %% ../../nbs/methods/16_pmf.ipynb #pmfreg2
+@dataclass(frozen=True)
+class PMFOptions:
+    """The settings of a matrix-factorisation fit beyond `fit`'s common options, as `fit(model, method, options=PMFOptions(...))`;
+    each field is the keyword of `fit_pmf` of the same name, with its default."""
+    batch_size: int | None = None      # observations per column update (None: all of them)
+    n_u: int = 10                      # draws of the partner column per observation, k₁ of (52)
+    n_f: int = 10                      # draws of f per partner draw, k₂ of (52)
+    expect: str = "mc"                 # 'mc', 'quad' or 'exact' (Gaussian likelihood)
+    schedule: object = "1/t"           # ρ of the natural steps
+    lr: float | None = None            # ADAGRAD rate (None: 1.0 for h-mc-ssvi, 0.3 for s-dsvi)
+    learn_prior: bool = True           # σ²_U, σ²_V by (68)
+    seed: int = 0                      # start, sub-samples and draws
+    m0_scale: float = 0.1              # the start's spread of the means
+    S0: float | None = None            # the start's covariance S0·I (None: the prior variance)
+    eval_every: int = 1                # sweeps between evaluations of the bound
+    vlb_samples: int = 10              # draws per entry in an evaluation of the bound
+    learn_lik: bool = False            # the likelihood's parameters after every sweep
+    lik_batch: int | None = 20_000     # observations per likelihood update
+    lik_iter: int = 5                  # L-BFGS-B iterations per likelihood update
+
+COMMON = ("tol", "max_iter", "max_seconds", "callback", "state0")
+
+def _register(method: str):
+    def run(model, options: PMFOptions | None = None, **common) -> PMFPosterior:
+        return fit_pmf(model, method, **method_keywords(common, COMMON, options, PMFOptions))
+    run.__name__ = run.__qualname__ = f"fit_pmf_{method.replace('-', '_')}"
+    run.__doc__ = f"`fit(pmf, {method!r}, options=PMFOptions(...), tol=, max_iter=, max_seconds=, callback=, state0=)`: `fit_pmf` by {method}."
+    return register_method(method, models=("pmf",))(run)
+
+for _m in METHODS: _register(_m)
