@@ -118,7 +118,7 @@ def test_options_reach_the_algorithms():
     a = fit(ctm, "simple", max_iter=2, tol=0, options=vgi_lit.CTMOptions(cov="full", seed=2))
     b = fit_ctm(ctm, "simple", "full", max_iter=2, tol=0, seed=2)
     assert a.vlb == b.vlb and a.state.cov == "full"
-    a = fit(gme, "h-mc-ssvi", max_iter=4, m0=0.1, options=vgi_lit.GMEOptions(bound="suboptimal", batch_size=20))
-    b = gme_fit(gme, "h-mc-ssvi", "suboptimal", batch_size=20, max_iter=4, m0=0.1)
+    a = fit(gme, "h-mc-ssvi", max_iter=4, m0=0.1, V0=2.0, options=vgi_lit.GMEOptions(bound="suboptimal", batch_size=20))
+    b = gme_fit(gme, "h-mc-ssvi", "suboptimal", batch_size=20, max_iter=4, m0=0.1, V0=2.0)
     assert a.vlb == b.vlb and a.sigma == b.sigma and a.info["bound"] == "suboptimal"
     assert gme_fit(gme, "s-dsvi", batch_size=30, max_epochs=1.0).stop is Stop.BUDGET      # the epochs end it: no claim of convergence

@@ -310,7 +310,6 @@ class GMEOptions:
     seed: int = 0                      # mini-batches and draws
     max_epochs: float = 5.0            # passes over the data (Stop.BUDGET)
     eval_every: int | None = None      # steps between evaluations of the bound (None: one epoch)
-    V0: float = 10.0                   # the start V = V0·I
     sigma_init: float = 1.0            # the start σ
     learn_prior: object = False        # False, True or a subset of HYPER
 
@@ -322,9 +321,9 @@ class GMEMeanFieldOptions:
 
 def _register(method: str):
     def run(model, options: GMEOptions | None = None, **common) -> GMEPosterior:
-        return gme_fit(model, method, **method_keywords(common, ("max_iter", "max_seconds", "callback", "m0"), options, GMEOptions))
+        return gme_fit(model, method, **method_keywords(common, ("max_iter", "max_seconds", "callback", "m0", "V0"), options, GMEOptions))
     run.__name__ = run.__qualname__ = f"gme_fit_{method.replace('-', '_')}"
-    run.__doc__ = f"`fit(gme, {method!r}, options=GMEOptions(...), max_iter=, max_seconds=, callback=, m0=)`: `gme_fit` by {method}."
+    run.__doc__ = f"`fit(gme, {method!r}, options=GMEOptions(...), max_iter=, max_seconds=, callback=, m0=, V0=)`: `gme_fit` by {method}."
     return register_method(method, models=("gme",))(run)
 
 for _m in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): _register(_m)
