@@ -154,7 +154,7 @@ def test_sidebar_is_committed_current_and_grouped_by_tier():
     contents = yaml.safe_load(committed)["website"]["sidebar"]["contents"]
     assert contents[:3] == ["index.ipynb", "get_started.ipynb", "which_method.ipynb"]
     sections = [c for c in contents if isinstance(c, dict)]
-    assert [c["section"] for c in sections] == ["Foundation", "Methods", "Experiments", "Benchmarks", "Apps"]
+    assert [c["section"] for c in sections] == ["Foundation", "Models", "Methods", "Experiments", "Benchmarks", "Apps"]
     listed = [e for e in contents if isinstance(e, str)] + [e for c in sections for e in c["contents"]]
     books = [p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs").rglob("*.ipynb")
              if not any(part.startswith((".", "_")) for part in p.relative_to(ROOT / "nbs").parts)]

@@ -102,13 +102,13 @@ def ship_katex(site, dist):
     return problems
 
 
-TIER_SECTIONS = [("foundation", "Foundation"), ("methods", "Methods"), ("experiments", "Experiments"), ("bench", "Benchmarks"),
+TIER_SECTIONS = [("foundation", "Foundation"), ("models", "Models"), ("methods", "Methods"), ("experiments", "Experiments"), ("bench", "Benchmarks"),
                  ("apps", "Apps")]
 GET_STARTED = ["index.ipynb", "get_started.ipynb", "which_method.ipynb"]   # the newcomer pages, first in the sidebar, in this order
 
 
 def _module_tier(mod):
-    "Tier of a module name relative to vgi_lit ('methods.fpi' -> 'methods', 'models' -> 'foundation', '__main__' -> 'apps')."
+    "Sidebar section of a module name relative to vgi_lit ('methods.fpi' -> 'methods', 'models.lgm' -> 'models' (foundation tier, its own section), 'linalg' -> 'foundation', '__main__' -> 'apps')."
     head = mod.split(".")[0]
     return "apps" if head == "__main__" else head if head in dict(TIER_SECTIONS) else "foundation"
 

@@ -1,18 +1,22 @@
 __version__ = "0.1.0"
 # Hand-maintained (not generated). The package has five tiers, each importing only the tiers before it:
-#   foundation (this folder): linalg, quadrature, likelihoods, kernels, sites, models, covariance, vlb, inference, datasets,
+#   foundation (this folder): linalg, quadrature, likelihoods, kernels, sites, models/ (every model: GLM, GP, SparseGP, PMF, CTM, GME), covariance, vlb, inference, datasets,
 #               corpora, io; dask_sites (a dask-array site matrix) is imported only when a dask array is given, so dask stays optional
-#   methods/      inference methods; importing them registers each with `fit`
+#   methods/      inference methods; importing them registers each with `fit` for the model kinds it accepts
 #   experiments/  the papers' figures and tables, the demo
 #   bench/        benchmark suites (`python -m vgi_lit.bench SUITE`)
 #   apps/         scikit-learn estimators and the command line (`vgi-lit`, `python -m vgi_lit`: vgi_lit/__main__.py)
 from . import linalg, quadrature, kernels, models, covariance, vlb, inference
 from .models import LGM, GLM, GP, SparseGP
-from .inference import fit, VGPosterior, History, METHODS, register_method
+from .inference import fit, Posterior, VGPosterior, History, METHODS, MODEL_METHODS, register_method, methods_for
 from . import likelihoods, datasets, corpora, io                   # io: save/load a fitted posterior (.npz)
 from . import sites                                                 # the site-matrix protocol (dense, CSR, blocked; Dask lazily)
 from . import methods
 from .methods import grad, fixed_point, dual, proximal, laplace, svi   # registers every method with `fit`
 from .methods import hyper                                           # fit(model, learn=True)
-from .methods import pmf                                             # matrix factorisation (not an LGM: fit_pmf)
-from .methods import ctm, ctm_meanfield, ctm_eval                    # correlated topic model (not an LGM: fit_ctm), its baseline and evaluation
+from .models import PMF, CTM, GME                                    # the two-level models (vgi_lit/models/): fit(PMF(...)), ...
+from .methods import pmf, ctm, gme                                   # their algorithms, registered with `fit` for their model kinds
+from .methods import ctm_meanfield, ctm_eval                         # the topic model's mean-field baseline and evaluation
+from .methods.pmf import PMFOptions, PMFPosterior
+from .methods.ctm import CTMOptions, CTMPosterior
+from .methods.gme import GMEOptions, GMEMeanFieldOptions, GMEPosterior

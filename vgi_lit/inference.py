@@ -13,9 +13,10 @@ from .linalg import cholesky
 from .models import LGM
 
 # %% auto #0
-__all__ = ['CONVERGED_STOPS', 'METHODS', 'DEFAULT_METHOD', 'LEARNERS', 'EventKind', 'Event', 'Stop', 'DegenerateFitWarning',
-           'RunawayParameterWarning', 'Record', 'History', 'Progress', 'start_state', 'check_budget', 'sweep_stop',
-           'VGPosterior', 'register_method', 'register_learner', 'fit']
+__all__ = ['CONVERGED_STOPS', 'LGM_KINDS', 'METHODS', 'MODEL_METHODS', 'DEFAULT_METHOD', 'LEARNERS', 'EventKind', 'Event', 'Stop',
+           'DegenerateFitWarning', 'RunawayParameterWarning', 'Record', 'History', 'Progress', 'start_state',
+           'check_budget', 'sweep_stop', 'Posterior', 'StatePosterior', 'VGPosterior', 'register_method',
+           'method_keywords', 'register_learner', 'methods_for', 'fit']
 
 # %% ../nbs/07_inference.ipynb #a3e9a7e7
 class EventKind(str, Enum):
@@ -241,23 +242,46 @@ def sweep_stop(hist: History, v: float, prev: float, tol: float, evaluated: bool
     return stop, prev
 
 # %% ../nbs/07_inference.ipynb #b4916b90
-class VGPosterior:
+from abc import ABC, abstractmethod
+
+class Posterior(ABC):
+    """The one result family of `fit`. Every result holds the `model` it was fitted to (for a method that learns the
+    model's parameters, the model at the learned values), the `method` (its name in `fit`), the bound `vlb` it reached,
+    why the run stopped (`stop`, a `Stop`; `converged` is decided by it alone), the run's `history` (a `History`), a
+    human-readable `message`, the number of iterations `n_iter` (default: the number of records) and the method's
+    settings `info`; `predict` gives the predictive distribution of the model's latent values at new data."""
+    def __init__(self, model, method: str, vlb, stop, history, message: str = "", n_iter: int | None = None, info=None):
+        if not isinstance(stop, Stop): raise TypeError(f"stop must be a Stop, got {stop!r}")
+        self.model, self.method, self.vlb, self.stop, self.history = model, method, float(vlb), stop, history
+        history.stop = stop
+        self.message = message
+        self.n_iter = len(history) if n_iter is None else n_iter
+        self.info = dict(info or {})
+    @property
+    def converged(self) -> bool:
+        "Whether the run stopped because its optimality test passed (`Stop.GRAD_TOL` or `Stop.REL_TOL`)."
+        return self.stop in CONVERGED_STOPS
+    @abstractmethod
+    def predict(self, *args, **kwargs):
+        "The predictive mean and variance of the model's latent values at new data (what new data is depends on the model)."
+
+class StatePosterior(Posterior):
+    """A posterior held as the final state of a method on a two-level model, q factorised over the model's blocks (the
+    columns of a matrix factorisation, the documents of a topic model): `state` is the method's state at the end of the
+    run, the rest as in `Posterior`."""
+    def __init__(self, model, state, method: str, vlb, stop, history, message: str = "", n_iter: int | None = None, info=None):
+        super().__init__(model, method, vlb, stop, history, message, n_iter, info)
+        self.state = state
+
+class VGPosterior(Posterior):
     """Result of `fit`: q(w) = N(m, V) with its VLB, the reason the run stopped, history and predictions.
 
     `converged` is decided by `stop` alone (`Stop.GRAD_TOL` or `Stop.REL_TOL`); `objective` names what
     `vlb` is: "vlb" (the exact VLB of the returned q, recomputed by the shared `vlb.vlb`) unless a
     method says otherwise."""
     def __init__(self, model, m, cov, method, vlb, stop, history, message="", n_iter=None, objective="vlb", **info):
-        if not isinstance(stop, Stop): raise TypeError(f"stop must be a Stop, got {stop!r}")
-        self.model, self.m, self.cov, self.method = model, np.asarray(m, float), cov, method
-        self.vlb, self.stop, self.history, self.message = float(vlb), stop, history, message
-        history.stop = stop
-        self.n_iter = len(history) if n_iter is None else n_iter
-        self.objective, self.info = objective, info
-    @property
-    def converged(self) -> bool:
-        "Whether the run stopped because its optimality test passed (`Stop.GRAD_TOL` or `Stop.REL_TOL`)."
-        return self.stop in CONVERGED_STOPS
+        super().__init__(model, method, vlb, stop, history, message, n_iter, info)
+        self.m, self.cov, self.objective = np.asarray(m, float), cov, objective
     @property
     def V(self):
         "Posterior covariance V as a dense d × d matrix."
@@ -288,34 +312,78 @@ class VGPosterior:
                 f"n_iter={self.n_iter}, model={self.model!r})")
 
 # %% ../nbs/07_inference.ipynb #2201e83b
-METHODS: dict = {}
+LGM_KINDS = ('glm', 'gp', 'sparse_gp')
+METHODS: dict = {}          # name -> fn: the methods of the latent Gaussian models (GLM, GP, SparseGP and any other LGM)
+MODEL_METHODS: dict = {}    # model kind -> {name -> fn}: the methods of every model fit knows, by the model's `kind`
 
-def register_method(name: str):
-    "Decorator registering `fn(model, **options) -> VGPosterior` as `fit(model, method=name)`."
+def register_method(name: str, models=LGM_KINDS):
+    """Decorator registering `fn(model, **options) -> Posterior` as `fit(model, method=name)` for the models whose `kind`
+    is in `models` (default the latent Gaussian models 'glm', 'gp', 'sparse_gp', which also serves any other `LGM`;
+    the two-level models are 'pmf', 'ctm', 'gme'). One name can denote different functions for different kinds: the
+    stochastic methods of a GLM and of a PMF are both 'h-mc-ssvi'."""
+    if isinstance(models, str) or not models or not all(isinstance(k, str) for k in models):
+        raise ValueError(f"models must be a non-empty tuple of model kinds (e.g. ('pmf',)), got {models!r}")
     def deco(fn):
-        METHODS[name] = fn; return fn
+        for k in models: MODEL_METHODS.setdefault(k, {})[name] = fn
+        if set(models) & set(LGM_KINDS): METHODS[name] = fn
+        return fn
     return deco
 
-DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi'}
+def method_keywords(common: dict, allowed: tuple, options, cls) -> dict:
+    """The keywords of a two-level model's fit function from what `fit` was given: the common options (`tol`, `max_iter`,
+    `max_seconds`, `callback`, ...; each must be in `allowed`), then every field of `options`, an instance of the
+    model's options dataclass `cls` (None: its defaults). A setting of `cls` given as a plain keyword, or any other
+    keyword, is a TypeError that says where it belongs."""
+    import dataclasses
+    names = [f.name for f in dataclasses.fields(cls)]
+    for k in common:
+        if k in allowed: continue
+        if k in names: raise TypeError(f"{k} is a setting of {cls.__name__}: pass options={cls.__name__}({k}=...)")
+        raise TypeError(f"unexpected option {k!r}: the common options are {', '.join(allowed)}; the others are the fields of {cls.__name__} ({', '.join(names)})")
+    if options is None: options = cls()
+    if not isinstance(options, cls): raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
+    return {**common, **{k: getattr(options, k) for k in names}}
+
+DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi', 'pmf': 'h-mc-ssvi', 'ctm': 'h-mc-ssvi', 'gme': 'h-mc-ssvi'}
 LEARNERS: list = []
 
 def register_learner(fn):
     "Register `fn(model, method, **options)` as what `fit(model, learn=True)` calls (the hyperparameter page does)."
     LEARNERS[:] = [fn]; return fn
 
+def methods_for(model) -> dict:
+    """{name: fn} of the methods `fit` accepts for `model`: those of the latent Gaussian models for an `LGM`, else those
+    registered for the model's `kind`. A TypeError naming the models `fit` knows for anything else."""
+    if isinstance(model, LGM): return METHODS
+    kind = getattr(model, "kind", None)
+    if isinstance(kind, str) and kind in MODEL_METHODS and kind not in LGM_KINDS: return MODEL_METHODS[kind]
+    kinds = ', '.join(sorted(k for k in MODEL_METHODS if k not in LGM_KINDS)) or 'none registered'
+    raise TypeError(f"model must be a model of vgi_lit.models: a latent Gaussian model such as GLM(X, y, Logistic()) or "
+                    f"GP(X, y, Logistic(), RBF()), or a two-level model (kinds: {kinds}), got {type(model).__name__}")
+
 def fit(model, method: str | None = None, learn: bool = False, progress: bool = False, **options):
-    """Fit q(w) = N(m, V) to `model` (a `GLM`, `GP`, `SparseGP` or other `LGM`) by `method` (see `METHODS`);
-    options go to the method. With `learn=True` the prior's hyperparameters are learned too (by maximising
-    the optimal VLB, `vgi_lit.methods.hyper.learn`) and the result is a `HyperFit` holding the new model,
-    its posterior and the learned values; the model passed in is not changed. With `progress=True` a
-    progress bar (`Progress`, on standard error) follows the run's records; off by default."""
-    if not isinstance(model, LGM):
-        raise TypeError(f"model must be a model such as GLM(X, y, Logistic()) or GP(X, y, Logistic(), RBF()), got {type(model).__name__}")
+    """Fit the variational posterior of `model` by `method` and return a `Posterior`: a `VGPosterior` q(w) = N(m, V) for a
+    latent Gaussian model (`GLM`, `GP`, `SparseGP` or other `LGM`), the model's own result for a two-level model (`PMF`,
+    `CTM`, `GME` of `vgi_lit.models`). `method`: one of `methods_for(model)` (default `DEFAULT_METHOD` of the model's
+    kind); a method the model does not accept is a ValueError listing those it does. `options` go to the method: the
+    common vocabulary (`tol`, `max_iter`, `max_seconds`, `callback`, `m0`, ...) as keywords, a two-level model's own
+    settings grouped in `options=` (e.g. `PMFOptions`). With `learn=True` the prior's hyperparameters of a latent
+    Gaussian model are learned too (by maximising the optimal VLB, `vgi_lit.methods.hyper.learn`) and the result is a
+    `HyperFit` holding the new model, its posterior and the learned values; the model passed in is not changed (a
+    two-level model learns its parameters through its options). With `progress=True` a progress bar (`Progress`, on
+    standard error) follows the run's records; off by default."""
+    table = methods_for(model)
+    name = type(model).__name__
     if method is None:
         method = DEFAULT_METHOD.get(model.kind, 'grad')
-        if method not in METHODS: method = 'grad'
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}")
+        if method not in table: method = 'grad' if 'grad' in table else sorted(table)[0]
+    if method not in table:
+        elsewhere = sorted(k for k, t in MODEL_METHODS.items() if method in t)
+        hint = f" ({method!r} is a method of the kinds {', '.join(elsewhere)})" if elsewhere else ""
+        raise ValueError(f"unknown method {method!r} for a {name}; available: {', '.join(sorted(table))}{hint}")
+    if learn and table is not METHODS:
+        raise ValueError(f"learn=True learns the prior of a latent Gaussian model (GLM, GP, SparseGP); a {name} learns its "
+                         f"parameters through its options (e.g. options=PMFOptions(learn_prior=True))")
     if progress:
         mi = options.get('max_iter')
         total = int(mi) if isinstance(mi, (int, np.integer)) and not isinstance(mi, bool) and not learn else None
@@ -324,4 +392,4 @@ def fit(model, method: str | None = None, learn: bool = False, progress: bool = 
     if learn:
         if not LEARNERS: raise RuntimeError("no hyperparameter learner is registered (import vgi_lit.methods.hyper)")
         return LEARNERS[0](model, method, **options)
-    return METHODS[method](model, **options)
+    return table[method](model, **options)

@@ -8,15 +8,17 @@ import json, zipfile
 from pathlib import Path
 import numpy as np
 from . import likelihoods as _liks, kernels as _kernels
-from .models import GLM, GP, SparseGP
+import scipy.sparse as sp
+from .models import GLM, GP, SparseGP, PMF, CTM, GME
 from .covariance import FactorCov, DenseCov, SiteCov, PrecisionCov
 from .inference import History, Stop, VGPosterior
 
 
 # %% auto #0
-__all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'RESULTS', 'likelihood_spec', 'likelihood_from_spec',
-           'kernel_spec', 'kernel_from_spec', 'save', 'load', 'history_spec', 'history_from_spec', 'register_result',
-           'result_spec', 'result_from_spec']
+__all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'RESULTS', 'MODEL_KINDS', 'POSTERIORS', 'likelihood_spec',
+           'likelihood_from_spec', 'kernel_spec', 'kernel_from_spec', 'save', 'load', 'history_spec',
+           'history_from_spec', 'register_result', 'result_spec', 'result_from_spec', 'model_arrays',
+           'model_from_arrays', 'register_posterior', 'save_posterior', 'load_posterior']
 
 # %% ../nbs/08_io.ipynb #io05
 FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 1
@@ -104,14 +106,17 @@ def _labels(labels, lik):
     return out
 
 def save(posterior, path, labels=None) -> Path:
-    """Write a fitted posterior (a `VGPosterior`, or a `HyperFit` from `fit(..., learn=True)`) to `path`
+    """Write a fitted posterior (a `VGPosterior`, a `HyperFit` from `fit(..., learn=True)`, or the result of a two-level
+    model, `save_posterior`) to `path`
     (`.npz`, no pickled objects): the model's settings and data, q(w) = N(m, V) and how the run ended; for a
     result class registered by `register_result` (a `HyperFit`) its own fields too (`result_spec`).
     `labels`: the class labels of the targets in the data's coding (ordinal: one per class 0..K-1; binary: those of
     y = -1 and y = +1); default those the posterior carries from `load` (`posterior.info['labels']`), else none.
     Returns the path written."""
     post = getattr(posterior, "posterior", posterior)
-    if not isinstance(post, VGPosterior): raise TypeError(f"save needs a VGPosterior (or a HyperFit), got {type(posterior).__name__}")
+    if POSTERIORS.get(type(post).__name__) is type(post): return save_posterior(post, path)      # a two-level model's result
+    if not isinstance(post, VGPosterior):
+        raise TypeError(f"save needs a result of fit: a VGPosterior, a HyperFit or one of {', '.join(sorted(POSTERIORS))}; got {type(posterior).__name__}")
     M = post.model
     if type(M) not in (GLM, GP, SparseGP): raise ValueError(f"cannot save a posterior of a {type(M).__name__}: the format knows GLM, GP and SparseGP")
     arrays = {"X": np.asarray(M.X, float), "y": np.asarray(M.y, float), "m": post.m}
@@ -163,6 +168,7 @@ def load(path) -> VGPosterior:
     saved with it are `info['labels']` (an array; None for a file without them). A file written from a registered
     result (a `HyperFit`) loads as that result, around the loaded posterior."""
     s, A = _read(path)
+    if s["model"] in MODEL_KINDS: return load_posterior(s, A, path)                            # a two-level model's result
     lik = likelihood_from_spec(s["likelihood"])
     X = A["X"]
     if s["model"] == "glm": M = GLM(X, A["y"], lik, prior_mean=A["prior_mean"], prior_cov=A["prior_cov"])
@@ -238,3 +244,64 @@ def result_from_spec(spec, posterior):
     if name not in RESULTS:
         raise ValueError(f"the file holds a {name!r} result, and no such class is registered (import vgi_lit, which registers HyperFit)")
     return RESULTS[name][2](spec, posterior)
+
+# %% ../nbs/08_io.ipynb #io2l2
+MODEL_KINDS = ("pmf", "ctm", "gme")
+
+def model_arrays(M) -> tuple[dict, dict]:
+    "(settings, arrays) of a two-level model: everything its constructor needs, the likelihood as a `likelihood_spec`."
+    if isinstance(M, PMF):
+        return ({"model": "pmf", "likelihood": likelihood_spec(M.likelihood), "K": M.K, "n_rows": M.n_rows, "n_cols": M.n_cols},
+                {"rows": M.rows, "cols": M.cols, "y": np.asarray(M.y, float), "mu": M.mu, "prior_var": np.array(M.prior_var)})
+    if isinstance(M, CTM):
+        C = M.counts
+        return ({"model": "ctm", "K": M.K, "shape": list(C.shape)},
+                {"counts_data": C.data, "counts_indices": C.indices, "counts_indptr": C.indptr, "mu": M.mu, "Sigma": M.Sigma, "beta": M.beta})
+    if isinstance(M, GME):
+        if not isinstance(M.X, np.ndarray): raise ValueError("cannot save a GME with sparse inputs: the format stores X as a dense array")
+        return ({"model": "gme", "likelihood": likelihood_spec(M.likelihood), "prior_mean": M.prior_mean, "prior_var": M.prior_var, "tau": M.tau},
+                {"X": M.X, "y": np.asarray(M.y, float)})
+    raise ValueError(f"cannot save a {type(M).__name__}: the two-level models the format knows are PMF, CTM and GME")
+
+def model_from_arrays(s: dict, A: dict):
+    "The model `model_arrays` describes."
+    if s["model"] == "pmf":
+        return PMF(A["rows"], A["cols"], A["y"], likelihood_from_spec(s["likelihood"]), s["K"], s["n_rows"], s["n_cols"],
+                   A["mu"], float(A["prior_var"][0]), float(A["prior_var"][1]))
+    if s["model"] == "ctm":
+        C = sp.csr_matrix((A["counts_data"], A["counts_indices"], A["counts_indptr"]), shape=tuple(s["shape"]))
+        return CTM(C, s["K"], A["mu"], A["Sigma"], A["beta"])
+    if s["model"] == "gme":
+        return GME(A["X"], A["y"], likelihood_from_spec(s["likelihood"]), s["prior_mean"], s["prior_var"], s["tau"])
+    raise ValueError(f"unknown two-level model kind {s['model']!r}")
+
+# %% ../nbs/08_io.ipynb #io2l3
+POSTERIORS: dict = {}   # class name -> a result class of a two-level model that `save` and `load` know
+
+def register_posterior(cls):
+    """Class decorator: results of class `cls` (a `Posterior` of a two-level model with `to_arrays()`, a dict of named
+    arrays, and the class method `from_arrays(model, arrays, **run)`) can be saved and loaded."""
+    if not (isinstance(cls, type) and callable(getattr(cls, "to_arrays", None)) and callable(getattr(cls, "from_arrays", None))):
+        raise TypeError(f"register_posterior needs a class with to_arrays and from_arrays, got {cls!r}")
+    POSTERIORS[cls.__name__] = cls; return cls
+
+def save_posterior(post, path) -> Path:
+    "`save` for the result of a two-level model: the model (`model_arrays`), the result's arrays (`to_arrays`) and how the run ended."
+    settings, arrays = model_arrays(post.model)
+    own = post.to_arrays()
+    clash = set(own) & (set(arrays) | {"settings"})
+    if clash: raise ValueError(f"{type(post).__name__}.to_arrays names {sorted(clash)}, which the model's arrays use")
+    settings.update(format=FORMAT, version=FORMAT_VERSION, posterior=type(post).__name__, method=post.method, vlb=post.vlb,
+                    stop=post.stop.value, message=str(post.message), n_iter=int(post.n_iter), arrays=sorted(own))
+    path = Path(path)
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, settings=np.array(json.dumps(settings)), **arrays, **own)
+    return path
+
+def load_posterior(s: dict, A: dict, path):
+    "`load` for the result of a two-level model (the class must be registered: `import vgi_lit` registers them all)."
+    cls = POSTERIORS.get(s.get("posterior"))
+    if cls is None: raise ValueError(f"{path}: a {s.get('posterior')!r} result, a class this session has not registered (import vgi_lit first)")
+    model = model_from_arrays(s, A)
+    return cls.from_arrays(model, {k: A[k] for k in s["arrays"]}, method=s["method"], vlb=s["vlb"], stop=Stop(s["stop"]),
+                           history=History(), message=s["message"], n_iter=s["n_iter"], info=dict(loaded_from=str(path)))

@@ -19,9 +19,9 @@ def test_closed_form_maximises_the_bound_with_q_fixed():
     X, y = _data(1)
     model = gme.GME(X, y, Poisson(), prior_mean=0.2, prior_var=2.0, tau=3.0)
     r = gme.gme_fit(model, "mc-ssvi", "optimal", batch_size=100, max_epochs=1, seed=1, n_outer=4)
-    f = lambda p: gme.gme_bound(gme.GME(X, y, Poisson(), p[0], np.exp(p[1]), np.exp(p[2])), r['m'], r['cov'], r['sigma'], "optimal",
+    f = lambda p: gme.gme_bound(gme.GME(X, y, Poisson(), p[0], np.exp(p[1]), np.exp(p[2])), r.m, r.cov, r.sigma, "optimal",
                                 n_u=8, n_w=8, n_f=16)
-    closed = gme.prior_closed_form(r['m'], r['cov'], r['sigma'])
+    closed = gme.prior_closed_form(r.m, r.cov, r.sigma)
     num = minimize(lambda p: -f(p), [0.2, np.log(2.0), np.log(3.0)], method="Nelder-Mead",
                    options=dict(xatol=1e-8, fatol=1e-11, maxiter=4000))
     np.testing.assert_allclose([num.x[0], np.exp(num.x[1]), np.exp(num.x[2])], closed, rtol=1e-4, atol=1e-5)
@@ -36,14 +36,14 @@ def test_interleaved_updates_never_lower_the_bound(method):
     X, y = _data(2)
     model = gme.GME(X, y, Poisson(), prior_mean=0.0, prior_var=1.0, tau=5.0)
     r = gme.gme_fit(model, method, "suboptimal", batch_size=60, max_epochs=2, seed=0, learn_prior=True, lr=0.3)
-    gains = np.array([h['prior_gain'] for h in r['history'][1:]])
+    gains = np.array([h['prior_gain'] for h in r.history[1:]])
     assert len(gains) == 10 and gains.min() >= -1e-10 and gains[0] > 0
-    assert r['model'].prior_var == r['prior_var'] and r['model'].tau == r['tau'] == r['sigma']
-    st = r["state"]
-    b0 = gme.gme_bound(r['model'], st.m, st.cov, r['sigma'], "suboptimal")
-    new, st2 = gme._with_prior(r['model'], st, 0.3, 2.0, 1.5)
+    assert r.model.prior_var == r.prior_var and r.model.tau == r.tau == r.sigma
+    st = r.state
+    b0 = gme.gme_bound(r.model, st.m, st.cov, r.sigma, "suboptimal")
+    new, st2 = gme._with_prior(r.model, st, 0.3, 2.0, 1.5)
     np.testing.assert_allclose(st2.cov.dense(), st.cov.dense(), rtol=1e-10, atol=1e-12)   # the same q
-    b1 = gme.gme_bound(new, st2.m, st2.cov, r['sigma'], "suboptimal")
+    b1 = gme.gme_bound(new, st2.m, st2.cov, r.sigma, "suboptimal")
     assert b0 >= b1 - 1e-9                                               # the learned prior is the better one for this q
     with pytest.raises(ValueError, match="learn_prior"): gme.gme_fit(model, method, learn_prior={"lengthscale"})
 
@@ -56,5 +56,5 @@ def test_learned_prior_approaches_the_generating_one():
     y = rng.poisson(np.exp(X @ w1 + np.sqrt(0.2) * rng.normal(size=n))).astype(float)
     r = gme.gme_fit(gme.GME(X, y, Poisson(), tau=1.0), "mc-ssvi", "suboptimal", batch_size=300, max_epochs=6, seed=0,
                     learn_prior={"mean", "var"}, eval_every=10**9)
-    assert abs(r['prior_mean'] - w1.mean()) < 0.15 and abs(np.log(r['prior_var'] / w1.var())) < np.log(1.5)
-    assert r['tau'] == 1.0                                                # not learned: kept
+    assert abs(r.prior_mean - w1.mean()) < 0.15 and abs(np.log(r.prior_var / w1.var())) < np.log(1.5)
+    assert r.tau == 1.0                                                # not learned: kept

@@ -82,17 +82,12 @@ def test_callback_and_time_budget():
 
 
 def test_bad_input():
+    "The algorithms' settings; the model's own bad input is tested in tests/models."
     model = _problem(Gaussian(0.5), seed=8)
     with pytest.raises(ValueError, match="method"): fit_pmf(model, "svi")
     with pytest.raises(ValueError, match="Gaussian"): fit_pmf(_problem(Logistic()), "mc-ssvi", expect="exact")
     with pytest.raises(ValueError, match="batch_size"): fit_pmf(model, batch_size=0)
     with pytest.raises(ValueError, match="lik_batch"): fit_pmf(model, learn_lik=True, lik_batch=0)
-    with pytest.raises(ValueError, match="Likelihood"): model.with_likelihood("gaussian")
-    with pytest.raises(ValueError, match="labels"): model.with_likelihood(Ordinal([0.0, 1.0]))
-    with pytest.raises(ValueError, match="negative index"): PMF([0, -1], [0, 1], [1.0, 2.0], Gaussian(), 2)
-    with pytest.raises(ValueError, match="one length"): PMF([0, 1], [0, 1], [1.0], Gaussian(), 2)
-    with pytest.raises(ValueError, match=r">= its dimension"): PMF([0, 5], [0, 1], [1.0, 2.0], Gaussian(), 2, n_rows=3)
-    with pytest.raises(ValueError, match="labels"): PMF([0, 1], [0, 1], [0.0, 7.0], Ordinal([0.0, 1.0]), 2)
 
 
 @pytest.fixture(scope="module")

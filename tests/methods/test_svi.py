@@ -211,17 +211,17 @@ def test_gme_algorithms_and_bounds():
     assert gme.gme_bound(model, m, F, 0.5, "optimal") > gme.gme_bound(model, m, F, 0.5, "suboptimal")
     for meth in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"):
         r = gme.gme_fit(model, meth, "optimal", batch_size=100, max_epochs=3, lr=0.3, seed=0)
-        assert np.isfinite(r['history'][-1]['vlb']) and r['sigma'] > 0
-        assert r['history'][-1]['vlb'] > r['history'][0]['vlb']
-        assert r['stop'] is Stop.BUDGET and all(isinstance(e, Event) for rec in r['history'] for e in rec.events)
+        assert np.isfinite(r.history[-1]['vlb']) and r.sigma > 0
+        assert r.history[-1]['vlb'] > r.history[0]['vlb']
+        assert r.stop is Stop.BUDGET and all(isinstance(e, Event) for rec in r.history for e in rec.events)
     r = gme.gme_fit(model, "h-mc-ssvi", batch_size=100, max_epochs=3, callback=lambda rec: rec.iter >= 2)
-    assert r['stop'] is Stop.CALLBACK and len(r['history']) == 3
+    assert r.stop is Stop.CALLBACK and len(r.history) == 3
     mf = gme.gme_mean_field(model, max_iter=100)
-    assert np.isfinite(mf['history'][-1]['vlb']) and mf['sigma'] > 0 and mf['stop'] in (Stop.REL_TOL, Stop.MAX_ITER)
+    assert np.isfinite(mf.history[-1]['vlb']) and mf.sigma > 0 and mf.stop in (Stop.REL_TOL, Stop.MAX_ITER)
     # the mean-field q(w1) is a PrecisionCov: its bound equals the bound with the dense factor of the same V
-    F = np.linalg.cholesky(mf['S'])
-    assert abs(gme.mf_bound(model, mf['m'], mf['cov'], mf['sigma'], mf['beta'], mf['sd'])
-               - gme.mf_bound(model, mf['m'], F, mf['sigma'], mf['beta'], mf['sd'])) < 1e-9 * abs(mf['history'][-1]['vlb'])
+    F = np.linalg.cholesky(mf.S)
+    assert abs(gme.mf_bound(model, mf.m, mf.cov, mf.sigma, mf.info['beta'], mf.info['sd'])
+               - gme.mf_bound(model, mf.m, F, mf.sigma, mf.info['beta'], mf.info['sd'])) < 1e-9 * abs(mf.history[-1]['vlb'])
 
 
 # ---------------------------------------------------------------- sparse bounds

@@ -79,10 +79,10 @@ def exp_gme(n=4000, n_test=2000, max_epochs=5, batch=500, tau=1.0, seed=0, lr=1.
         t = time.perf_counter()
         r = gme_mod.gme_fit(model, meth, bound, batch_size=batch, max_epochs=max_epochs, lr=lr, seed=seed, eval_every=10**9)
         out[f"{meth} ({'8' if bound == 'optimal' else '3'})"] = dict(
-            nll=float(-gme_mod.gme_log_pred(model, r, Xte, yte).mean()), sigma=r['sigma'], seconds=time.perf_counter() - t,
-            events=sum(len(h['events']) for h in r['history']))
+            nll=float(-gme_mod.gme_log_pred(model, r, Xte, yte).mean()), sigma=r.sigma, seconds=time.perf_counter() - t,
+            events=sum(len(h['events']) for h in r.history))
     t = time.perf_counter(); r = gme_mod.gme_mean_field(model, max_iter=mf_iter)
-    out["mean field"] = dict(nll=float(-gme_mod.gme_log_pred(model, r, Xte, yte).mean()), sigma=r['sigma'], seconds=time.perf_counter() - t)
+    out["mean field"] = dict(nll=float(-gme_mod.gme_log_pred(model, r, Xte, yte).mean()), sigma=r.sigma, seconds=time.perf_counter() - t)
     t = time.perf_counter()
     q = svi_run(GLM(Xtr, ytr, lik, prior_cov=1.0), "h-mc-ssvi", batch_size=batch, max_epochs=max_epochs, seed=seed,
                 eval_every=10**9, lr=lr, V0=10.0, tol=0)

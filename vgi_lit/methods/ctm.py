@@ -14,83 +14,19 @@ from scipy.linalg.lapack import dtrtrs
 from threadpoolctl import threadpool_limits
 from ..linalg import cholesky
 from ..models import PriorCov
+from ..models.ctm import CTM, check_counts, init_beta, check_beta
 from ..covariance import DenseCov
 from ..vlb import kl
-from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED_STOPS, sweep_stop
+from ..inference import History, Event, EventKind, Stop, check_budget, sweep_stop, StatePosterior, register_method, method_keywords
+from ..io import register_posterior
 from .svi import Adagrad, step_size
 
 # %% auto #0
-__all__ = ['COVS', 'METHODS', 'HYPER', 'check_counts', 'init_beta', 'check_beta', 'CTM', 'log_logistic_map', 'logistic_map',
-           'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl',
-           'ctm_vlb', 'simple_stats', 'alpha_grad', 'beta_from_alpha', 'mu_sigma_update', 'PriorSums',
-           'newton_direction', 'newton_cov_factor', 'damped_newton', 'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior',
-           'topic_proportions', 'word_probs', 'fit_documents']
-
-# %% ../../nbs/methods/17_ctm.ipynb #c06
-def check_counts(counts, name: str = "counts"):
-    """A document-term matrix as CSR (D × V, float64 holding non-negative integers, duplicates summed, explicit zeros
-    dropped); a ValueError naming `name` for a dense array, negative or non-integer entries, or an empty document."""
-    if not sparse.issparse(counts): raise ValueError(f"{name} must be a scipy.sparse matrix (documents × vocabulary), got {type(counts).__name__}")
-    C = sparse.csr_matrix(counts, copy=True)
-    if C.dtype.kind not in "iuf": raise ValueError(f"{name} must hold numbers, got dtype {C.dtype}")
-    C.sum_duplicates(); C.eliminate_zeros()
-    x = C.data
-    if not np.all(np.isfinite(x)): raise ValueError(f"{name} contains NaN or inf")
-    if np.any(x < 0): raise ValueError(f"{name} has a negative count ({x.min():g})")
-    if np.any(x != np.round(x)): raise ValueError(f"{name} has a non-integer count ({x[x != np.round(x)][0]:g})")
-    C = C.astype(np.float64)
-    empty = np.flatnonzero(np.diff(C.indptr) == 0)
-    if empty.size: raise ValueError(f"{name} has {empty.size} empty document(s) (first: row {empty[0]}); drop them first")
-    C.sort_indices()
-    return C
-
-def init_beta(counts, K: int, seed: int = 0):
-    """Topics as in Sheth & Khardon (2016b, §4.5): row k ∝ the word counts of one random document (K distinct documents
-    when D ≥ K) plus an independent U(1, 2) draw for every vocabulary entry."""
-    rng = np.random.default_rng(seed); D, V = counts.shape
-    docs = rng.choice(D, size=K, replace=D < K)
-    B = counts[docs].toarray() + rng.uniform(1.0, 2.0, size=(K, V))
-    return B / B.sum(1, keepdims=True)
-
-def check_beta(beta, K: int, V: int, name: str = "beta"):
-    "Topics (K, V): finite, positive, each row summing to 1 (to 1e-8); a ValueError naming `name` otherwise."
-    B = np.array(beta, dtype=float)
-    if B.shape != (K, V): raise ValueError(f"{name} must have shape ({K}, {V}), got {B.shape}")
-    if not np.all(np.isfinite(B)): raise ValueError(f"{name} contains NaN or inf")
-    if np.any(B <= 0): raise ValueError(f"{name} must be positive (every topic gives every word some probability); smallest entry {B.min():g}")
-    dev = np.abs(B.sum(1) - 1).max()
-    if dev > 1e-8: raise ValueError(f"the rows of {name} must sum to 1 (largest deviation {dev:.2e})")
-    return B
-
-class CTM:
-    """The correlated topic model (Blei & Lafferty 2007; Sheth & Khardon 2016b, §3.7): for each document d,
-    η_d ~ N(μ, Σ) in ℝ^(K−1), θ_d = h(η_d) (eq. 54), and each word drawn from the mixture Σ_k θ_dk β_k. `counts` is
-    the document-term matrix (scipy.sparse, D × V, non-negative integers, no empty document). Defaults: μ = 0, Σ = I,
-    β by `init_beta` (seeded). A value: arrays copied and read-only."""
-    def __init__(self, counts, K: int, mu=None, Sigma=None, beta=None, seed: int = 0):
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2: raise ValueError(f"K (the number of topics) must be an integer >= 2, got {K!r}")
-        self.counts = check_counts(counts); self.K = K = int(K)
-        self.D, self.V = self.counts.shape
-        k1 = K - 1
-        mu = np.zeros(k1) if mu is None else np.array(mu, dtype=float)
-        if mu.shape != (k1,) or not np.all(np.isfinite(mu)): raise ValueError(f"mu must be a finite vector of length K-1 = {k1}, got shape {mu.shape}")
-        Sigma = np.eye(k1) if Sigma is None else np.array(Sigma, dtype=float)
-        if Sigma.shape != (k1, k1): raise ValueError(f"Sigma must be a (K-1) x (K-1) = {k1} x {k1} matrix, got shape {Sigma.shape}")
-        cholesky(Sigma, name="Sigma")
-        self.mu, self.Sigma = mu, Sigma
-        self.beta = init_beta(self.counts, K, seed) if beta is None else check_beta(beta, K, self.V)
-        self.n_words = np.asarray(self.counts.sum(1)).ravel()                  # N_d
-        for a in (self.mu, self.Sigma, self.beta, self.n_words, self.counts.data, self.counts.indices, self.counts.indptr):
-            a.setflags(write=False)
-    def doc(self, d: int):
-        "(distinct word ids (W_d,), their counts (W_d,)) of document d."
-        s, e = self.counts.indptr[d], self.counts.indptr[d + 1]
-        return self.counts.indices[s:e], self.counts.data[s:e]
-    def with_params(self, mu=None, Sigma=None, beta=None):
-        "The same corpus with other parameters (those not given are kept)."
-        return CTM(self.counts, self.K, self.mu if mu is None else mu, self.Sigma if Sigma is None else Sigma,
-                   self.beta if beta is None else beta)
-    def __repr__(self): return f"CTM(D={self.D}, V={self.V}, K={self.K}, words={int(self.n_words.sum())})"
+__all__ = ['COVS', 'METHODS', 'HYPER', 'COMMON', 'log_logistic_map', 'logistic_map', 'XiStats', 'xi_stats', 'xi_stats_log',
+           'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl', 'ctm_vlb', 'simple_stats', 'alpha_grad',
+           'beta_from_alpha', 'mu_sigma_update', 'PriorSums', 'newton_direction', 'newton_cov_factor', 'damped_newton',
+           'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents',
+           'CTMOptions']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c10
 def _logsumexp(x, axis: int = -1, keepdims: bool = False):
@@ -565,14 +501,11 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
     return CTMPosterior(model, st, method, last.vlb, stop, hist, f"{stop.value} after {t} sweeps ({done} document updates)", t,
                         dict(n_mc=n_mc, learn=learn, hyper=hyper, lr=lr, lr_beta=lr_beta, schedule=schedule, seed=seed, S0=S0))
 
-class CTMPosterior:
+@register_posterior
+class CTMPosterior(StatePosterior):
     """Result of `fit_ctm`: q(η_d) = N(m_d, S_d) for every document, the learned μ, Σ, β, the estimated bound (56), why the
-    run stopped, its history (one record per evaluation, bound against seconds), and predictions (A.5)."""
-    def __init__(self, model, state, method, vlb, stop, history, message="", n_iter=0, info=None):
-        if not isinstance(stop, Stop): raise TypeError(f"stop must be a Stop, got {stop!r}")
-        self.model, self.state, self.method, self.vlb, self.stop, self.history = model, state, method, float(vlb), stop, history
-        self.message, self.n_iter, self.info = message, n_iter, info or {}
-    converged = property(lambda self: self.stop in CONVERGED_STOPS, doc="Whether the bound's relative change fell below `tol`.")
+    run stopped, its history (one record per evaluation, bound against seconds), and predictions (A.5). The constructor is
+    `StatePosterior`'s: (model, state, method, vlb, stop, history, message, n_iter, info)."""
     m = property(lambda self: self.state.m, doc="(D, K−1) means of q(η_d).")
     S = property(lambda self: self.state.S, doc="Covariances of q(η_d): variances (D, K−1) (cov='diag') or (D, K−1, K−1).")
     mu = property(lambda self: self.state.mu, doc="(K−1,) learned prior mean μ.")
@@ -585,13 +518,27 @@ class CTMPosterior:
         """Σ_k E_q[h_k(η_d)] β_kw (D, V) of the training documents: a dense D × V array by design (every word has positive
         probability in every document); for a large corpus take `topic_proportions` and `word_probs` on slices of documents."""
         return word_probs(self.topic_proportions(n_mc, seed), self.beta)
-    def fit_documents(self, counts, **kw):
-        "q(η_d) of new documents at the learned (μ, Σ, β) (`fit_documents`)."
+    def predict(self, counts, **kw):
+        """q(η_d) = N(m_d, S_d) of new documents (the rows of `counts`) at the learned (μ, Σ, β): (m, S) by `fit_documents`
+        (seeded, `kw` its settings), the predictive distribution of their latent vectors (A.5)."""
         return fit_documents(counts, self.mu, self.Sigma, self.beta, **kw)
+    fit_documents = predict
     def top_words(self, vocab=None, n: int = 10):
         "The `n` most probable words of each topic (indices, or entries of `vocab`)."
         idx = np.argsort(-self.beta, axis=1)[:, :n]
         return idx if vocab is None else [[vocab[i] for i in row] for row in idx]
+    def to_arrays(self) -> dict:
+        "The state as named arrays (what `vgi_lit.io.save` writes)."
+        st = self.state
+        out = {"state_m": st.m, "state_L": st.L, "state_mu": st.mu, "state_Sigma": st.Sigma, "state_beta": st.beta, "state_cov": np.array(st.cov)}
+        if st.P is not None: out["state_P"] = st.P
+        return out
+    @classmethod
+    def from_arrays(cls, model, arrays, **run):
+        "The result `to_arrays` describes, for `model`; `run`: the other arguments of the constructor (method, vlb, stop, ...)."
+        st = CTMState(arrays["state_m"], arrays["state_L"], arrays.get("state_P"), arrays["state_mu"], arrays["state_Sigma"],
+                      arrays["state_beta"], str(arrays["state_cov"]))
+        return cls(model, st, **run)
     def __repr__(self):
         return f"CTMPosterior(method={self.method!r}, cov={self.state.cov!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, n_iter={self.n_iter}, model={self.model!r})"
 
@@ -651,3 +598,32 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
             md, Ld, Pd, _, _ = doc_step(ids, cnts, md, Ld, Pd, prior, lb, method, cov, 1.0 / t, rng.standard_normal((n_mc, k1)), om, oL)
         m[d], L[d] = md, Ld
     return m, (L**2 if cov == "diag" else L @ np.swapaxes(L, 1, 2))
+
+# %% ../../nbs/methods/17_ctm.ipynb #ctmreg2
+@dataclass(frozen=True)
+class CTMOptions:
+    """The settings of a topic-model fit beyond `fit`'s common options, as `fit(model, method, options=CTMOptions(...))`;
+    each field is the argument of `fit_ctm` of the same name, with its default."""
+    cov: str = "diag"                  # 'diag' or 'full' covariances S_d
+    n_mc: int = 10                     # draws of η_d per document update
+    learn: bool = True                 # μ, Σ by (60)-(61) and β by (62) (closed form for 'simple')
+    hyper: str = "doc"                 # parameters updated after every document ('doc') or every sweep ('sweep')
+    lr: float = 1.0                    # ADAGRAD rate of the means (and of the S-DSVI factors)
+    lr_beta: float = 1.0               # ADAGRAD rate of the topics
+    schedule: object = "1/t"           # ρ of the natural steps
+    seed: int = 0                      # the draws
+    S0: float = 10.0                   # the start S_d = S0·I
+    eval_every: int = 1                # sweeps between evaluations of the bound
+    vlb_samples: int = 10              # draws per document in an evaluation of the bound
+    blas_threads: int | None = 1       # BLAS threads during the run (None: as it is)
+
+COMMON = ("tol", "max_iter", "max_seconds", "callback", "state0")
+
+def _register(method: str):
+    def run(model, options: CTMOptions | None = None, **common) -> CTMPosterior:
+        return fit_ctm(model, method, **method_keywords(common, COMMON, options, CTMOptions))
+    run.__name__ = run.__qualname__ = f"fit_ctm_{method.replace('-', '_')}"
+    run.__doc__ = f"`fit(ctm, {method!r}, options=CTMOptions(...), tol=, max_iter=, max_seconds=, callback=, state0=)`: `fit_ctm` by {method}."
+    return register_method(method, models=("ctm",))(run)
+
+for _m in METHODS: _register(_m)

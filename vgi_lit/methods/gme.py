@@ -9,15 +9,18 @@ import numpy as np
 from numpy.polynomial.laguerre import laggauss
 from scipy.special import logsumexp, gammaln
 from ..quadrature import gh_nodes
-from ..models import GLM
+from ..models.gme import GME
 from ..covariance import DenseCov, PrecisionCov, as_cov
 from ..vlb import kl_to_prior
-from ..inference import History, Event, EventKind, Stop, check_budget
+from dataclasses import dataclass
+from ..inference import History, Event, EventKind, Stop, check_budget, start_state, Posterior, register_method, method_keywords
+from ..io import register_posterior
 from .svi import Adagrad, init_state, gauss_update, step_size
 
 # %% auto #0
-__all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'GME', 'gme_bound', 'gme_site_terms', 'prior_closed_form',
-           'gme_fit', 'mf_bound', 'gme_mean_field', 'gme_log_pred']
+__all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'gme_bound', 'gme_site_terms', 'prior_closed_form',
+           'gme_fit', 'GMEPosterior', 'mf_bound', 'gme_mean_field', 'gme_log_pred', 'GMEOptions', 'GMEMeanFieldOptions',
+           'gme_fit_mean_field']
 
 # %% ../../nbs/methods/14a_gme.ipynb #5303e7fb
 def kl_rayleigh(sigma, tau):
@@ -72,15 +75,6 @@ def log_phi_derivs(likelihood, y, u, w2, n_inner: int = 32, rng=None, adaptive: 
     return log_phi, e1, e2 - e1**2, 0.5 * e2
 
 # %% ../../nbs/methods/14a_gme.ipynb #1b664ff8
-class GME:
-    "GME model: w₁ ~ N(mu, prior_var·I), w₂ ~ Rayl(tau²), f_i | w ~ N(w₁ᵀx_i, w₂), y_i ~ likelihood (Sheth & Khardon 2016b, §3.4)."
-    def __init__(self, X, y, likelihood, prior_mean=0.0, prior_var=1.0, tau=5.0):
-        if not tau > 0: raise ValueError(f"tau must be positive, got {tau}")
-        self.glm = GLM(X, y, likelihood, prior_mean, prior_var)          # the w₁ part: prior, rows, KL
-        self.prior_mean, self.prior_var = float(prior_mean), float(prior_var)
-        self.X, self.y, self.likelihood, self.tau = self.glm.X, self.glm.y, likelihood, float(tau)
-        self.n, self.d = self.X.shape
-
 def _moments(model, m, cov, idx):
     Xb = model.X[idx]; return Xb @ m, cov.var_at(Xb)
 
@@ -139,33 +133,38 @@ def _with_prior(model, st, mu0, delta, tau):
 
 def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=10, n_inner=32, inner="gh",
             lr=1.0, schedule="1/t", seed=0, max_epochs=5.0, max_seconds=None, eval_every=None, V0=10.0, sigma_init=1.0,
-            callback=None, learn_prior=False):
-    """Stochastic GME fit on `bound` ∈ {'optimal' (8), 'suboptimal' (3)}: returns dict(m, cov, S, sigma, history, stop, ...),
-    `history` a typed `History` (the bound every `eval_every` steps, σ per step, PROJECTED events), `stop` a `Stop`
-    (BUDGET when `max_epochs` are spent, MAX_SECONDS, CALLBACK: `callback(record)` returning True).
+            callback=None, learn_prior=False, max_iter=None, m0=None):
+    """Stochastic GME fit on `bound` ∈ {'optimal' (8), 'suboptimal' (3)}: returns a `GMEPosterior` (q(w₁) = N(m, V) as `m`,
+    `cov`, q(w₂) = Rayl(σ²) as `sigma`, the method's final `state`), its `history` a typed `History` (the bound every
+    `eval_every` steps, σ per step, PROJECTED events), its `stop` a `Stop`: BUDGET when `max_epochs` are spent,
+    MAX_ITER when `max_iter` steps (mini-batches) end the run first, MAX_SECONDS, CALLBACK (`callback(record)` returning
+    True). `batch_size`: examples per step (None: min(100, n)). `m0`: the start of m (a scalar or a length-d vector; default 0), with V = `V0`·I and σ = `sigma_init`.
     `learn_prior`: False, True (all of `HYPER`) or a subset of ('mean', 'var', 'tau'): after every update of q the
     chosen hyperparameters are set to their closed forms (`prior_closed_form`); each record carries `prior_gain`, the
     exact increase of the bound from that update (the change of −KL, q fixed), and the result the learned
     `prior_mean`, `prior_var`, `tau` and the model with them (`model`)."""
     if method not in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): raise ValueError(f"method must be mc-ssvi, h-mc-ssvi or s-dsvi, got {method!r}")
     if bound not in ("optimal", "suboptimal"): raise ValueError(f"bound must be 'optimal' or 'suboptimal', got {bound!r}")
-    if not 1 <= batch_size <= model.n: raise ValueError(f"batch_size must be in [1, {model.n}], got {batch_size}")
+    if batch_size is None: batch_size = min(100, model.n)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= model.n: raise ValueError(f"batch_size must be in [1, {model.n}], got {batch_size}")
     if not sigma_init > 0: raise ValueError(f"sigma_init must be positive, got {sigma_init}")
-    check_budget(0.0, 0, max_seconds)
+    check_budget(0.0, 0 if max_iter is None else max_iter, max_seconds)
     learn = set(HYPER if learn_prior is True else () if learn_prior is False else learn_prior)
     if not learn <= set(HYPER): raise ValueError(f"learn_prior must be True, False or a subset of {HYPER}, got {learn_prior!r}")
     rng = np.random.default_rng(seed)
-    st = init_state(model.glm, method, np.zeros(model.d), V0)
+    st = init_state(model.glm, method, start_state(model.glm, 0.0 if m0 is None else m0)[0], V0)
     opt_m = Adagrad(lr) if method != "mc-ssvi" else None
     opt_L = Adagrad(lr) if method == "s-dsvi" else None
     opt_s = Adagrad(lr) if method == "s-dsvi" else None
     sigma = float(sigma_init)
     per_epoch = int(np.ceil(model.n / batch_size)); eval_every = eval_every or per_epoch
-    max_iter = int(np.ceil(max_epochs * per_epoch))
+    n_steps = int(np.ceil(max_epochs * per_epoch))
+    if max_iter is not None and max_iter < n_steps: n_steps, stop = int(max_iter), Stop.MAX_ITER
+    else: stop = Stop.BUDGET
     hist = History(callback=callback, max_seconds=max_seconds)
     hist.record(vlb=gme_bound(model, st.m, st.cov, sigma, bound), step="start", sigma=sigma)
-    stop = Stop.BUDGET
-    for t in range(1, max_iter + 1):
+    t = 0
+    for t in range(1, n_steps + 1):
         idx = rng.choice(model.n, batch_size, replace=False)
         scale = model.n / batch_size
         ms, ss = _moments(model, st.m, st.cov, idx)
@@ -191,15 +190,52 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
                                     delta if "var" in learn else model.prior_var, tau if "tau" in learn else model.tau)
             gain = dict(prior_gain=before - kl_to_prior(model.glm, st.m, st.cov) - kl_rayleigh(sigma, model.tau))
         v = np.nan
-        if t % eval_every == 0 or t == max_iter:                       # evaluations are not charged to the method's clock
+        if t % eval_every == 0 or t == n_steps:                       # evaluations are not charged to the method's clock
             te = time.perf_counter(); v = gme_bound(model, st.m, st.cov, sigma, bound); hist.t0 += time.perf_counter() - te
         hist.record(vlb=v, grad_norm=gn, events=events, step=method, sigma=sigma, **gain)
         if hist.stop_requested: stop = Stop.CALLBACK; break
         if hist.out_of_time(): stop = Stop.MAX_SECONDS; break
     if np.isnan(hist[-1].vlb): hist[-1].vlb = gme_bound(model, st.m, st.cov, sigma, bound)
     hist.stop = stop
-    return dict(m=st.m, S=st.cov.dense(), cov=st.cov, sigma=sigma, history=hist, stop=stop, method=method, bound=bound, state=st,
-                prior_mean=model.prior_mean, prior_var=model.prior_var, tau=model.tau, model=model)
+    return GMEPosterior(model, st.m, st.cov, sigma, method, hist[-1].vlb, stop, hist, f"{stop.value} after {t} steps", t,
+                        dict(bound=bound, batch_size=batch_size, lr=lr, schedule=schedule, seed=seed, learn_prior=learn_prior), state=st)
+
+# %% ../../nbs/methods/14a_gme.ipynb #gmepost1
+@register_posterior
+class GMEPosterior(Posterior):
+    """Result of a GME fit (`gme_fit`, `gme_mean_field`, `fit(GME(...))`): q(w₁) = N(m, V) (`m`, `cov`, `S` = V dense),
+    q(w₂) = Rayl(σ²) (`sigma`), the final `state` of a stochastic method (None for mean field), and through `Posterior`
+    the model (with the learned prior when `learn_prior`), method, bound, stop, history and `info`."""
+    def __init__(self, model, m, cov, sigma, method, vlb, stop, history, message="", n_iter=None, info=None, state=None):
+        super().__init__(model, method, vlb, stop, history, message, n_iter, info)
+        self.m, self.cov, self.sigma, self.state = np.asarray(m, float), cov, float(sigma), state
+    S = property(lambda self: self.cov.dense(), doc="V as a dense d × d matrix.")
+    prior_mean = property(lambda self: self.model.prior_mean, doc="μ₀ of the model (learned when `learn_prior` included 'mean').")
+    prior_var = property(lambda self: self.model.prior_var, doc="δ of the model (learned when `learn_prior` included 'var').")
+    tau = property(lambda self: self.model.tau, doc="τ of the model (learned when `learn_prior` included 'tau').")
+    def predict(self, X_new):
+        """Mean and variance of f_* = w₁ᵀx_* + ε, ε ~ N(0, w₂), under q at the rows of `X_new`: xᵀm and xᵀVx + E[w₂] with
+        E[w₂] = σ√(π/2) for w₂ ~ Rayl(σ²) (f_* is a scale mixture of Gaussians; these are its exact first two moments)."""
+        X_new = np.asarray(X_new, float)
+        if X_new.ndim != 2 or X_new.shape[1] != self.model.d: raise ValueError(f"X_new must be a matrix with {self.model.d} columns, got shape {X_new.shape}")
+        return X_new @ self.m, self.cov.var_at(X_new) + self.sigma * np.sqrt(np.pi / 2)
+    def log_pred_density(self, X_new, y_new, n_w: int = 20):
+        "log p(y_* | data) per row of `X_new` (A.5): `gme_log_pred`."
+        return gme_log_pred(self.model, self, X_new, y_new, n_w)
+    def to_arrays(self) -> dict:
+        "q as named arrays (what `vgi_lit.io.save` writes): m, σ, and V as the factor of a `DenseCov` or the Λ of a `PrecisionCov`."
+        out = {"q_m": self.m, "q_sigma": np.array(self.sigma)}
+        if type(self.cov) is DenseCov: out["q_cov_L"] = self.cov.L
+        elif type(self.cov) is PrecisionCov: out["q_cov_Lam"] = self.cov.Lam
+        else: raise ValueError(f"cannot save a GME posterior whose covariance is a {type(self.cov).__name__}")
+        return out
+    @classmethod
+    def from_arrays(cls, model, arrays, **run):
+        "The result `to_arrays` describes, for `model` (V⁻¹ = Σ⁻¹ + Λ with the model's Σ); `run`: method, vlb, stop, ... as in the constructor."
+        cov = DenseCov(arrays["q_cov_L"]) if "q_cov_L" in arrays else PrecisionCov(model.glm.prior, arrays["q_cov_Lam"])
+        return cls(model, arrays["q_m"], cov, float(arrays["q_sigma"]), **run)
+    def __repr__(self):
+        return f"GMEPosterior(method={self.method!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, sigma={self.sigma:.4g}, n_iter={self.n_iter}, model={self.model!r})"
 
 # %% ../../nbs/methods/14a_gme.ipynb #6297a6e4
 _EULER = 0.5772156649015329
@@ -215,14 +251,20 @@ def mf_bound(model, m, cov, sigma, beta, sd):
     return float(np.sum(E - 0.5*(Elog + np.log(2*np.pi) + c*z) + 0.5*np.log(2*np.pi*np.e*sd**2))) \
         - kl_to_prior(model.glm, m, cov) - kl_rayleigh(sigma, model.tau)
 
-def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9):
-    """Mean-field coordinate ascent for GME (Sheth & Khardon 2016b, A.4, eqs. 100-104 with c = √(π/2)/σ): returns dict(m, cov,
-    S, sigma, beta, sd, history, stop), `stop` REL_TOL when the bound changes by at most tol·(1 + |bound|), else MAX_ITER."""
+def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9, max_seconds=None, callback=None):
+    """Mean-field coordinate ascent for GME (Sheth & Khardon 2016b, A.4, eqs. 100-104 with c = √(π/2)/σ): returns a
+    `GMEPosterior` (q(w₁) = N(m, V), σ, and the factors N(β_i, ς_i²) of the f_i as `info['beta']`, `info['sd']`), `stop`
+    REL_TOL when the bound changes by at most tol·(1 + |bound|), MAX_ITER after `max_iter` sweeps, MAX_SECONDS when
+    `max_seconds` are spent, CALLBACK when `callback(record)` returns True."""
+    check_budget(tol, max_iter, max_seconds)
     X, n, d = model.X, model.n, model.d
     beta, sd, sigma = np.zeros(n), np.ones(n), float(sigma_init)
     opt_b, opt_s = Adagrad(lr), Adagrad(lr)
     XtX, prior = X.T @ X, model.glm.prior
-    hist, prev, stop = History(), -np.inf, Stop.MAX_ITER
+    hist, prev, stop = History(callback=callback, max_seconds=max_seconds), -np.inf, Stop.MAX_ITER
+    c = np.sqrt(np.pi/2) / sigma; cov = PrecisionCov(prior, c * XtX); m = cov.matvec(prior.solve(model.glm.mu))
+    hist.record(vlb=mf_bound(model, m, cov, sigma, beta, sd), step="start", sigma=sigma)
+    it = 0
     for it in range(1, max_iter + 1):
         c = np.sqrt(np.pi/2) / sigma
         cov = PrecisionCov(prior, c * XtX)                                 # (100): V = (Σ⁻¹ + c XᵀX)⁻¹
@@ -240,14 +282,53 @@ def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9):
         hist.record(vlb=v, step="mean-field", sigma=sigma)
         if abs(v - prev) < tol * (1 + abs(v)): stop = Stop.REL_TOL; break
         prev = v
-    hist.stop = stop
-    return dict(m=m, cov=cov, S=cov.dense(), sigma=sigma, beta=beta, sd=sd, history=hist, stop=stop, method="mean-field")
+        if hist.stop_requested: stop = Stop.CALLBACK; break
+        if hist.out_of_time(): stop = Stop.MAX_SECONDS; break
+    return GMEPosterior(model, m, cov, sigma, "mean-field", hist[-1].vlb, stop, hist, f"{stop.value} after {it} sweeps", it,
+                        dict(beta=beta, sd=sd, lr=lr))
 
 # %% ../../nbs/methods/14a_gme.ipynb #121bb9eb
 def gme_log_pred(model, res, X_new, y_new, n_w=20):
-    "Per-point log predictive density of GME at (X_new, y_new)."
+    "Per-point log predictive density of GME at (X_new, y_new) under the fit `res` (a `GMEPosterior`)."
     X_new = np.asarray(X_new, float)
-    ms, ss = X_new @ res['m'], res['cov'].var_at(X_new)
-    xw, ww = rayleigh_nodes(res['sigma'], n_w)
+    ms, ss = X_new @ res.m, res.cov.var_at(X_new)
+    xw, ww = rayleigh_nodes(res.sigma, n_w)
     lp = np.stack([model.likelihood.log_pred_density(y_new, ms, ss + w) for w in xw], 1)
     return logsumexp(lp + np.log(ww), 1)
+
+# %% ../../nbs/methods/14a_gme.ipynb #gmereg2
+@dataclass(frozen=True)
+class GMEOptions:
+    "The settings of a stochastic GME fit beyond `fit`'s common options; each field is the keyword of `gme_fit` of the same name, with its default."
+    bound: str = "optimal"             # 'optimal' (8) or 'suboptimal' (3)
+    batch_size: int | None = None      # examples per step (None: min(100, n))
+    n_outer: int = 10                  # draws of (u, w₂) per example
+    n_inner: int = 32                  # nodes (or draws) of the inner expectation
+    inner: str = "gh"                  # 'gh' (adaptive Gauss-Hermite) or Monte Carlo
+    lr: float = 1.0                    # ADAGRAD rate
+    schedule: object = "1/t"           # ρ of the natural steps
+    seed: int = 0                      # mini-batches and draws
+    max_epochs: float = 5.0            # passes over the data (Stop.BUDGET)
+    eval_every: int | None = None      # steps between evaluations of the bound (None: one epoch)
+    sigma_init: float = 1.0            # the start σ
+    learn_prior: object = False        # False, True or a subset of HYPER
+
+@dataclass(frozen=True)
+class GMEMeanFieldOptions:
+    "The settings of the mean-field GME fit beyond `fit`'s common options (the keywords of `gme_mean_field`)."
+    lr: float = 0.1                    # ADAGRAD rate of β, ς
+    sigma_init: float = 1.0            # the start σ
+
+def _register(method: str):
+    def run(model, options: GMEOptions | None = None, **common) -> GMEPosterior:
+        return gme_fit(model, method, **method_keywords(common, ("max_iter", "max_seconds", "callback", "m0", "V0"), options, GMEOptions))
+    run.__name__ = run.__qualname__ = f"gme_fit_{method.replace('-', '_')}"
+    run.__doc__ = f"`fit(gme, {method!r}, options=GMEOptions(...), max_iter=, max_seconds=, callback=, m0=, V0=)`: `gme_fit` by {method}."
+    return register_method(method, models=("gme",))(run)
+
+for _m in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): _register(_m)
+
+@register_method("mean-field", models=("gme",))
+def gme_fit_mean_field(model, options: GMEMeanFieldOptions | None = None, **common) -> GMEPosterior:
+    "`fit(gme, 'mean-field', options=GMEMeanFieldOptions(...), max_iter=, tol=, max_seconds=, callback=)`: `gme_mean_field`."
+    return gme_mean_field(model, **method_keywords(common, ("max_iter", "tol", "max_seconds", "callback"), options, GMEMeanFieldOptions))

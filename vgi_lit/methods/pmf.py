@@ -7,94 +7,23 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 import numpy as np
-import copy
 from scipy.linalg import cho_solve
 from scipy.optimize import minimize
 from ..linalg import cholesky
 from ..models import PriorCov
+from ..models.pmf import PMF, check_indices
 from ..covariance import DenseCov, PrecisionCov
 from ..likelihoods import Likelihood, Gaussian
 from ..vlb import kl, kl_gauss
-from ..inference import History, Event, EventKind, Stop, check_budget, CONVERGED_STOPS, sweep_stop
+from ..inference import History, Event, EventKind, Stop, check_budget, sweep_stop, StatePosterior, register_method, method_keywords
+from ..io import register_posterior
 from .svi import SVIState, Adagrad, gauss_update, site_derivs, step_size
 
 # %% auto #0
-__all__ = ['EXPECTS', 'METHODS', 'PMF', 'PMFState', 'init_pmf_state', 'latent_moments', 'expected_loglik', 'column_cov',
+__all__ = ['EXPECTS', 'METHODS', 'COMMON', 'PMFState', 'init_pmf_state', 'latent_moments', 'expected_loglik', 'column_cov',
            'kl_columns', 'pmf_vlb', 'ColumnTerms', 'column_terms', 'column_gradients', 'side_prior', 'column_step',
            'lim_teh_step', 'prior_var_update', 'lik_grad', 'lik_update', 'fit_pmf', 'PMFPosterior', 'expected_class',
-           'most_probable_class']
-
-# %% ../../nbs/methods/16_pmf.ipynb #e100ff59
-def _index_array(a, name, n=None):
-    "Non-negative integer index array (1-D), checked against the dimension `n` when given."
-    a = np.asarray(a)
-    if a.ndim != 1: raise ValueError(f"{name} must be a 1-D array of indices, got shape {a.shape}")
-    if a.dtype.kind == "f":
-        if not np.all(np.isfinite(a)) or np.any(a != np.round(a)): raise ValueError(f"{name} must hold integer indices")
-    elif a.dtype.kind not in "iu": raise ValueError(f"{name} must hold integer indices, got dtype {a.dtype}")
-    a = a.astype(np.intp)
-    if a.size and a.min() < 0: raise ValueError(f"{name} has a negative index ({a.min()})")
-    if n is not None and a.size and a.max() >= n: raise ValueError(f"{name} has index {a.max()} >= its dimension {n}")
-    return a
-
-def _by_column(idx, n):
-    "CSR-style grouping of observations by column: (ptr (n+1,), order (nnz,)); observations of column c are order[ptr[c]:ptr[c+1]]."
-    order = np.argsort(idx, kind="stable")
-    return np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=n))]), order
-
-class PMF:
-    """Probabilistic matrix factorisation (Sheth & Khardon 2016b, §3.6): an N_U × N_V matrix observed at the entries
-    (rows[k], cols[k]) with values y[k], y_ij ~ p(y | u_iᵀv_j), the columns u_i of U (K × N_U) and v_j of V (K × N_V)
-    i.i.d. N(μ, σ²_U I) and N(μ, σ²_V I). Memory O(nnz + N_U + N_V) (the observations grouped by row and by column)."""
-    def __init__(self, rows, cols, y, likelihood: Likelihood, K: int, n_rows: int | None = None, n_cols: int | None = None,
-                 mu=0.0, prior_var_u: float = 1.0, prior_var_v: float = 1.0):
-        if not isinstance(likelihood, Likelihood): raise ValueError(f"likelihood must be a vgi_lit Likelihood, got {type(likelihood).__name__}")
-        if isinstance(K, bool) or int(K) != K or K < 1: raise ValueError(f"K (the latent dimension) must be a positive integer, got {K!r}")
-        K = int(K)
-        rows = _index_array(rows, "rows", n_rows); cols = _index_array(cols, "cols", n_cols)
-        y = likelihood.check_y(y)
-        if y.ndim != 1 or not (rows.shape == cols.shape == y.shape):
-            raise ValueError(f"rows, cols and y must be 1-D of one length, got shapes {rows.shape}, {cols.shape}, {np.shape(y)}")
-        if y.size == 0: raise ValueError("no observed entries")
-        self.n_rows = int(rows.max()) + 1 if n_rows is None else int(n_rows)
-        self.n_cols = int(cols.max()) + 1 if n_cols is None else int(n_cols)
-        mu = np.asarray(mu, dtype=float)
-        if mu.ndim > 1 or (mu.ndim == 1 and mu.shape != (K,)): raise ValueError(f"mu must be a scalar or a length-{K} vector, got shape {mu.shape}")
-        if not np.all(np.isfinite(mu)): raise ValueError("mu contains NaN or inf")
-        self.mu = np.broadcast_to(mu, (K,)).copy()
-        for nm, s2 in (("prior_var_u", prior_var_u), ("prior_var_v", prior_var_v)):
-            if not (np.ndim(s2) == 0 and np.isfinite(s2) and s2 > 0): raise ValueError(f"{nm} must be a positive number, got {s2!r}")
-        self.prior_var = (float(prior_var_u), float(prior_var_v))
-        self.rows, self.cols, self.y, self.likelihood, self.K = rows, cols, y, likelihood, K
-        self.groups = (_by_column(rows, self.n_rows), _by_column(cols, self.n_cols))   # side 0 = U (rows of Y), 1 = V
-        for a in (self.rows, self.cols, self.y, self.mu): a.setflags(write=False)
-    @property
-    def nnz(self) -> int: return int(self.y.size)
-    def n(self, side: int) -> int:
-        "Number of columns of U (side 0) or V (side 1)."
-        return (self.n_rows, self.n_cols)[side]
-    def observations(self, side: int, j: int):
-        "(positions k of the observations of column j of side `side`, the partner column of each on the other side)."
-        ptr, order = self.groups[side]
-        k = order[ptr[j]:ptr[j + 1]]
-        return k, (self.cols if side == 0 else self.rows)[k]
-    @classmethod
-    def from_sparse(cls, Y, likelihood, K, **kw):
-        "A model from a scipy.sparse matrix whose stored entries (explicit zeros included) are the observed ones."
-        coo = Y.tocoo()
-        return cls(coo.row, coo.col, coo.data, likelihood, K, n_rows=coo.shape[0], n_cols=coo.shape[1], **kw)
-    def with_likelihood(self, likelihood: Likelihood):
-        "The same observations under another likelihood (the observations are checked against it; the arrays are shared, read-only)."
-        if not isinstance(likelihood, Likelihood): raise ValueError(f"likelihood must be a vgi_lit Likelihood, got {type(likelihood).__name__}")
-        new = copy.copy(self); new.y = likelihood.check_y(self.y); new.likelihood = likelihood
-        new.y.setflags(write=False)
-        return new
-    def with_prior_var(self, prior_var_u, prior_var_v):
-        "The same model with other prior variances."
-        return PMF(self.rows, self.cols, self.y, self.likelihood, self.K, self.n_rows, self.n_cols, self.mu, prior_var_u, prior_var_v)
-    def __repr__(self):
-        return (f"PMF({self.n_rows} x {self.n_cols}, nnz={self.nnz}, K={self.K}, {self.likelihood!r}, "
-                f"prior_var=({self.prior_var[0]:g}, {self.prior_var[1]:g}))")
+           'most_probable_class', 'PMFOptions']
 
 # %% ../../nbs/methods/16_pmf.ipynb #c904941c
 @dataclass
@@ -131,8 +60,8 @@ def init_pmf_state(model: PMF, natural: bool = True, m0_scale: float = 0.1, S0: 
 def latent_moments(model: PMF, state: PMFState, rows=None, cols=None, chunk: int = 4096):
     """Mean and variance of f_ij = u_iᵀv_j under q (Sheth & Khardon 2016b, A.5): m_ij = m_uiᵀm_vj and
     S_ij = tr(S_ui S_vj) + m_uiᵀS_vj m_ui + m_vjᵀS_ui m_vj, for the entries (rows, cols) (default: the observed ones)."""
-    rows = model.rows if rows is None else _index_array(rows, "rows", model.n_rows)
-    cols = model.cols if cols is None else _index_array(cols, "cols", model.n_cols)
+    rows = model.rows if rows is None else check_indices(rows, "rows", model.n_rows)
+    cols = model.cols if cols is None else check_indices(cols, "cols", model.n_cols)
     if rows.shape != cols.shape: raise ValueError(f"rows and cols must have one shape, got {rows.shape} and {cols.shape}")
     mean, var = np.empty(rows.size), np.empty(rows.size)
     for s0 in range(0, rows.size, chunk):
@@ -409,22 +338,20 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
                              learn_prior=learn_prior, learn_lik=learn_lik, seed=seed))
 
 # %% ../../nbs/methods/16_pmf.ipynb #3ec29c55
-class PMFPosterior:
+@register_posterior
+class PMFPosterior(StatePosterior):
     """Result of `fit_pmf`: q(U, V) (`state`; `m_u`, `S_u`, `m_v`, `S_v`), the learned σ²_U, σ²_V, the estimated bound (47),
-    why the run stopped, its history, and predictions of new entries (Sheth & Khardon 2016b, A.5)."""
-    def __init__(self, model, state, method, vlb, stop, history, message="", n_iter=0, info=None):
-        if not isinstance(stop, Stop): raise TypeError(f"stop must be a Stop, got {stop!r}")
-        self.model, self.state, self.method, self.vlb, self.stop, self.history = model, state, method, float(vlb), stop, history
-        self.message, self.n_iter, self.info = message, n_iter, info or {}
-    converged = property(lambda self: self.stop in CONVERGED_STOPS, doc="Whether the bound's relative change fell below `tol`.")
+    why the run stopped, its history, and predictions of new entries (Sheth & Khardon 2016b, A.5). The constructor is
+    `StatePosterior`'s: (model, state, method, vlb, stop, history, message, n_iter, info)."""
     m_u = property(lambda self: self.state.m[0], doc="(N_U, K) means of the columns of U.")
     m_v = property(lambda self: self.state.m[1], doc="(N_V, K) means of the columns of V.")
     S_u = property(lambda self: self.state.S(0), doc="(N_U, K, K) covariances of the columns of U.")
     S_v = property(lambda self: self.state.S(1), doc="(N_V, K, K) covariances of the columns of V.")
     prior_var = property(lambda self: tuple(self.state.prior_var), doc="(σ²_U, σ²_V) at the end of the run.")
-    def latent(self, rows, cols):
+    def predict(self, rows, cols):
         "Mean and variance of f_ij = u_iᵀv_j under q at the entries (rows, cols) (A.5)."
         return latent_moments(self.model, self.state, rows, cols)
+    latent = predict
     def log_pred_density(self, rows, cols, y, n_samples: int | None = None, seed: int = 0):
         """log p(y_ij | data) per entry: with `n_samples` None, f_ij ~ N(m_ij, S_ij) by moment matching and the
         likelihood's quadrature over f (A.5); with `n_samples` = k, log of the mean over k draws u_i^a of the exact
@@ -432,7 +359,7 @@ class PMFPosterior:
         lik = self.model.likelihood
         if n_samples is None: return lik.log_pred_density(y, *self.latent(rows, cols))
         n_samples = _positive_int(n_samples, "n_samples")
-        rows = _index_array(rows, "rows", self.model.n_rows); cols = _index_array(cols, "cols", self.model.n_cols)
+        rows = check_indices(rows, "rows", self.model.n_rows); cols = check_indices(cols, "cols", self.model.n_cols)
         y = lik.check_y(y); st, K = self.state, self.model.K
         rng = np.random.default_rng(seed); b = rows.size
         u = st.m[0][rows][:, None, :] + np.einsum('nkl,nal->nak', st.F[0][rows], rng.standard_normal((b, n_samples, K)))
@@ -443,6 +370,18 @@ class PMFPosterior:
     def predict_y(self, rows, cols, **kw):
         "The likelihood's prediction under f_ij ~ N(m_ij, S_ij): mean (Gaussian, counts), P(y = +1) (binary), class probabilities (ordinal)."
         return self.model.likelihood.predict_y(*self.latent(rows, cols), **kw)
+    def to_arrays(self) -> dict:
+        "The state as named arrays (what `vgi_lit.io.save` writes)."
+        st = self.state
+        out = {"m_u": st.m[0], "m_v": st.m[1], "F_u": st.F[0], "F_v": st.F[1], "state_prior_var": np.array(st.prior_var, float)}
+        if st.P is not None: out.update(P_u=st.P[0], P_v=st.P[1])
+        return out
+    @classmethod
+    def from_arrays(cls, model, arrays, **run):
+        "The result `to_arrays` describes, for `model`; `run`: the other arguments of the constructor (method, vlb, stop, ...)."
+        P = [arrays["P_u"], arrays["P_v"]] if "P_u" in arrays else None
+        st = PMFState([arrays["m_u"], arrays["m_v"]], [arrays["F_u"], arrays["F_v"]], P, [float(v) for v in arrays["state_prior_var"]])
+        return cls(model, st, **run)
     def __repr__(self):
         return (f"PMFPosterior(method={self.method!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, n_iter={self.n_iter}, "
                 f"prior_var=({self.prior_var[0]:.4g}, {self.prior_var[1]:.4g}), model={self.model!r})")
@@ -457,3 +396,35 @@ def expected_class(probs, labels=None):
 def most_probable_class(probs):
     "argmax_k p_k of class probabilities (n, C): the ordinal class prediction."
     return np.argmax(np.asarray(probs, float), axis=-1)
+
+# %% ../../nbs/methods/16_pmf.ipynb #pmfreg2
+@dataclass(frozen=True)
+class PMFOptions:
+    """The settings of a matrix-factorisation fit beyond `fit`'s common options, as `fit(model, method, options=PMFOptions(...))`;
+    each field is the keyword of `fit_pmf` of the same name, with its default."""
+    batch_size: int | None = None      # observations per column update (None: all of them)
+    n_u: int = 10                      # draws of the partner column per observation, k₁ of (52)
+    n_f: int = 10                      # draws of f per partner draw, k₂ of (52)
+    expect: str = "mc"                 # 'mc', 'quad' or 'exact' (Gaussian likelihood)
+    schedule: object = "1/t"           # ρ of the natural steps
+    lr: float | None = None            # ADAGRAD rate (None: 1.0 for h-mc-ssvi, 0.3 for s-dsvi)
+    learn_prior: bool = True           # σ²_U, σ²_V by (68)
+    seed: int = 0                      # start, sub-samples and draws
+    m0_scale: float = 0.1              # the start's spread of the means
+    S0: float | None = None            # the start's covariance S0·I (None: the prior variance)
+    eval_every: int = 1                # sweeps between evaluations of the bound
+    vlb_samples: int = 10              # draws per entry in an evaluation of the bound
+    learn_lik: bool = False            # the likelihood's parameters after every sweep
+    lik_batch: int | None = 20_000     # observations per likelihood update
+    lik_iter: int = 5                  # L-BFGS-B iterations per likelihood update
+
+COMMON = ("tol", "max_iter", "max_seconds", "callback", "state0")
+
+def _register(method: str):
+    def run(model, options: PMFOptions | None = None, **common) -> PMFPosterior:
+        return fit_pmf(model, method, **method_keywords(common, COMMON, options, PMFOptions))
+    run.__name__ = run.__qualname__ = f"fit_pmf_{method.replace('-', '_')}"
+    run.__doc__ = f"`fit(pmf, {method!r}, options=PMFOptions(...), tol=, max_iter=, max_seconds=, callback=, state0=)`: `fit_pmf` by {method}."
+    return register_method(method, models=("pmf",))(run)
+
+for _m in METHODS: _register(_m)
