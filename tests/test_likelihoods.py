@@ -13,7 +13,7 @@ import pytest
 from scipy.integrate import quad
 from scipy.special import gammaln, ndtr
 
-from vgi_lit.likelihoods import (Gaussian, Logistic, Probit, Poisson, NegativeBinomial, Laplace, StudentT, Exponential,
+from vgi_lit.likelihoods import (Gaussian, Logistic, Probit, Poisson, NegativeBinomial, ZeroInflatedPoisson, Laplace, StudentT, Exponential,
                                  StochasticVolatility, Ordinal, gauss_rule)
 
 MS = (-30.0, -10.0, -3.0, -1.0, 0.0, 0.5, 2.0, 7.0, 30.0)
@@ -176,9 +176,9 @@ def test_gh_option_differs_and_converges_for_small_v():
     np.testing.assert_allclose(c, lik.expected_log_lik(1.0, 0.3, 0.5), rtol=1e-12)
 
 
-ALL = [Gaussian(), Logistic(), Probit(), Poisson(), NegativeBinomial(1.7), Laplace(), StudentT(), Exponential(), StochasticVolatility(),
+ALL = [Gaussian(), Logistic(), Probit(), Poisson(), NegativeBinomial(1.7), ZeroInflatedPoisson(0.3), Laplace(), StudentT(), Exponential(), StochasticVolatility(),
        Ordinal([-1., 1.])]
-YS = {Gaussian: 0.3, Logistic: 1.0, Probit: -1.0, Poisson: 3.0, NegativeBinomial: 3.0, Laplace: 0.3, StudentT: 0.3, Exponential: 2.0,
+YS = {Gaussian: 0.3, Logistic: 1.0, Probit: -1.0, Poisson: 3.0, NegativeBinomial: 3.0, ZeroInflatedPoisson: 0.0, Laplace: 0.3, StudentT: 0.3, Exponential: 2.0,
       StochasticVolatility: 0.5, Ordinal: 1.0}
 
 
@@ -221,6 +221,7 @@ PRED = [(Logistic(), [1.0, -1.0], lambda f: 1 / (1 + np.exp(-f)), (0.0,)),
         (Probit(), [1.0, -1.0], ndtr, (0.0,)),
         (Poisson(), [0.0, 4.0, 30.0], np.exp, ()),
         (NegativeBinomial(0.8), [0.0, 4.0, 30.0], np.exp, (np.log(0.8),)),
+        (ZeroInflatedPoisson(0.4), [0.0, 4.0, 30.0], lambda f: 0.6 * np.exp(f), (0.0, np.log(5.0), np.log(21.0))),
         (Exponential(), [0.05, 2.0], lambda f: np.exp(-f), ()),
         (Gaussian(0.4), [0.3], lambda f: f, ()), (Laplace(0.5), [0.3], lambda f: f, (0.3,)),
         (StudentT(4.0, 0.5), [-1.0, 2.0], lambda f: f, ()), (StochasticVolatility(), [0.0, 0.7], lambda f: 0 * f, ())]
@@ -347,6 +348,7 @@ def test_poisson_exposure_for_new_sites():
 
 PARAM_CASES = [(Gaussian(0.6), ["variance"], np.array([0.3, -2.0, 4.0])), (Laplace(0.7), ["scale"], np.array([0.3, -2.0, 4.0])),
                (NegativeBinomial(1.7), ["dispersion"], np.array([0.0, 3.0, 25.0])),
+               (ZeroInflatedPoisson(0.3), ["logit_zero_prob"], np.array([0.0, 0.0, 3.0])),
                (NegativeBinomial(0.4, exposure=np.array([0.5, 2.0, 1.0, 3.0, 1.0, 0.2])), ["dispersion"], np.array([0.0, 3.0, 25.0])),
                (StudentT(4.0, 0.5), ["scale2", "df"], np.array([0.3, -2.0, 4.0])),
                (Ordinal([-1.0, 0.5, 2.0]), ["cutpoints[0]", "log_gap[1]", "log_gap[2]"], np.array([0.0, 2.0, 3.0]))]
@@ -508,10 +510,57 @@ def test_negative_binomial_sample_moments_and_bad_input():
 
 def test_link_and_curvature_attributes():
     "log_link and curvature_bounded: γ grows without bound in (m, v) exactly for the classes that say so."
-    for lik, y in ((Poisson(), 3.0), (NegativeBinomial(2.0), 3.0), (Exponential(), 2.0), (StochasticVolatility(), 0.5),
+    for lik, y in ((Poisson(), 3.0), (NegativeBinomial(2.0), 3.0), (ZeroInflatedPoisson(0.2), 3.0), (Exponential(), 2.0), (StochasticVolatility(), 0.5),
                    (Logistic(), 1.0), (Probit(), 1.0), (Gaussian(), 0.3), (Laplace(), 0.3), (StudentT(), 0.3), (Ordinal([-1.0, 1.0]), 1.0)):
         g = lik.alpha_gamma(np.full(4, y), np.array([0.0, 5.0, -5.0, 0.0]), np.array([1.0, 1.0, 1.0, 30.0]))[1]
         assert (np.max(np.abs(g)) < 50) == lik.curvature_bounded, (lik, g)
-    assert [c.log_link for c in (Poisson, NegativeBinomial, Exponential, StochasticVolatility)] == [True] * 4
+    assert [c.log_link for c in (Poisson, NegativeBinomial, ZeroInflatedPoisson, Exponential, StochasticVolatility)] == [True] * 5
     assert not any(c.log_link for c in (Gaussian, Logistic, Probit, Laplace, StudentT, Ordinal))
     assert NegativeBinomial.log_concave and NegativeBinomial.curvature_bounded and not Poisson.curvature_bounded
+
+
+# --- zero-inflated Poisson ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("p", [1e-6, 0.05, 0.7])
+def test_grid_zero_inflated_poisson(p):
+    "y = 0 (quadrature) over m and v up to 1e3, and y > 0 (closed form) against quad."
+    lik = ZeroInflatedPoisson(p)
+    pts = tuple(lik._transitions(np.zeros(1))[0])
+    for m in (-10.0, 0.5, 2.5, 8.0):
+        for v in (1e-6, 0.3, 4.0, 100.0, 1e3): check_site(lik, 0.0, m, v, pts)
+    for y in (1.0, 13.0):
+        for m, v in ((-3.0, 0.1), (0.5, 1.0), (2.0, 100.0)): check_site(lik, y, m, v, (np.log(y),))
+
+
+def test_zero_inflated_poisson_exposure_predictions_and_samples():
+    u = np.array([0.5, 2.0, 10.0, 1.0]); lik = ZeroInflatedPoisson(0.25, exposure=u)
+    y, m, v = np.array([0.0, 3.0, 0.0, 2.0]), np.array([0.2, -1.0, 1.5, 0.3]), np.array([0.5, 2.0, 30.0, 1e-3])
+    E = np.stack(lik.expected_log_lik(y, m, v)); g = lik.expected_dparams(y, m, v)[0]
+    for i in range(4):
+        one = ZeroInflatedPoisson(0.25)
+        np.testing.assert_allclose(E[:, i], np.ravel(one.expected_log_lik(y[i], m[i] + np.log(u[i]), v[i])), rtol=1e-12)
+        np.testing.assert_allclose(g[i], one.expected_dparams(y[i], m[i] + np.log(u[i]), v[i])[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="exposure="): lik.log_pred_density(y, m, v)
+    lpd = ZeroInflatedPoisson(0.25).log_pred_density(y, m, v)
+    for i in range(4):
+        ref = np.log(quad_expect(lambda f: np.exp(ZeroInflatedPoisson(0.25).logp(y[i], f)), m[i], v[i], (0.0, np.log(max(y[i], 1.0)))))
+        assert abs(lpd[i] - ref) < 1e-9 * max(1.0, abs(ref))
+    np.testing.assert_allclose(ZeroInflatedPoisson(0.25).predict_y(m, v), 0.75 * np.exp(m + v / 2))
+    x = ZeroInflatedPoisson(0.3).sample(np.full(200_000, 1.0), np.random.default_rng(5))
+    p0 = 0.3 + 0.7 * np.exp(-np.e)
+    assert abs(np.mean(x == 0) - p0) < 5 * np.sqrt(p0 * (1 - p0) / x.size) and abs(x.mean() / (0.7 * np.e) - 1) < 0.01
+    for bad in (0.0, 1.0, -0.1, np.nan, "x"):
+        with pytest.raises(ValueError, match="zero_prob"): ZeroInflatedPoisson(bad)
+    with pytest.raises(ValueError, match="zero-inflated Poisson counts must be non-negative integers"): ZeroInflatedPoisson().check_y([0, 1.5])
+    assert ZeroInflatedPoisson(0.3).with_params([0.0]).zero_prob == 0.5
+
+
+def test_zero_inflated_poisson_never_nan():
+    M, V = (a.ravel() for a in np.meshgrid([-1e3, -30.0, 0.0, 30.0, 700.0, 1e3], [0.0, 1e-12, 1.0, 1e3, 1e5]))
+    for p in (1e-8, 0.5):
+        for method in ("auto", "gh"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                E, dm, dv = ZeroInflatedPoisson(p).expected_log_lik(np.zeros(M.shape), M, V, method=method)
+                g = ZeroInflatedPoisson(p).expected_dparams(np.zeros(M.shape), M, V, method=method)
+            for o in (E, dm, dv, g): assert np.all(np.isfinite(o)), (p, method)     # y = 0: ℓ is bounded, so is everything

@@ -6,13 +6,13 @@
 from __future__ import annotations
 import numpy as np
 from numpy.polynomial.legendre import leggauss
-from scipy.special import log_ndtr, ndtr, gammaln, logsumexp, erfcx, expit, digamma
+from scipy.special import log_ndtr, ndtr, gammaln, logsumexp, erfcx, expit, digamma, log_expit
 from .quadrature import gh_nodes
 
 # %% auto #0
 __all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
-           'Probit', 'Poisson', 'NegativeBinomial', 'Laplace', 'StudentT', 'Exponential', 'StochasticVolatility',
-           'Ordinal', 'frequency_cutpoints']
+           'Probit', 'Poisson', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT', 'Exponential',
+           'StochasticVolatility', 'Ordinal', 'frequency_cutpoints']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -530,6 +530,71 @@ class NegativeBinomial(_Exposure):
         rng = np.random.default_rng(rng); f = np.asarray(f, float); r = self.dispersion
         return rng.negative_binomial(r, expit(-(f + self._logu() - np.log(r)))).astype(float)   # p = r/(r + μ)
 
+# %% ../nbs/01_likelihoods.ipynb #zip0cls1
+class ZeroInflatedPoisson(_Exposure):
+    """`p(y|f) = π 1[y = 0] + (1 − π) Poisson(y | u e^f)`, π = `zero_prob` (learned as θ = logit π), u = `exposure`.
+    y > 0: `E = log(1 − π) + y(m + log u) − u e^{m+v/2} − log y!`; y = 0: quadrature of
+    `ℓ = log π + sp(a − u e^f)`, a = −θ, around its bend u e^f = max(a, 0) + 1 and its tail."""
+    _label = "zero-inflated Poisson"
+    log_concave = False                                          # ℓ(0|f) flattens to log π: ℓ'' > 0 past the bend
+    curvature_bounded = False                                    # y > 0: −ℓ'' = u e^f
+    _tail = (0.0, 4.0, 20.0)                                     # transitions at u e^f = max(a, 0) + 1 + tail
+    def __init__(self, zero_prob: float = 0.2, exposure=None, **kw):
+        super().__init__(exposure, **kw)
+        try: p = float(zero_prob)
+        except (TypeError, ValueError): raise ValueError(f"zero-inflated Poisson zero_prob must be a number in (0, 1), got {zero_prob!r}") from None
+        if not 0.0 < p < 1.0: raise ValueError(f"zero-inflated Poisson zero_prob must be in (0, 1), got {zero_prob!r}")
+        self.zero_prob = p
+        self._theta = float(np.log(p) - np.log1p(-p))                # θ = logit π
+        self.width = 0.5 / (max(-self._theta, 0.0) + 1.0)            # the bend's width in f: 1/(u e^f) there, halved
+    def _derivs0(self, f, eta):
+        "(ℓ, ℓ', ℓ'') at y = 0: ℓ = logaddexp(log π, log(1 − π) − μ), ℓ' = −μw, ℓ'' = −μw + μ²w(1 − w), w = σ(−θ − μ)."
+        th = self._theta
+        with np.errstate(over="ignore", invalid="ignore"):
+            mu = np.exp(eta)
+            lw = log_expit(-th - mu)                                 # log w, w = P(Poisson part | y = 0, f)
+            muw = np.exp(eta + lw)                                   # naive μ·w is inf·0 once μ overflows
+            return (np.logaddexp(log_expit(th), log_expit(-th) - mu), -muw,
+                    -muw + np.exp(2 * eta + lw + log_expit(th + mu)))
+    def derivs(self, y, f):
+        eta = f + self._lu(f)
+        lp0, d0, dd0 = self._derivs0(f, eta)
+        with np.errstate(over="ignore"): mu = np.exp(eta)
+        zero = y == 0
+        return (np.where(zero, lp0, log_expit(-self._theta) + y * eta - mu - gammaln(y + 1.0)),
+                np.where(zero, d0, y - mu), np.where(zero, dd0, -mu))
+    def _transitions(self, y):
+        t = np.log(max(-self._theta, 0.0) + 1.0 + np.array(self._tail)) - np.ravel(self._logu())[:, None]
+        return np.broadcast_to(t, (np.size(y), len(self._tail)))
+    def rule_groups(self, y, m, v, method=None, n_gh=None, t=None):
+        "As the base class; with a per-site exposure one padded group, so that the exposure lines up with every site."
+        if np.ndim(self.exposure) == 0: return Likelihood.rule_groups(self, y, m, v, method, n_gh, t)
+        return [(None, *self.rule(y, m, v, method, n_gh, t))]
+    def _ell_closed(self, y, m, v):
+        lu = self._logu()
+        with np.errstate(over="ignore"): r = np.exp(m + lu + 0.5 * v)
+        E, dm, dv = log_expit(-self._theta) + y * (m + lu) - r - gammaln(y + 1.0), y - r, -0.5 * r
+        i0 = np.flatnonzero(y == 0)
+        if i0.size:
+            sub = self if np.ndim(self.exposure) == 0 else self._with_exposure(self.exposure.ravel()[i0])
+            E[i0], dm[i0], dv[i0] = Likelihood._quad_ell(sub, y[i0], m[i0], v[i0])
+        return E, dm, dv
+    def _with_exposure(self, exposure):
+        return ZeroInflatedPoisson(self.zero_prob, exposure=exposure, method=self.method, n_gh=self.n_gh)
+    def predict_y(self, m, v, exposure=None, **kw):
+        "`E[y] = (1 − π) u e^{m + v/2}`."
+        return (1.0 - self.zero_prob) * super().predict_y(m, v, exposure, **kw)
+    def log_pred_density(self, y, m, v, exposure=None, **kw):
+        "`log(π 1[y = 0] + (1 − π) ∫ Poisson(y | u e^f) N(f|m, v) df)`, the Poisson part by the tilted rule."
+        lik = self._for_new_sites(exposure)
+        lpp = Poisson(exposure=lik.exposure, method=self.method, n_gh=self.n_gh).log_pred_density(lik.check_y(y), m, v, **kw)
+        y = np.broadcast_to(np.asarray(y, float), np.shape(lpp))
+        return np.where(y == 0, np.logaddexp(log_expit(self._theta), log_expit(-self._theta) + lpp), log_expit(-self._theta) + lpp)
+    def sample(self, f, rng=None):
+        rng = np.random.default_rng(rng); f = np.asarray(f, float)
+        y = rng.poisson(np.exp(f + self._logu())).astype(float)
+        return np.where(rng.uniform(size=y.shape) < self.zero_prob, 0.0, y)
+
 # %% ../nbs/01_likelihoods.ipynb #3158c08c
 class Laplace(Likelihood):
     "p(y|f) = exp(−|y − f|/b)/(2b); E = −[d(2Φ(d/s) − 1) + 2sφ(d/s)]/b − log 2b, d = y − m, s = √v."
@@ -824,3 +889,15 @@ def _negbin_dparams(self, y, m, v):
     L, dL_dm, _ = _logistic_ell(self, -np.ones_like(mx), mx, v)
     return (r * (digamma(y + r) - digamma(r)) - y + r * L - (y + r) * dL_dm)[None]
 NegativeBinomial.dlogp_dparams, NegativeBinomial._dparams_closed = _negbin_dlogp, _negbin_dparams
+
+# %% ../nbs/01_likelihoods.ipynb #lpar0c05
+ZeroInflatedPoisson._names = lambda self: ("logit_zero_prob",)
+ZeroInflatedPoisson._is_log = lambda self: (False,)
+ZeroInflatedPoisson._get_params = lambda self: [self._theta]
+ZeroInflatedPoisson._from_params = lambda self, t: ZeroInflatedPoisson(float(expit(t[0])), exposure=self.exposure, **_kw(self))
+def _zip_dlogp(self, y, f):
+    "∂ℓ/∂θ = 1[y = 0](1 − w) − π, 1 − w = σ(θ + u e^f) (by quadrature in `expected_dparams`)."
+    y = np.asarray(y, float)
+    with np.errstate(over="ignore"): mu = np.exp(f + self._lu(f))
+    return (np.where(y == 0, expit(self._theta + mu), 0.0) - self.zero_prob)[None]
+ZeroInflatedPoisson.dlogp_dparams = _zip_dlogp
