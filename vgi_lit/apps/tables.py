@@ -166,7 +166,7 @@ def runaway_parameters(res) -> list:
     return [e.detail for _, e in res.history.events if e.kind is EventKind.BOUND_ACTIVE]
 
 RUNAWAY_ADVICE = ("a parameter at its edge means the VLB keeps improving in that direction: hold it fixed "
-                  "(fit option fixed={name}), or, for a Student-t df at its upper edge, use Gaussian noise; "
+                  "(estimators: fit_options={'fixed': {'<name>'}}; command line: --fix <name>), or, for a Student-t df at its upper edge, use Gaussian noise; "
                   "a variance or lengthscale at an edge often means the inputs need standardising")
 
 # %% ../../nbs/apps/49_tables.ipynb #tb22
