@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vgi_lit.apps.cli import main, read_csv
+from vgi_lit.apps.tables import Standardizer
 from vgi_lit.datasets import load_ionosphere, shared_data_dir
 from vgi_lit.io import load
 
@@ -42,7 +43,8 @@ def test_fit_gp_end_to_end(files, capsys):
     assert load(d / "fit.npz").info["labels"].tolist() == [-1.0, 1.0]
     assert main(["predict", str(d / "fit.npz"), new, "--predictions", str(d / "q.csv")]) == 0
     post = load(d / "fit.npz"); X_new = read_csv(new)[1]
-    assert np.array_equal(read_csv(d / "q.csv")[1][:, 0], post.predict(X_new)[0])
+    Z_new = Standardizer.fit(read_csv(tr)[1][:, :-1]).transform(X_new)     # the inputs standardised as in training
+    assert np.allclose(read_csv(d / "q.csv")[1][:, 0], post.predict(Z_new)[0], rtol=1e-12, atol=1e-12)
     assert read_csv(d / "q.csv")[0] == ["f_mean", "f_var", "y_pred", "p_positive"]     # the labels read back from the file
 
 
@@ -65,7 +67,7 @@ def _cases(d, tr, te):
             (["fit", str(d / "word.csv"), "--target", "y"], "line 3, column 'x0': non-numeric value 'abc'"),
             (["fit", str(d / "empty.csv"), "--target", "y"], "is empty"),
             (["fit", str(d / "short.csv"), "--target", "y"], "line 2: 1 fields"),
-            (["fit", str(d / "labels.csv"), "--target", "y", "--model", "glm"], "column 'y'"),
+            (["fit", str(d / "labels.csv"), "--target", "y", "--model", "glm", "--likelihood", "logistic"], "column 'y'"),
             (["fit", str(d / "counts.csv"), "--target", "y", "--likelihood", "poisson", "--model", "glm"], "non-negative integers"),
             (["fit", tr, "--target", "y", "--likelihood", "cauchit"], "invalid choice: 'cauchit'"),
             (["fit", tr, "--target", "y", "--kernel", "spline"], "invalid choice: 'spline'"),

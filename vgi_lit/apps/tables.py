@@ -27,12 +27,15 @@ class Standardizer:
         self.mean, self.scale = np.asarray(mean, dtype=float), np.asarray(scale, dtype=float)   # (p,), (p,)
         self.constant = np.zeros(self.mean.shape, bool) if constant is None else np.asarray(constant, dtype=bool)
     @classmethod
-    def fit(cls, X):
-        "The map of the training inputs X (n, p)."
+    def fit(cls, X, keep=None):
+        """The map of the training inputs X (n, p); the columns where `keep` (p,) is True (one-hot indicators) are
+        left as they are (mean 0, scale 1)."""
         X = np.asarray(X, dtype=float)
         const = np.ptp(X, axis=0) == 0 if len(X) else np.ones(X.shape[1], bool)
         sd = X.std(0) if len(X) else np.ones(X.shape[1])
-        return cls(X.mean(0) if len(X) else np.zeros(X.shape[1]), np.where(const, 1.0, sd), const)
+        mean = X.mean(0) if len(X) else np.zeros(X.shape[1])
+        keep = np.zeros(X.shape[1], bool) if keep is None else np.asarray(keep, dtype=bool)
+        return cls(np.where(keep, 0.0, mean), np.where(keep | const, 1.0, sd), const & ~keep)
     @classmethod
     def identity(cls, p: int):
         "No scaling: mean 0, scale 1 for p columns."
@@ -230,6 +233,10 @@ class TableEncoder:
         return sum(([c] if self.categories[c] is None else [f"{c}={v}" for v in self.categories[c]] for c in self.columns), [])
     @property
     def categorical(self) -> list: return [c for c in self.columns if self.categories[c] is not None]
+    @property
+    def one_hot(self) -> np.ndarray:
+        "Which design columns are one-hot indicators (bool, one per feature name)."
+        return np.array(sum(([False] if self.categories[c] is None else [True] * len(self.categories[c]) for c in self.columns), []), dtype=bool)
 
     @classmethod
     def fit(cls, header, rows, lines, columns, source="table"):
@@ -296,7 +303,7 @@ def target_coding(y, likelihood=None, name="y"):
     otherwise labels is None. A likelihood that cannot take y is a TableError suggesting one that can."""
     y = y[0] if isinstance(y, tuple) else np.asarray(y)
     uniq = sorted(set(y.tolist())); k = len(uniq)
-    if k < 2: raise TableError(f"column {name!r} has a single value ({uniq[0]!r}): nothing to learn")
+    if k < 2 and likelihood != "ordinal": raise TableError(f"column {name!r} has a single value ({uniq[0]!r}): nothing to learn")
     if likelihood is None:
         if k == 2: likelihood = "logistic"
         elif _kind(y) == "strings":
@@ -309,7 +316,7 @@ def target_coding(y, likelihood=None, name="y"):
                                     + (f"; try --likelihood {hint}" if hint else ""))
     if likelihood in BINARY:
         if k != 2: raise wrong("two labels")
-        labels = np.array(uniq, dtype=object if _kind(y) == "strings" else float)
+        labels = np.array([str(u) for u in uniq]) if _kind(y) == "strings" else np.array(uniq, dtype=float)
         return likelihood, np.where(y == uniq[1], 1.0, -1.0), labels
     if _kind(y) == "strings": raise wrong("numbers")
     y = y.astype(float)
