@@ -220,3 +220,12 @@ def test_count_errors_suggest_and_tags():
     with pytest.raises(ValueError, match="VGPoissonRegressor"): VGClassifier(latent="glm").fit(X, np.arange(10) % 4)
     assert VGPoissonRegressor().__sklearn_tags__().target_tags.positive_only
     assert not VGRegressor().__sklearn_tags__().target_tags.positive_only
+
+
+def test_save_keeps_an_explicit_kernel(tmp_path):
+    from vgi_lit.kernels import Matern52
+    rng = np.random.default_rng(8); X = rng.normal(size=(30, 2)); y = X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=30)
+    reg = VGRegressor(kernel=Matern52(2.0, np.array([1.0, 3.0])), learn_hyperparameters=False, standardize=False).fit(X, y)
+    back = VGRegressor.load(reg.save(tmp_path / "m.npz"))
+    assert back.get_params()["kernel"] == reg.kernel and back.kernel_ == reg.kernel_ and back.scaler_.is_identity
+    assert np.allclose(back.predict(X[:4], return_cov=True)[1], reg.predict(X[:4], return_cov=True)[1], rtol=1e-12)
