@@ -206,8 +206,9 @@ def _number(s):
     return v
 
 def column_values(header, rows, lines, name, source="table"):
-    """The values of column `name` as floats when every value is a number, else as strings; a missing value is a
-    `TableError` naming its line and the column; a non-finite number too."""
+    """The values of column `name`: a float array when every value is a number, else the pair (values as an object
+    array of strings, a list saying which of them parse as numbers); a missing value is a `TableError` naming its
+    line and the column, and so is a non-finite number."""
     if name not in header: raise TableError(f"{source}: missing column {name!r}; the file has {header}")
     j = header.index(name); vals = [r[j] for r in rows]
     for v, ln in zip(vals, lines):
