@@ -385,3 +385,26 @@ def test_student_t_df_running_off_is_reported(tmp_path, capsys):
     assert main(argv + ["--fix", "likelihood.df"]) == 0
     cap = capsys.readouterr()
     assert cap.err == "" and "  likelihood.df = 3\n" in cap.out, cap      # held at the Student-t default start
+
+
+def test_standardize_and_kernel_start_options(tmp_path, capsys):
+    """By default the inputs are standardised and the kernel starts at the median distance between them (variance 1
+    for balanced labels); --no-standardize keeps the inputs as read, --kernel-start unit starts at variance 1 and
+    lengthscale 1. The saved fit predicts a new table the same way."""
+    from vgi_lit.apps.tables import median_distance
+    rng = np.random.default_rng(0); X = np.column_stack([100 + 20 * rng.normal(size=50), 0.4 + 0.1 * rng.normal(size=50)])
+    y = np.where(X[:, 0] - 100 > 0, 1.0, -1.0); tr = _write(tmp_path / "tr.csv", X, y)
+    runs = {}
+    for name, extra in [("default", []), ("raw", ["--no-standardize"]), ("unit", ["--kernel-start", "unit"])]:
+        assert main(["fit", tr, "--target", "y", "--no-learn", "--no-progress", "--out", str(tmp_path / f"{name}.npz"),
+                     "--predict", tr, "--predictions", str(tmp_path / f"{name}.csv")] + extra) == 0
+        runs[name] = (capsys.readouterr().out, load(tmp_path / f"{name}.npz"))
+    Z = (X - X.mean(0)) / X.std(0)
+    assert "inputs     2 numeric columns standardised" in runs["default"][0] and "inputs " not in runs["raw"][0]
+    assert np.allclose(runs["default"][1].model.X, Z) and np.array_equal(runs["raw"][1].model.X, X)
+    assert runs["default"][1].model.kernel.lengthscale == pytest.approx(median_distance(Z))
+    assert runs["raw"][1].model.kernel.lengthscale == pytest.approx(median_distance(X))
+    assert runs["unit"][1].model.kernel.lengthscale == 1.0 and runs["unit"][1].model.kernel.variance == 1.0
+    for name in runs:
+        assert main(["predict", str(tmp_path / f"{name}.npz"), tr, "--predictions", str(tmp_path / f"{name}_again.csv")]) == 0
+        assert open(tmp_path / f"{name}_again.csv").read() == open(tmp_path / f"{name}.csv").read()
