@@ -408,3 +408,12 @@ def test_standardize_and_kernel_start_options(tmp_path, capsys):
     for name in runs:
         assert main(["predict", str(tmp_path / f"{name}.npz"), tr, "--predictions", str(tmp_path / f"{name}_again.csv")]) == 0
         assert open(tmp_path / f"{name}_again.csv").read() == open(tmp_path / f"{name}.csv").read()
+
+
+def test_learning_that_does_not_converge_gets_advice(files, capsys):
+    """Learning with an inner method that does not maximise the VLB (Laplace maximises the log joint) stalls; the
+    summary says why and what to do."""
+    d, tr, _, _ = files
+    assert main(["fit", tr, "--target", "y", "--method", "laplace", "--no-progress", "--restarts", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "learning   stalled (NOT converged)\n  advice: the inner method laplace maximises the log_joint, not the VLB" in out, out

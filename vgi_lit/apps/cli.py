@@ -19,7 +19,8 @@ import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparam
 
 # %% auto #0
 __all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'CLIError', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary',
-           'coefficient_table', 'write_predictions', 'parser', 'cmd_fit', 'binary_labels', 'cmd_predict', 'main']
+           'learning_advice', 'coefficient_table', 'write_predictions', 'parser', 'cmd_fit', 'binary_labels',
+           'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -133,11 +134,26 @@ def summary(post, res, seconds) -> str:
              f"stop       {stop_text(post)}"]
     if res is not post:
         lines.append(f"learning   {res.stop.value}" + (" (converged)" if res.converged else " (NOT converged)"))
+        if not res.converged: lines.append(f"  advice: {learning_advice(res, post)}")
         lines += [f"  {k} = {v:.6g}" for k, v in res.theta.items()]
     ev = {}
     for _, e in post.history.events: ev[e.kind.value] = ev.get(e.kind.value, 0) + 1
     if ev: lines.append("events     " + ", ".join(f"{k} x{v}" for k, v in sorted(ev.items())))
     return "\n".join(lines)
+
+def learning_advice(res, post) -> str:
+    """What to do when hyperparameter learning (`res`, a HyperFit) did not converge, from why it stopped and what the
+    inner method optimises (`post.objective`)."""
+    if post.objective != "vlb":
+        return (f"the inner method {post.method} maximises the {post.objective}, not the VLB, so the learner's gradient (which "
+                "assumes q maximises the VLB) is inexact: learn with a VG method (the default, fpi)")
+    if res.stop is Stop.MAX_ITER: return "the outer iteration budget ran out: start nearer (standardised inputs, the data start) or allow more iterations"
+    if res.stop is Stop.MAX_SECONDS: return "the time budget ran out before the learner met its tolerance"
+    if res.stop is Stop.STALLED:
+        return (f"the outer optimiser stopped without meeting its tolerance ({res.message}): the VLB may be flat in a parameter "
+                "(see any bound warning): try --restarts, or hold that parameter with --fix")
+    if not post.converged: return f"the final inner fit did not converge ({post.stop.value}): the learned values rest on an inexact q"
+    return res.message or res.stop.value
 
 def coefficient_table(post, names, scaler, intercept: bool) -> str:
     """The GLM's coefficients on the raw inputs' scale (`Standardizer.raw_coefficients`): posterior mean, standard
