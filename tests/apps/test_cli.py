@@ -281,17 +281,19 @@ def test_raw_table_with_yes_no_target_and_string_columns(tmp_path, capsys):
 
 
 def test_degenerate_fit_is_reported(tmp_path, capsys):
-    """Labels shuffled against the inputs: learning ends at the trivial model (p near the class frequency everywhere)
-    and the command says so on standard error, with what to do; the fit itself succeeds."""
+    """Labels shuffled against the inputs: learning ends at the trivial model (p near the class frequency everywhere),
+    the further starts end there too, and the command says so on standard error, with what to do; the fit itself
+    succeeds."""
     tr, _ = _bikeshare_busy(tmp_path, n_train=200, n_test=0)
     rows = list(csv.reader(open(tr, newline=""))); y = [r[-1] for r in rows[1:]]
     y = np.random.default_rng(1).permutation(y)
     with open(tmp_path / "shuffled.csv", "w", newline="") as fh:
         w = csv.writer(fh); w.writerow(rows[0])
         for r, v in zip(rows[1:], y): w.writerow(r[:-1] + [v])
-    rc = main(["fit", str(tmp_path / "shuffled.csv"), "--target", "busy", "--no-progress", "--restarts", "0"])
+    rc = main(["fit", str(tmp_path / "shuffled.csv"), "--target", "busy", "--no-progress"])
     cap = capsys.readouterr()
     assert rc == 0
+    assert "restarts   learning ended at a degenerate fit; learning again from the start and 2 perturbed starts" in cap.out
     assert "vgi-lit: warning: the fitted model does not use its inputs" in cap.err and "no evidence that y depends" in cap.err, cap.err
     assert "What to do:" in cap.err
 

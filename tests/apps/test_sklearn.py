@@ -98,6 +98,7 @@ def test_standardised_gp_classifier_on_raw_inputs():
     loss = _log_loss(clf.predict_proba(Xt), yt, clf.classes_)
     assert loss < const - 0.25 and clf.score(Xt, yt) > 0.8, (loss, const)
     assert clf.kernel_ is clf.posterior_.model.kernel and clf.n_iter_ >= 1
+    assert clf.fit_result_.runs == []                              # a fit that uses its inputs is not restarted
     assert clf.log_marginal_likelihood_value_ == clf.posterior_.vlb < 0
 
 
@@ -229,3 +230,13 @@ def test_save_keeps_an_explicit_kernel(tmp_path):
     back = VGRegressor.load(reg.save(tmp_path / "m.npz"))
     assert back.get_params()["kernel"] == reg.kernel and back.kernel_ == reg.kernel_ and back.scaler_.is_identity
     assert np.allclose(back.predict(X[:4], return_cov=True)[1], reg.predict(X[:4], return_cov=True)[1], rtol=1e-12)
+
+
+def test_a_trivial_first_fit_is_restarted():
+    """Labels shuffled against the inputs: the first learning run ends at the trivial model, so the classifier learns
+    again from the start and n_restarts perturbed starts (every run kept in fit_result_.runs), and still warns."""
+    X, y, _, _ = _housing_raw()
+    y = np.random.default_rng(1).permutation(y)
+    with pytest.warns(DegenerateFitWarning, match="no evidence"):
+        clf = VGClassifier(random_state=0, n_restarts=2).fit(X[:150], y[:150])
+    assert len(clf.fit_result_.runs) == 3 and clf.fit_result_.vlb == max(r.vlb for r in clf.fit_result_.runs)

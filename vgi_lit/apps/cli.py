@@ -246,8 +246,8 @@ def parser():
                    help="use the inputs as read (default: z-scored with the training mean and standard deviation)")
     f.add_argument("--method", default=None, help=f"inference method (default: the model's, fpi); one of {', '.join(sorted(METHODS))}")
     f.add_argument("--no-learn", dest="learn", action="store_false", help="keep the hyperparameters (default: learn them)")
-    f.add_argument("--restarts", type=int, default=None, help="further learning runs from perturbed starts (default: 2 for a GP "
-                   "with binary labels, else 0)")
+    f.add_argument("--restarts", type=int, default=None, help="when learning ends at a degenerate fit, learn again from this many "
+                   "perturbed starts too and keep the best VLB (default: 2 for a GP with binary labels, else 0)")
     f.add_argument("--fix", action="append", default=[], metavar="NAME", help="hold a hyperparameter at its start (e.g. likelihood.df); repeatable")
     f.add_argument("--inducing", type=int, default=50, help="inducing inputs of a sparse GP (rows of the data)")
     f.add_argument("--no-intercept", dest="intercept", action="store_false", help="GLM without a constant column")
@@ -310,20 +310,25 @@ def cmd_fit(a, out=print, err=None):
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
     model = build_model(Z, y, enc.feature_names, a, cuts)
     opts = {}
-    if a.learn:
-        r = a.restarts if a.restarts is not None else (2 if model.kind != "glm" and a.likelihood in ("logistic", "probit") else 0)
-        if r: opts.update(restarts=r, seed=a.seed)
-        if a.fix: opts["fixed"] = set(a.fix)
-    elif a.fix: raise CLIError("--fix holds a learned hyperparameter: it needs learning (drop --no-learn)")
+    if a.fix:
+        if not a.learn: raise CLIError("--fix holds a learned hyperparameter: it needs learning (drop --no-learn)")
+        opts["fixed"] = set(a.fix)
+    r = a.restarts if a.restarts is not None else (2 if model.kind != "glm" and a.likelihood in ("logistic", "probit") else 0)
     t0 = time.perf_counter()
-    try: res = _fit(model, a.method, learn=a.learn, progress=a.progress, **opts)
+    try:
+        res = _fit(model, a.method, learn=a.learn, progress=a.progress, **opts)
+        post = getattr(res, "posterior", res)
+        why = degenerate_fit(post, post.model.X)
+        if a.learn and r and why:                             # the first run ended at a trivial optimum: more starts
+            out(f"restarts   learning ended at a degenerate fit; learning again from the start and {r} perturbed starts")
+            res = _fit(model, a.method, learn=True, progress=a.progress, restarts=r, seed=a.seed, **opts)
+            post = getattr(res, "posterior", res)
+            why = degenerate_fit(post, post.model.X)
     except (ValueError, TypeError) as e: raise CLIError(f"fit failed: {e}") from None
-    post = getattr(res, "posterior", res)
     if post.model.feature_names is None: post.model.feature_names = model.feature_names   # a learned model is rebuilt from arrays
     out(summary(post, res, time.perf_counter() - t0))
     if post.model.kind == "glm":
         out(coefficient_table(post, enc.feature_names, scaler, a.intercept and a.likelihood != "ordinal"))
-    why = degenerate_fit(post, post.model.X)
     if why: _warn("the fitted model does not use its inputs: " + "; ".join(why) + f". What to do: {DEGENERATE_ADVICE}", err)
     ran = runaway_parameters(res)
     if ran: _warn("learning ran a parameter to its bound: " + "; ".join(ran) + f". {RUNAWAY_ADVICE}", err)

@@ -88,14 +88,17 @@ class _VGEstimator(BaseEstimator):
         if r is None: r = self._default_restarts if model.kind != "glm" else 0
         if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
             raise ValueError(f"n_restarts must be None or a non-negative integer, got {r!r}")
-        if learn and r and "restarts" not in opts:
-            opts.update(restarts=int(r), seed=self.random_state if isinstance(self.random_state, (int, np.integer)) else 0)
         res = _fit(model, self.method, learn=learn, progress=bool(self.progress), **opts)
         post = getattr(res, "posterior", res)
+        why = degenerate_fit(post, post.model.X)
+        if learn and r and why and "restarts" not in opts:               # the first run ended at a trivial optimum: more starts
+            seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
+            res = _fit(model, self.method, learn=True, progress=bool(self.progress), restarts=int(r), seed=seed, **opts)
+            post = getattr(res, "posterior", res)
+            why = degenerate_fit(post, post.model.X)
         self.fit_result_, self.posterior_ = res, post
         self.hyperparameters_ = dict(getattr(res, "theta", {}))
         self._set_fitted(post)
-        why = degenerate_fit(post, post.model.X)
         if why: warnings.warn(DegenerateFitWarning(f"{type(self).__name__}: the fitted model does not use its inputs: "
                                                    + "; ".join(why) + f". What to do: {DEGENERATE_ADVICE}"), stacklevel=3)
         ran = runaway_parameters(res)
@@ -196,8 +199,9 @@ _COMMON_DOC = """
         variance and lengthscale(s) (GP, sparse GP) or the prior variance (GLM), and the likelihood's parameters
         (Gaussian variance, Laplace scale, Student-t df and scale, ordinal cut points); False keeps the given ones.
         `fit_options={"fixed": {"likelihood.df"}}` holds one of them at its start.
-    n_restarts: further learning runs from perturbed starts, the best VLB kept (None: 2 for a GP classifier, whose
-        VLB has a trivial optimum at p = 1/2, else 0).
+    n_restarts: when learning from the start ends at a degenerate fit (`vgi_lit.apps.tables.degenerate_fit`), learn
+        again from the start and this many perturbed starts and keep the best VLB (None: 2 for a GP classifier, whose
+        VLB has a trivial optimum at p = 1/2, else 0); a fit that uses its inputs is not restarted.
     fit_options: options for `vgi_lit.fit` (the method's, or the learner's with `inner` for the method).
     progress: show a progress bar while fitting.
 
