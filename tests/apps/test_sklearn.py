@@ -59,3 +59,184 @@ def test_sparse_gp_and_likelihood_parameters_are_learned():
     mu, sd = reg.predict(X[:4], return_std=True)
     f_mu, f_sd = reg.predict_latent(X[:4]); s = np.std(y)
     assert np.allclose(mu, f_mu) and np.allclose(sd**2, f_sd**2 + s**2 * reg.posterior_.model.likelihood.variance)
+
+
+# --- standardisation, degenerate fits, runaway parameters ------------------------------------------------------------
+
+import warnings
+from pathlib import Path
+from vgi_lit.apps.sklearn import latent_cov
+from vgi_lit.apps.tables import DegenerateFitWarning, RunawayParameterWarning
+from vgi_lit.datasets import shared_data_dir
+from vgi_lit.kernels import RBF
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _housing_raw():
+    """Boston housing as read (raw units: tax near 400, nox near 0.5), target 'expensive' = median value above the
+    median; rows permuted (seed 0), 250 train and the rest test."""
+    D = np.loadtxt(shared_data_dir(ROOT) / "housing.data")
+    y = np.where(D[:, 13] > np.median(D[:, 13]), "yes", "no")
+    p = np.random.default_rng(0).permutation(len(D))
+    return D[p[:250], :13], y[p[:250]], D[p[250:], :13], y[p[250:]]
+
+
+def _log_loss(P, y, classes):
+    return float(-np.mean(np.log(P[np.arange(len(y)), np.searchsorted(classes, y)])))
+
+
+def test_standardised_gp_classifier_on_raw_inputs():
+    """On raw inputs the default classifier (standardised, data-started kernel, restarts) is useful: held-out log-loss
+    far below the constant predictor's; the fitted input map is the training mean and sd."""
+    X, y, Xt, yt = _housing_raw()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateFitWarning)
+        clf = VGClassifier(random_state=0).fit(X, y)
+    assert np.allclose(clf.scaler_.mean, X.mean(0)) and np.allclose(clf.scaler_.scale, X.std(0))
+    const = _log_loss(np.tile([np.mean(y == "no"), np.mean(y == "yes")], (len(yt), 1)), yt, clf.classes_)
+    loss = _log_loss(clf.predict_proba(Xt), yt, clf.classes_)
+    assert loss < const - 0.25 and clf.score(Xt, yt) > 0.8, (loss, const)
+    assert clf.kernel_ is clf.posterior_.model.kernel and clf.n_iter_ >= 1
+    assert clf.fit_result_.runs == []                              # a fit that uses its inputs is not restarted
+    assert clf.log_marginal_likelihood_value_ == clf.posterior_.vlb < 0
+
+
+def test_degenerate_fit_warns():
+    """Standardisation off on the raw table and a tiny fixed kernel variance: the predictions ignore the inputs, and
+    fit says so (DegenerateFitWarning, with what to do)."""
+    X, y, _, _ = _housing_raw()
+    clf = VGClassifier(standardize=False, kernel=RBF(1e-4, 1.0), learn_hyperparameters=False)
+    with pytest.warns(DegenerateFitWarning, match="does not use its inputs.*What to do"):
+        clf.fit(X, y)
+    assert np.ptp(clf.predict_proba(X[:50])[:, 1]) < 0.01
+
+
+def test_constant_column_and_missing_values():
+    rng = np.random.default_rng(0); X = np.column_stack([rng.normal(size=40), np.full(40, 7.0)]); y = X[:, 0] + 0.1 * rng.normal(size=40)
+    reg = VGRegressor(latent="glm").fit(X, y)
+    assert reg.constant_features_.tolist() == [1] and reg.scaler_.scale[1] == 1.0 and reg.coef_[1] == pytest.approx(0.0, abs=1e-12)
+    X2 = X.copy(); X2[5, 1] = np.nan
+    with pytest.raises(ValueError, match=r"row 5, column 1"): VGRegressor(latent="glm").fit(X2, y)
+    with pytest.raises(ValueError, match=r"row 5, column 1"): reg.predict(X2)
+
+
+def test_student_t_df_running_off_warns_and_can_be_held():
+    rng = np.random.default_rng(0); X = rng.normal(size=(2000, 1)); y = 2 * X[:, 0] + 0.3 * rng.normal(size=2000)
+    with pytest.warns(RunawayParameterWarning, match="likelihood.df"):
+        reg = VGRegressor(likelihood="student_t", latent="glm").fit(X, y)
+    assert reg.hyperparameters_["likelihood.df"] > 1e5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RunawayParameterWarning)
+        reg = VGRegressor(likelihood="student_t", latent="glm", fit_options={"fixed": {"likelihood.df"}}).fit(X, y)
+    assert reg.hyperparameters_["likelihood.df"] == pytest.approx(4.0)
+
+
+# --- the attributes users reach for ----------------------------------------------------------------------------------
+
+def test_sample_weight_is_repeated_rows():
+    rng = np.random.default_rng(1); X = rng.normal(size=(30, 2)); y = np.where(X[:, 0] + 0.5 * rng.normal(size=30) > 0, "a", "b")
+    w = rng.integers(0, 4, size=30)
+    a = VGClassifier(latent="glm").fit(X, y, sample_weight=w)
+    b = VGClassifier(latent="glm").fit(np.repeat(X, w, 0), np.repeat(y, w))
+    assert np.allclose(a.predict_proba(X), b.predict_proba(X), rtol=1e-8, atol=1e-10)
+    with pytest.raises(NotImplementedError, match="whole numbers.*no per-site weight"): VGClassifier(latent="glm").fit(X, y, sample_weight=np.full(30, 0.5))
+    with pytest.raises(ValueError, match="every weight is zero"): VGClassifier(latent="glm").fit(X, y, sample_weight=np.zeros(30))
+    with pytest.raises(ValueError, match="shape"): VGClassifier(latent="glm").fit(X, y, sample_weight=np.ones(29))
+
+
+def test_glm_coefficients_are_the_exact_posterior_on_the_raw_scale():
+    """Gaussian GLM with fixed noise and prior: the posterior is closed-form Bayesian linear regression on the
+    standardised inputs and y; coef_, intercept_ and their sds, mapped to the raw scale, match it, and
+    X @ coef_ + intercept_ is the predictive mean."""
+    rng = np.random.default_rng(2); X = np.column_stack([100 + 15 * rng.normal(size=80), 0.4 + 0.1 * rng.normal(size=80)])
+    y = 0.05 * X[:, 0] - 3.0 * X[:, 1] + 0.2 * rng.normal(size=80)
+    reg = VGRegressor(latent="glm", learn_hyperparameters=False, noise=0.1, prior_var=1.0).fit(X, y)
+    mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
+    A = np.column_stack([(X - mx) / sx, np.ones(80)]); t = (y - my) / sy
+    P = A.T @ A / 0.1 + np.eye(3); m = np.linalg.solve(P, A.T @ t / 0.1); V = np.linalg.inv(P)   # 3 x 3 oracle
+    T = np.zeros((3, 3)); T[0, 0], T[1, 1] = 1 / sx[0], 1 / sx[1]; T[2, :2] = -mx / sx; T[2, 2] = 1
+    beta, C = T @ m, T @ V @ T.T
+    assert np.allclose(reg.coef_, sy * beta[:2], rtol=1e-6) and reg.intercept_ == pytest.approx(my + sy * beta[2], rel=1e-6)
+    assert np.allclose(reg.coef_std_, sy * np.sqrt(np.diag(C))[:2], rtol=1e-6) and reg.intercept_std_ == pytest.approx(sy * np.sqrt(C[2, 2]), rel=1e-6)
+    assert np.allclose(X @ reg.coef_ + reg.intercept_, reg.predict(X), rtol=1e-9)
+    assert reg.kernel_ is None and reg.n_iter_ >= 1
+    clf = VGClassifier(latent="glm").fit(X, np.where(y > np.median(y), 1, 0))
+    assert clf.coef_.shape == (1, 2) and clf.intercept_.shape == (1,) and clf.coef_std_.shape == (1, 2)
+    f_mean, _ = clf.predict_latent(X)
+    assert np.allclose(X @ clf.coef_[0] + clf.intercept_[0], f_mean)
+
+
+def test_gaussian_gp_vlb_is_the_log_marginal_likelihood():
+    "For Gaussian noise the VLB is tight: log_marginal_likelihood_value_ equals log N(ỹ | 0, K + σ²I) on the standardised data."
+    from scipy.stats import multivariate_normal
+    rng = np.random.default_rng(4); X = rng.uniform(0, 50, size=(40, 1)); y = np.sin(X[:, 0] / 8) + 0.1 * rng.normal(size=40)
+    reg = VGRegressor(learn_hyperparameters=False, noise=0.05).fit(X, y)
+    Z = (X - X.mean(0)) / X.std(0); t = (y - y.mean()) / y.std()
+    K = reg.kernel_.K(Z) + 0.05 * np.eye(40)
+    assert reg.log_marginal_likelihood_value_ == pytest.approx(multivariate_normal(np.zeros(40), K, allow_singular=True).logpdf(t), abs=1e-5)
+
+
+@pytest.mark.parametrize("latent", ["gp", "sparse_gp", "glm"])
+def test_return_cov_and_sample_y(latent):
+    rng = np.random.default_rng(5); X = rng.normal(size=(50, 2)); y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=50); Xs = rng.normal(size=(6, 2))
+    reg = VGRegressor(latent=latent, n_inducing=10, random_state=0).fit(X, y)
+    mu, sd = reg.predict(Xs, return_std=True); mu2, C = reg.predict(Xs, return_cov=True)
+    assert np.allclose(mu, mu2) and np.allclose(np.sqrt(np.diag(C)), sd) and np.linalg.eigvalsh(C).min() > 0
+    S = reg.sample_y(Xs, n_samples=40000, random_state=0)
+    assert S.shape == (6, 40000) and np.allclose(S.mean(1), mu, atol=0.03) and np.allclose(np.cov(S), C, atol=0.03)
+    assert np.array_equal(reg.sample_y(Xs, 3, random_state=1), reg.sample_y(Xs, 3, random_state=1))
+    with pytest.raises(ValueError, match="at most one"): reg.predict(Xs, return_std=True, return_cov=True)
+
+
+@pytest.mark.parametrize("make", [lambda: VGClassifier(latent="gp", n_restarts=0), lambda: VGClassifier(latent="glm", likelihood="probit"),
+                                  lambda: VGRegressor(latent="sparse_gp", n_inducing=8, random_state=0, likelihood="laplace"),
+                                  lambda: VGPoissonRegressor(latent="gp"), lambda: VGOrdinalRegressor(latent="glm")])
+def test_save_and_load_without_pickle(make, tmp_path):
+    rng = np.random.default_rng(6); X = rng.normal(size=(40, 3)) * [1, 10, 100]; f = X[:, 0] + X[:, 1] / 10
+    est = make()
+    y = {"VGClassifier": np.where(f > 0, "up", "down"), "VGRegressor": f + 0.1 * rng.normal(size=40),
+         "VGPoissonRegressor": rng.poisson(np.exp(0.5 * f)), "VGOrdinalRegressor": np.digitize(f, [-1, 0, 1])}[type(est).__name__]
+    est.fit(X, y)
+    path = est.save(tmp_path / "est.npz")
+    with np.load(path, allow_pickle=False) as z: assert "estimator" in z.files          # readable without pickle
+    back = type(est).load(path)
+    Xs = rng.normal(size=(5, 3)) * [1, 10, 100]
+    for name in ("predict", "predict_proba", "predict_latent"):
+        if hasattr(est, name):
+            a, b = getattr(est, name)(Xs), getattr(back, name)(Xs)
+            for u, v in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+                assert np.array_equal(u, v) if u.dtype.kind in "OU" else np.allclose(u, v, rtol=1e-12, atol=1e-12), name
+    assert back.get_params() == est.get_params()
+    assert path.stat().st_size < 50_000
+    from vgi_lit.io import load
+    assert np.allclose(load(path).predict(est._inputs(Xs))[0], est.posterior_.predict(est._inputs(Xs))[0])
+    with pytest.raises(ValueError, match="holds a"):
+        (VGRegressor if type(est) is not VGRegressor else VGClassifier).load(path)
+
+
+def test_count_errors_suggest_and_tags():
+    X = np.random.default_rng(7).normal(size=(10, 2))
+    with pytest.raises(ValueError, match="VGRegressor"): VGPoissonRegressor(latent="glm").fit(X, np.linspace(-1, 1, 10))
+    with pytest.raises(ValueError, match="VGPoissonRegressor"): VGClassifier(latent="glm").fit(X, np.arange(10) % 4)
+    assert VGPoissonRegressor().__sklearn_tags__().target_tags.positive_only
+    assert not VGRegressor().__sklearn_tags__().target_tags.positive_only
+
+
+def test_save_keeps_an_explicit_kernel(tmp_path):
+    from vgi_lit.kernels import Matern52
+    rng = np.random.default_rng(8); X = rng.normal(size=(30, 2)); y = X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=30)
+    reg = VGRegressor(kernel=Matern52(2.0, np.array([1.0, 3.0])), learn_hyperparameters=False, standardize=False).fit(X, y)
+    back = VGRegressor.load(reg.save(tmp_path / "m.npz"))
+    assert back.get_params()["kernel"] == reg.kernel and back.kernel_ == reg.kernel_ and back.scaler_.is_identity
+    assert np.allclose(back.predict(X[:4], return_cov=True)[1], reg.predict(X[:4], return_cov=True)[1], rtol=1e-12)
+
+
+def test_a_trivial_first_fit_is_restarted():
+    """Labels shuffled against the inputs: the first learning run ends at the trivial model, so the classifier learns
+    again from the start and n_restarts perturbed starts (every run kept in fit_result_.runs), and still warns."""
+    X, y, _, _ = _housing_raw()
+    y = np.random.default_rng(1).permutation(y)
+    with pytest.warns(DegenerateFitWarning, match="no evidence"):
+        clf = VGClassifier(random_state=0, n_restarts=2).fit(X[:150], y[:150])
+    assert len(clf.fit_result_.runs) == 3 and clf.fit_result_.vlb == max(r.vlb for r in clf.fit_result_.runs)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/apps/51_cli.ipynb #cl01
 from __future__ import annotations
-import argparse, csv, os, sys, time
+import argparse, csv, json, os, sys, time
 from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -13,12 +13,14 @@ from ..inference import fit as _fit, METHODS, CONVERGED_STOPS, Stop
 from ..kernels import RBF, Matern12, Matern32, Matern52, Linear
 from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
+from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
+                                 data_kernel, variance_start, degenerate_fit, runaway_parameters, DEGENERATE_ADVICE, RUNAWAY_ADVICE)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
-
 
 # %% auto #0
 __all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'CLIError', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary',
-           'write_predictions', 'parser', 'cmd_fit', 'binary_labels', 'cmd_predict', 'main']
+           'learning_advice', 'coefficient_table', 'write_predictions', 'parser', 'cmd_fit', 'binary_labels',
+           'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -30,36 +32,23 @@ KERNELS = {"rbf": RBF, "matern12": Matern12, "matern32": Matern32, "matern52": M
 INTERCEPT = "(intercept)"
 
 def read_csv(path, columns=None):
-    """(header, rows as a float array) of a CSV file with a header line; every value must be a number.
-    `columns`: read only these columns, in this order (a CLIError names a missing one)."""
-    path = Path(path)
-    try: fh = open(path, newline="")
-    except OSError as e: raise CLIError(f"cannot read {path}: {e.strerror}") from None
-    with fh:
-        try: rows = list(csv.reader(fh))
-        except (csv.Error, UnicodeDecodeError) as e: raise CLIError(f"{path} is not a CSV file: {e}") from None
-    rows = [r for r in rows if r and any(c.strip() for c in r)]
-    if not rows: raise CLIError(f"{path} is empty (a header line and at least one data line are needed)")
-    header = [h.strip() for h in rows[0]]
-    if len(set(header)) != len(header):
-        dup = sorted({h for h in header if header.count(h) > 1})
-        raise CLIError(f"{path}: repeated column name(s) {dup}")
-    want = header if columns is None else list(columns)
-    missing = [c for c in want if c not in header]
-    if missing: raise CLIError(f"{path}: missing column(s) {missing}; the file has {header}")
-    idx = [header.index(c) for c in want]
-    if len(rows) < 2: raise CLIError(f"{path} has a header but no data lines")
-    out = np.empty((len(rows) - 1, len(idx)))
-    for i, r in enumerate(rows[1:]):
-        if len(r) != len(header): raise CLIError(f"{path} line {i + 2}: {len(r)} fields, the header has {len(header)}")
-        for j, k in enumerate(idx):
-            s = r[k].strip()
-            try: v = float(s)
-            except ValueError: raise CLIError(f"{path} line {i + 2}, column {want[j]!r}: non-numeric value {s!r}") from None
-            if not np.isfinite(v): raise CLIError(f"{path} line {i + 2}, column {want[j]!r}: value {s!r} is not finite")
-            out[i, j] = v
+    """(header, rows as a float array) of a CSV file with a header line; every value must be a number (a missing
+    value or a word is a CLIError with its line and column). `columns`: read only these columns, in this order
+    (a CLIError names a missing one)."""
+    try:
+        header, rows, lines = read_table(path)
+        want = header if columns is None else list(columns)
+        missing = [c for c in want if c not in header]
+        if missing: raise CLIError(f"{path}: missing column(s) {missing}; the file has {header}")
+        out = np.empty((len(rows), len(want)))
+        for j, c in enumerate(want):
+            v = column_values(header, rows, lines, c, str(path))
+            if isinstance(v, tuple):
+                k = v[1].index(False)
+                raise CLIError(f"{path} line {lines[k]}, column {c!r}: non-numeric value {v[0][k]!r}")
+            out[:, j] = v
+    except TableError as e: raise CLIError(str(e)) from None
     return want, out
-
 
 # %% ../../nbs/apps/51_cli.ipynb #cl06
 def _kernel(name, p, ard):
@@ -78,18 +67,24 @@ def ordinal_codes(y, target="y"):
     return classes, codes.astype(float), frequency_cutpoints(codes, classes.size)
 
 def build_model(X, y, names, a, cutpoints=None):
-    """The model the options `a` describe, for inputs X (with column `names`) and targets y
-    (`cutpoints`: the start of an ordinal likelihood's cut points)."""
+    """The model the options `a` describe, for inputs X (with column `names`, standardised or not as the options
+    say) and targets y (`cutpoints`: the start of an ordinal likelihood's cut points). The kernel starts from the
+    data (`data_kernel`, `variance_start`) unless `a.kernel_start` is 'unit'; a Poisson GP's constant mean is
+    log(mean(y))."""
     lik = Ordinal(cutpoints) if a.likelihood == "ordinal" else LIKELIHOODS[a.likelihood]()
     kind = a.model.replace("-", "_")
     try:
         if kind == "glm":
             if a.intercept and a.likelihood != "ordinal": X, names = np.hstack([X, np.ones((len(X), 1))]), names + [INTERCEPT]
             model = GLM(X, y, lik, prior_cov=a.prior_var)
-        elif kind == "gp": model = GP(X, y, lik, _kernel(a.kernel, X.shape[1], a.ard))
         else:
-            idx = np.sort(np.random.default_rng(a.seed).choice(len(X), size=min(a.inducing, len(X)), replace=False))
-            model = SparseGP(X, y, lik, _kernel(a.kernel, X.shape[1], a.ard), X[idx])
+            k = _kernel(a.kernel, X.shape[1], a.ard)
+            if getattr(a, "kernel_start", "data") == "data": k = data_kernel(k, X, variance_start(lik, y))
+            mean = float(np.log(max(np.mean(y), 1e-3))) if isinstance(lik, Poisson) else 0.0
+            if kind == "gp": model = GP(X, y, lik, k, mean=mean)
+            else:
+                idx = np.sort(np.random.default_rng(a.seed).choice(len(X), size=min(a.inducing, len(X)), replace=False))
+                model = SparseGP(X, y, lik, k, X[idx], mean=mean)
     except ValueError as e: raise CLIError(f"column {a.target!r}: {e}" if "label" in str(e) or "count" in str(e) or "y " in str(e) else str(e)) from None
     model.feature_names = tuple(names)
     return model
@@ -100,12 +95,19 @@ def _features(model):
     names = list(model.feature_names)
     return (names[:-1], True) if names and names[-1] == INTERCEPT and model.kind == "glm" else (names, False)
 
-def _design(model, path):
-    "The model's inputs read from the CSV file `path` (its feature columns, by name)."
-    cols, icpt = _features(model)
-    _, X = read_csv(path, cols)
+def _design(model, path, table=None):
+    """The model's inputs read from the CSV file `path`: with `table` (the encoding saved by `fit`: an encoder and a
+    standardisation) the table's columns encoded and standardised as in training; else its feature columns by name."""
+    if table is None:
+        cols, icpt = _features(model)
+        _, X = read_csv(path, cols)
+    else:
+        icpt = model.kind == "glm" and bool(model.feature_names) and model.feature_names[-1] == INTERCEPT
+        try:
+            header, rows, lines = read_table(path)
+            X = table["scaler"].transform(table["encoder"].transform(header, rows, lines, str(path)))
+        except TableError as e: raise CLIError(str(e)) from None
     return np.hstack([X, np.ones((len(X), 1))]) if icpt else X
-
 
 # %% ../../nbs/apps/51_cli.ipynb #cl07
 def stop_text(post) -> str:
@@ -132,48 +134,94 @@ def summary(post, res, seconds) -> str:
              f"stop       {stop_text(post)}"]
     if res is not post:
         lines.append(f"learning   {res.stop.value}" + (" (converged)" if res.converged else " (NOT converged)"))
+        if not res.converged: lines.append(f"  advice: {learning_advice(res, post)}")
         lines += [f"  {k} = {v:.6g}" for k, v in res.theta.items()]
     ev = {}
     for _, e in post.history.events: ev[e.kind.value] = ev.get(e.kind.value, 0) + 1
     if ev: lines.append("events     " + ", ".join(f"{k} x{v}" for k, v in sorted(ev.items())))
     return "\n".join(lines)
 
+def learning_advice(res, post) -> str:
+    """What to do when hyperparameter learning (`res`, a HyperFit) did not converge, from why it stopped and what the
+    inner method optimises (`post.objective`)."""
+    if post.objective != "vlb":
+        return (f"the inner method {post.method} maximises the {post.objective}, not the VLB, so the learner's gradient (which "
+                "assumes q maximises the VLB) is inexact: learn with a VG method (the default, fpi)")
+    if res.stop is Stop.MAX_ITER: return "the outer iteration budget ran out: start nearer (standardised inputs, the data start) or allow more iterations"
+    if res.stop is Stop.MAX_SECONDS: return "the time budget ran out before the learner met its tolerance"
+    if res.stop is Stop.STALLED:
+        return (f"the outer optimiser stopped without meeting its tolerance ({res.message}): the VLB may be flat in a parameter "
+                "(see any bound warning): try --restarts, or hold that parameter with --fix")
+    if not post.converged: return f"the final inner fit did not converge ({post.stop.value}): the learned values rest on an inexact q"
+    return res.message or res.stop.value
+
+def coefficient_table(post, names, scaler, intercept: bool) -> str:
+    """The GLM's coefficients on the raw inputs' scale (`Standardizer.raw_coefficients`): posterior mean, standard
+    deviation and the 95% interval mean ± 1.96 sd under q, one line per input (`names`, one-hot columns included),
+    the intercept last when the model has one."""
+    mean, cov = scaler.raw_coefficients(post.m, post.V, intercept)
+    sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    rows = list(zip(list(names) + [INTERCEPT], mean, sd))[: len(names) + int(intercept)]
+    w = max(len("feature"), *(len(str(n)) for n, _, _ in rows))
+    out = ["coefficients (per unit of each input as read; 95% interval: mean ± 1.96 sd under q)",
+           f"  {'feature':<{w}}  {'mean':>11}  {'sd':>10}  {'2.5%':>11}  {'97.5%':>11}"]
+    out += [f"  {str(n):<{w}}  {m:11.4g}  {s:10.4g}  {m - 1.96 * s:11.4g}  {m + 1.96 * s:11.4g}" for n, m, s in rows]
+    return "\n".join(out)
+
 def _prediction_table(post, X, classes=None):
-    """(header, rows): latent mean and variance and the predictive mean; for binary labels P(y = +1), after the
-    more probable label when `classes` (the labels of y = -1, +1) is given; for an ordinal likelihood the most
-    probable class (in the labels `classes`) and each class's probability."""
+    """(header, columns): latent mean and variance and the predictive mean; for binary labels P(y = +1), after the
+    more probable label when `classes` (the labels of y = -1, +1, numbers or strings) is given; for an ordinal
+    likelihood the most probable class (in the labels `classes`) and each class's probability."""
     f_mean, f_var = post.predict(X)
     lik = post.model.likelihood
     if isinstance(lik, Ordinal):
         classes = np.arange(lik.K, dtype=float) if classes is None else np.asarray(classes, float)
         P = np.clip(lik.predict_y(f_mean, f_var), 0.0, 1.0); P /= P.sum(1, keepdims=True)
         head = ["f_mean", "f_var", "y_pred"] + [f"p_{c:g}" for c in classes]
-        return head, np.column_stack([f_mean, f_var, classes[np.argmax(P, 1)], P])
+        return head, [f_mean, f_var, classes[np.argmax(P, 1)]] + list(P.T)
     p = lik.predict_y(f_mean, f_var)
     if isinstance(lik, (Logistic, Probit)):
-        if classes is None: return ["f_mean", "f_var", "p_positive"], np.column_stack([f_mean, f_var, p])
-        classes = np.asarray(classes, float)
-        return ["f_mean", "f_var", "y_pred", "p_positive"], np.column_stack([f_mean, f_var, np.where(p > 0.5, classes[1], classes[0]), p])
-    return ["f_mean", "f_var", "y_mean"], np.column_stack([f_mean, f_var, p])
+        if classes is None: return ["f_mean", "f_var", "p_positive"], [f_mean, f_var, p]
+        classes = np.asarray(classes)
+        return ["f_mean", "f_var", "y_pred", "p_positive"], [f_mean, f_var, np.where(p > 0.5, classes[1], classes[0]), p]
+    return ["f_mean", "f_var", "y_mean"], [f_mean, f_var, p]
+
+def _cell(v):
+    "A table value as written: a number exactly (repr of the float), a label as it is."
+    return v if isinstance(v, str) else repr(float(v))
+
+def _write_table(fh, head, cols):
+    w = csv.writer(fh); w.writerow(head)
+    for row in zip(*cols): w.writerow([_cell(v) for v in row])
+
+def _coded_test_labels(post, y, classes):
+    "The test labels y (as read) in the likelihood's coding: ±1 by the binary labels, 0..K−1 by the ordinal classes."
+    lik = post.model.likelihood
+    if classes is not None and isinstance(lik, Ordinal):
+        y = np.asarray(y, float)
+        unseen = sorted(set(y.tolist()) - set(np.asarray(classes, float).tolist()))
+        if unseen: raise CLIError(f"test labels: {', '.join(f'{v:g}' for v in unseen[:3])} not among the training classes {[int(c) for c in classes]}")
+        return np.searchsorted(classes, y).astype(float)
+    if classes is not None and isinstance(lik, (Logistic, Probit)):
+        lab = np.asarray(classes); vals = np.asarray(y, dtype=lab.dtype if lab.dtype.kind in "US" else float)
+        unseen = sorted(set(vals.tolist()) - set(lab.tolist()))
+        if unseen: raise CLIError(f"test labels: {unseen[:3]} not among the training labels {lab.tolist()}")
+        return np.where(vals == lab[1], 1.0, -1.0)
+    return np.asarray(y, float)
 
 def write_predictions(post, X, path, y=None, classes=None):
     """Write the latent mean and variance and the predictive mean (P(y = +1) for binary labels; for ordinal
-    labels the most probable class and the class probabilities) of each row to `path`."""
-    head, T = _prediction_table(post, X, classes)
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh); w.writerow(head)
-        for row in T: w.writerow([repr(float(v)) for v in row])
+    labels the most probable class and the class probabilities) of each row to `path`; with the test labels `y`
+    (as read from the file), their mean log predictive density."""
+    head, cols = _prediction_table(post, X, classes)
+    with open(path, "w", newline="") as fh: _write_table(fh, head, cols)
     msg = f"predictions for {len(X)} rows written to {path}"
     if y is not None:
-        if classes is not None and isinstance(post.model.likelihood, Ordinal):
-            unseen = sorted(set(np.asarray(y, float).tolist()) - set(np.asarray(classes, float).tolist()))
-            if unseen: raise CLIError(f"test labels: {', '.join(f'{v:g}' for v in unseen[:3])} not among the training classes {[int(c) for c in classes]}")
-            y = np.searchsorted(classes, y).astype(float)
+        y = _coded_test_labels(post, y, classes)
         try: lpd = float(np.mean(post.log_pred_density(X, y)))
         except ValueError as e: raise CLIError(f"test labels: {e}") from None
         msg += f"; mean log predictive density of the test labels {lpd:.4f}"
     return msg
-
 
 # %% ../../nbs/apps/51_cli.ipynb #cl09
 class _Parser(argparse.ArgumentParser):
@@ -183,16 +231,24 @@ class _Parser(argparse.ArgumentParser):
 def parser():
     p = _Parser(prog="vgi-lit", description="Variational Gaussian inference in latent Gaussian models from the command line.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    f = sub.add_parser("fit", help="fit a model to a CSV file (header line, numeric columns)")
+    f = sub.add_parser("fit", help="fit a model to a CSV file (header line; numeric or text columns, no missing values)")
     f.add_argument("data"); f.add_argument("--target", required=True, help="the column holding y")
     f.add_argument("--features", help="comma-separated input columns (default: every other column)")
-    f.add_argument("--likelihood", default="logistic", choices=list(LIKELIHOODS),
-                   help="ordinal: ordered integer labels, the sorted distinct values as classes 0..K-1; cut points start at "
+    f.add_argument("--likelihood", default=None, choices=list(LIKELIHOODS),
+                   help="default: read from the target (two values: logistic; non-negative integers: poisson; other numbers: "
+                        "gaussian). ordinal: ordered integer labels, the sorted distinct values as classes 0..K-1; cut points start at "
                         "the logits of the training class frequencies, logit P(y <= k), and are learned unless --no-learn")
     f.add_argument("--model", default="gp", choices=["gp", "sparse-gp", "glm"])
     f.add_argument("--kernel", default="rbf", choices=list(KERNELS)); f.add_argument("--ard", action="store_true", help="one lengthscale per input")
+    f.add_argument("--kernel-start", default="data", choices=["data", "unit"],
+                   help="data (default): lengthscale at the median distance between training inputs, variance set by y; unit: both 1")
+    f.add_argument("--no-standardize", dest="standardize", action="store_false",
+                   help="use the inputs as read (default: z-scored with the training mean and standard deviation)")
     f.add_argument("--method", default=None, help=f"inference method (default: the model's, fpi); one of {', '.join(sorted(METHODS))}")
     f.add_argument("--no-learn", dest="learn", action="store_false", help="keep the hyperparameters (default: learn them)")
+    f.add_argument("--restarts", type=int, default=None, help="when learning ends at a degenerate fit, learn again from this many "
+                   "perturbed starts too and keep the best VLB (default: 2 for a GP with binary labels, else 0)")
+    f.add_argument("--fix", action="append", default=[], metavar="NAME", help="hold a hyperparameter at its start (e.g. likelihood.df); repeatable")
     f.add_argument("--inducing", type=int, default=50, help="inducing inputs of a sparse GP (rows of the data)")
     f.add_argument("--no-intercept", dest="intercept", action="store_false", help="GLM without a constant column")
     f.add_argument("--prior-var", type=float, default=1.0, help="GLM prior variance (the start when learning)")
@@ -209,40 +265,89 @@ def parser():
     b.add_argument("args", nargs=argparse.REMAINDER)
     return p
 
-
 # %% ../../nbs/apps/51_cli.ipynb #cl10
-def cmd_fit(a, out=print):
+def _read_training(a, out):
+    """(encoder, scaler, X standardised, y coded, labels, cut points) of the training table `a.data`; sets
+    `a.likelihood` when it is read from the target, and reports the coding through `out`."""
+    try:
+        header, rows, lines = read_table(a.data)
+        if a.target not in header: raise CLIError(f"{a.data}: missing column {a.target!r} (--target); the file has {header}")
+        feats = [c.strip() for c in a.features.split(",")] if a.features else [c for c in header if c != a.target]
+        if a.target in feats: raise CLIError(f"--features includes the target column {a.target!r}")
+        if not feats: raise CLIError(f"{a.data}: no input columns besides the target {a.target!r}")
+        missing = [c for c in feats if c not in header]
+        if missing: raise CLIError(f"{a.data}: missing column(s) {missing}; the file has {header}")
+        enc = TableEncoder.fit(header, rows, lines, feats, str(a.data))
+        X = enc.transform(header, rows, lines, str(a.data))
+        given = a.likelihood
+        a.likelihood, y, labels = target_coding(column_values(header, rows, lines, a.target, str(a.data)), a.likelihood, a.target)
+    except TableError as e: raise CLIError(str(e)) from None
+    if given is None: out(f"likelihood {a.likelihood} (read from the target column {a.target!r}; --likelihood to choose)")
+    if labels is not None: out(f"labels     {labels[0]!s} -> -1, {labels[1]!s} -> +1")
+    for c in enc.categorical:
+        out(f"categories {c}: one-hot, {len(enc.categories[c])} columns ({', '.join(enc.categories[c][:6])}{', ...' if len(enc.categories[c]) > 6 else ''})")
+    scaler = Standardizer.fit(X, keep=enc.one_hot) if a.standardize else Standardizer.identity(X.shape[1])
+    if a.standardize:
+        out(f"inputs     {int(np.sum(~enc.one_hot))} numeric columns standardised with the training mean and sd"
+            + (f", {int(np.sum(enc.one_hot))} one-hot columns kept as 0/1" if enc.one_hot.any() else "")
+            + (f"; constant (left at 0): {[enc.feature_names[j] for j in np.flatnonzero(scaler.constant)]}" if scaler.constant.any() else ""))
+    cuts = None
+    if a.likelihood == "ordinal":
+        labels, y, cuts = ordinal_codes(y, a.target)
+        K = labels.size
+        out(f"ordinal    {K} classes {[int(c) for c in labels]}" + ("" if np.array_equal(labels, np.arange(K)) else f", coded 0..{K - 1}")
+            + "; cut points start at the logits of the cumulative class frequencies")
+    return enc, scaler, scaler.transform(X), y, labels, cuts
+
+def _warn(text, err):
+    print(f"vgi-lit: warning: {text}", file=err)
+
+def cmd_fit(a, out=print, err=None):
+    err = sys.stderr if err is None else err
     if a.method is not None and a.method not in METHODS: raise CLIError(f"unknown method {a.method!r}; choose from {', '.join(sorted(METHODS))}")
     if a.inducing < 1: raise CLIError(f"--inducing must be a positive integer, got {a.inducing}")
-    header, _ = read_csv(a.data)
-    if a.target not in header: raise CLIError(f"{a.data}: missing column {a.target!r} (--target); the file has {header}")
-    feats = [c.strip() for c in a.features.split(",")] if a.features else [c for c in header if c != a.target]
-    if a.target in feats: raise CLIError(f"--features includes the target column {a.target!r}")
-    if not feats: raise CLIError(f"{a.data}: no input columns besides the target {a.target!r}")
-    _, D = read_csv(a.data, feats + [a.target])
-    y, classes, cuts = D[:, -1], None, None
-    if a.likelihood == "ordinal":
-        classes, y, cuts = ordinal_codes(y, a.target)
-        K = classes.size
-        out(f"ordinal    {K} classes {[int(c) for c in classes]}" + ("" if np.array_equal(classes, np.arange(K)) else f", coded 0..{K - 1}")
-            + "; cut points start at the logits of the cumulative class frequencies")
-    model = build_model(D[:, :-1], y, feats, a, cuts)
-    if a.likelihood in ("logistic", "probit"): classes = binary_labels(y)
+    if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
+    enc, scaler, Z, y, labels, cuts = _read_training(a, out)
+    model = build_model(Z, y, enc.feature_names, a, cuts)
+    opts = {}
+    if a.fix:
+        if not a.learn: raise CLIError("--fix holds a learned hyperparameter: it needs learning (drop --no-learn)")
+        opts["fixed"] = set(a.fix)
+    r = a.restarts if a.restarts is not None else (2 if model.kind != "glm" and a.likelihood in ("logistic", "probit") else 0)
     t0 = time.perf_counter()
-    try: res = _fit(model, a.method, learn=a.learn, progress=a.progress)
+    try:
+        res = _fit(model, a.method, learn=a.learn, progress=a.progress, **opts)
+        post = getattr(res, "posterior", res)
+        why = degenerate_fit(post, post.model.X)
+        if a.learn and r and why:                             # the first run ended at a trivial optimum: more starts
+            out(f"restarts   learning ended at a degenerate fit; learning again from the start and {r} perturbed starts")
+            res = _fit(model, a.method, learn=True, progress=a.progress, restarts=r, seed=a.seed, **opts)
+            post = getattr(res, "posterior", res)
+            why = degenerate_fit(post, post.model.X)
     except (ValueError, TypeError) as e: raise CLIError(f"fit failed: {e}") from None
-    post = getattr(res, "posterior", res)
     if post.model.feature_names is None: post.model.feature_names = model.feature_names   # a learned model is rebuilt from arrays
     out(summary(post, res, time.perf_counter() - t0))
+    if post.model.kind == "glm":
+        out(coefficient_table(post, enc.feature_names, scaler, a.intercept and a.likelihood != "ordinal"))
+    if why: _warn("the fitted model does not use its inputs: " + "; ".join(why) + f". What to do: {DEGENERATE_ADVICE}", err)
+    ran = runaway_parameters(res)
+    if ran: _warn("learning ran a parameter to its bound: " + "; ".join(ran) + f". {RUNAWAY_ADVICE}", err)
     if a.out:
-        path = vio.save(post, a.out, labels=classes)
+        path = vio.save(post, a.out, labels=labels)
+        with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}
+        arrays["table"] = np.array(json.dumps({"encoder": enc.to_dict(), "scaler": scaler.to_dict(), "target": a.target}))
+        with open(path, "wb") as fh: np.savez_compressed(fh, **arrays)
         out(f"fitted posterior written to {path}")
     if a.predict:
-        hdr, _ = read_csv(a.predict)
-        X = _design(post.model, a.predict)
-        y = read_csv(a.predict, [a.target])[1][:, 0] if a.target in hdr else None
+        table = {"encoder": enc, "scaler": scaler}
+        X = _design(post.model, a.predict, table)
+        try:
+            hdr, rows, lines = read_table(a.predict)
+            yt = column_values(hdr, rows, lines, a.target, str(a.predict)) if a.target in hdr else None
+        except TableError as e: raise CLIError(str(e)) from None
+        yt = yt[0] if isinstance(yt, tuple) else yt
         dest = a.predictions or f"{Path(a.predict).stem}.predictions.csv"
-        out(write_predictions(post, X, dest, y, classes))
+        out(write_predictions(post, X, dest, yt, labels))
     return 0
 
 def binary_labels(y):
@@ -251,24 +356,32 @@ def binary_labels(y):
 
 def _saved_classes(path, post):
     "The class labels saved with a posterior (`labels`), else those of a separate `ordinal_classes` array, else None."
-    if post.info.get("labels") is not None: return np.asarray(post.info["labels"], float)
+    if post.info.get("labels") is not None:
+        lab = np.asarray(post.info["labels"])
+        return lab if lab.dtype.kind in "US" else lab.astype(float)
     with np.load(path, allow_pickle=False) as z: return z["ordinal_classes"] if "ordinal_classes" in z.files else None
+
+def _saved_table(path):
+    "The table encoding saved by `fit --out` (encoder and standardisation), or None for a posterior saved without it."
+    with np.load(path, allow_pickle=False) as z:
+        if "table" not in z.files: return None
+        t = json.loads(str(z["table"]))
+    return {"encoder": TableEncoder.from_dict(t["encoder"]), "scaler": Standardizer.from_dict(t["scaler"])}
 
 def cmd_predict(a, out=print):
     try: post = vio.load(a.fitted)
     except ValueError as e: raise CLIError(str(e)) from None
-    X = _design(post.model, a.data)
+    X = _design(post.model, a.data, _saved_table(a.fitted))
     classes = _saved_classes(a.fitted, post)
     if a.predictions: out(write_predictions(post, X, a.predictions, classes=classes))
-    else:
-        head, T = _prediction_table(post, X, classes)
-        w = csv.writer(sys.stdout); w.writerow(head)
-        for row in T: w.writerow([repr(float(v)) for v in row])
+    else: _write_table(sys.stdout, *_prediction_table(post, X, classes))
     return 0
 
 def main(argv=None) -> int:
     """The `vgi-lit` command: `fit`, `predict`, `demo`, `bench`. Returns the exit code: 0, or 2 after a
-    one-line error on standard error for a bad option or file (no traceback)."""
+    one-line error on standard error for a bad option or file (no traceback). Output to a pipe that closes
+    early (`vgi-lit predict ... | head`) ends quietly with exit code 1: standard output is pointed at the null
+    device so that nothing more is written, and no traceback is printed."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         if argv and argv[0] == "demo":
@@ -282,4 +395,7 @@ def main(argv=None) -> int:
             return {"fit": cmd_fit, "predict": cmd_predict}[a.command](a)
     except CLIError as e:
         print(f"vgi-lit: error: {e}", file=sys.stderr); return 2
-
+    except BrokenPipeError:
+        try: os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError): pass
+        return 1

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk01
 from __future__ import annotations
-import warnings
+import json, warnings
 import numpy as np
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -14,59 +14,172 @@ try:
     from sklearn.utils.validation import check_is_fitted, validate_data
 except ImportError as e:   # scikit-learn is an optional dependency (the [sklearn] extra)
     raise ImportError(f"vgi_lit.apps.sklearn needs scikit-learn >= 1.6: pip install 'vgi_lit[sklearn]' ({e})") from e
+from .. import io as vio
 from ..inference import fit as _fit
 from ..kernels import Kernel, RBF
 from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
+from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, runaway_parameters,
+                                 DegenerateFitWarning, RunawayParameterWarning, DEGENERATE_ADVICE, RUNAWAY_ADVICE)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
-
 # %% auto #0
-__all__ = ['LATENTS', 'EXPECTED_FAILED_CHECKS', 'VGClassifier', 'VGRegressor', 'VGPoissonRegressor', 'VGOrdinalRegressor']
+__all__ = ['LATENTS', 'EXPECTED_FAILED_CHECKS', 'VGClassifier', 'latent_cov', 'VGRegressor', 'VGPoissonRegressor',
+           'VGOrdinalRegressor']
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk04
 LATENTS = ("gp", "sparse_gp", "glm")
 
+def _finite(X):
+    "X, or a ValueError naming the first missing or non-finite entry by its row and column."
+    bad = ~np.isfinite(X)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise ValueError(f"X contains NaN or inf: row {i}, column {j} is {X[i, j]} (missing values are not imputed: "
+                         "fill or drop the row)")
+    return X
+
 class _VGEstimator(BaseEstimator):
-    """Shared by the estimators: the latent function (`latent`), its prior, the inference method and the
-    hyperparameter learning, from validated data to `posterior_`."""
+    """Shared by the estimators: input standardisation, the latent function (`latent`), its prior, the inference
+    method and the hyperparameter learning, from validated data to `posterior_`; the fit's diagnostics; save/load."""
+    _default_restarts = 0
+
+    def _fit_data(self, X, y, sample_weight, **kw):
+        """(X, y) validated, with whole-number `sample_weight` as repeated rows; the input map `scaler_` fitted."""
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=False, **kw)
+        X = _finite(X)
+        if sample_weight is not None:
+            w = np.asarray(sample_weight, dtype=float)
+            if w.shape != (len(X),): raise ValueError(f"sample_weight must have shape ({len(X)},), got {w.shape}")
+            if not np.all(np.isfinite(w)) or np.any(w < 0): raise ValueError("sample_weight must be finite and non-negative")
+            if not np.any(w > 0): raise ValueError("sample_weight: every weight is zero (at least one row needs a positive weight)")
+            if np.any(w != np.round(w)):
+                raise NotImplementedError("sample_weight must be whole numbers: a weight counts repeated rows, because the "
+                                          "likelihoods have no per-site weight (a fractional weight would need one)")
+            k = w.astype(int); X, y = np.repeat(X, k, axis=0), np.repeat(np.asarray(y), k, axis=0)
+        self.scaler_ = Standardizer.fit(X) if self.standardize else Standardizer.identity(X.shape[1])
+        self.constant_features_ = np.flatnonzero(self.scaler_.constant)
+        return X, y
+
     def _model(self, X, y, lik, mean=0.0):
-        "The model of the latent function for the validated inputs `X` and canonical labels `y`."
+        "The model of the latent function for the validated raw inputs `X` and canonical labels `y`."
         latent = str(self.latent).replace("-", "_")
         if latent not in LATENTS: raise ValueError(f"latent must be one of {', '.join(LATENTS)}, got {self.latent!r}")
+        Z = self.scaler_.transform(X)
         if latent == "glm":
-            A = np.hstack([X, np.ones((len(X), 1))]) if self.fit_intercept else X
+            A = np.hstack([Z, np.ones((len(Z), 1))]) if self.fit_intercept else Z
             return GLM(A, y, lik, prior_mean=0.0, prior_cov=self.prior_var)
-        kernel = RBF() if self.kernel is None else self.kernel
-        if not isinstance(kernel, Kernel): raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(kernel).__name__}")
-        if latent == "gp": return GP(X, y, lik, kernel, mean=mean)
+        if self.kernel is None: kernel = data_kernel(RBF(), Z, variance_start(lik, y))
+        elif isinstance(self.kernel, Kernel): kernel = self.kernel
+        else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
+        if latent == "gp": return GP(Z, y, lik, kernel, mean=mean)
         if isinstance(self.n_inducing, bool) or not isinstance(self.n_inducing, (int, np.integer)) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}")
         rng = check_random_state(self.random_state)
-        idx = np.sort(rng.choice(len(X), size=min(int(self.n_inducing), len(X)), replace=False))
-        return SparseGP(X, y, lik, kernel, X[idx], mean=mean)
+        idx = np.sort(rng.choice(len(Z), size=min(int(self.n_inducing), len(Z)), replace=False))
+        return SparseGP(Z, y, lik, kernel, Z[idx], mean=mean)
 
     def _fit_model(self, model):
-        "Fit q (and, with `learn_hyperparameters`, the hyperparameters); set `posterior_`, `hyperparameters_`, `fit_result_`."
+        """Fit q (and, with `learn_hyperparameters`, the hyperparameters, from 1 + `n_restarts` starts); set the
+        fitted attributes; warn on a degenerate fit or a parameter at its bound."""
         opts = dict(self.fit_options or {})
-        res = _fit(model, self.method, learn=bool(self.learn_hyperparameters), progress=bool(self.progress), **opts)
+        learn = bool(self.learn_hyperparameters)
+        r = self.n_restarts
+        if r is None: r = self._default_restarts if model.kind != "glm" else 0
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
+            raise ValueError(f"n_restarts must be None or a non-negative integer, got {r!r}")
+        res = _fit(model, self.method, learn=learn, progress=bool(self.progress), **opts)
         post = getattr(res, "posterior", res)
+        why = degenerate_fit(post, post.model.X)
+        if learn and r and why and "restarts" not in opts:               # the first run ended at a trivial optimum: more starts
+            seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
+            res = _fit(model, self.method, learn=True, progress=bool(self.progress), restarts=int(r), seed=seed, **opts)
+            post = getattr(res, "posterior", res)
+            why = degenerate_fit(post, post.model.X)
         self.fit_result_, self.posterior_ = res, post
         self.hyperparameters_ = dict(getattr(res, "theta", {}))
+        self._set_fitted(post)
+        if why: warnings.warn(DegenerateFitWarning(f"{type(self).__name__}: the fitted model does not use its inputs: "
+                                                   + "; ".join(why) + f". What to do: {DEGENERATE_ADVICE}"), stacklevel=3)
+        ran = runaway_parameters(res)
+        if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
+                                                      + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
         return post
 
+    def _set_fitted(self, post):
+        "The attributes read from the posterior: n_iter_, the VLB, kernel_, and for a GLM coef_ and intercept_ with their sds."
+        self.n_iter_ = int(post.n_iter)
+        self.log_marginal_likelihood_value_ = float(post.vlb)
+        self.kernel_ = getattr(post.model, "kernel", None)
+        if post.model.kind == "glm":
+            mean, cov = self.scaler_.raw_coefficients(post.m, post.V, bool(self.fit_intercept))
+            loc, scale = getattr(self, "_y_scale", (0.0, 1.0))
+            sd = np.sqrt(np.maximum(np.diag(cov), 0.0)) * scale
+            coef, b = scale * mean[:-1], loc + scale * mean[-1]
+            two_d = isinstance(self, VGClassifier)                     # scikit-learn's binary classifiers: coef_ (1, p)
+            self.coef_ = coef[None, :] if two_d else coef
+            self.coef_std_ = sd[None, :-1] if two_d else sd[:-1]
+            self.intercept_ = np.array([b]) if two_d else float(b)
+            self.intercept_std_ = np.array([sd[-1]]) if two_d else float(sd[-1])
+
     def _inputs(self, X):
-        "Validated test inputs (columns and feature names as at fit), with the intercept column for a GLM."
+        "Validated test inputs (columns and feature names as at fit), standardised, with the intercept column for a GLM."
         check_is_fitted(self, "posterior_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = self.scaler_.transform(_finite(validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=False)))
         if self.posterior_.model.kind == "glm" and self.fit_intercept: X = np.hstack([X, np.ones((len(X), 1))])
         return X
 
-    def predict_latent(self, X):
-        "Mean and standard deviation of the latent function f at the rows of X under q (in the units of y for the regressor)."
-        X = self._inputs(X); mu, var = self.posterior_.predict(X)
-        s = getattr(self, "_y_scale", (0.0, 1.0))
+    def predict_latent(self, X, return_cov=False):
+        """Mean and standard deviation of the latent function f at the rows of X under q (in the units of y for the
+        regressor); with `return_cov`, the mean and the joint covariance (n, n) of f at the rows instead."""
+        X = self._inputs(X); s = getattr(self, "_y_scale", (0.0, 1.0))
+        if return_cov:
+            mu, C = latent_cov(self.posterior_, X)
+            return s[0] + s[1] * mu, s[1] ** 2 * C
+        mu, var = self.posterior_.predict(X)
         return s[0] + s[1] * mu, s[1] * np.sqrt(var)
+
+    def save(self, path):
+        """Write the fitted estimator to `path` (.npz, no pickled objects): the posterior in the format of
+        `vgi_lit.io` (so `vgi_lit.io.load` reads it too), the input map, the labels and the constructor's
+        arguments. Returns the path; `load` rebuilds the estimator."""
+        check_is_fitted(self, "posterior_")
+        params = self.get_params(deep=False)
+        if params.get("kernel") is not None: params["kernel"] = vio.kernel_spec(params["kernel"])
+        try: est = json.dumps({"class": type(self).__name__, "params": params, "scaler": self.scaler_.to_dict(),
+                               "y_scale": list(getattr(self, "_y_scale", (0.0, 1.0))),
+                               "hyperparameters": self.hyperparameters_, "n_features_in": int(self.n_features_in_)})
+        except TypeError as e: raise ValueError(f"save: an argument of the estimator cannot be written without pickle ({e})") from None
+        path = vio.save(self.posterior_, path)
+        with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}
+        arrays["estimator"] = np.array(est)
+        if hasattr(self, "feature_names_in_"): arrays["feature_names_in"] = np.array([str(c) for c in self.feature_names_in_])
+        if hasattr(self, "classes_"): arrays["classes"] = np.asarray(self.classes_.tolist())
+        with open(path, "wb") as fh: np.savez_compressed(fh, **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path):
+        "The estimator written by `save` (of this class), fitted: its predictions equal those of the saved one."
+        post = vio.load(path)
+        with np.load(path, allow_pickle=False) as z:
+            if "estimator" not in z.files:
+                raise ValueError(f"{path} holds a posterior but no estimator (written by vgi_lit.io.save, not by an estimator's save)")
+            est = json.loads(str(z["estimator"]))
+            names = z["feature_names_in"] if "feature_names_in" in z.files else None
+            classes = z["classes"] if "classes" in z.files else None
+        if est["class"] != cls.__name__: raise ValueError(f"{path} holds a {est['class']}, not a {cls.__name__}")
+        params = dict(est["params"])
+        if params.get("kernel") is not None: params["kernel"] = vio.kernel_from_spec(params["kernel"])
+        self = cls(**params)
+        self.scaler_ = Standardizer.from_dict(est["scaler"]); self.constant_features_ = np.flatnonzero(self.scaler_.constant)
+        if isinstance(self, VGRegressor): self._y_scale = tuple(est["y_scale"])
+        self.n_features_in_ = est["n_features_in"]
+        if names is not None: self.feature_names_in_ = names.astype(object)
+        if classes is not None: self.classes_ = classes
+        self.fit_result_, self.posterior_, self.hyperparameters_ = post, post, est["hyperparameters"]
+        self._set_fitted(post)
+        return self
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -76,15 +189,25 @@ class _VGEstimator(BaseEstimator):
 _COMMON_DOC = """
     latent: "gp" (a Gaussian process), "sparse_gp" (inducing inputs: `n_inducing` rows of X drawn with
         `random_state`) or "glm" (a linear function, with an intercept column when `fit_intercept`, prior
-        N(0, `prior_var` I)).
-    kernel: a `vgi_lit.kernels` kernel (default RBF() with one lengthscale, no ARD); its parameters are
-        the start of hyperparameter learning.
+        N(0, `prior_var` I) on the standardised inputs).
+    kernel: a `vgi_lit.kernels` kernel, the start of hyperparameter learning as given (default None: RBF with one
+        lengthscale, started at the median distance between standardised training inputs and a variance set by y).
+    standardize: z-score the inputs with the training mean and standard deviation (default True; kept in
+        `scaler_` and applied at prediction; a constant column is left at 0 and listed in `constant_features_`).
     method: the inference method (a name of `vgi_lit.METHODS`; None: the model's default, fpi).
-    learn_hyperparameters: learn the prior's (and, where the learner supports them, the likelihood's)
-        parameters by maximising the VLB (`vgi_lit.methods.hyper.learn`); False keeps the given ones.
+    learn_hyperparameters: learn by maximising the VLB (`vgi_lit.methods.hyper.learn`), by default: the kernel's
+        variance and lengthscale(s) (GP, sparse GP) or the prior variance (GLM), and the likelihood's parameters
+        (Gaussian variance, Laplace scale, Student-t df and scale, ordinal cut points); False keeps the given ones.
+        `fit_options={"fixed": {"likelihood.df"}}` holds one of them at its start.
+    n_restarts: when learning from the start ends at a degenerate fit (`vgi_lit.apps.tables.degenerate_fit`), learn
+        again from the start and this many perturbed starts and keep the best VLB (None: 2 for a GP classifier, whose
+        VLB has a trivial optimum at p = 1/2, else 0); a fit that uses its inputs is not restarted.
     fit_options: options for `vgi_lit.fit` (the method's, or the learner's with `inner` for the method).
-    progress: show a progress bar while fitting."""
+    progress: show a progress bar while fitting.
 
+    After `fit`, a `DegenerateFitWarning` says when the predictions do not depend on the inputs, and a
+    `RunawayParameterWarning` names a learned parameter that ended at its bound. `sample_weight` in `fit`:
+    whole-number weights, as repeated rows."""
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk06
 _BINARY = {"logistic": Logistic, "probit": Probit}
@@ -93,23 +216,27 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
     __doc__ = """Binary classifier with a latent Gaussian model: p(y = classes_[1] | f) = σ(f) (logistic) or Φ(f) (probit),
     f a GP, sparse GP or linear function, q(f) fitted by variational Gaussian inference.
 
-    likelihood: "logistic" or "probit". Labels: any two values scikit-learn accepts (numbers, strings, booleans);
-    `classes_` holds them sorted, and the second is the positive class.""" + _COMMON_DOC
-    def __init__(self, likelihood="logistic", latent="gp", kernel=None, method=None, learn_hyperparameters=True,
-                 n_inducing=50, fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None, progress=False):
-        self.likelihood, self.latent, self.kernel, self.method = likelihood, latent, kernel, method
-        self.learn_hyperparameters, self.n_inducing, self.fit_intercept = learn_hyperparameters, n_inducing, fit_intercept
-        self.prior_var, self.random_state, self.fit_options, self.progress = prior_var, random_state, fit_options, progress
+    likelihood: "logistic" or "probit" (no parameter to learn). Labels: any two values scikit-learn accepts
+    (numbers, strings, booleans); `classes_` holds them sorted, and the second is the positive class.""" + _COMMON_DOC
+    _default_restarts = 2
+    def __init__(self, likelihood="logistic", latent="gp", kernel=None, standardize=True, method=None,
+                 learn_hyperparameters=True, n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0,
+                 random_state=None, fit_options=None, progress=False):
+        self.likelihood, self.latent, self.kernel, self.standardize, self.method = likelihood, latent, kernel, standardize, method
+        self.learn_hyperparameters, self.n_restarts, self.n_inducing = learn_hyperparameters, n_restarts, n_inducing
+        self.fit_intercept, self.prior_var, self.random_state = fit_intercept, prior_var, random_state
+        self.fit_options, self.progress = fit_options, progress
 
-    def fit(self, X, y):
-        "Fit the classifier to inputs X (n, p) and two-class labels y (n,)."
-        X, y = validate_data(self, X, y, dtype=np.float64)
+    def fit(self, X, y, sample_weight=None):
+        "Fit the classifier to inputs X (n, p) and two-class labels y (n,); `sample_weight`: whole-number row counts."
+        X, y = self._fit_data(X, y, sample_weight)
         check_classification_targets(y)
         kind = type_of_target(y, input_name="y", raise_unknown=True)
         if kind != "binary":
             n_cls = len(np.unique(y))
             if n_cls < 2: raise ValueError(f"VGClassifier needs two classes; y has only one class ({np.unique(y)[0]!r})")
-            raise ValueError(f"Only binary classification is supported. The type of the target is {kind} ({n_cls} classes).")
+            raise ValueError(f"Only binary classification is supported. The type of the target is {kind} ({n_cls} classes)"
+                             + ("; for counts use VGPoissonRegressor, for ordered classes VGOrdinalRegressor" if kind == "multiclass" else ""))
         if self.likelihood not in _BINARY: raise ValueError(f"likelihood must be one of {', '.join(_BINARY)}, got {self.likelihood!r}")
         enc = LabelEncoder().fit(y); self.classes_ = enc.classes_
         self._fit_model(self._model(X, 2.0 * enc.transform(y) - 1.0, _BINARY[self.likelihood]()))
@@ -135,6 +262,23 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         tags.classifier_tags.multi_class = False
         return tags
 
+# %% ../../nbs/apps/50_sklearn.ipynb #sk07b
+def latent_cov(post, X):
+    """(mean (n,), covariance (n, n)) of the latent function at the model inputs X (standardised, with the intercept
+    column of a GLM) under the posterior `post`: H V Hᵀ + K** − H K_w* (the training inputs of a GP, the inducing
+    inputs of a sparse GP; 0 for a GLM)."""
+    M = post.model
+    a, c, H = M.project(X)
+    H = H.toarray() if hasattr(H, "toarray") else np.asarray(H)
+    C = H @ post.V @ H.T
+    if isinstance(M, SparseGP): C += M.kernel.K(X) - H @ M.kernel.K(M.Z, X)
+    elif isinstance(M, GP): C += M.kernel.K(X) - H @ M.kernel.K(M.X, X)
+    return a + H @ post.m, 0.5 * (C + C.T)
+
+def _joint_draws(mean, C, n_samples, rng):
+    "Draws (n, n_samples) of N(mean, C) through the eigendecomposition of C (rounding below zero clipped)."
+    w, U = np.linalg.eigh(C)
+    return mean[:, None] + (U * np.sqrt(np.maximum(w, 0.0))) @ rng.standard_normal((len(mean), n_samples))
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk08
 _REGRESSION = ("gaussian", "laplace", "student_t")
@@ -143,15 +287,17 @@ class VGRegressor(RegressorMixin, _VGEstimator):
     __doc__ = """Regression with a latent Gaussian model: y = f(x) + noise, the noise Gaussian (variance `noise`),
     Laplace (scale `noise`) or Student-t (`df` degrees of freedom, squared scale `noise`), robust to outliers
     for the last two. With `normalize_y`, y is centred and scaled to unit variance for the fit (`noise` is
-    then in those units) and predictions are returned in the units of y.""" + _COMMON_DOC + """
+    then in those units) and predictions are returned in the units of y. Learned by default: the noise
+    parameter, and for Student-t also `df` (the value given is only the start; when it runs to its bound a
+    `RunawayParameterWarning` says so: the noise is then effectively Gaussian).""" + _COMMON_DOC + """
     noise: the noise parameter's start (None: 0.1 for Gaussian and Student-t, 0.3 for Laplace, standardised units).
-    df: Student-t degrees of freedom."""
-    def __init__(self, likelihood="gaussian", latent="gp", kernel=None, method=None, learn_hyperparameters=True,
-                 noise=None, df=4.0, normalize_y=True, n_inducing=50, fit_intercept=True, prior_var=1.0,
-                 random_state=None, fit_options=None, progress=False):
-        self.likelihood, self.latent, self.kernel, self.method = likelihood, latent, kernel, method
-        self.learn_hyperparameters, self.noise, self.df, self.normalize_y = learn_hyperparameters, noise, df, normalize_y
-        self.n_inducing, self.fit_intercept, self.prior_var = n_inducing, fit_intercept, prior_var
+    df: Student-t degrees of freedom (the start when learning)."""
+    def __init__(self, likelihood="gaussian", latent="gp", kernel=None, standardize=True, method=None,
+                 learn_hyperparameters=True, n_restarts=None, noise=None, df=4.0, normalize_y=True, n_inducing=50,
+                 fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None, progress=False):
+        self.likelihood, self.latent, self.kernel, self.standardize, self.method = likelihood, latent, kernel, standardize, method
+        self.learn_hyperparameters, self.n_restarts, self.noise, self.df = learn_hyperparameters, n_restarts, noise, df
+        self.normalize_y, self.n_inducing, self.fit_intercept, self.prior_var = normalize_y, n_inducing, fit_intercept, prior_var
         self.random_state, self.fit_options, self.progress = random_state, fit_options, progress
 
     def _likelihood(self):
@@ -161,9 +307,9 @@ class VGRegressor(RegressorMixin, _VGEstimator):
         if name == "laplace": return Laplace(0.3 if self.noise is None else self.noise)
         return StudentT(self.df, 0.1 if self.noise is None else self.noise)
 
-    def fit(self, X, y):
-        "Fit the regressor to inputs X (n, p) and real targets y (n,)."
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+    def fit(self, X, y, sample_weight=None):
+        "Fit the regressor to inputs X (n, p) and real targets y (n,); `sample_weight`: whole-number row counts."
+        X, y = self._fit_data(X, y, sample_weight, y_numeric=True)
         lik = self._likelihood()
         loc, scale = (float(np.mean(y)), float(np.std(y))) if self.normalize_y else (0.0, 1.0)
         if not scale > 0: scale = 1.0
@@ -178,54 +324,93 @@ class VGRegressor(RegressorMixin, _VGEstimator):
         if isinstance(lik, Laplace): return 2.0 * lik.scale**2
         return lik.df / (lik.df - 2.0) * lik.scale2 if lik.df > 2 else np.inf
 
-    def predict(self, X, return_std=False):
+    def predict(self, X, return_std=False, return_cov=False):
         """Predictive mean of y at the rows of X; with `return_std`, also the predictive standard deviation of y
-        (latent variance plus the noise variance; infinite for a Student-t with df ≤ 2)."""
-        X = self._inputs(X); mu, var = self.posterior_.predict(X)
-        loc, scale = self._y_scale
+        (latent variance plus the noise variance; infinite for a Student-t with df ≤ 2); with `return_cov`, the
+        joint predictive covariance of y (n, n): the latent covariance plus the noise variance on the diagonal."""
+        if return_std and return_cov: raise ValueError("at most one of return_std and return_cov can be requested")
+        X = self._inputs(X); loc, scale = self._y_scale
+        if return_cov:
+            mu, C = latent_cov(self.posterior_, X)
+            return loc + scale * mu, scale**2 * (C + self._noise_var() * np.eye(len(mu)))
+        mu, var = self.posterior_.predict(X)
         mean = loc + scale * mu
         return (mean, scale * np.sqrt(var + self._noise_var())) if return_std else mean
 
+    def sample_y(self, X, n_samples=1, random_state=0):
+        "Draws (n, n_samples) of y at the rows of X: f jointly from q, then the likelihood's noise; in the units of y."
+        X = self._inputs(X); rng = check_random_state(random_state); loc, scale = self._y_scale
+        mu, C = latent_cov(self.posterior_, X)
+        F = _joint_draws(mu, C, int(n_samples), rng); lik = self.posterior_.model.likelihood
+        if isinstance(lik, Gaussian): E = np.sqrt(lik.variance) * rng.standard_normal(F.shape)
+        elif isinstance(lik, Laplace): E = rng.laplace(0.0, lik.scale, F.shape)
+        else: E = np.sqrt(lik.scale2) * rng.standard_t(lik.df, F.shape)
+        return loc + scale * (F + E)
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk10
 class VGPoissonRegressor(RegressorMixin, _VGEstimator):
-    __doc__ = """Count regression with a latent Gaussian model: y ~ Poisson(e^f). Targets must be non-negative integers.
-    A GP's constant mean starts at log(mean(y)).""" + _COMMON_DOC
-    def __init__(self, latent="gp", kernel=None, method=None, learn_hyperparameters=True, n_inducing=50,
-                 fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None, progress=False):
-        self.latent, self.kernel, self.method, self.learn_hyperparameters = latent, kernel, method, learn_hyperparameters
-        self.n_inducing, self.fit_intercept, self.prior_var = n_inducing, fit_intercept, prior_var
+    __doc__ = """Count regression with a latent Gaussian model: y ~ Poisson(e^f). Targets must be non-negative integers
+    (declared to scikit-learn as positive-only targets). A GP's constant mean is log(mean(y)); its kernel variance
+    starts at the variance of log(y + 1/2).""" + _COMMON_DOC
+    def __init__(self, latent="gp", kernel=None, standardize=True, method=None, learn_hyperparameters=True,
+                 n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None,
+                 progress=False):
+        self.latent, self.kernel, self.standardize, self.method = latent, kernel, standardize, method
+        self.learn_hyperparameters, self.n_restarts, self.n_inducing = learn_hyperparameters, n_restarts, n_inducing
+        self.fit_intercept, self.prior_var = fit_intercept, prior_var
         self.random_state, self.fit_options, self.progress = random_state, fit_options, progress
 
-    def fit(self, X, y):
-        "Fit to inputs X (n, p) and counts y (n,)."
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
-        lik = Poisson(); y = lik.check_y(y)
+    def fit(self, X, y, sample_weight=None):
+        "Fit to inputs X (n, p) and counts y (n,); `sample_weight`: whole-number row counts."
+        X, y = self._fit_data(X, y, sample_weight, y_numeric=True)
+        lik = Poisson()
+        try: y = lik.check_y(y)
+        except ValueError as e:
+            hint = "VGClassifier (two values)" if len(np.unique(y)) == 2 else "VGRegressor (real values)"
+            raise ValueError(f"{e}; for targets that are not counts use {hint}") from None
         self._fit_model(self._model(X, y, lik, mean=float(np.log(max(np.mean(y), 1e-3)))))
         return self
 
-    def predict(self, X, return_std=False):
+    def predict(self, X, return_std=False, return_cov=False):
         """Predictive mean of the count, E[e^f] = e^{m + v/2}; with `return_std`, also the predictive standard
-        deviation: Var y = E[e^f] + Var e^f = μ + (e^v − 1) μ², μ = e^{m + v/2}."""
-        X = self._inputs(X); m, v = self.posterior_.predict(X)
+        deviation: Var y = E[e^f] + Var e^f = μ + (e^v − 1) μ², μ = e^{m + v/2}; with `return_cov`, the joint
+        predictive covariance diag(μ) + μμᵀ ∘ (e^C − 1), C the latent covariance."""
+        if return_std and return_cov: raise ValueError("at most one of return_std and return_cov can be requested")
+        X = self._inputs(X)
+        if return_cov:
+            m, C = latent_cov(self.posterior_, X); mu = np.exp(m + 0.5 * np.diag(C))
+            return mu, np.diag(mu) + np.outer(mu, mu) * np.expm1(C)
+        m, v = self.posterior_.predict(X)
         mu = np.exp(m + 0.5 * v)
         return (mu, np.sqrt(mu + np.expm1(v) * mu**2)) if return_std else mu
 
+    def sample_y(self, X, n_samples=1, random_state=0):
+        "Draws (n, n_samples) of the counts at the rows of X: f jointly from q, then y ~ Poisson(e^f)."
+        X = self._inputs(X); rng = check_random_state(random_state)
+        m, C = latent_cov(self.posterior_, X)
+        return rng.poisson(np.exp(_joint_draws(m, C, int(n_samples), rng))).astype(float)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = True
+        return tags
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk14
 class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
     __doc__ = """Ordinal regression with a latent Gaussian model: P(y ≤ k | f) = σ(c_k − f) for the ordered classes
     `classes_` (the sorted labels). Cut points `cutpoints` (K − 1 increasing numbers; None: the logits of the
-    training data's cumulative class frequencies). `score` is the accuracy.""" + _COMMON_DOC
-    def __init__(self, cutpoints=None, latent="gp", kernel=None, method=None, learn_hyperparameters=True,
-                 n_inducing=50, fit_intercept=False, prior_var=1.0, random_state=None, fit_options=None, progress=False):
-        self.cutpoints, self.latent, self.kernel, self.method = cutpoints, latent, kernel, method
-        self.learn_hyperparameters, self.n_inducing, self.fit_intercept = learn_hyperparameters, n_inducing, fit_intercept
-        self.prior_var, self.random_state, self.fit_options, self.progress = prior_var, random_state, fit_options, progress
+    training data's cumulative class frequencies), learned by default. `score` is the accuracy.""" + _COMMON_DOC
+    def __init__(self, cutpoints=None, latent="gp", kernel=None, standardize=True, method=None,
+                 learn_hyperparameters=True, n_restarts=None, n_inducing=50, fit_intercept=False, prior_var=1.0,
+                 random_state=None, fit_options=None, progress=False):
+        self.cutpoints, self.latent, self.kernel, self.standardize, self.method = cutpoints, latent, kernel, standardize, method
+        self.learn_hyperparameters, self.n_restarts, self.n_inducing = learn_hyperparameters, n_restarts, n_inducing
+        self.fit_intercept, self.prior_var, self.random_state = fit_intercept, prior_var, random_state
+        self.fit_options, self.progress = fit_options, progress
 
-    def fit(self, X, y):
-        "Fit to inputs X (n, p) and ordered labels y (n,), at least two classes."
-        X, y = validate_data(self, X, y, dtype=np.float64)
+    def fit(self, X, y, sample_weight=None):
+        "Fit to inputs X (n, p) and ordered labels y (n,), at least two classes; `sample_weight`: whole-number row counts."
+        X, y = self._fit_data(X, y, sample_weight)
         check_classification_targets(y)
         enc = LabelEncoder().fit(y); self.classes_ = enc.classes_; k = enc.transform(y)
         K = len(self.classes_)
@@ -248,7 +433,6 @@ class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
         P = self.predict_proba(X)
         return self.classes_[np.argmax(P, 1)]
 
-
 # %% ../../nbs/apps/50_sklearn.ipynb #sk16
 _COUNTS = ("the Poisson likelihood takes counts (non-negative integers) and refuses this check's real-valued, "
            "partly negative targets rather than rounding them")
@@ -260,4 +444,3 @@ EXPECTED_FAILED_CHECKS = {
         "check_classifiers_train": "a linear latent function orders the classes along one direction; the check's three "
                                    "blobs are not ordered along any line, so the accuracy threshold (0.83) is not an ordinal task"},
 }
-
