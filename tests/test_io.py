@@ -146,3 +146,17 @@ def test_a_result_of_an_unknown_class_is_refused_by_name(tmp_path):
     settings = json.loads(str(arrays.pop("settings"))); settings["result"] = {"class": "NoSuchFit"}
     np.savez(tmp_path / "r.npz", settings=np.array(json.dumps(settings)), **arrays)
     with pytest.raises(ValueError, match="NoSuchFit"): load(tmp_path / "r.npz")
+
+
+@pytest.mark.parametrize("lik", ["NegativeBinomial", "ZeroInflatedPoisson"])
+def test_count_likelihoods_round_trip(tmp_path, lik):
+    "The count likelihoods with a learned parameter save with it and predict the same after loading (generated counts)."
+    import vgi_lit
+    from vgi_lit import likelihoods as L
+    from vgi_lit.models import GLM
+    r = np.random.default_rng(0); X = r.normal(size=(50, 2)); y = r.poisson(np.exp(X[:, 0])).astype(float)
+    model = GLM(X, y, L.NegativeBinomial(2.0) if lik == "NegativeBinomial" else L.ZeroInflatedPoisson(0.1))
+    post = vgi_lit.fit(model)
+    back = vgi_lit.io.load(vgi_lit.io.save(post, tmp_path / "c.npz"))
+    assert type(back.model.likelihood).__name__ == lik
+    assert np.max(np.abs(back.predict_y(X) - post.predict_y(X))) == 0.0 and back.vlb == post.vlb

@@ -25,7 +25,8 @@ FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 1
 
 LIKELIHOOD_PARAMS = {"Gaussian": ("variance",), "Logistic": (), "Probit": (), "Poisson": ("exposure",),
                      "Laplace": ("scale",), "StudentT": ("df", "scale2"), "Exponential": (),
-                     "StochasticVolatility": (), "Ordinal": ("cutpoints",)}
+                     "StochasticVolatility": (), "Ordinal": ("cutpoints",),
+                     "NegativeBinomial": ("dispersion", "exposure"), "ZeroInflatedPoisson": ("zero_prob", "exposure")}
 
 def _num(v):
     "A parameter value as JSON: a float, a list of floats, or None."

@@ -314,7 +314,7 @@ def test_table_errors_name_the_cell(tmp_path, capsys):
                        (["fit", str(d / "na.csv"), "--target", "label"], "na.csv line 3, column 'city': missing value 'NA'"),
                        (["fit", str(d / "ylab.csv"), "--target", "label"], "ylab.csv line 4, column 'label': missing value ''"),
                        (["fit", str(d / "three.csv"), "--target", "label"], "3 distinct non-numeric labels"),
-                       (["fit", str(d / "counts.csv"), "--target", "visits", "--likelihood", "logistic"], "try --likelihood poisson (counts)"),
+                       (["fit", str(d / "counts.csv"), "--target", "visits", "--likelihood", "logistic"], "try --likelihood poisson or negative-binomial"),
                        (["fit", str(d / "reals.csv"), "--target", "y", "--likelihood", "poisson"], "try --likelihood gaussian"),
                        (["fit", str(d / "t.csv"), "--target", "label", "--likelihood", "gaussian"], "try --likelihood logistic"),
                        (["predict", str(d / "f.npz"), str(d / "new_city.csv")], "line 2, column 'city': category 'Paris' was not seen in training")]:

@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 from .. import io as vio
-from ..inference import fit as _fit, METHODS, CONVERGED_STOPS, Stop
+from .tables import fit_quietly as _fit
+from ..inference import METHODS, CONVERGED_STOPS, Stop
 from ..kernels import RBF, Matern12, Matern32, Matern52, Linear
-from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
+from ..likelihoods import (Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT,
+                                  ZeroInflatedPoisson, frequency_cutpoints)
 from ..models import GLM, GP, SparseGP
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
                                  data_kernel, variance_start, degenerate_fit, runaway_parameters, DEGENERATE_ADVICE, RUNAWAY_ADVICE)
@@ -27,7 +29,8 @@ class CLIError(Exception):
     "A problem with the command line or its files, reported as one line and exit code 2."
 
 LIKELIHOODS = {"logistic": Logistic, "probit": Probit, "gaussian": Gaussian, "laplace": Laplace,
-               "student-t": StudentT, "poisson": Poisson, "ordinal": Ordinal}
+               "student-t": StudentT, "poisson": Poisson, "negative-binomial": NegativeBinomial,
+               "zero-inflated-poisson": ZeroInflatedPoisson, "ordinal": Ordinal}
 KERNELS = {"rbf": RBF, "matern12": Matern12, "matern32": Matern32, "matern52": Matern52, "linear": Linear}
 INTERCEPT = "(intercept)"
 
@@ -80,7 +83,7 @@ def build_model(X, y, names, a, cutpoints=None):
         else:
             k = _kernel(a.kernel, X.shape[1], a.ard)
             if getattr(a, "kernel_start", "data") == "data": k = data_kernel(k, X, variance_start(lik, y))
-            mean = float(np.log(max(np.mean(y), 1e-3))) if isinstance(lik, Poisson) else 0.0
+            mean = float(np.log(max(np.mean(y), 1e-3))) if lik.log_link else 0.0
             if kind == "gp": model = GP(X, y, lik, k, mean=mean)
             else:
                 idx = np.sort(np.random.default_rng(a.seed).choice(len(X), size=min(a.inducing, len(X)), replace=False))

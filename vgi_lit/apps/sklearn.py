@@ -15,9 +15,9 @@ try:
 except ImportError as e:   # scikit-learn is an optional dependency (the [sklearn] extra)
     raise ImportError(f"vgi_lit.apps.sklearn needs scikit-learn >= 1.6: pip install 'vgi_lit[sklearn]' ({e})") from e
 from .. import io as vio
-from ..inference import fit as _fit
+from .tables import fit_quietly as _fit
 from ..kernels import Kernel, RBF
-from ..likelihoods import Gaussian, Laplace, Logistic, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
+from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
 from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, runaway_parameters,
                                  DegenerateFitWarning, RunawayParameterWarning, DEGENERATE_ADVICE, RUNAWAY_ADVICE)
@@ -349,12 +349,14 @@ class VGRegressor(RegressorMixin, _VGEstimator):
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk10
 class VGPoissonRegressor(RegressorMixin, _VGEstimator):
-    __doc__ = """Count regression with a latent Gaussian model: y ~ Poisson(e^f). Targets must be non-negative integers
-    (declared to scikit-learn as positive-only targets). A GP's constant mean is log(mean(y)); its kernel variance
-    starts at the variance of log(y + 1/2).""" + _COMMON_DOC
+    __doc__ = """Count regression with a latent Gaussian model: y ~ Poisson(e^f), or with `likelihood="negative-binomial"`
+    y ~ NB(mean e^f, dispersion r) (variance e^f + e^{2f}/r: over-dispersed counts; r learned by the VLB with the other
+    hyperparameters, `dispersion_`). Targets must be non-negative integers (declared to scikit-learn as positive-only
+    targets). A GP's constant mean is log(mean(y)); its kernel variance starts at the variance of log(y + 1/2).""" + _COMMON_DOC
     def __init__(self, latent="gp", kernel=None, standardize=True, method=None, learn_hyperparameters=True,
                  n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None,
-                 progress=False):
+                 progress=False, likelihood="poisson"):
+        self.likelihood = likelihood
         self.latent, self.kernel, self.standardize, self.method = latent, kernel, standardize, method
         self.learn_hyperparameters, self.n_restarts, self.n_inducing = learn_hyperparameters, n_restarts, n_inducing
         self.fit_intercept, self.prior_var = fit_intercept, prior_var
@@ -362,8 +364,10 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
 
     def fit(self, X, y, sample_weight=None):
         "Fit to inputs X (n, p) and counts y (n,); `sample_weight`: whole-number row counts."
+        if self.likelihood not in ("poisson", "negative-binomial"):
+            raise ValueError(f"likelihood must be 'poisson' or 'negative-binomial', got {self.likelihood!r}")
         X, y = self._fit_data(X, y, sample_weight, y_numeric=True)
-        lik = Poisson()
+        lik = Poisson() if self.likelihood == "poisson" else NegativeBinomial()
         try: y = lik.check_y(y)
         except ValueError as e:
             hint = "VGClassifier (two values)" if len(np.unique(y)) == 2 else "VGRegressor (real values)"
@@ -371,24 +375,39 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
         self._fit_model(self._model(X, y, lik, mean=float(np.log(max(np.mean(y), 1e-3)))))
         return self
 
+    @property
+    def dispersion_(self):
+        "The negative binomial's dispersion r, learned by the VLB (fitted with `likelihood='negative-binomial'` only)."
+        check_is_fitted(self)
+        lik = self.posterior_.model.likelihood
+        if not isinstance(lik, NegativeBinomial): raise AttributeError("dispersion_ exists for likelihood='negative-binomial' only")
+        return float(lik.dispersion)
+
+    def _extra_var(self, mu, v):
+        "The negative binomial's term of Var y beyond the Poisson's: E[e^{2f}]/r = μ² e^v / r (0 for Poisson)."
+        return 0.0 if self.likelihood == "poisson" else mu**2 * np.exp(v) / self.dispersion_
+
     def predict(self, X, return_std=False, return_cov=False):
         """Predictive mean of the count, E[e^f] = e^{m + v/2}; with `return_std`, also the predictive standard
-        deviation: Var y = E[e^f] + Var e^f = μ + (e^v − 1) μ², μ = e^{m + v/2}; with `return_cov`, the joint
-        predictive covariance diag(μ) + μμᵀ ∘ (e^C − 1), C the latent covariance."""
+        deviation: Var y = E[e^f] + Var e^f = μ + (e^v − 1) μ², μ = e^{m + v/2} (negative binomial: + μ² e^v / r); with
+        `return_cov`, the joint predictive covariance diag(μ) + μμᵀ ∘ (e^C − 1) (+ diag(μ² e^{C_ii} / r)), C the latent covariance."""
         if return_std and return_cov: raise ValueError("at most one of return_std and return_cov can be requested")
         X = self._inputs(X)
         if return_cov:
             m, C = latent_cov(self.posterior_, X); mu = np.exp(m + 0.5 * np.diag(C))
-            return mu, np.diag(mu) + np.outer(mu, mu) * np.expm1(C)
+            return mu, np.diag(mu + self._extra_var(mu, np.diag(C))) + np.outer(mu, mu) * np.expm1(C)
         m, v = self.posterior_.predict(X)
         mu = np.exp(m + 0.5 * v)
-        return (mu, np.sqrt(mu + np.expm1(v) * mu**2)) if return_std else mu
+        return (mu, np.sqrt(mu + np.expm1(v) * mu**2 + self._extra_var(mu, v))) if return_std else mu
 
     def sample_y(self, X, n_samples=1, random_state=0):
-        "Draws (n, n_samples) of the counts at the rows of X: f jointly from q, then y ~ Poisson(e^f)."
+        "Draws (n, n_samples) of the counts at the rows of X: f jointly from q, then y ~ Poisson(e^f) (or NB(e^f, r))."
         X = self._inputs(X); rng = check_random_state(random_state)
         m, C = latent_cov(self.posterior_, X)
-        return rng.poisson(np.exp(_joint_draws(m, C, int(n_samples), rng))).astype(float)
+        lam = np.exp(_joint_draws(m, C, int(n_samples), rng))
+        if self.likelihood == "poisson": return rng.poisson(lam).astype(float)
+        r = self.dispersion_
+        return rng.negative_binomial(r, r / (r + lam)).astype(float)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

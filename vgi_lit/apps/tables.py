@@ -5,19 +5,19 @@
 # %% ../../nbs/apps/49_tables.ipynb #tb01
 from __future__ import annotations
 import csv
+import warnings
 from pathlib import Path
 import numpy as np
 from scipy.special import gammaln
-from ..inference import EventKind
+from ..inference import EventKind, DegenerateFitWarning, RunawayParameterWarning, fit
 from ..kernels import Kernel, Linear, Stationary
 from ..likelihoods import Gaussian, Logistic, Ordinal, Poisson, Probit
 from ..models import GP, SparseGP
 
 # %% auto #0
 __all__ = ['DEGENERATE_ADVICE', 'RUNAWAY_ADVICE', 'MISSING', 'BINARY', 'REAL', 'COUNT', 'Standardizer', 'median_distance',
-           'variance_start', 'data_kernel', 'DegenerateFitWarning', 'RunawayParameterWarning', 'constant_loglik',
-           'degenerate_fit', 'runaway_parameters', 'TableError', 'read_table', 'column_values', 'TableEncoder',
-           'target_coding']
+           'variance_start', 'data_kernel', 'fit_quietly', 'constant_loglik', 'degenerate_fit', 'runaway_parameters',
+           'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -84,7 +84,7 @@ def variance_start(lik, y) -> float:
     if isinstance(lik, (Logistic, Probit)):
         p = float(np.clip(np.mean(y > 0), 0.01, 0.99))
         return max(1.0, float(np.log(p / (1 - p)) ** 2))
-    if isinstance(lik, Poisson): return float(np.clip(np.var(np.log(y + 0.5)), 0.1, 10.0))
+    if lik.log_link: return float(np.clip(np.var(np.log(y + 0.5)), 0.1, 10.0))   # counts: the spread of log y
     return 1.0
 
 # %% ../../nbs/apps/49_tables.ipynb #tb11
@@ -103,11 +103,13 @@ def data_kernel(kernel, Z, variance: float = 1.0):
     return kernel
 
 # %% ../../nbs/apps/49_tables.ipynb #tb15
-class DegenerateFitWarning(UserWarning):
-    "A fitted model whose predictions do not depend on its inputs (`degenerate_fit` says how); the message says what to do."
-
-class RunawayParameterWarning(UserWarning):
-    "A learned hyperparameter ended at the edge of its box, or ran towards it on a flat VLB (`runaway_parameters`)."
+def fit_quietly(model, method=None, **options):
+    """`vgi_lit.fit` with the learner's own `DegenerateFitWarning` and `RunawayParameterWarning` held back: the
+    estimators and the command line check the result themselves (`degenerate_fit`, `runaway_parameters`) and warn once,
+    in their own terms (an estimator's name, a command-line option)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateFitWarning); warnings.simplefilter("ignore", RunawayParameterWarning)
+        return fit(model, method, **options)
 
 # %% ../../nbs/apps/49_tables.ipynb #tb16
 def constant_loglik(lik, y):
@@ -282,7 +284,7 @@ class TableEncoder:
     def from_dict(cls, d): return cls(d["columns"], d["categories"])
 
 # %% ../../nbs/apps/49_tables.ipynb #tb24
-BINARY, REAL, COUNT = ("logistic", "probit"), ("gaussian", "laplace", "student-t"), ("poisson",)
+BINARY, REAL, COUNT = ("logistic", "probit"), ("gaussian", "laplace", "student-t"), ("poisson", "negative-binomial", "zero-inflated-poisson")
 
 def _kind(y):
     "What the target values y (floats or strings) are: 'strings', 'counts', 'integers' (some negative) or 'reals'."
@@ -293,7 +295,7 @@ def _kind(y):
 def _suggest(y, k):
     kind = _kind(y)
     if k == 2: return "logistic (two values)"
-    if kind == "counts": return "poisson (counts)" + (" or ordinal (ordered classes)" if k <= 10 else "")
+    if kind == "counts": return "poisson or negative-binomial (counts; negative-binomial when their variance exceeds their mean)" + (" or ordinal (ordered classes)" if k <= 10 else "")
     if kind in ("integers", "reals"): return "gaussian (real values)" + (" or ordinal (ordered classes)" if kind == "integers" and k <= 10 else "")
     return None
 
