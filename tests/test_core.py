@@ -273,3 +273,18 @@ def test_prior_half_and_half_T_are_the_factor_and_its_transpose(kind):
     np.testing.assert_allclose(P.half(P.half_T(B)), P.matmul(B), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(B.T @ P.half(x), P.half_T(B).T @ x, rtol=1e-12, atol=1e-12)
     if kind == "dense": np.testing.assert_allclose(P.half_T(B), np.linalg.cholesky(cov).T @ B, rtol=1e-12, atol=1e-12)
+
+
+def test_progress_bar_shows_the_methods_budget(capsys):
+    "fit(progress=True) gives the bar the method's own iteration budget (its default max_iter, + 1 for the start record)."
+    import inspect
+    import vgi_lit
+    from vgi_lit.models import GLM
+    from vgi_lit.likelihoods import Logistic
+    X = np.random.default_rng(0).normal(size=(30, 2)); y = np.sign(X[:, 0])
+    vgi_lit.fit(GLM(X, y, Logistic()), "fpi", progress=True)
+    default = inspect.signature(vgi_lit.METHODS["fpi"]).parameters["max_iter"].default
+    assert f"/{default + 1}" in capsys.readouterr().err
+    vgi_lit.fit(GLM(X, y, Logistic()), "fpi", progress=True, max_iter=7, max_seconds=30)
+    err = capsys.readouterr().err
+    assert "/8" in err and "/30s" in err, err[-300:]

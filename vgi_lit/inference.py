@@ -368,10 +368,11 @@ def fit(model, method: str | None = None, learn: bool = False, progress: bool = 
     kind); a method the model does not accept is a ValueError listing those it does. `options` go to the method: the
     common vocabulary (`tol`, `max_iter`, `max_seconds`, `callback`, `m0`, ...) as keywords, a two-level model's own
     settings grouped in `options=` (e.g. `PMFOptions`). With `learn=True` the prior's hyperparameters of a latent
-    Gaussian model are learned too (by maximising the optimal VLB, `vgi_lit.methods.hyper.learn`) and the result is a
+    Gaussian model are learned too (by maximising the optimal VLB, `vgi_lit.methods.hyper.learn`, whose docstring lists
+    which parameters are learned by default and how `fixed=` holds some of them) and the result is a
     `HyperFit` holding the new model, its posterior and the learned values; the model passed in is not changed (a
     two-level model learns its parameters through its options). With `progress=True` a progress bar (`Progress`, on
-    standard error) follows the run's records; off by default."""
+    standard error) follows the run's records, with the method's iteration and time budget as its total; off by default."""
     table = methods_for(model)
     name = type(model).__name__
     if method is None:
@@ -384,10 +385,10 @@ def fit(model, method: str | None = None, learn: bool = False, progress: bool = 
     if learn and table is not METHODS:
         raise ValueError(f"learn=True learns the prior of a latent Gaussian model (GLM, GP, SparseGP); a {name} learns its "
                          f"parameters through its options (e.g. options=PMFOptions(learn_prior=True))")
-    if progress:
-        mi = options.get('max_iter')
-        total = int(mi) if isinstance(mi, (int, np.integer)) and not isinstance(mi, bool) and not learn else None
-        with Progress(f"{'learn' if learn else 'fit'} {method}", total=total, callback=options.get('callback')) as bar:
+    if progress:                                   # learn declares its own budget (outer iterations) on the bar
+        total, secs = (None, None) if learn else Progress.budget_of(table[method], options)
+        if total is not None: total += 1           # the start is a record too
+        with Progress(f"{'learn' if learn else 'fit'} {method}", total=total, max_seconds=secs, callback=options.get('callback')) as bar:
             return fit(model, method, learn, **{**options, 'callback': bar})
     if learn:
         if not LEARNERS: raise RuntimeError("no hyperparameter learner is registered (import vgi_lit.methods.hyper)")
