@@ -10,7 +10,7 @@ import numpy as np
 from .inference import Event, EventKind, History, Progress, Record, Stop, check_budget
 
 # %% auto #0
-__all__ = ['Step', 'Halt', 'Run', 'grad_tol', 'rel_tol', 'first_of', 'run', 'halving']
+__all__ = ['Step', 'Halt', 'Run', 'grad_tol', 'rel_tol', 'first_of', 'run', 'halving', 'rel_tol_evaluated']
 
 # %% ../nbs/07a_driver.ipynb #drv05
 @dataclass
@@ -145,3 +145,17 @@ def halving(propose: Callable, accept: Callable, rho: float = 1.0, factor: float
         if accept(cand): return cand, rho, h
         rho *= factor
     return None
+
+# %% ../nbs/07a_driver.ipynb #drv18
+def rel_tol_evaluated(tol: float):
+    "The test `REL_TOL` between each evaluated objective and the previous evaluated one (states with `value` None skipped)."
+    last = []
+    def test(cur: Step, prev: Step | None):
+        if cur.value is None or not np.isfinite(cur.value): return None
+        out = None
+        if last:
+            d = abs(cur.value - last[0])
+            if d <= tol * (1.0 + abs(cur.value)): out = Stop.REL_TOL, f"relative change of the estimated bound {d / (1 + abs(cur.value)):.1e} <= {tol:g}"
+        last[:] = [cur.value]
+        return out
+    return test

@@ -15,7 +15,8 @@ from ..models.pmf import PMF, check_indices
 from ..covariance import DenseCov, PrecisionCov
 from ..likelihoods import Likelihood, Gaussian
 from ..vlb import kl, kl_gauss
-from ..inference import History, Event, EventKind, Stop, check_budget, sweep_stop, StatePosterior, register_method, method_keywords
+from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_method, method_keywords
+from ..driver import Step, run, rel_tol_evaluated
 from ..io import register_posterior
 from .svi import SVIState, Adagrad, gauss_update, site_derivs, step_size
 
@@ -298,13 +299,18 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
     opt_m = [[Adagrad(lr) for _ in range(model.n(s))] for s in (0, 1)] if method != "mc-ssvi" else [[None] * model.n(s) for s in (0, 1)]
     opt_L = [[Adagrad(lr) for _ in range(model.n(s))] for s in (0, 1)] if method == "s-dsvi" else [[None] * model.n(s) for s in (0, 1)]
     hist = History(callback=callback, max_seconds=max_seconds)
-    te = time.perf_counter(); v = pmf_vlb(model, st, vlb_samples, seed); hist.t0 += time.perf_counter() - te
-    hist.record(vlb=v, step="start", sweep=0, prior_var_u=st.prior_var[0], prior_var_v=st.prior_var[1], lik_params=model.likelihood.params)
-    stop, prev, t = None, v, 0
-    if not np.isfinite(v): stop = Stop.NOT_FINITE
-    while stop is None:
-        if t >= max_iter: stop = Stop.MAX_ITER; break
-        t += 1; rho = step_size(t, schedule)
+
+    def bound(model, st):
+        "The estimated bound (47); its time is not charged to the budget (the history's clock is moved past it)."
+        te = time.perf_counter(); v = pmf_vlb(model, st, vlb_samples, seed); hist.t0 += time.perf_counter() - te
+        return v
+
+    def extra(model, st, t, **kw):
+        return dict(sweep=t, **kw, prior_var_u=st.prior_var[0], prior_var_v=st.prior_var[1], lik_params=model.likelihood.params)
+
+    def sweep(cur, k):
+        "One sweep: every column of U, then of V, by `column_step`; σ²_U, σ²_V by (68) after every column; then the likelihood."
+        model, st = cur.state; t = k + 1; rho = step_size(t, schedule)
         n_clip = n_proj = 0; gns = []
         for side in (0, 1):
             T = np.sum(st.F[side]**2) + np.sum((st.m[side] - model.mu)**2)          # Σ_j tr(S_j) + ‖m_j − μ‖², kept current
@@ -312,27 +318,27 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
                 old = np.sum(st.F[side][j]**2) + np.sum((st.m[side][j] - model.mu)**2)
                 terms = column_terms(model, st, side, j, rng, batch_size, n_u, n_f, expect)
                 events, gn = column_step(model, st, side, j, method, terms, rho, opt_m[side][j], opt_L[side][j])
-                if not np.isfinite(gn): stop = Stop.NOT_FINITE; break
                 gns.append(gn)
+                if not np.isfinite(gn): break
                 for e in events:
                     if e.kind is EventKind.CLIPPED_GAMMA: n_clip += 1
                     elif e.kind is EventKind.PROJECTED: n_proj += 1
                 T += np.sum(st.F[side][j]**2) + np.sum((st.m[side][j] - model.mu)**2) - old
                 if learn_prior: st.prior_var[side] = float(T / (model.n(side) * model.K))      # eq. (68)
-            if stop is not None: break
+            if not np.isfinite(gns[-1] if gns else 0.0): break
         events = ([Event(EventKind.CLIPPED_GAMMA, "column updates redone with negative γ set to 0", n_clip)] if n_clip else []) + \
                  ([Event(EventKind.PROJECTED, "diagonal entries of L halved instead of crossing 0", n_proj)] if n_proj else [])
-        if stop is not None: hist.record(events=events, step=method, sweep=t); break
+        if gns and not np.isfinite(gns[-1]): return Step((model, st), None, float("nan"), method, events, dict(sweep=t))
         if learn_lik: model = model.with_likelihood(lik_update(model, st, 1, seed + t, lik_batch, lik_iter))
-        v = np.nan
-        if t % eval_every == 0 or t == max_iter:
-            te = time.perf_counter(); v = pmf_vlb(model, st, vlb_samples, seed); hist.t0 += time.perf_counter() - te
-        hist.record(vlb=v, grad_norm=float(np.sqrt(np.mean(np.square(gns)))) if gns else np.nan, events=events, step=method,
-                    sweep=t, rho=rho, prior_var_u=st.prior_var[0], prior_var_v=st.prior_var[1], lik_params=model.likelihood.params)
-        stop, prev = sweep_stop(hist, v, prev, tol, t % eval_every == 0)
+        v = bound(model, st) if (t % eval_every == 0 or t == max_iter) else None
+        return Step((model, st), v, float(np.sqrt(np.mean(np.square(gns)))) if gns else None, method, events,
+                    extra(model, st, t, rho=rho), vlb=np.nan if v is None else v)
+
+    r = run(sweep, Step((model, st), bound(model, st), None, "start", [], extra(model, st, 0)), tol=tol, max_iter=max_iter,
+            max_seconds=max_seconds, optimal=rel_tol_evaluated(tol), history=hist)
+    (model, st), t, stop = r.state, r.n_iter, r.stop
     last = hist[-1]
-    if not np.isfinite(last.vlb) and stop is not Stop.NOT_FINITE: last.vlb = pmf_vlb(model, st, vlb_samples, seed)
-    hist.stop = stop
+    if not np.isfinite(last.vlb) and stop is not Stop.NOT_FINITE: last.vlb = bound(model, st)
     return PMFPosterior(model, st, method, last.vlb, stop, hist, f"{stop.value} after {t} sweeps", t,
                         dict(batch_size=batch_size, n_u=n_u, n_f=n_f, expect=expect, schedule=schedule, lr=lr,
                              learn_prior=learn_prior, learn_lik=learn_lik, seed=seed))
