@@ -118,7 +118,7 @@ def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: 
             if verdict is None: verdict = test(cur, prev)
             if verdict is None and history.stop_requested: verdict = Stop.CALLBACK, "the callback asked to stop"
             if verdict is None and k >= max_iter: verdict = Stop.MAX_ITER, f"reached max_iter={max_iter}"
-            if verdict is None and history.out_of_time(): verdict = Stop.MAX_SECONDS, f"time budget of {max_seconds:g} s spent"
+            if verdict is None and history.out_of_time(): verdict = Stop.MAX_SECONDS, (f"time budget of {history.max_seconds:g} s spent" if history.max_seconds is not None else "time budget spent")
             if verdict is not None: stop, message = verdict; break
             nxt = step(cur, k)
             if isinstance(nxt, Halt): stop, message = nxt.stop, nxt.message; break

@@ -274,9 +274,9 @@ def test_budget_stop_inside_sweep_skips_partial_hyper_update(small, monkeypatch,
     import vgi_lit.methods.ctm as C
 
     class After3(C.History):
-        def out_of_time(self):
+        def out_of_time(self):                 # asked once after the start record (the driver), then after each document
             self._n = getattr(self, "_n", 0) + 1
-            return self._n >= 3
+            return self._n >= 4
     model = CTM(small, 3, seed=0)
     st0 = init_state(model, "diag", True, 10.0)
     monkeypatch.setattr(C, "History", After3)

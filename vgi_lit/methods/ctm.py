@@ -17,7 +17,8 @@ from ..models import PriorCov
 from ..models.ctm import CTM, check_counts, init_beta, check_beta
 from ..covariance import DenseCov
 from ..vlb import kl
-from ..inference import History, Event, EventKind, Stop, check_budget, sweep_stop, StatePosterior, register_method, method_keywords
+from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_method, method_keywords
+from ..driver import Step, first_of, run, rel_tol_evaluated
 from ..io import register_posterior
 from .svi import Adagrad, step_size
 
@@ -440,14 +441,14 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
         hist.t0 += time.perf_counter() - te
         return v, extra
 
-    v, ex = evaluate()
-    hist.record(vlb=v, step="start", sweep=0, **ex)
-    stop, prev, t, done = (Stop.NOT_FINITE if not np.isfinite(v) else None), v, 0, 0
     Sd = lambda d: st.L[d]**2 if cov == "diag" else st.L[d] @ st.L[d].T
     track = learn and hyper == "doc"                                       # μ, Σ updated after each document
-    while stop is None:
-        if t >= max_iter: stop = Stop.MAX_ITER; break
-        t += 1; rho = step_size(t, schedule); n_proj = 0; events = []
+    done = 0
+
+    def sweep(cur, k):
+        "One sweep over the documents (`doc_step`), the prior and topics updated per document or per sweep; a FAILED flag ends the run."
+        nonlocal prior, log_beta, alpha, done
+        t = k + 1; rho = step_size(t, schedule); n_proj = 0; events = []; failed = None
         sums = PriorSums(st.m, st.S, cov) if track else None              # running sums: read only per document
         Gb = np.zeros((K, model.V)) if hyper == "sweep" else None
         partial = False                                                     # the budget ended the sweep early
@@ -458,8 +459,9 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
                 mn, Ln, Pn, npj, aux = doc_step(ids, cnts, st.m[d], st.L[d], None if st.P is None else st.P[d], prior, log_beta,
                                                 method, cov, rho, rng.standard_normal((n_mc, k1)), opt_m[d], opt_L[d])
             except ValueError as e:
-                events.append(Event(EventKind.FACTORISATION_FAILED, f"document {d}: {e}")); stop = Stop.FAILED; break
-            if not (np.all(np.isfinite(mn)) and np.all(np.isfinite(Ln))): stop = Stop.NOT_FINITE; break
+                events.append(Event(EventKind.FACTORISATION_FAILED, f"document {d}: {e}")); failed = f"document {d}: {e}"; break
+            if not (np.all(np.isfinite(mn)) and np.all(np.isfinite(Ln))):
+                return Step(st, None, float("nan"), method, events, dict(sweep=t))
             st.m[d], st.L[d] = mn, Ln
             if Pn is not None: st.P[d] = Pn
             n_proj += npj; done += 1
@@ -478,7 +480,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
                         mu, Sig = mu_sigma_update(st.m, st.S, cov); prior = _Prior(mu, Sig)
                     st.mu, st.Sigma = mu, Sig
             if hist.out_of_time(): partial = d < D - 1; break
-        if stop is None and learn and not partial:
+        if failed is None and learn and not partial:
             st.mu, st.Sigma = mu_sigma_update(st.m, st.S, cov)              # per document: exact, clearing the running sums' rounding
             if hyper == "sweep" and method != "simple":
                 alpha += opt_b.step(Gb); st.beta = beta_from_alpha(alpha)
@@ -487,17 +489,23 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
                 st.beta = A / A.sum(1, keepdims=True)
             try: prior = _Prior(st.mu, st.Sigma)
             except ValueError as e:
-                events.append(Event(EventKind.FACTORISATION_FAILED, str(e))); stop = Stop.FAILED
+                events.append(Event(EventKind.FACTORISATION_FAILED, str(e))); failed = str(e)
             log_beta = np.log(st.beta)
         if n_proj: events.append(Event(EventKind.PROJECTED, "curvature eigenvalues clipped by Π_S++ (59) / diagonal entries of L halved", n_proj))
-        if stop is not None: hist.record(events=events, step=method, sweep=t); break
-        v, ex = (np.nan, {})
+        if failed is not None: return Step(st, None, None, method, events, dict(sweep=t, failed=failed))
+        v, ex = (None, {})
         if t % eval_every == 0 or t == max_iter or hist.out_of_time(): v, ex = evaluate()
-        hist.record(vlb=v, events=events, step=method, sweep=t, rho=rho, documents=done, **ex)
-        stop, prev = sweep_stop(hist, v, prev, tol, t % eval_every == 0)
+        return Step(st, v, None, method, events, dict(sweep=t, rho=rho, documents=done, **ex), vlb=np.nan if v is None else v)
+
+    def failed(cur, prev):
+        return (Stop.FAILED, f"a factorisation failed ({cur.extra['failed']})") if "failed" in cur.extra else None
+
+    v, ex = evaluate()
+    r = run(sweep, Step(st, v, None, "start", [], dict(sweep=0, **ex)), tol=tol, max_iter=max_iter, max_seconds=max_seconds,
+            optimal=first_of(failed, rel_tol_evaluated(tol)), history=hist)
+    stop, t = r.stop, r.n_iter
     last = hist[-1]
     if not np.isfinite(last.vlb) and stop not in (Stop.NOT_FINITE, Stop.FAILED): last.vlb, _ = evaluate()
-    hist.stop = stop
     return CTMPosterior(model, st, method, last.vlb, stop, hist, f"{stop.value} after {t} sweeps ({done} document updates)", t,
                         dict(n_mc=n_mc, learn=learn, hyper=hyper, lr=lr, lr_beta=lr_beta, schedule=schedule, seed=seed, S0=S0))
 
