@@ -14,6 +14,7 @@ from ..covariance import DenseCov, PrecisionCov, as_cov
 from ..vlb import kl_to_prior
 from dataclasses import dataclass
 from ..inference import History, Event, EventKind, Stop, check_budget, start_state, Posterior, register_method, method_keywords
+from ..driver import Step, run
 from ..io import register_posterior
 from .svi import Adagrad, init_state, gauss_update, step_size
 
@@ -162,9 +163,10 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     if max_iter is not None and max_iter < n_steps: n_steps, stop = int(max_iter), Stop.MAX_ITER
     else: stop = Stop.BUDGET
     hist = History(callback=callback, max_seconds=max_seconds)
-    hist.record(vlb=gme_bound(model, st.m, st.cov, sigma, bound), step="start", sigma=sigma)
-    t = 0
-    for t in range(1, n_steps + 1):
+
+    def step(cur, k):
+        "One mini-batch: the update of q(w₁) (`gauss_update`), of σ, then the closed-form prior (when learned)."
+        model, st, sigma = cur.state; t = k + 1
         idx = rng.choice(model.n, batch_size, replace=False)
         scale = model.n / batch_size
         ms, ss = _moments(model, st.m, st.cov, idx)
@@ -189,12 +191,15 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
             model, st = _with_prior(model, st, mu0 if "mean" in learn else model.prior_mean,
                                     delta if "var" in learn else model.prior_var, tau if "tau" in learn else model.tau)
             gain = dict(prior_gain=before - kl_to_prior(model.glm, st.m, st.cov) - kl_rayleigh(sigma, model.tau))
-        v = np.nan
+        v = None
         if t % eval_every == 0 or t == n_steps:                       # evaluations are not charged to the method's clock
             te = time.perf_counter(); v = gme_bound(model, st.m, st.cov, sigma, bound); hist.t0 += time.perf_counter() - te
-        hist.record(vlb=v, grad_norm=gn, events=events, step=method, sigma=sigma, **gain)
-        if hist.stop_requested: stop = Stop.CALLBACK; break
-        if hist.out_of_time(): stop = Stop.MAX_SECONDS; break
+        return Step((model, st, sigma), v, gn, method, events, dict(sigma=sigma, **gain), vlb=np.nan if v is None else v)
+
+    start = Step((model, st, sigma), gme_bound(model, st.m, st.cov, sigma, bound), None, "start", [], dict(sigma=sigma))
+    r = run(step, start, tol=0.0, max_iter=n_steps, optimal=lambda cur, prev: None, history=hist)   # a schedule: no optimality test
+    (model, st, sigma), t = r.state, r.n_iter
+    stop = r.stop if r.stop is not Stop.MAX_ITER else stop            # the steps of max_epochs spent: BUDGET, not MAX_ITER
     if np.isnan(hist[-1].vlb): hist[-1].vlb = gme_bound(model, st.m, st.cov, sigma, bound)
     hist.stop = stop
     return GMEPosterior(model, st.m, st.cov, sigma, method, hist[-1].vlb, stop, hist, f"{stop.value} after {t} steps", t,
