@@ -14,7 +14,7 @@ from ..covariance import DenseCov, PrecisionCov, as_cov
 from ..vlb import kl_to_prior
 from dataclasses import dataclass
 from ..inference import History, Event, EventKind, Stop, check_budget, start_state, Posterior, register_method, method_keywords
-from ..driver import Step, run
+from ..driver import Step, rel_tol, run
 from ..io import register_posterior
 from .svi import Adagrad, init_state, gauss_update, step_size
 
@@ -266,11 +266,11 @@ def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9, max_se
     beta, sd, sigma = np.zeros(n), np.ones(n), float(sigma_init)
     opt_b, opt_s = Adagrad(lr), Adagrad(lr)
     XtX, prior = X.T @ X, model.glm.prior
-    hist, prev, stop = History(callback=callback, max_seconds=max_seconds), -np.inf, Stop.MAX_ITER
     c = np.sqrt(np.pi/2) / sigma; cov = PrecisionCov(prior, c * XtX); m = cov.matvec(prior.solve(model.glm.mu))
-    hist.record(vlb=mf_bound(model, m, cov, sigma, beta, sd), step="start", sigma=sigma)
-    it = 0
-    for it in range(1, max_iter + 1):
+
+    def sweep(cur, k):
+        "One sweep of (100)-(104)."
+        m, cov, sigma, beta, sd = cur.state
         c = np.sqrt(np.pi/2) / sigma
         cov = PrecisionCov(prior, c * XtX)                                 # (100): V = (Σ⁻¹ + c XᵀX)⁻¹
         m = cov.matvec(prior.solve(model.glm.mu) + c * X.T @ beta)        # (101)
@@ -283,12 +283,11 @@ def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9, max_se
         roots = np.roots([-2/model.tau**2, 0.0, 2 - n/2, np.sqrt(np.pi/2)/2*z.sum()])   # (104), corrected
         pos = roots[(np.abs(roots.imag) < 1e-9) & (roots.real > 0)].real
         sigma = float(pos.max())
-        v = mf_bound(model, m, cov, sigma, beta, sd)
-        hist.record(vlb=v, step="mean-field", sigma=sigma)
-        if abs(v - prev) < tol * (1 + abs(v)): stop = Stop.REL_TOL; break
-        prev = v
-        if hist.stop_requested: stop = Stop.CALLBACK; break
-        if hist.out_of_time(): stop = Stop.MAX_SECONDS; break
+        return Step((m, cov, sigma, beta, sd), mf_bound(model, m, cov, sigma, beta, sd), None, "mean-field", [], dict(sigma=sigma))
+
+    start = Step((m, cov, sigma, beta, sd), mf_bound(model, m, cov, sigma, beta, sd), None, "start", [], dict(sigma=sigma))
+    r = run(sweep, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, optimal=rel_tol(tol))
+    (m, cov, sigma, beta, sd), hist, stop, it = r.state, r.history, r.stop, r.n_iter
     return GMEPosterior(model, m, cov, sigma, "mean-field", hist[-1].vlb, stop, hist, f"{stop.value} after {it} sweeps", it,
                         dict(beta=beta, sd=sd, lr=lr))
 
