@@ -15,8 +15,8 @@ from .models import LGM
 # %% auto #0
 __all__ = ['CONVERGED_STOPS', 'LGM_KINDS', 'METHODS', 'MODEL_METHODS', 'DEFAULT_METHOD', 'LEARNERS', 'EventKind', 'Event', 'Stop',
            'DegenerateFitWarning', 'RunawayParameterWarning', 'Record', 'History', 'Progress', 'start_state',
-           'check_budget', 'sweep_stop', 'Posterior', 'StatePosterior', 'VGPosterior', 'register_method',
-           'method_keywords', 'register_learner', 'methods_for', 'fit']
+           'check_budget', 'Posterior', 'StatePosterior', 'VGPosterior', 'register_method', 'method_keywords',
+           'register_learner', 'methods_for', 'fit']
 
 # %% ../nbs/07_inference.ipynb #a3e9a7e7
 class EventKind(str, Enum):
@@ -225,21 +225,6 @@ def check_budget(tol, max_iter, max_seconds=None, tol_name: str = "tol"):
     if not (isinstance(tol, (int, float, np.integer, np.floating)) and tol >= 0): raise ValueError(f"{tol_name} must be a number >= 0, got {tol!r}")
     if isinstance(max_iter, bool) or int(max_iter) != max_iter or max_iter < 0: raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
     if max_seconds is not None and not (max_seconds > 0): raise ValueError(f"max_seconds must be positive (or None), got {max_seconds!r}")
-
-# %% ../nbs/07_inference.ipynb #swstop01
-def sweep_stop(hist: History, v: float, prev: float, tol: float, evaluated: bool):
-    """Why a sweep-by-sweep stochastic fit of a two-level model (matrix factorisation, topic model) ends after this sweep,
-    and the last finite bound estimate: `(stop or None, prev)`. REL_TOL when the estimate `v` moved by at most
-    tol·(1 + |v|) from the previous finite one `prev`; NOT_FINITE when `v` was `evaluated` this sweep and is not finite;
-    then a callback's request (CALLBACK) and the time budget (MAX_SECONDS)."""
-    stop = None
-    if np.isfinite(v):
-        if abs(v - prev) <= tol * (1 + abs(v)): stop = Stop.REL_TOL
-        prev = v
-    elif evaluated: stop = Stop.NOT_FINITE
-    if stop is None and hist.stop_requested: stop = Stop.CALLBACK
-    if stop is None and hist.out_of_time(): stop = Stop.MAX_SECONDS
-    return stop, prev
 
 # %% ../nbs/07_inference.ipynb #b4916b90
 from abc import ABC, abstractmethod
