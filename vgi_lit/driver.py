@@ -10,7 +10,7 @@ import numpy as np
 from .inference import Event, EventKind, History, Progress, Record, Stop, check_budget
 
 # %% auto #0
-__all__ = ['Step', 'Halt', 'Run', 'grad_tol', 'rel_tol', 'first_of', 'run', 'halving']
+__all__ = ['Step', 'Halt', 'Run', 'grad_tol', 'rel_tol', 'first_of', 'run', 'halving', 'Resumable']
 
 # %% ../nbs/07a_driver.ipynb #drv05
 @dataclass
@@ -145,3 +145,43 @@ def halving(propose: Callable, accept: Callable, rho: float = 1.0, factor: float
         if accept(cand): return cand, rho, h
         rho *= factor
     return None
+
+# %% ../nbs/07a_driver.ipynb #drv18
+import queue, threading
+
+class Resumable:
+    """The iterations of an optimiser that owns its loop, one per call of `next()`: `solve(callback)` runs it and calls
+    `callback(x)` after each iteration (x: the iterate, a copy if the optimiser reuses its array; scipy's `minimize` hands a copy to a callback whose argument is not named `intermediate_result`); `next()`
+    returns `("iter", x)` or `("done", result)` (the value `solve` returned), and re-raises an exception of `solve`.
+    `close()` stops an optimiser still running (`StopIteration` from its callback) and returns its result (None when it
+    never ran or an exception ended it)."""
+    def __init__(self, solve: Callable):
+        self._solve, self._go, self._out = solve, queue.Queue(1), queue.Queue(1)
+        self._thread, self._done, self.result = None, False, None
+    def _callback(self, x):
+        self._out.put(("iter", x))
+        if self._go.get() == "stop": raise StopIteration
+    def _work(self):
+        try: out = ("done", self._solve(self._callback))
+        except BaseException as e: out = ("error", e)       # handed to the caller's thread by next()
+        self._out.put(out)
+    def _receive(self):
+        kind, val = self._out.get()
+        if kind != "iter": self._done = True
+        if kind == "done": self.result = val
+        return kind, val
+    def next(self):
+        "Resume the optimiser until its next iterate: `('iter', x)`, or `('done', result)` once it has returned."
+        if self._done: raise RuntimeError("the optimiser has already returned")
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="vgi_lit.driver.Resumable", daemon=True); self._thread.start()
+        else: self._go.put("go")
+        kind, val = self._receive()
+        if kind == "error": raise val
+        return kind, val
+    def close(self):
+        "Stop the optimiser if it is waiting at an iterate, wait for its thread, and return its result."
+        if self._thread is not None and not self._done:
+            self._go.put("stop"); self._receive()
+        if self._thread is not None: self._thread.join()
+        return self.result
