@@ -86,7 +86,7 @@ def first_of(*tests):
 # %% ../nbs/07a_driver.ipynb #drv08
 def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: float | None = None, callback=None,
         optimal: Callable | None = None, keep_best: bool = False, best_band: float = 0.0, history: History | None = None,
-        progress: bool | str = False) -> Run:
+        progress: bool | str = False, finish: Callable | None = None) -> Run:
     """Iterate `step(cur: Step, k: int) -> Step | Halt` from `start` until a stop rule holds; see the page for the order.
 
     tol: the optimality tolerance (≥ 0) of the default test `grad_tol(tol)`; `optimal(cur, prev)` replaces that test.
@@ -97,6 +97,9 @@ def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: 
         a state counts as better only when it beats the best by more than `best_band` · (1 + |value|).
     history: a `History` to record into (e.g. one whose clock started earlier); a new one otherwise.
     progress: a progress bar (`Progress`) over the records; a string is its description.
+    finish: `finish(last) -> Step`, the last state completed once the run has ended and before the best state is chosen
+        (e.g. the objective of a state whose step did not compute it); its `vlb` and `grad_norm` fill the NaN entries of
+        the last record.
     Returns a `Run`."""
     check_budget(tol, max_iter, max_seconds)
     if not isinstance(start, Step): raise TypeError(f"start must be a Step, got {type(start).__name__}")
@@ -126,6 +129,7 @@ def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: 
             prev, cur, k = cur, nxt, k + 1
     finally:
         if bar is not None: bar.close()
+    if finish is not None: cur = _finished(finish(cur), history[-1])
     result = cur
     if keep_best and best is not None and best is not cur and not (cur.value is not None and cur.value >= best.value):
         result = best
@@ -134,6 +138,14 @@ def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: 
                               f"not the last ({cur.value if cur.value is not None else nan:.10g})")], "best", **best.extra)
     history.stop = stop
     return Run(result, stop, message, history, k)
+
+# %% ../nbs/07a_driver.ipynb #drv12b
+def _finished(done: Step, last: Record) -> Step:
+    "The finished last `Step`, its `vlb` and `grad_norm` written into the NaN entries of its record `last`."
+    if not isinstance(done, Step): raise TypeError(f"finish must return a Step, got {type(done).__name__}")
+    if np.isnan(last.vlb) and done.vlb is not None: last.vlb = float(done.vlb)
+    if np.isnan(last.grad_norm) and done.grad_norm is not None: last.grad_norm = float(done.grad_norm)
+    return done
 
 # %% ../nbs/07a_driver.ipynb #drv14
 def halving(propose: Callable, accept: Callable, rho: float = 1.0, factor: float = 0.5, max_halvings: int = 40):
