@@ -193,7 +193,7 @@ class Resumable:
         return kind, val
     def close(self):
         "Stop the optimiser if it is waiting at an iterate, wait for its thread, and return its result."
-        if self._thread is not None and not self._done:
+        while self._thread is not None and not self._done:            # an iterate not yet received (an interrupted next()) is answered too
             self._go.put("stop"); self._receive()
         if self._thread is not None: self._thread.join()
         return self.result
