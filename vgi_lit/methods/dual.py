@@ -12,7 +12,7 @@ from ..covariance import SiteCov, DenseCov
 from ..vlb import kl_to_prior, vlb as vlb_exact
 from ..inference import (VGPosterior, Event, EventKind, Stop, CONVERGED_STOPS, register_method,
                                start_state, check_budget)
-from ..driver import Halt, Resumable, Step, grad_tol, halving, run
+from ..driver import Halt, Monitor, Step, grad_tol, halving, run
 from .conjugates import conjugate_for, SiteConjugate
 
 
@@ -141,21 +141,25 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
         return Halt(Stop.STALLED, message)
     start = as_step(evaluate(x), [start_event] + ([Event(EventKind.OPTION_ADJUSTED, f"solver=\"auto\": {solver} (n = {model.n}; Newton up to {NEWTON_AUTO_N})")] if chosen else []))
     budget = dict(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, optimal=grad_tol(tol, what="|projected dual gradient|"))
-    if solver == "lbfgsb":                           # scipy owns the loop: each driver step resumes it until its next iterate
+    if solver == "lbfgsb":                           # scipy owns the loop: the driver's rule (`Monitor`) runs in its callback
         lo, hi = conj.bounds()
         sc = 1.0 / np.sqrt(1.0 + _prior_site_var(model) * conj.a_al**2) if scale else np.ones(model.n)   # x = sc * z
         bounds = list(zip(np.where(np.isfinite(lo), lo / sc, None), np.where(np.isfinite(hi), hi / sc, None)))
         def fun(z): s = evaluate(np.clip(sc * z, lo, hi)); return s.value, sc * s.grad
-        ext = Resumable(lambda cb: minimize(fun, x / sc, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
-                                            options=dict(maxiter=int(max_iter), gtol=tol * float(np.min(sc)), ftol=0.0, maxcor=maxcor,
-                                                         maxfun=10 * int(max_iter) + 1)))
-        def step(cur, k):
-            kind, val = ext.next()
-            if kind == "iter": return as_step(evaluate(np.clip(sc * val, lo, hi)))
-            if val.status == 1 or val.nit >= max_iter: return Halt(Stop.MAX_ITER, str(val.message))   # its function-evaluation limit
-            return cannot_continue(cur.state, f"L-BFGS-B: {val.message}")
-        try: r = run(step, start, **budget)
-        finally: ext.close()
+        mon, said = Monitor(**budget), {}
+        verdict = mon.visit(start)
+        def cb(z):                                   # scipy passes a copy of the iterate
+            v = mon.visit(as_step(evaluate(np.clip(sc * z, lo, hi))))
+            if v is not None: said["v"] = v; raise StopIteration
+        try:
+            if verdict is None:
+                res = minimize(fun, x / sc, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
+                               options=dict(maxiter=int(max_iter), gtol=tol * float(np.min(sc)), ftol=0.0, maxcor=maxcor, maxfun=10 * int(max_iter) + 1))
+                if "v" in said: verdict = said["v"]
+                elif res.status == 1 or res.nit >= max_iter: verdict = Stop.MAX_ITER, str(res.message)   # its function-evaluation limit
+                else: h = cannot_continue(mon.cur.state, f"L-BFGS-B: {res.message}"); verdict = h.stop, h.message
+        finally: mon.close()
+        r = mon.end(*verdict)
     else:
         def step(cur, k):
             out = _newton_step(model, conj, cur.state, evaluate)
@@ -163,7 +167,7 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
             return as_step(*out)
         r = run(step, start, **budget)
     st, stop, hist, n_iter, gn = r.state, r.stop, r.history, r.n_iter, r.result.grad_norm
-    message = r.message if stop in (Stop.STALLED, Stop.REL_TOL) else f"{'L-BFGS-B' if solver == 'lbfgsb' else 'Newton'}: {r.message}"
+    message = r.message if stop in (Stop.STALLED, Stop.REL_TOL) or r.message.startswith("L-BFGS-B") else f"{'L-BFGS-B' if solver == 'lbfgsb' else 'Newton'}: {r.message}"
     pv = primal_value(model, conj, st)
     hist[-1].events.append(Event(EventKind.SOLVER, message))
     info = dict(grad_norm=gn, dual_value=st.value, gap=st.value - pv, alpha=st.alpha, lam=st.lam, x=st.x, conj=conj)

@@ -11,7 +11,7 @@ from ..covariance import DenseCov
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
                                check_budget)
-from ..driver import Halt, Resumable, Step, grad_tol, halving, run
+from ..driver import Monitor, Step, grad_tol, halving
 from .fixed_point import start_scale
 
 
@@ -125,9 +125,9 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
 
 # %% ../../nbs/methods/10_grad.ipynb #grdsplt3
 def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol):
-    """GRAD in the model's own coordinates from a validated start (m, V or None): the iterations of L-BFGS-B are the
-    driver's steps (`driver.Resumable`); a restart continues in the coordinates of the current q (`recentred`), and
-    the result is mapped back to the model's coordinates."""
+    """GRAD in the model's own coordinates from a validated start (m, V or None): the driver's rule (`driver.Monitor`)
+    runs in L-BFGS-B's callback; a restart continues in the coordinates of the current q (`recentred`), and the result
+    is mapped back to the model's coordinates."""
     d = model.d; tri = np.tril_indices(d); diag = tri[0] == tri[1]
     s = start_scale(model, 1.0) if V is None else 1.0                 # < 1 only for large rows under e^(m + v/2) likelihoods
     L0 = np.sqrt(s) * np.eye(d) if V is None else np.linalg.cholesky(V)
@@ -156,50 +156,47 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
     start = as_step(x0, "start", [Event(EventKind.START, "m0 = μ" if np.array_equal(m, model.mu) else "m0 given", None), ev_v]
                     + ([Event(EventKind.START, f"V0 scaled by {shrunk:g}: at the given V0 the VLB or its gradient was not finite (overflow)")]
                        if shrunk != 1.0 else []))
-    solver, ended = {}, {}                                           # the running L-BFGS-B; the attempt that ended the run
-    def launch(x, attempt, fresh, k):
-        solver.update(attempt=attempt, fresh=fresh, nfev=solver.get('nfev', 0), ext=Resumable(lambda cb: minimize(
-            fun, x, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
-            options=dict(maxiter=max_iter - k, gtol=tol, ftol=ftol, maxcor=maxcor, maxfun=10 * max_iter))))
-    def step(cur, k):
-        "Resume L-BFGS-B until its next iterate; when it returns on its own, decide the stop or restart it."
-        while True:
-            kind, res = solver['ext'].next()
-            if kind == "iter": return as_step(res)
-            solver['nfev'] += res.nfev; x = res.x; f, g = fun(x); gp = _projected(x, g, d, diag); gn = _inf(gp)
+    mon, said, ended = Monitor(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, history=hist,
+                               optimal=grad_tol(tol, what="|projected gradient|")), {}, {}
+    verdict = mon.visit(start)
+    def cb(u):                                                       # the driver's rule at each iterate (scipy passes a copy)
+        v = mon.visit(as_step(u))
+        if v is not None: said["v"] = v; raise StopIteration
+    x, attempt, fresh, nfev = x0, 0, False, 0
+    try:
+        while verdict is None:                                       # one L-BFGS-B run per attempt; a restart starts the next
+            res = minimize(fun, x, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
+                           options=dict(maxiter=max_iter - mon.k, gtol=tol, ftol=ftol, maxcor=maxcor, maxfun=10 * max_iter))
+            nfev += res.nfev; x = res.x; f, g = fun(x); gp = _projected(x, g, d, diag); gn = _inf(gp)
             hist[-1].events.append(Event(EventKind.SOLVER, str(res.message)))
             ended.update(x=x, frame=dict(frame), gp=gp, model=frame['model'])
             bound = gap_bound(frame['model'], gp)
-            if not np.isfinite(f): return Halt(Stop.NOT_FINITE, str(res.message))
-            if gn <= tol: return Halt(Stop.GRAD_TOL, str(res.message))          # in the coordinates of a restart that took no step
-            if res.status == 1: return Halt(Stop.MAX_ITER, str(res.message))    # its evaluation limit
+            if "v" in said: verdict = said["v"]; break
+            if not np.isfinite(f): verdict = Stop.NOT_FINITE, str(res.message); break
+            if gn <= tol: verdict = Stop.GRAD_TOL, str(res.message); break          # in the coordinates of a restart that took no step
+            if res.status == 1: verdict = Stop.MAX_ITER, str(res.message); break    # its evaluation limit
             if bound is not None and bound <= rtol * abs(f):
-                return Halt(Stop.REL_TOL, f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {res.message}")
-            if (res.nit == 0 and solver['fresh']) or solver['attempt'] == restarts: return Halt(Stop.STALLED, str(res.message))
+                verdict = Stop.REL_TOL, f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {res.message}"; break
+            if (res.nit == 0 and fresh) or attempt == restarts: verdict = Stop.STALLED, str(res.message); break
             m_c, L_c = to_model(x, frame)
             try: new = recentred(model, m_c, L_c)
             except ValueError as e:
-                if res.nit == 0: return Halt(Stop.STALLED, str(res.message))
+                if res.nit == 0: verdict = Stop.STALLED, str(res.message); break
                 hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared "
-                                             f"(the current q gives no coordinates: {e})", solver['attempt'] + 1))
-                ended.clear(); launch(x, solver['attempt'] + 1, False, k); continue
+                                             f"(the current q gives no coordinates: {e})", attempt + 1))
+                attempt, fresh = attempt + 1, False; continue
             frame.update(model=new, m=m_c, L=L_c); last.clear()
             hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; restarted in the "
-                                         "coordinates of the current q (w = m + L u, u ~ N(0, I)), memory cleared", solver['attempt'] + 1))
-            ended.clear(); launch(unit.copy(), solver['attempt'] + 1, True, k)
-    launch(x0, 0, False, 0)
-    try: r = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, history=hist,
-                 optimal=grad_tol(tol, what="|projected gradient|"))
-    finally: res = solver['ext'].close()
-    if res is not None and not ended:                                 # the driver stopped L-BFGS-B
-        solver['nfev'] += res.nfev
-        hist[-1].events.append(Event(EventKind.SOLVER, f"L-BFGS-B stopped at this iterate by the run's stop rule ({r.stop.value})"))
-    fin = ended if ended else r.state                                 # where L-BFGS-B returned, or the driver's last state
+                                         "coordinates of the current q (w = m + L u, u ~ N(0, I)), memory cleared", attempt + 1))
+            x, attempt, fresh = unit.copy(), attempt + 1, True
+    finally: mon.close()
+    r = mon.end(*verdict)
+    fin = ended if ended else r.state                                 # where L-BFGS-B returned (its last iterate), or the start
     m_out, L = to_model(fin['x'], fin['frame'])
     n_low = int(np.sum(np.diag(L) <= 10 * L_MIN))
     if n_low: hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"diagonal entries of L at the bound {L_MIN:g}: V is near singular", n_low))
     cov = DenseCov(L)
     return VGPosterior(model, m_out, cov, "grad", vlb(model, m_out, cov), r.stop, hist, message=r.message,
-                       n_iter=r.n_iter, grad_norm=_inf(fin['gp']), gap_bound=gap_bound(fin['model'], fin['gp']), n_fev=solver['nfev'],
-                       whiten=False, n_recentred=hist.count(EventKind.RESTART))
+                       n_iter=r.n_iter, grad_norm=_inf(fin['gp']), gap_bound=gap_bound(fin['model'], fin['gp']) if ended else None,
+                       n_fev=nfev, whiten=False, n_recentred=hist.count(EventKind.RESTART))
 
