@@ -416,9 +416,10 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     hist = History(callback=record_cb, max_seconds=max_seconds)
     order = dict(perm=epoch_order(model, rng, o.batch_order == "chunks"), pos=0)
 
-    def evaluated(state, events, kind, extra):
-        "The `Step` of a state whose full-data VLB is evaluated (`vlb_stream`; its time is not charged to the run's clock)."
-        te = time.perf_counter(); v, gn = vlb_stream(state["model"], state["st"].m, state["st"].cov); hist.t0 += time.perf_counter() - te
+    def evaluated(state, events, kind, extra, charged=False):
+        "The `Step` of a state whose full-data VLB is evaluated (`vlb_stream`; after the start its time is not charged to the run's clock)."
+        te = time.perf_counter(); v, gn = vlb_stream(state["model"], state["st"].m, state["st"].cov)
+        if not charged: hist.t0 += time.perf_counter() - te
         return Step(state, v, gn, kind, events, dict(extra, m=state["st"].m, cov=state["st"].cov))
 
     def step(cur, k):
@@ -455,7 +456,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         v, gn = vlb_stream(cur.state["model"], cur.state["st"].m, cur.state["st"].cov)
         return Step(cur.state, v, gn, cur.kind, cur.events, cur.extra)
 
-    start = evaluated(dict(model=model, st=st, ref=None, gain=None), start_events, "start", dict(points=0))
+    start = evaluated(dict(model=model, st=st, ref=None, gain=None), start_events, "start", dict(points=0), charged=True)
     r = run(step, start, tol=tol, max_iter=n_steps + 1 if max_iter is None else max_iter, max_seconds=max_seconds,
             optimal=optimal, keep_best=True, history=hist, finish=finish)
     stop, t, last = r.stop, r.n_iter, hist[-1]
