@@ -10,7 +10,7 @@ import numpy as np
 from .inference import Event, EventKind, History, Progress, Record, Stop, check_budget
 
 # %% auto #0
-__all__ = ['Step', 'Halt', 'Run', 'grad_tol', 'rel_tol', 'first_of', 'run', 'halving', 'rel_tol_evaluated']
+__all__ = ['Step', 'Halt', 'Run', 'grad_tol', 'rel_tol', 'first_of', 'run', 'Monitor', 'halving', 'rel_tol_evaluated']
 
 # %% ../nbs/07a_driver.ipynb #drv05
 @dataclass
@@ -86,7 +86,7 @@ def first_of(*tests):
 # %% ../nbs/07a_driver.ipynb #drv08
 def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: float | None = None, callback=None,
         optimal: Callable | None = None, keep_best: bool = False, best_band: float = 0.0, history: History | None = None,
-        progress: bool | str = False) -> Run:
+        progress: bool | str = False, finish: Callable | None = None) -> Run:
     """Iterate `step(cur: Step, k: int) -> Step | Halt` from `start` until a stop rule holds; see the page for the order.
 
     tol: the optimality tolerance (≥ 0) of the default test `grad_tol(tol)`; `optimal(cur, prev)` replaces that test.
@@ -97,43 +97,79 @@ def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: 
         a state counts as better only when it beats the best by more than `best_band` · (1 + |value|).
     history: a `History` to record into (e.g. one whose clock started earlier); a new one otherwise.
     progress: a progress bar (`Progress`) over the records; a string is its description.
-    Returns a `Run`."""
-    check_budget(tol, max_iter, max_seconds)
-    if not isinstance(start, Step): raise TypeError(f"start must be a Step, got {type(start).__name__}")
-    bar = None
-    if progress:
-        bar = Progress(progress if isinstance(progress, str) else "run", total=int(max_iter), callback=callback)
-        callback = bar
-    if history is None: history = History(callback=callback, max_seconds=max_seconds)
-    elif bar is not None: history.callback = bar
-    test = grad_tol(tol) if optimal is None else optimal
-    cur, prev, best, best_iter, k = start, None, None, -1, 0
-    nan = float("nan")
+    finish: `finish(last) -> Step`, the last state completed once the run has ended and before the best state is chosen
+        (e.g. the objective of a state whose step did not compute it); its `vlb` and `grad_norm` fill the NaN entries of
+        the last record.
+    Returns a `Run`. The rule applied to each state is `Monitor`'s."""
+    if not isinstance(start, Step): check_budget(tol, max_iter, max_seconds); raise TypeError(f"start must be a Step, got {type(start).__name__}")
+    mon = Monitor(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, optimal=optimal, keep_best=keep_best,
+                  best_band=best_band, history=history, progress=progress)
     try:
-        while True:
-            rec = history.record(nan if cur.vlb is None else cur.vlb, nan if cur.grad_norm is None else cur.grad_norm,
-                                 cur.events, cur.kind, **cur.extra)
-            if cur.value is not None and np.isfinite(cur.value) and                (best is None or cur.value > best.value + best_band * (1.0 + abs(best.value))): best, best_iter = cur, rec.iter
-            verdict = None if cur.finite() else (Stop.NOT_FINITE, "the objective or the optimality measure is not finite")
-            if verdict is None: verdict = test(cur, prev)
-            if verdict is None and history.stop_requested: verdict = Stop.CALLBACK, "the callback asked to stop"
-            if verdict is None and k >= max_iter: verdict = Stop.MAX_ITER, f"reached max_iter={max_iter}"
-            if verdict is None and history.out_of_time(): verdict = Stop.MAX_SECONDS, (f"time budget of {history.max_seconds:g} s spent" if history.max_seconds is not None else "time budget spent")
-            if verdict is not None: stop, message = verdict; break
-            nxt = step(cur, k)
-            if isinstance(nxt, Halt): stop, message = nxt.stop, nxt.message; break
+        cur = start
+        while (verdict := mon.visit(cur)) is None:
+            nxt = step(cur, mon.k)
+            if isinstance(nxt, Halt): verdict = nxt.stop, nxt.message; break
             if not isinstance(nxt, Step): raise TypeError(f"a step must return a Step or a Halt, got {type(nxt).__name__}")
-            prev, cur, k = cur, nxt, k + 1
-    finally:
-        if bar is not None: bar.close()
-    result = cur
-    if keep_best and best is not None and best is not cur and not (cur.value is not None and cur.value >= best.value):
-        result = best
-        history.record(nan if best.vlb is None else best.vlb, nan if best.grad_norm is None else best.grad_norm,
-                       [Event(EventKind.BEST_STATE, f"the state of iteration {best_iter} (objective {best.value:.10g}) is returned, "
-                              f"not the last ({cur.value if cur.value is not None else nan:.10g})")], "best", **best.extra)
-    history.stop = stop
-    return Run(result, stop, message, history, k)
+            cur = nxt
+    finally: mon.close()
+    return mon.end(*verdict, finish=finish)
+
+# %% ../nbs/07a_driver.ipynb #drv08a
+class Monitor:
+    """The driver's rule for one state at a time: `visit(cur)` records the start and then each new state, keeps the best,
+    and returns the verdict of the stop rule in the page's order, `(Stop, message)`, or None; `end(stop, message)` returns
+    the `Run`. `run` applies it between steps; an optimiser that owns its loop applies it in its per-iteration callback
+    (and stops when a verdict is returned), so that both follow the same rule. Arguments as for `run`."""
+    def __init__(self, *, tol: float, max_iter: int, max_seconds: float | None = None, callback=None, optimal: Callable | None = None,
+                 keep_best: bool = False, best_band: float = 0.0, history: History | None = None, progress: bool | str = False):
+        check_budget(tol, max_iter, max_seconds)
+        self.bar = None
+        if progress:
+            self.bar = Progress(progress if isinstance(progress, str) else "run", total=int(max_iter), callback=callback)
+            callback = self.bar
+        if history is None: history = History(callback=callback, max_seconds=max_seconds)
+        elif self.bar is not None: history.callback = self.bar
+        self.history, self.test, self.max_iter, self.max_seconds = history, (grad_tol(tol) if optimal is None else optimal), max_iter, max_seconds
+        self.keep_best, self.best_band = keep_best, best_band
+        self.cur = self.prev = self.best = None
+        self.best_iter, self.k = -1, -1                               # k: the number of steps taken to the current state
+    def visit(self, cur: Step):
+        "Record `cur` (the start at the first call, then the state of each step) and return the verdict for it, or None."
+        if not isinstance(cur, Step): raise TypeError(f"a state must be a Step, got {type(cur).__name__}")
+        self.prev, self.cur, self.k = self.cur, cur, self.k + 1
+        nan, h = float("nan"), self.history
+        rec = h.record(nan if cur.vlb is None else cur.vlb, nan if cur.grad_norm is None else cur.grad_norm, cur.events, cur.kind, **cur.extra)
+        if cur.value is not None and np.isfinite(cur.value) and \
+           (self.best is None or cur.value > self.best.value + self.best_band * (1.0 + abs(self.best.value))): self.best, self.best_iter = cur, rec.iter
+        verdict = None if cur.finite() else (Stop.NOT_FINITE, "the objective or the optimality measure is not finite")
+        if verdict is None: verdict = self.test(cur, self.prev)
+        if verdict is None and h.stop_requested: verdict = Stop.CALLBACK, "the callback asked to stop"
+        if verdict is None and self.k >= self.max_iter: verdict = Stop.MAX_ITER, f"reached max_iter={self.max_iter}"
+        if verdict is None and h.out_of_time(): verdict = Stop.MAX_SECONDS, (f"time budget of {h.max_seconds:g} s spent" if h.max_seconds is not None else "time budget spent")
+        return verdict
+    def close(self):
+        "Close the progress bar, if any."
+        if self.bar is not None: self.bar.close()
+    def end(self, stop: Stop, message: str, finish: Callable | None = None) -> Run:
+        "The `Run` that ended with `stop` at the last visited state (`finish` and the best state as in `run`)."
+        cur, best, history, nan = self.cur, self.best, self.history, float("nan")
+        if finish is not None: cur = _finished(finish(cur), history[-1])
+        result = cur
+        if self.keep_best and best is not None and best is not cur and not (cur.value is not None and cur.value >= best.value):
+            result = best
+            history.record(nan if best.vlb is None else best.vlb, nan if best.grad_norm is None else best.grad_norm,
+                           [Event(EventKind.BEST_STATE, f"the state of iteration {self.best_iter} (objective {best.value:.10g}) is returned, "
+                                  f"not the last ({cur.value if cur.value is not None else nan:.10g})")], "best", **best.extra)
+        history.stop = stop
+        return Run(result, stop, message, history, self.k)
+
+# %% ../nbs/07a_driver.ipynb #drv12b
+def _finished(done: Step, last: Record) -> Step:
+    "The finished last `Step`, its `vlb` and `grad_norm` written into the NaN entries of its record `last`."
+    if not isinstance(done, Step): raise TypeError(f"finish must return a Step, got {type(done).__name__}")
+    if np.isnan(last.vlb) and done.vlb is not None: last.vlb = float(done.vlb)
+    if np.isnan(last.grad_norm) and done.grad_norm is not None: last.grad_norm = float(done.grad_norm)
+    return done
 
 # %% ../nbs/07a_driver.ipynb #drv14
 def halving(propose: Callable, accept: Callable, rho: float = 1.0, factor: float = 0.5, max_halvings: int = 40):
@@ -146,7 +182,7 @@ def halving(propose: Callable, accept: Callable, rho: float = 1.0, factor: float
         rho *= factor
     return None
 
-# %% ../nbs/07a_driver.ipynb #drv18
+# %% ../nbs/07a_driver.ipynb #drv22
 def rel_tol_evaluated(tol: float):
     "The test `REL_TOL` between each evaluated objective and the previous evaluated one (states with `value` None skipped)."
     last = []

@@ -13,7 +13,7 @@ from .covariance import DenseCov
 
 # %% auto #0
 __all__ = ['kl_cov_part', 'kl_mean_part', 'kl', 'kl_to_prior', 'kl_gauss', 'SiteTerms', 'site_terms', 'vlb', 'grad_m', 'grad_L',
-           'grad_V']
+           'grad_V', 'vlb_rows']
 
 # %% ../nbs/05_vlb.ipynb #6a4c5265
 def kl_cov_part(cov, prior) -> float:
@@ -91,3 +91,24 @@ def grad_V(model, cov, terms):
     Sinv = model.prior.solve(I)
     G = 0.5 * (Vinv - Sinv - model.sites.gram(gamma))           # Hᵀ diag(γ) H through the site matrix
     return 0.5 * (G + G.T)
+
+# %% ../nbs/05_vlb.ipynb #vlbrows2
+def vlb_rows(model, m, cov, idx=None, chunk: int = 1024, grad: bool = False):
+    """s·Σ_{i∈𝓜} E_i − KL(q‖p) from the rows of `model.rows`: `idx` None streams all n sites in blocks of `chunk` rows
+    (s = 1: the VLB of Sheth & Khardon 2016, eq. 3, memory O(chunk·d) besides V); `idx` (indices of a mini-batch 𝓜)
+    gives the estimate with s = n/|𝓜| (Sheth & Khardon 2016b, eq. 22). With `grad`, also (the estimate of) ∂VLB/∂m =
+    s·Σ h_i dE_i/dm − Σ⁻¹(m − μ) (d,). Returns the value, or (value, gradient)."""
+    m = np.asarray(m, float)
+    if idx is None: blocks, s = [np.arange(s0, min(s0 + chunk, model.n)) for s0 in range(0, model.n, int(chunk))], 1.0
+    else:
+        idx = np.asarray(idx)
+        if idx.ndim != 1 or idx.size == 0: raise ValueError(f"idx must be a non-empty vector of site indices, got shape {idx.shape}")
+        blocks, s = [idx], model.n / len(idx)
+    tot, g = 0.0, (-model.prior.solve(m - model.mu) if grad else None)
+    for b in blocks:
+        a, c, H = model.rows(b)                                   # (|b|,), (|b|,), (|b|, d)
+        E, dE_dm, _ = model.likelihood.expected_log_lik(model.y[b], a + H @ m, c + cov.var_at(H))
+        tot += float(np.sum(E))
+        if grad: g += s * (H.T @ dE_dm)
+    value = s * tot - kl_to_prior(model, m, cov)
+    return (value, g) if grad else value

@@ -10,8 +10,9 @@ from scipy.linalg import cho_solve
 from ..linalg import cholesky
 from ..covariance import SiteCov, DenseCov
 from ..vlb import kl_to_prior, vlb as vlb_exact
-from ..inference import (History, VGPosterior, Event, EventKind, Stop, CONVERGED_STOPS, register_method,
+from ..inference import (VGPosterior, Event, EventKind, Stop, CONVERGED_STOPS, register_method,
                                start_state, check_budget)
+from ..driver import Halt, Monitor, Step, grad_tol, halving, run
 from .conjugates import conjugate_for, SiteConjugate
 
 
@@ -125,41 +126,49 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
         if key not in cache:
             cache.clear(); cache[key] = dual_eval(model, conj, x, cov=fixed_cov)
         return cache[key]
-    hist = History(callback=callback, max_seconds=max_seconds)
-    def record(st, events=()):
-        extra = dict(dual=st.value)
+    def as_step(st, events=()):
+        "The driver's view of a dual point: objective −D (the run increases it), the projected gradient ∞-norm, the record's columns."
+        extra, ev = dict(dual=st.value), np.nan
         if record_gap:
-            kl = kl_to_prior(model, st.m, st.cov); pv = primal_value(model, conj, st, kl=kl)
+            pv = primal_value(model, conj, st, kl=kl_to_prior(model, st.m, st.cov))
             ev = pv if conj.exact else vlb_exact(model, st.m, st.cov)
-            extra.update(vlb=ev, bound_value=pv, gap=st.value - pv)
-        hist.record(grad_norm=float(np.max(np.abs(_proj_grad(st.x, st.grad, conj)))), step="dual", events=events, **extra)
-        if hist.stop_requested: return Stop.CALLBACK
-        if hist.out_of_time(): return Stop.MAX_SECONDS
-        return None
-    st = evaluate(x)
-    halt = record(st, [start_event] + ([Event(EventKind.OPTION_ADJUSTED, f"solver=\"auto\": {solver} (n = {model.n}; Newton up to {NEWTON_AUTO_N})")] if chosen else []))
-    if halt is not None: n_iter, message, stop = 0, "stopped before the first iteration", halt
-    elif solver == "lbfgsb":
+            extra.update(bound_value=pv, gap=st.value - pv)
+        return Step(st, -st.value, float(np.max(np.abs(_proj_grad(st.x, st.grad, conj)))), "dual", list(events), extra, vlb=ev)
+    def cannot_continue(st, message):
+        "The solver finds no decrease: converged (`Stop.REL_TOL`) when the duality gap is at most rtol·|D|, else `Stop.STALLED`."
+        gap = st.value - primal_value(model, conj, st)
+        if abs(gap) <= rtol * abs(st.value): return Halt(Stop.REL_TOL, f"duality gap {gap:.1e} <= rtol·|D| ({message})")
+        return Halt(Stop.STALLED, message)
+    start = as_step(evaluate(x), [start_event] + ([Event(EventKind.OPTION_ADJUSTED, f"solver=\"auto\": {solver} (n = {model.n}; Newton up to {NEWTON_AUTO_N})")] if chosen else []))
+    budget = dict(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, optimal=grad_tol(tol, what="|projected dual gradient|"))
+    if solver == "lbfgsb":                           # scipy owns the loop: the driver's rule (`Monitor`) runs in its callback
         lo, hi = conj.bounds()
         sc = 1.0 / np.sqrt(1.0 + _prior_site_var(model) * conj.a_al**2) if scale else np.ones(model.n)   # x = sc * z
         bounds = list(zip(np.where(np.isfinite(lo), lo / sc, None), np.where(np.isfinite(hi), hi / sc, None)))
-        stopped = {}
         def fun(z): s = evaluate(np.clip(sc * z, lo, hi)); return s.value, sc * s.grad
-        def cb(intermediate_result):
-            why = record(evaluate(np.clip(sc * intermediate_result.x, lo, hi)))
-            if why is not None: stopped['stop'] = why; raise StopIteration
-        res = minimize(fun, x / sc, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
-                       options=dict(maxiter=int(max_iter), gtol=tol * float(np.min(sc)), ftol=0.0, maxcor=maxcor, maxfun=10 * int(max_iter) + 1))
-        st = evaluate(np.clip(sc * res.x, lo, hi)); message, n_iter = f"L-BFGS-B: {res.message}", int(res.nit)
-        stop = stopped.get('stop', Stop.MAX_ITER if (res.status == 1 or res.nit >= max_iter) else Stop.STALLED)
+        mon, said = Monitor(**budget), {}
+        verdict = mon.visit(start)
+        def cb(z):                                   # scipy passes a copy of the iterate
+            v = mon.visit(as_step(evaluate(np.clip(sc * z, lo, hi))))
+            if v is not None: said["v"] = v; raise StopIteration
+        try:
+            if verdict is None:
+                res = minimize(fun, x / sc, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
+                               options=dict(maxiter=int(max_iter), gtol=tol * float(np.min(sc)), ftol=0.0, maxcor=maxcor, maxfun=10 * int(max_iter) + 1))
+                if "v" in said: verdict = said["v"]
+                elif res.status == 1 or res.nit >= max_iter: verdict = Stop.MAX_ITER, str(res.message)   # its function-evaluation limit
+                else: h = cannot_continue(mon.cur.state, f"L-BFGS-B: {res.message}"); verdict = h.stop, h.message
+        finally: mon.close()
+        r = mon.end(*verdict)
     else:
-        st, message, n_iter, stop = _newton(model, conj, st, evaluate, record, tol, int(max_iter))
-    gn = float(np.max(np.abs(_proj_grad(st.x, st.grad, conj))))
-    if not np.isfinite(st.value): stop = Stop.NOT_FINITE
-    elif gn <= tol and stop not in (Stop.CALLBACK, Stop.MAX_SECONDS): stop = Stop.GRAD_TOL
+        def step(cur, k):
+            out = _newton_step(model, conj, cur.state, evaluate)
+            if out is None: return cannot_continue(cur.state, "Newton: line search failed (no decrease; at machine precision?)")
+            return as_step(*out)
+        r = run(step, start, **budget)
+    st, stop, hist, n_iter, gn = r.state, r.stop, r.history, r.n_iter, r.result.grad_norm
+    message = r.message if stop in (Stop.STALLED, Stop.REL_TOL) or r.message.startswith("L-BFGS-B") else f"{'L-BFGS-B' if solver == 'lbfgsb' else 'Newton'}: {r.message}"
     pv = primal_value(model, conj, st)
-    if stop is Stop.STALLED and abs(st.value - pv) <= rtol * abs(st.value):
-        stop, message = Stop.REL_TOL, f"duality gap {st.value - pv:.1e} <= rtol·|D| ({message})"
     hist[-1].events.append(Event(EventKind.SOLVER, message))
     info = dict(grad_norm=gn, dual_value=st.value, gap=st.value - pv, alpha=st.alpha, lam=st.lam, x=st.x, conj=conj)
     if not conj.exact: info["bound_value"] = pv
@@ -192,27 +201,21 @@ def _proj_grad(x, g, conj):
     g[(x <= lo) & (g > 0)] = 0.0; g[(x >= hi) & (g < 0)] = 0.0
     return g
 
-def _newton(model, conj, st, evaluate, record, tol, max_iter):
-    """Projected Newton on the box of x (Bertsekas 1982): variables at a bound whose gradient points out of the box
-    are held there, Newton on the others, the step projected back onto the box with Armijo backtracking along
-    the projection arc. Returns (state, message, iterations, Stop)."""
+def _newton_step(model, conj, st, evaluate):
+    """One projected Newton step on the box of x (Bertsekas 1982): variables at a bound whose gradient points out of the box
+    are held there, Newton on the others, the step projected back onto the box with Armijo backtracking along the
+    projection arc (`halving`). Returns (new state, events), or None when no step length decreases D."""
     lo, hi = conj.bounds()
-    for it in range(1, max_iter + 1):
-        if np.max(np.abs(_proj_grad(st.x, st.grad, conj))) <= tol: return st, "Newton: gradient below tol", it - 1, Stop.GRAD_TOL
-        held = ((st.x <= lo) & (st.grad > 0)) | ((st.x >= hi) & (st.grad < 0))      # active bounds
-        free = ~held; Hx = _newton_hessian(model, conj, st)[np.ix_(free, free)]
-        Lh = cholesky(Hx, name="dual Hessian")
-        p = np.zeros_like(st.x); p[free] = -cho_solve((Lh, True), st.grad[free])
-        t, events = 1.0, ([Event(EventKind.BOUND_ACTIVE, "dual variables held at a bound of their domain", int(held.sum()))] if held.any() else [])
-        for halvings in range(60):
-            xt = np.clip(st.x + t * p, lo, hi); cand = evaluate(xt)
-            if np.isfinite(cand.value) and cand.value <= st.value + 1e-4 * float(st.grad @ (xt - st.x)) and np.any(xt != st.x): break
-            t *= 0.5
-        else:
-            return st, "Newton: line search failed (no decrease; at machine precision?)", it - 1, Stop.STALLED
-        if t < 1: events.append(Event(EventKind.LINE_SEARCH, f"step {t:.3g}", halvings))
-        st = cand; why = record(st, events)
-        if why is not None: return st, f"Newton: stopped ({why.value})", it, why
-    if np.max(np.abs(_proj_grad(st.x, st.grad, conj))) <= tol: return st, "Newton: gradient below tol", max_iter, Stop.GRAD_TOL
-    return st, "Newton: max_iter reached", max_iter, Stop.MAX_ITER
+    held = ((st.x <= lo) & (st.grad > 0)) | ((st.x >= hi) & (st.grad < 0))      # active bounds
+    free = ~held; Hx = _newton_hessian(model, conj, st)[np.ix_(free, free)]
+    Lh = cholesky(Hx, name="dual Hessian")
+    p = np.zeros_like(st.x); p[free] = -cho_solve((Lh, True), st.grad[free])
+    events = [Event(EventKind.BOUND_ACTIVE, "dual variables held at a bound of their domain", int(held.sum()))] if held.any() else []
+    def propose(t): xt = np.clip(st.x + t * p, lo, hi); return xt, evaluate(xt)
+    out = halving(propose, lambda c: np.isfinite(c[1].value) and c[1].value <= st.value + 1e-4 * float(st.grad @ (c[0] - st.x))
+                  and np.any(c[0] != st.x), max_halvings=59)
+    if out is None: return None
+    (_, cand), t, halvings = out
+    if t < 1: events.append(Event(EventKind.LINE_SEARCH, f"step {t:.3g}", halvings))
+    return cand, events
 

@@ -11,6 +11,7 @@ from ..covariance import DenseCov
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
                                check_budget)
+from ..driver import Monitor, Step, grad_tol, halving
 from .fixed_point import start_scale
 
 
@@ -124,72 +125,78 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
 
 # %% ../../nbs/methods/10_grad.ipynb #grdsplt3
 def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol):
-    """GRAD in the model's own coordinates from a validated start (m, V or None); a restart continues in the
-    coordinates of the current q (`recentred`), and the result is mapped back to the model's coordinates."""
+    """GRAD in the model's own coordinates from a validated start (m, V or None): the driver's rule (`driver.Monitor`)
+    runs in L-BFGS-B's callback; a restart continues in the coordinates of the current q (`recentred`), and the result
+    is mapped back to the model's coordinates."""
     d = model.d; tri = np.tril_indices(d); diag = tri[0] == tri[1]
     s = start_scale(model, 1.0) if V is None else 1.0                 # < 1 only for large rows under e^(m + v/2) likelihoods
     L0 = np.sqrt(s) * np.eye(d) if V is None else np.linalg.cholesky(V)
-    x0 = np.concatenate([m, L0[tri]]); unit = np.concatenate([np.zeros(d), np.eye(d)[tri]])   # N(0, I) in packed form
+    unit = np.concatenate([np.zeros(d), np.eye(d)[tri]])               # N(0, I) in packed form
     bounds = [(None, None)] * d + [(L_MIN, None) if on else (None, None) for on in diag]
-    hist = History(callback=callback, max_seconds=max_seconds); last, halt = {}, {}
+    hist, last = History(callback=callback, max_seconds=max_seconds), {}
     frame = dict(model=model, m=np.zeros(d), L=np.eye(d))           # w = frame m + frame L u; u are the optimised coordinates
     def fun(x):
         if not np.array_equal(x, last.get('x')):
             f, g = _objective(frame['model'], x, d, tri); last.update(x=x.copy(), f=f, g=g)
         return last['f'], last['g']
-    def cb(intermediate_result):
-        x = intermediate_result.x; f, g = fun(x)
-        hist.record(vlb=-f, grad_norm=_inf(_projected(x, g, d, diag)), step="grad")
-        if hist.stop_requested: halt['stop'] = Stop.CALLBACK; raise StopIteration
-        if hist.out_of_time(): halt['stop'] = Stop.MAX_SECONDS; raise StopIteration
-    def to_model(x):                                                 # (m, L) of q in the model's coordinates
+    def to_model(x, fr):                                             # (m, L) of q in the model's coordinates
         L = np.zeros((d, d)); L[tri] = x[d:]
-        return frame['m'] + frame['L'] @ x[:d], frame['L'] @ L
-    f, g = fun(x0); shrunk = 1.0
-    for _ in range(40):                                              # a V0 whose site variances overflow E: shrink it, as FPi does
-        if np.isfinite(f) and np.all(np.isfinite(g)): break
-        shrunk *= 1e-2; x0 = np.concatenate([m, np.sqrt(shrunk) * L0[tri]]); f, g = fun(x0)
-    if not (np.isfinite(f) and np.all(np.isfinite(g))):
-        raise ValueError(f"the VLB or its gradient is not finite at the start m0 even with V0 scaled by {shrunk:g}: the expected "
+        return fr['m'] + fr['L'] @ x[:d], fr['L'] @ L
+    def as_step(x, kind="grad", events=()):
+        f, g = fun(x); gp = _projected(x, g, d, diag)
+        return Step(dict(x=x, frame=dict(frame), gp=gp, model=frame['model']), -f, _inf(gp), kind, list(events))
+    def finite(x): f, g = fun(x); return np.isfinite(f) and np.all(np.isfinite(g))
+    out = halving(lambda r: np.concatenate([m, np.sqrt(r) * L0[tri]]), finite, factor=1e-2, max_halvings=40)   # a V0 whose site variances overflow E: shrink it, as FPi does
+    if out is None:
+        raise ValueError(f"the VLB or its gradient is not finite at the start m0 even with V0 scaled by {1e-80:g}: the expected "
                          f"log-likelihood of the {type(model.likelihood).__name__} likelihood overflows at the site means of m0; give a smaller m0")
+    x0, shrunk, _ = out
     ev_v = Event(EventKind.START, ("V0 = I" if s == 1.0 else f"V0 = {s:.3g} I: I scaled so that no start site variance "
                                    "exceeds the prior's or the likelihood's bound (as for FPi)") if V is None else "V0 given")
-    hist.record(vlb=-f, grad_norm=_inf(_projected(x0, g, d, diag)), step="start",
-                events=[Event(EventKind.START, "m0 = μ" if np.array_equal(m, model.mu) else "m0 given", None), ev_v]
-                + ([Event(EventKind.START, f"V0 scaled by {shrunk:g}: at the given V0 the VLB or its gradient was not finite (overflow)")]
-                   if shrunk != 1.0 else []))
-    x, nit, nfev, stop, bound, message = x0, 0, 0, None, None, f"max_iter={max_iter}: the start is returned"
-    gn, fresh = _inf(_projected(x0, g, d, diag)), False
-    for attempt in range(restarts + 1):
-        if nit >= max_iter: stop = Stop.MAX_ITER; break
-        res = minimize(fun, x, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
-                       options=dict(maxiter=max_iter - nit, gtol=tol, ftol=ftol, maxcor=maxcor, maxfun=10 * max_iter))
-        nit, nfev, x, message = nit + res.nit, nfev + res.nfev, res.x, str(res.message)
-        f, g = fun(x); gp = _projected(x, g, d, diag); gn = _inf(gp)
-        hist[-1].events.append(Event(EventKind.SOLVER, message))
-        bound = gap_bound(frame['model'], gp)
-        if 'stop' in halt: stop = halt['stop']; break
-        if not np.isfinite(f): stop = Stop.NOT_FINITE; break
-        if gn <= tol: stop = Stop.GRAD_TOL; break
-        if nit >= max_iter or res.status == 1: stop = Stop.MAX_ITER; break
-        if bound is not None and bound <= rtol * abs(f): stop = Stop.REL_TOL; break
-        if (res.nit == 0 and fresh) or attempt == restarts: stop = Stop.STALLED; break
-        m_c, L_c = to_model(x)
-        try: new = recentred(model, m_c, L_c)
-        except ValueError as e:
-            fresh = res.nit == 0
-            if fresh: stop = Stop.STALLED; break
-            hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared "
-                                         f"(the current q gives no coordinates: {e})", attempt + 1))
-            continue
-        frame.update(model=new, m=m_c, L=L_c); last.clear(); x, fresh = unit.copy(), True
-        hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; restarted in the "
-                                     "coordinates of the current q (w = m + L u, u ~ N(0, I)), memory cleared", attempt + 1))
-    m_out, L = to_model(x)
+    start = as_step(x0, "start", [Event(EventKind.START, "m0 = μ" if np.array_equal(m, model.mu) else "m0 given", None), ev_v]
+                    + ([Event(EventKind.START, f"V0 scaled by {shrunk:g}: at the given V0 the VLB or its gradient was not finite (overflow)")]
+                       if shrunk != 1.0 else []))
+    mon, said, ended = Monitor(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, history=hist,
+                               optimal=grad_tol(tol, what="|projected gradient|")), {}, {}
+    verdict = mon.visit(start)
+    def cb(u):                                                       # the driver's rule at each iterate (scipy passes a copy)
+        v = mon.visit(as_step(u))
+        if v is not None: said["v"] = v; raise StopIteration
+    x, attempt, fresh, nfev = x0, 0, False, 0
+    try:
+        while verdict is None:                                       # one L-BFGS-B run per attempt; a restart starts the next
+            res = minimize(fun, x, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
+                           options=dict(maxiter=max_iter - mon.k, gtol=tol, ftol=ftol, maxcor=maxcor, maxfun=10 * max_iter))
+            nfev += res.nfev; x = res.x; f, g = fun(x); gp = _projected(x, g, d, diag); gn = _inf(gp)
+            hist[-1].events.append(Event(EventKind.SOLVER, str(res.message)))
+            ended.update(x=x, frame=dict(frame), gp=gp, model=frame['model'])
+            bound = gap_bound(frame['model'], gp)
+            if "v" in said: verdict = said["v"]; break
+            if not np.isfinite(f): verdict = Stop.NOT_FINITE, str(res.message); break
+            if gn <= tol: verdict = Stop.GRAD_TOL, str(res.message); break          # in the coordinates of a restart that took no step
+            if res.status == 1: verdict = Stop.MAX_ITER, str(res.message); break    # its evaluation limit
+            if bound is not None and bound <= rtol * abs(f):
+                verdict = Stop.REL_TOL, f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {res.message}"; break
+            if (res.nit == 0 and fresh) or attempt == restarts: verdict = Stop.STALLED, str(res.message); break
+            m_c, L_c = to_model(x, frame)
+            try: new = recentred(model, m_c, L_c)
+            except ValueError as e:
+                if res.nit == 0: verdict = Stop.STALLED, str(res.message); break
+                hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared "
+                                             f"(the current q gives no coordinates: {e})", attempt + 1))
+                attempt, fresh = attempt + 1, False; continue
+            frame.update(model=new, m=m_c, L=L_c); last.clear()
+            hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; restarted in the "
+                                         "coordinates of the current q (w = m + L u, u ~ N(0, I)), memory cleared", attempt + 1))
+            x, attempt, fresh = unit.copy(), attempt + 1, True
+    finally: mon.close()
+    r = mon.end(*verdict)
+    fin = ended if ended else r.state                                 # where L-BFGS-B returned (its last iterate), or the start
+    m_out, L = to_model(fin['x'], fin['frame'])
     n_low = int(np.sum(np.diag(L) <= 10 * L_MIN))
     if n_low: hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"diagonal entries of L at the bound {L_MIN:g}: V is near singular", n_low))
     cov = DenseCov(L)
-    if stop is Stop.REL_TOL: message = f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {message}"
-    return VGPosterior(model, m_out, cov, "grad", vlb(model, m_out, cov), stop, hist, message=message,
-                       n_iter=nit, grad_norm=gn, gap_bound=bound, n_fev=nfev, whiten=False,
-                       n_recentred=hist.count(EventKind.RESTART))
+    return VGPosterior(model, m_out, cov, "grad", vlb(model, m_out, cov), r.stop, hist, message=r.message,
+                       n_iter=r.n_iter, grad_norm=_inf(fin['gp']), gap_bound=gap_bound(fin['model'], fin['gp']) if ended else None,
+                       n_fev=nfev, whiten=False, n_recentred=hist.count(EventKind.RESTART))
+

@@ -8,7 +8,8 @@ import numpy as np
 from .. import likelihoods as _liks
 from ..covariance import SiteCov
 from ..vlb import site_terms, vlb as _vlb
-from ..inference import Event, EventKind, History, Stop, VGPosterior, check_budget, register_method, start_state
+from ..inference import Event, EventKind, Stop, VGPosterior, check_budget, register_method, start_state
+from ..driver import Halt, Step, halving, run
 from .site_update import site_step
 from .fixed_point import start_var_cap
 
@@ -103,37 +104,40 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
                          "dense V0: pass V0=None and give the start site precisions as lam0 (default 0, i.e. V0 = Sigma)")
     bet = _beta_fn(_default_beta(lik) if beta is None else beta)
     lam, ev0 = _start_lam(model, lam0)
-    hist = History(callback=callback, max_seconds=max_seconds)
     t = model.prior.solve(m - model.mu) if m0 is not None else np.zeros(model.d)   # Σ⁻¹(m − μ), carried from here on
-    cov = SiteCov(model, lam)
-    value, g, gamma = prox_state(model, m, t, cov)
-    b, b_step, k, stop, msg = bet(0), np.nan, 0, Stop.MAX_ITER, f"reached max_iter={max_iter}"
-    events = [ev0]
-    while True:
+
+    def evaluate(m, t, lam, cov, b_next, b_step, events, value_g_gamma=None):
+        "The state (m, t = Σ⁻¹(m − μ), λ̃, V) with its VLB, ∇_m VLB, γ, and the β its next step tries first."
+        value, g, gamma = prox_state(model, m, t, cov) if value_g_gamma is None else value_g_gamma
         rm, rg = float(np.max(np.abs(g), initial=0.0)), float(np.max(np.abs(lam - np.maximum(gamma, 0.0)), initial=0.0))
-        hist.record(vlb=value, grad_norm=max(rm, rg), events=events, step="prox", grad_m=rm, gamma_res=rg, beta=b_step)
-        if not (np.isfinite(value) and np.isfinite(rm) and np.isfinite(rg)):
-            stop, msg = Stop.NOT_FINITE, "the VLB or a site quantity is not finite"; break
-        if max(rm, rg) <= tol:
-            stop, msg = Stop.GRAD_TOL, f"optimality residuals |grad_m| = {rm:.1e}, |lam - gamma| = {rg:.1e} <= tol = {tol:g}"; break
-        if hist.stop_requested: stop, msg = Stop.CALLBACK, "the callback asked to stop"; break
-        if k >= max_iter: break
-        if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget of {max_seconds:g} s spent"; break
-        events, halved, b_step = [], 0, b
-        for _ in range(41):
-            st = prox_step(model, m, t, lam, g, gamma, b)
-            new = prox_state(model, st[0], st[1], st[3])
-            if not safeguard or new[0] >= value - 1e-12 * max(1.0, abs(value)): break
-            b *= 0.5; halved += 1
-        else:
-            stop, msg = Stop.STALLED, (f"no step with beta >= {2 * b:.2g} increases the VLB: the mean step (17) sees only "
-                                        "Sigma^-1 + H' diag(r lam) H, far below the curvature of the likelihood while lam is small; "
-                                        "start from site precisions near it (lam0) or use method='fpi'"); break
-        if st[4]: events.append(Event(EventKind.CLIPPED_GAMMA, "negative gamma (rounding) set to 0", count=st[4]))
-        b_step = b
+        state = dict(m=m, t=t, lam=lam, cov=cov, g=g, gamma=gamma, b=b_next, rm=rm, rg=rg)
+        return Step(state, value, float(np.maximum(rm, rg)), "prox", events, dict(grad_m=rm, gamma_res=rg, beta=b_step))
+
+    def step(cur, k):
+        "One `prox_step` at the β the state carries; with `safeguard`, β halved (`halving`) until the VLB does not fall."
+        s, value = cur.state, cur.value
+        def propose(b):
+            st = prox_step(model, s["m"], s["t"], s["lam"], s["g"], s["gamma"], b)
+            return st, prox_state(model, st[0], st[1], st[3])
+        out = halving(propose, lambda c: not safeguard or c[1][0] >= value - 1e-12 * max(1.0, abs(value)), rho=s["b"])
+        if out is None:
+            return Halt(Stop.STALLED, f"no step with beta >= {s['b'] * 0.5**40:.2g} increases the VLB: the mean step (17) sees only "
+                                      "Sigma^-1 + H' diag(r lam) H, far below the curvature of the likelihood while lam is small; "
+                                      "start from site precisions near it (lam0) or use method='fpi'")
+        (st, new), b, halved = out
+        events = [Event(EventKind.CLIPPED_GAMMA, "negative gamma (rounding) set to 0", count=st[4])] if st[4] else []
         if halved: events.append(Event(EventKind.DAMPED, f"the VLB fell: beta halved to {b:.3g}", count=halved))
-        (m, t, lam, cov, _), (value, g, gamma) = st, new
-        k += 1
-        b = min(bet(k), 2.0 * b)
-    return VGPosterior(model, m, cov, "prox", value, stop, hist, message=msg, n_iter=k, space=cov.space, lam=lam,
-                       beta=bet(0), grad_norm=rm, gamma_res=rg)
+        return evaluate(*st[:4], min(bet(k + 1), 2.0 * b), b, events, new)
+
+    def optimal(cur, prev):
+        "GRAD_TOL: both optimality residuals max(‖∇_m VLB‖_∞, ‖λ̃ − γ‖_∞) ≤ tol."
+        if cur.grad_norm <= tol:
+            return Stop.GRAD_TOL, f"optimality residuals |grad_m| = {cur.state['rm']:.1e}, |lam - gamma| = {cur.state['rg']:.1e} <= tol = {tol:g}"
+        return None
+
+    r = run(step, evaluate(m, t, lam, SiteCov(model, lam), bet(0), np.nan, [ev0]), tol=tol, max_iter=max_iter,
+            max_seconds=max_seconds, callback=callback, optimal=optimal)
+    s, msg = r.state, (r.message if r.stop is not Stop.NOT_FINITE else "the VLB or a site quantity is not finite")
+    return VGPosterior(model, s["m"], s["cov"], "prox", r.result.value, r.stop, r.history, message=msg, n_iter=r.n_iter,
+                       space=s["cov"].space, lam=s["lam"], beta=bet(0), grad_norm=s["rm"], gamma_res=s["rg"])
+

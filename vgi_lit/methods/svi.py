@@ -6,13 +6,14 @@
 from __future__ import annotations
 import time
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import numpy as np
 from scipy.linalg import cho_solve
 from ..linalg import cholesky
 from ..covariance import DenseCov, PrecisionCov
-from ..vlb import kl_to_prior
+from ..vlb import kl_to_prior, vlb_rows
 from ..inference import register_method, History, VGPosterior, Event, EventKind, Stop, start_state, check_budget
+from ..driver import Halt, Step, rel_tol, run
 from .site_update import precision_step
 from ..models import GLM
 from .hyper import _Hyper, _values as _hyper_values
@@ -20,7 +21,7 @@ from .hyper import _Hyper, _values as _hyper_values
 # %% auto #0
 __all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'gauss_update',
            'batch_objective', 'backtracking_step', 'svi_step', 'pd_factor', 'glm_prior_closed_form', 'with_prior_state',
-           'PriorLearner', 'epoch_order', 'svi_run']
+           'PriorLearner', 'epoch_order', 'SVIOptions', 'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
 METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
@@ -87,14 +88,9 @@ class Adagrad:
 # %% ../../nbs/methods/14_svi.ipynb #3877e0df
 def vlb_stream(model, m, cov, chunk: int = 1024):
     """Full-data VLB Σ_i E_i − KL(q‖p) (Sheth & Khardon 2016, eq. 3) and ‖∂VLB/∂m‖, the site terms streamed over chunks
-    of `chunk` rows of `model.rows` (memory O(chunk·d) besides V); the KL is the shared `kl_to_prior`."""
-    tot, g = 0.0, -model.prior.solve(np.asarray(m, float) - model.mu)
-    for s0 in range(0, model.n, chunk):
-        idx = np.arange(s0, min(s0 + chunk, model.n))
-        a, c, H = model.rows(idx)
-        E, dE_dm, _ = model.likelihood.expected_log_lik(model.y[idx], a + H @ m, c + cov.var_at(H))
-        tot += float(np.sum(E)); g += H.T @ dE_dm
-    return tot - kl_to_prior(model, m, cov), float(np.linalg.norm(g))
+    of `chunk` rows of `model.rows` (memory O(chunk·d) besides V): the shared assembly `vgi_lit.vlb.vlb_rows`."""
+    v, g = vlb_rows(model, m, cov, chunk=chunk, grad=True)
+    return v, float(np.linalg.norm(g))
 
 # %% ../../nbs/methods/14_svi.ipynb #92ba6d89
 def _mean_step(model, opt, g_m, whiten):
@@ -129,11 +125,8 @@ def gauss_update(model, st, method, H, dE_dm, gamma, rho, scale, opt_m=None, opt
 def batch_objective(model, st, idx):
     """The mini-batch estimate (N/|𝓜|)Σ_{i∈𝓜} E_i − KL(q‖p) of the VLB at the state `st`, site terms by the likelihood's
     quadrature: its gradient is what a standard-gradient step follows (−inf where q is not finite or not valid)."""
-    a, c, H = model.rows(idx)
     with np.errstate(all="ignore"):
-        try:
-            E = model.likelihood.expected_log_lik(model.y[idx], a + H @ st.m, c + st.cov.var_at(H))[0]
-            v = model.n / len(idx) * float(np.sum(E)) - kl_to_prior(model, st.m, st.cov)
+        try: v = vlb_rows(model, st.m, st.cov, idx=idx)                 # the shared assembly, with the scale N/|𝓜|
         except (ValueError, np.linalg.LinAlgError): return -np.inf
     return v if np.isfinite(v) else -np.inf
 
@@ -305,19 +298,12 @@ def epoch_order(model, rng, chunked: bool = True) -> np.ndarray:
     chunks = rng.permutation(len(starts) - 1)
     return np.concatenate([starts[b] + rng.permutation(starts[b + 1] - starts[b]) for b in chunks])
 
-# %% ../../nbs/methods/14_svi.ipynb #e949235c
-def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, max_seconds=None, callback=None,
-            batch_size=500, schedule=None, tau=1.0, kappa=0.6, lr=None, expect=None, n_samples=100, seed=0,
-            max_epochs=None, whiten=None, eval_every=None, backtrack=None, learn_prior=False, learn_every=None,
-            learn_mean=False, fixed=None, learn_rate=0.1, batch_order="uniform") -> VGPosterior:
-    """Fit q(w) = N(m, V) to `model` by one of `METHODS` (Sheth & Khardon 2016b, §3.3) on mini-batches of `model.rows`.
+# %% ../../nbs/methods/14_svi.ipynb #svopt01
+@dataclass
+class SVIOptions:
+    """The options of the stochastic methods besides the common ones (`m0`, `V0`, `tol`, `max_iter`, `max_seconds`,
+    `callback`); a None is the method's default (`resolve`).
 
-    - `m0`, `V0`: start (defaults μ and Σ; `V0` a positive scalar, diagonal or d × d matrix).
-    - `tol`: stop (`Stop.REL_TOL`) when the full-data VLB changes by at most tol·(1 + |VLB|) between two evaluations.
-    - `max_iter`: at most this many steps (`Stop.MAX_ITER`); `max_epochs`: at most this many passes over
-      the data (`Stop.BUDGET`; default 20 for mini-batches; when one batch holds all the data, 200, or 300 for s-dsvi,
-      whose ADAGRAD steps shrink with the accumulated squared gradients).
-    - `max_seconds`: time budget, full-data evaluations not counted (`Stop.MAX_SECONDS`); `callback(record)`: called after every step (records of evaluations carry `record['m']`, and `record['cov']` during the call), True stops (`Stop.CALLBACK`).
     - `batch_size`: sites per step (default 500); a value above n is clamped to n (event OPTION_ADJUSTED).
     - `schedule`, `tau`, `kappa`: ρ_t of the natural steps (`step_size`; default '1/t' with mini-batches, 0.5 with the full batch).
     - `lr`: ADAGRAD rate of the standard-gradient steps (h-mc-ssvi mean; s-dsvi mean and L); default 1.0 (h-mc-ssvi), 0.3 (s-dsvi).
@@ -325,6 +311,8 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
       noise in γ̂ leaves GP classification 2-5e-3 relative below the optimum, with 100 about 3e-4, at a similar
       cost because the d × d factorisation dominates a step); default 'gh' for svi, 'mc' for the others.
     - `seed`: mini-batch order and Monte Carlo draws.
+    - `max_epochs`: at most this many passes over the data (`Stop.BUDGET`; default 20 for mini-batches; when one batch
+      holds all the data, 200, or 300 for s-dsvi, whose ADAGRAD steps shrink with the accumulated squared gradients).
     - `whiten`: coordinates of the standard-gradient steps: True or 'prior' (ṽ = L_Σ⁻¹(m − μ), L̃ = L_Σ⁻¹L), False (m, L as
       they are), or, for h-mc-ssvi only, 'q' (the mean whitened by q's own covariance: a plain gradient step of size ρ_t
       there, m + ρ_t V'ĝ). Default 'q' for h-mc-ssvi; for s-dsvi True on a dense prior Σ, else False.
@@ -334,100 +322,149 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     - `learn_prior`: True to update the hyperparameters with q held fixed every `learn_every` steps (default one epoch,
       `eval_every`), after the update of q (`PriorLearner`): a GLM's prior variance (scalar or per feature, as its prior is)
       and, with `learn_mean`, its constant prior mean, in closed form (Sheth & Khardon 2016b, eqs. 60-61, 68), then its
-      likelihood parameters (Gaussian noise, Student-t scale and ν, Laplace scale, ordinal cuts) by the Adam step below; a GP's or
-      sparse GP's kernel and likelihood parameters (and constant mean with `learn_mean`) by an Adam step of rate
-      `learn_rate` on their log-parameters along the exact gradient at fixed q. `fixed`: parameter names held
-      (`hyper.learn`'s names; for a GLM 'prior_var', 'mean', 'likelihood' or 'likelihood.<name>'). The record of each update carries `prior_gain` (the exact
-      change of the full-data VLB, q fixed) and `hyper` (the values after it); the result's `model` is the final model and
-      `info['hyper']` its values (None without `learn_prior`).
-    - `batch_order`: 'uniform' (default: a random permutation of the rows each epoch) or 'chunks' (`epoch_order`: on sites
+      likelihood parameters (Gaussian noise, Student-t scale and ν, Laplace scale, ordinal cuts) by the Adam step of
+      `PriorLearner`; a GP's or sparse GP's kernel and likelihood parameters (and constant mean with `learn_mean`) by an
+      Adam step of rate `learn_rate` on their log-parameters along the exact gradient at fixed q. `fixed`: parameter
+      names held (`hyper.learn`'s names; for a GLM 'prior_var', 'mean', 'likelihood' or 'likelihood.<name>').
+    - `batch_order`: 'uniform' (a random permutation of the rows each epoch) or 'chunks' (`epoch_order`: on sites
       stored in chunks, e.g. `DaskSites`, the chunks in random order and the rows permuted within each, so that a batch
       reads one or two chunks; the uniform order on other sites)."""
+    batch_size: int = 500
+    schedule: object = None
+    tau: float = 1.0
+    kappa: float = 0.6
+    lr: float | None = None
+    expect: str | None = None
+    n_samples: int = 100
+    seed: int = 0
+    max_epochs: float | None = None
+    whiten: object = None
+    eval_every: int | None = None
+    backtrack: bool | None = None
+    learn_prior: bool = False
+    learn_every: int | None = None
+    learn_mean: bool = False
+    fixed: object = None
+    learn_rate: float = 0.1
+    batch_order: str = "uniform"
+
+    def resolve(self, model, method):
+        """The options validated for `method` on `model`, every None replaced by its default: (`SVIOptions`, start events)."""
+        o, events, n = replace(self), [], model.n
+        if isinstance(o.batch_size, bool) or int(o.batch_size) != o.batch_size or o.batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {o.batch_size!r}")
+        if isinstance(o.n_samples, bool) or int(o.n_samples) != o.n_samples or o.n_samples < 1: raise ValueError(f"n_samples must be a positive integer, got {o.n_samples!r}")
+        if o.max_epochs is not None and not o.max_epochs > 0: raise ValueError(f"max_epochs must be positive, got {o.max_epochs!r}")
+        if o.batch_size > n:
+            events.append(Event(EventKind.OPTION_ADJUSTED, f"batch_size {o.batch_size} > n = {n}: clamped to n", n)); o.batch_size = n
+        o.batch_size = int(o.batch_size); full = o.batch_size >= n
+        if o.schedule is None: o.schedule = 0.5 if full else "1/t"
+        step_size(1, o.schedule, o.tau, o.kappa)                       # validates the schedule
+        if o.max_epochs is None: o.max_epochs = (300 if method == "s-dsvi" else 200) if full else 20
+        if o.whiten is None: o.whiten = "q" if method == "h-mc-ssvi" else model.prior.kind == 'dense'
+        if o.whiten == "prior": o.whiten = True
+        if not (o.whiten is True or o.whiten is False or (o.whiten == "q" and method == "h-mc-ssvi")):
+            raise ValueError(f"whiten must be True, False or 'prior'" + (" or 'q'" if method == "h-mc-ssvi" else "") + f" for {method}, got {o.whiten!r}")
+        if o.lr is None: o.lr = 0.3 if method == "s-dsvi" else 1.0
+        if o.backtrack is None: o.backtrack = method == "s-dsvi"
+        if o.backtrack not in (True, False) or (o.backtrack and method != "s-dsvi"):
+            raise ValueError(f"backtrack must be True or False (True for s-dsvi only), got {o.backtrack!r} for {method}")
+        o.expect = o.expect or ("gh" if method == "svi" else "mc")
+        if o.expect not in ("gh", "mc"): raise ValueError(f"expect must be 'gh' or 'mc', got {o.expect!r}")
+        if o.learn_prior not in (True, False): raise ValueError(f"learn_prior must be True or False, got {o.learn_prior!r}")
+        o.eval_every = int(np.ceil(n / o.batch_size)) if o.eval_every is None else int(o.eval_every)
+        if o.learn_every is not None and (isinstance(o.learn_every, bool) or int(o.learn_every) != o.learn_every or o.learn_every < 1):
+            raise ValueError(f"learn_every must be a positive integer, got {o.learn_every!r}")
+        if o.batch_order not in ("uniform", "chunks"): raise ValueError(f"batch_order must be 'uniform' or 'chunks', got {o.batch_order!r}")
+        return o, events
+
+
+# %% ../../nbs/methods/14_svi.ipynb #e949235c
+def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, max_seconds=None, callback=None,
+            options: SVIOptions | None = None, **kw) -> VGPosterior:
+    """Fit q(w) = N(m, V) to `model` by one of `METHODS` (Sheth & Khardon 2016b, §3.3) on mini-batches of `model.rows`:
+    each step is `svi_step` (or `backtracking_step`) on the next batch, scheduled by the driver (`driver.run`).
+
+    - `m0`, `V0`: start (defaults μ and Σ; `V0` a positive scalar, diagonal or d × d matrix).
+    - `tol`: converged (`Stop.REL_TOL`, the driver's `rel_tol`) when the full-data VLB changes by at most tol·(1 + |VLB|)
+      between two evaluations, the step was not damped, and (learning hyperparameters) their last update gained at most as much.
+    - `max_iter`: at most this many steps (`Stop.MAX_ITER`; None: no limit besides `max_epochs`).
+    - `max_seconds`: time budget, full-data evaluations not counted (`Stop.MAX_SECONDS`); `callback(record)`: called after
+      every step (records of evaluations carry `record['m']`, and `record['cov']` during the call), True stops (`Stop.CALLBACK`).
+    - `options`: an `SVIOptions`, or its fields as keywords (`svi_run(model, "svi", batch_size=100)`), not both.
+
+    The result is the best evaluated state (`BEST_STATE`; `Stop.STALLED` when that is the start: the run diverged). The
+    record of each hyperparameter update carries `prior_gain` (the exact change of the full-data VLB, q fixed) and `hyper`
+    (the values after it); the result's `model` is the final model and `info['hyper']` its values (None without learning)."""
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if options is None: options = SVIOptions(**kw)
+    elif kw: raise ValueError(f"give the SVI options either as options=SVIOptions(...) or as keywords, not both (got {sorted(kw)})")
+    elif not isinstance(options, SVIOptions): raise TypeError(f"options must be an SVIOptions, got {type(options).__name__}")
     check_budget(tol, 0 if max_iter is None else max_iter, max_seconds)
-    if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if isinstance(n_samples, bool) or int(n_samples) != n_samples or n_samples < 1: raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
-    if max_epochs is not None and not max_epochs > 0: raise ValueError(f"max_epochs must be positive, got {max_epochs!r}")
-    n = model.n
-    start_events = []
-    if batch_size > n:
-        start_events.append(Event(EventKind.OPTION_ADJUSTED, f"batch_size {batch_size} > n = {n}: clamped to n", n)); batch_size = n
-    batch_size, full = int(batch_size), batch_size >= n
-    if schedule is None: schedule = 0.5 if full else "1/t"
-    step_size(1, schedule, tau, kappa)                                 # validates the schedule
-    if max_epochs is None: max_epochs = (300 if method == "s-dsvi" else 200) if full else 20
-    if whiten is None: whiten = "q" if method == "h-mc-ssvi" else model.prior.kind == 'dense'
-    if whiten == "prior": whiten = True
-    if not (whiten is True or whiten is False or (whiten == "q" and method == "h-mc-ssvi")):
-        raise ValueError(f"whiten must be True, False or 'prior'" + (" or 'q'" if method == "h-mc-ssvi" else "") + f" for {method}, got {whiten!r}")
-    if lr is None: lr = 0.3 if method == "s-dsvi" else 1.0
-    if backtrack is None: backtrack = method == "s-dsvi"
-    if backtrack not in (True, False) or (backtrack and method != "s-dsvi"):
-        raise ValueError(f"backtrack must be True or False (True for s-dsvi only), got {backtrack!r} for {method}")
-    frac = 1.0
-    expect = expect or ("gh" if method == "svi" else "mc")
-    if expect not in ("gh", "mc"): raise ValueError(f"expect must be 'gh' or 'mc', got {expect!r}")
-    if learn_prior not in (True, False): raise ValueError(f"learn_prior must be True or False, got {learn_prior!r}")
-    rng = np.random.default_rng(seed)
+    o, start_events = options.resolve(model, method)
+    n, bs = model.n, o.batch_size
+    rng = np.random.default_rng(o.seed)
     st = init_state(model, method, m0, V0)
-    opt_m = Adagrad(lr) if (method == "s-dsvi" or (method == "h-mc-ssvi" and whiten != "q")) else None
-    opt_L = Adagrad(lr) if method == "s-dsvi" else None
-    per_epoch = int(np.ceil(n / batch_size))
-    eval_every = per_epoch if eval_every is None else int(eval_every)
-    if learn_every is not None and (isinstance(learn_every, bool) or int(learn_every) != learn_every or learn_every < 1):
-        raise ValueError(f"learn_every must be a positive integer, got {learn_every!r}")
-    if batch_order not in ("uniform", "chunks"): raise ValueError(f"batch_order must be 'uniform' or 'chunks', got {batch_order!r}")
-    learner = PriorLearner(model, eval_every if learn_every is None else learn_every, learn_mean, fixed, learn_rate) if learn_prior else None
-    last_gain = None                                                   # the last hyperparameter update's gain
-    n_steps = int(np.ceil(max_epochs * per_epoch))
-    hist = History(callback=callback, max_seconds=max_seconds)
-    v, gn = vlb_stream(model, st.m, st.cov)
-    hist.record(vlb=v, grad_norm=gn, events=start_events, step="start", points=0, m=st.m, cov=st.cov)
-    best = (v, st, 0, model)                                           # the best evaluated state: (VLB, state, step, model)
-    hist[0].extra.pop('cov')
-    stop, prev, perm, pos, t = None, v, epoch_order(model, rng, batch_order == "chunks"), 0, 0
-    while stop is None:
-        if max_iter is not None and t >= max_iter: stop = Stop.MAX_ITER; break
-        if t >= n_steps: stop = Stop.BUDGET; break
-        t += 1
-        if pos + batch_size > n: perm, pos = epoch_order(model, rng, batch_order == "chunks"), 0
-        idx = np.sort(perm[pos:pos + batch_size]); pos += batch_size
-        if backtrack:
-            st_new, events, gns, _ = backtracking_step(model, st, idx, step_size(t, schedule, tau, kappa), expect, n_samples, rng,
-                                                      opt_m, opt_L, whiten, 1.0)  # every step starts at the full ADAGRAD length
-        else:
-            st_new, events, gns = svi_step(model, st, method, idx, step_size(t, schedule, tau, kappa), expect, n_samples, rng, opt_m, opt_L, whiten)
-        if not np.all(np.isfinite(st_new.m)):
-            stop = Stop.NOT_FINITE; hist.record(events=events, step=method, points=t * batch_size); break
-        st = st_new
-        hyper = {}
+    opt_m = Adagrad(o.lr) if (method == "s-dsvi" or (method == "h-mc-ssvi" and o.whiten != "q")) else None
+    opt_L = Adagrad(o.lr) if method == "s-dsvi" else None
+    learner = PriorLearner(model, o.eval_every if o.learn_every is None else o.learn_every, o.learn_mean, o.fixed, o.learn_rate) if o.learn_prior else None
+    n_steps = int(np.ceil(o.max_epochs * int(np.ceil(n / bs))))
+    def record_cb(rec):                                                # V is the callback's to read, not the history's to keep
+        out = None if callback is None else callback(rec)
+        rec.extra.pop('cov', None)
+        return out
+    hist = History(callback=record_cb, max_seconds=max_seconds)
+    order = dict(perm=epoch_order(model, rng, o.batch_order == "chunks"), pos=0)
+
+    def evaluated(state, events, kind, extra, charged=False):
+        "The `Step` of a state whose full-data VLB is evaluated (`vlb_stream`; after the start its time is not charged to the run's clock)."
+        te = time.perf_counter(); v, gn = vlb_stream(state["model"], state["st"].m, state["st"].cov)
+        if not charged: hist.t0 += time.perf_counter() - te
+        return Step(state, v, gn, kind, events, dict(extra, m=state["st"].m, cov=state["st"].cov))
+
+    def step(cur, k):
+        "Step t = k + 1 on the next mini-batch, then the hyperparameters (every `learn_every` steps) and the evaluation (every `eval_every`)."
+        if k >= n_steps: return Halt(Stop.BUDGET, f"{o.max_epochs:g} epochs spent")
+        s, t = cur.state, k + 1
+        model, st = s["model"], s["st"]
+        ref = cur if cur.value is not None and np.isfinite(cur.value) else s["ref"]   # the last finite evaluation
+        if order["pos"] + bs > n: order.update(perm=epoch_order(model, rng, o.batch_order == "chunks"), pos=0)
+        idx = np.sort(order["perm"][order["pos"]:order["pos"] + bs]); order["pos"] += bs
+        rho = step_size(t, o.schedule, o.tau, o.kappa)
+        if o.backtrack: st_new, events, gns, _ = backtracking_step(model, st, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten, 1.0)
+        else: st_new, events, gns = svi_step(model, st, method, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten)
+        if not np.all(np.isfinite(st_new.m)):                          # the last finite state stays the state
+            return Step(dict(s, ref=ref), np.nan, None, method, events, dict(points=t * bs))
+        hyper, gain = {}, s["gain"]
         if learner is not None and t % learner.every == 0:             # hyperparameters with q held fixed
-            model, st, gain, hev = learner.update(model, st)
-            events = events + hev; hyper = dict(prior_gain=gain, hyper=learner.values(model)); last_gain = learner.progress
-        v = gn = np.nan
-        if t % eval_every == 0:
-            te = time.perf_counter(); v, gn = vlb_stream(model, st.m, st.cov)
-            hist.t0 += time.perf_counter() - te                        # evaluations are not charged to the method's clock
-        rec = hist.record(vlb=v, grad_norm=gn, events=events, step=method, grad_norm_stochastic=gns, points=t * batch_size,
-                          **hyper, **({'m': st.m, 'cov': st.cov} if t % eval_every == 0 else {}))
-        rec.extra.pop('cov', None)                                     # V is the callback's to read, not the history's to keep
-        if np.isfinite(v):
-            if abs(v - prev) <= tol * (1 + abs(v)) and not any(e.kind is EventKind.DAMPED for e in events) \
-                    and (learner is None or (last_gain is not None and last_gain <= tol * (1 + abs(v)))): stop = Stop.REL_TOL
-            prev = v
-            if v > best[0]: best = (v, st, t, model)
-        elif t % eval_every == 0: stop = Stop.NOT_FINITE
-        if stop is None and hist.stop_requested: stop = Stop.CALLBACK
-        if stop is None and hist.out_of_time(): stop = Stop.MAX_SECONDS
-    last, jitter = hist[-1], 0.0
-    if not np.isfinite(last.vlb) and np.all(np.isfinite(st.m)): last.vlb, last.grad_norm = vlb_stream(model, st.m, st.cov)
-    if np.isfinite(best[0]) and not last.vlb >= best[0]:              # a run that ended below a state it visited
-        st, model = best[1], best[3]                                   # (Monte Carlo noise, or a diverging step size)
-        last = hist.record(vlb=best[0], step="best", events=[Event(EventKind.BEST_STATE, f"the best evaluated state (step {best[2]}) "
-                           f"is returned: the last one's VLB {hist[-1].vlb:.6g} is lower")], points=t * batch_size, m=st.m, cov=st.cov)
-        last.extra.pop('cov', None)
-        if best[2] == 0: stop = Stop.STALLED                          # no evaluated state improved on the start: diverged
+            model, st_new, g, hev = learner.update(model, st_new)
+            events = events + hev; hyper = dict(prior_gain=g, hyper=learner.values(model)); gain = learner.progress
+        state, extra = dict(model=model, st=st_new, ref=ref, gain=gain), dict(grad_norm_stochastic=gns, points=t * bs, **hyper)
+        return evaluated(state, events, method, extra) if t % o.eval_every == 0 else Step(state, None, None, method, events, extra)
+
+    relative = rel_tol(tol)
+    def optimal(cur, prev):
+        "REL_TOL against the previous evaluation, unless this step was damped or the hyperparameters still move."
+        s = cur.state
+        if cur.value is None or s["ref"] is None or any(e.kind is EventKind.DAMPED for e in cur.events): return None
+        if learner is not None and not (s["gain"] is not None and s["gain"] <= tol * (1 + abs(cur.value))): return None
+        return relative(cur, s["ref"])
+
+    def finish(cur):
+        "The full-data VLB of the last state when its step did not evaluate it."
+        if cur.value is not None and np.isfinite(cur.value) or not np.all(np.isfinite(cur.state["st"].m)): return cur
+        v, gn = vlb_stream(cur.state["model"], cur.state["st"].m, cur.state["st"].cov)
+        return Step(cur.state, v, gn, cur.kind, cur.events, cur.extra)
+
+    start = evaluated(dict(model=model, st=st, ref=None, gain=None), start_events, "start", dict(points=0), charged=True)
+    r = run(step, start, tol=tol, max_iter=n_steps + 1 if max_iter is None else max_iter, max_seconds=max_seconds,
+            optimal=optimal, keep_best=True, history=hist, finish=finish)
+    stop, t, last = r.stop, r.n_iter, hist[-1]
+    model, st = r.state["model"], r.state["st"]
+    if last.has(EventKind.BEST_STATE):
+        last.extra = dict(points=t * bs, m=last.extra["m"])           # a record of the state, at the points the run processed
+        if r.result is start: stop = Stop.STALLED                     # no evaluated state improved on the start: diverged
+    jitter = 0.0
     if method == "s-dsvi" and np.all(np.isfinite(st.cov.L)):
         L_pd, jitter = pd_factor(st.cov.L)
         if jitter > 0:
@@ -436,9 +473,10 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     if not np.isfinite(last.vlb):
         last.vlb, last.grad_norm = vlb_stream(model, st.m, st.cov)
     return VGPosterior(model, st.m, st.cov, method, last.vlb, stop, hist,
-                       f"{stop.value} after {t} steps ({t * batch_size / n:.2f} epochs)", n_iter=t, state=st,
-                       batch_size=batch_size, schedule=schedule, expect=expect, whiten=whiten, seed=seed, n_samples=n_samples,
+                       f"{stop.value} after {t} steps ({t * bs / n:.2f} epochs)", n_iter=t, state=st,
+                       batch_size=bs, schedule=o.schedule, expect=o.expect, whiten=o.whiten, seed=o.seed, n_samples=o.n_samples,
                        jitter=jitter, hyper=None if learner is None else learner.values(model))
+
 
 # %% ../../nbs/methods/14_svi.ipynb #0a8b3658
 def _register(method):
