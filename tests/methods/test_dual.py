@@ -191,17 +191,23 @@ def test_stop_reasons_and_exact_vlb(solver):
 
 
 def test_bound_run_out_of_iterations_still_ends_at_the_exact_optimum():
-    "A logistic dual that stops on its bound before converging (max_iter) hands over to FPi all the same, and says how it stopped."
+    """A logistic dual that stops on its bound before converging (max_iter) hands over to FPi all the same and says how it
+    stopped; FPi gets what is left of the budget: none at max_iter=3 (the exact VLB of the dual's q, MAX_ITER, 3 iterations
+    in all), the rest of it otherwise (the exact optimum)."""
     from vgi_lit.kernels import RBF
     from vgi_lit.models import GP
     from vgi_lit.inference import Stop
+    from vgi_lit.vlb import vlb as shared_vlb
     rng = np.random.default_rng(4); X = rng.normal(size=(40, 2)); y = np.where(X[:, 0] + 0.3 * rng.normal(size=40) > 0, 1.0, -1.0)
     model = GP(X, y, L.Logistic(), RBF(30.0, 1.5))
     ref = fit(model, "grad", tol=1e-8)
     r = fit(model, "dual", max_iter=3)
     hand = [e for rec in r.history for e in rec.events if e.kind is EventKind.HANDOVER]
     assert len(hand) == 1 and "max_iter" in hand[0].detail
-    assert r.objective == "vlb" and r.converged and abs(r.vlb - ref.vlb) <= 1e-8 * abs(ref.vlb)
+    assert r.objective == "vlb" and r.stop is Stop.MAX_ITER and r.n_iter == 3 and r.vlb == shared_vlb(model, r.m, r.cov)
+    n_dual = len(fit(model, "dual", max_iter=3, exact=False).history) - 1
+    r = fit(model, "dual", max_iter=n_dual + 200)
+    assert r.objective == "vlb" and r.converged and abs(r.vlb - ref.vlb) <= 1e-8 * abs(ref.vlb) and r.n_iter <= n_dual + 200
     assert fit(model, "dual", max_iter=3, exact=False).stop is Stop.MAX_ITER
 
 

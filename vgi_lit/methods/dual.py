@@ -173,19 +173,20 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
     info = dict(grad_norm=gn, dual_value=st.value, gap=st.value - pv, alpha=st.alpha, lam=st.lam, x=st.x, conj=conj)
     if not conj.exact: info["bound_value"] = pv
     if exact and not conj.exact and max_iter > 0 and stop in CONVERGED_STOPS | {Stop.MAX_ITER, Stop.STALLED}:
-        return _to_exact(model, st, hist, message, n_iter, info, callback, max_seconds, stop)
+        return _to_exact(model, st, hist, message, n_iter, info, callback, max_seconds, stop, max_iter)
     return VGPosterior(model, st.m, st.cov, "dual", vlb_exact(model, st.m, st.cov), stop, hist, message=message,
                        n_iter=n_iter, objective=conj.objective, **info)
 
-def _to_exact(model, st, hist, message, n_iter, info, callback, max_seconds, dual_stop):
+def _to_exact(model, st, hist, message, n_iter, info, callback, max_seconds, dual_stop, max_iter):
     """FPi from the dual's (m, V) to the exact VG optimum; its records are appended to `hist` (step 'fpi_exact').
     Also when the dual ran out of iterations or stalled on the bound: FPi then starts further away, and the
-    hand-over event says how the dual ended."""
+    hand-over event says how the dual ended. FPi gets what is left of the budget: `max_iter` less the dual's
+    iterations (none left: FPi evaluates the exact VLB at the dual's q and stops with `MAX_ITER`), and the time left."""
     from vgi_lit.methods.fixed_point import fpi
     how = "" if dual_stop in CONVERGED_STOPS else f" (the dual stopped on the bound: {dual_stop.value})"
     hist[-1].events.append(Event(EventKind.HANDOVER, f"the dual optimised {info['conj'].objective}{how}: FPi continues to the exact VLB"))
     left = None if max_seconds is None else max(max_seconds - hist[-1].time, 1e-3)
-    p = fpi(model, m0=st.m, V0=st.cov.dense(), max_seconds=left, callback=callback)
+    p = fpi(model, m0=st.m, V0=st.cov.dense(), max_iter=max(int(max_iter) - int(n_iter), 0), max_seconds=left, callback=callback)
     hist.append_run(p.history, "fpi_exact")
     return VGPosterior(model, p.m, p.cov, "dual", p.vlb, p.stop, hist, message=f"{message}; then FPi: {p.message}",
                        n_iter=n_iter + p.n_iter, objective="vlb", **info)

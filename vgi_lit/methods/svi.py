@@ -463,7 +463,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     model, st = r.state["model"], r.state["st"]
     if last.has(EventKind.BEST_STATE):
         last.extra = dict(points=t * bs, m=last.extra["m"])           # a record of the state, at the points the run processed
-        if r.result is start: stop = Stop.STALLED                     # no evaluated state improved on the start: diverged
+        if r.result is start and stop not in (Stop.CALLBACK, Stop.MAX_SECONDS, Stop.MAX_ITER): stop = Stop.STALLED   # the whole run never improved on the start: diverged (a run the user or a budget cut short says so instead)
     jitter = 0.0
     if method == "s-dsvi" and np.all(np.isfinite(st.cov.L)):
         L_pd, jitter = pd_factor(st.cov.L)
