@@ -190,10 +190,10 @@ def test_first_outer_step_stays_within_one_in_log_space():
 def test_glm_gradient_needs_no_d_by_d_matrices():
     """n = 20, d = 1500 with a per-feature prior variance: the gradient takes r and diag W only (the dense route
     would allocate ∂Σ of d³ floats, 27 GB); it matches ½σ²_j(r_j² − W_jj) with W formed densely."""
-    from vgi_lit.methods.hyper import _Hyper, prior_residual, prior_residual_diag
+    from vgi_lit.methods.hyper import HyperParams, prior_residual, prior_residual_diag
     rng = np.random.default_rng(7); X = rng.normal(size=(20, 1500)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
     model = GLM(X, y, Logistic(), prior_cov=0.5 + rng.random(1500)); post = vgi_lit.fit(model, "fpi")
-    g = _Hyper(model).grad(model, post.m, post.cov)
+    g = HyperParams(model).grad(model, post.m, post.cov)
     r = model.prior.solve(post.m - model.mu); var = model.prior.diag()
     Wd = np.diag(prior_residual(model, post.cov))
     assert g.shape == (1500,) and np.allclose(g, 0.5 * var * (r * r - Wd), rtol=1e-10, atol=1e-12)
@@ -241,10 +241,10 @@ def test_parameter_list_is_linear_in_d():
     """The names of the fixed parameters were collected with a set of the free ones rebuilt per name (quadratic in
     d: 0.6 s at d = 2000, about 4 s at d = 5000); learn builds this list twice."""
     import time
-    from vgi_lit.methods.hyper import _Hyper
+    from vgi_lit.methods.hyper import HyperParams
     rng = np.random.default_rng(0); X = rng.normal(size=(10, 5000))
     model = GLM(X, np.where(X[:, 0] > 0, 1.0, -1.0), Logistic(), prior_cov=np.ones(5000))
-    t0 = time.perf_counter(); hp = _Hyper(model, fixed={"prior_var[3]"}); took = time.perf_counter() - t0
+    t0 = time.perf_counter(); hp = HyperParams(model, fixed={"prior_var[3]"}); took = time.perf_counter() - t0
     assert hp.fixed == ("prior_var[3]",) and len(hp.free) == 4999 and took < 0.5, took
 
 
@@ -355,9 +355,9 @@ def test_predict_start_is_exact_for_a_linear_optimum_and_clips_lambda():
 
 def test_start_keeps_the_plain_warm_start_when_the_prediction_is_worse():
     "learn's inner start: the prediction when its VLB is higher, the last optimum when a bad prediction is lower."
-    from vgi_lit.methods.hyper import _Hyper, _start
+    from vgi_lit.methods.hyper import HyperParams, _start
     rng = np.random.default_rng(2); X = rng.normal(size=(25, 2)); y = np.where(X[:, 0] + 0.3 * rng.normal(size=25) > 0, 1.0, -1.0)
-    hp = _Hyper(GP(X, y, Logistic(), RBF(4.0, 1.0)))
+    hp = HyperParams(GP(X, y, Logistic(), RBF(4.0, 1.0)))
     t0, t1, t2 = np.log([4.0, 1.0]), np.log([4.4, 1.0]), np.log([4.8, 1.05])
     p0, p1 = (vgi_lit.fit(hp.build(t), "fpi", tol=1e-10, tol_rel=0.0) for t in (t0, t1))
     good = [(t0, p0.m, p0.cov.lam), (t1, p1.m, p1.cov.lam)]

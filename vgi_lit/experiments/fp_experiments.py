@@ -12,18 +12,18 @@ from ..inference import fit, EventKind, Progress
 import vgi_lit.methods.fixed_point  # noqa: F401  (registers fpb / fpi)
 
 # %% auto #0
-__all__ = ['PROBLEMS', 'make_problem', 'run_methods', 'time_to', 'summarize', 'print_rows', 'plot_runs', 'test_log_loss',
-           'demo_compare', 'main']
+__all__ = ['PROBLEMS', 'subsample', 'make_problem', 'run_methods', 'time_to', 'summarize', 'print_rows', 'plot_runs',
+           'test_log_loss', 'demo_compare', 'main']
 
 # %% ../../nbs/experiments/91_fp_experiments.ipynb #a2e72059
-def _subsample(n, n_max, seed):
+def subsample(n, n_max, seed):
     "Sorted seeded subset of range(n) of size min(n, n_max)."
     if n <= n_max: return np.arange(n)
     return np.sort(np.random.default_rng(seed).choice(n, n_max, replace=False))
 
 def _laplace_scale(X, y, seed=0, n_fit=200, ridge=1.0):
     "Laplace scale b = mean |y − X β| of a ridge fit on `n_fit` random rows (rule stated in the notebook)."
-    idx = _subsample(len(y), n_fit, seed)
+    idx = subsample(len(y), n_fit, seed)
     A, b = X[idx], y[idx]
     beta = np.linalg.solve(A.T @ A + ridge * np.eye(X.shape[1]), A.T @ b)
     return float(np.mean(np.abs(b - A @ beta)))
@@ -43,15 +43,15 @@ def make_problem(name: str, data_dir=None, n_max: int = 500, seed: int = 0, gp_v
         ds = getattr(datasets, f"load_{dname[:3]}")(data_dir=data_dir)
         X, y, Xt, yt = ds.X, ds.y, ds.X_test, ds.y_test
         if dname == "a1a500":                              # n_max (500) training rows for a GP of the benchmark's size
-            idx = _subsample(len(y), n_max, seed); X, y = X[idx], y[idx]
-            te = _subsample(len(yt), 2000, seed); Xt, yt = Xt[te], yt[te]
+            idx = subsample(len(y), n_max, seed); X, y = X[idx], y[idx]
+            te = subsample(len(yt), 2000, seed); Xt, yt = Xt[te], yt[te]
         z = datasets.zscore(X, Xt); X, Xt = z.X, z.X_test
     elif dname in ("ionosphere", "sonar"):
         ds = getattr(datasets, f"load_{dname}")(data_dir=data_dir)
         z = datasets.zscore(ds.X, ds.X_test); X, Xt, y, yt = z.X, z.X_test, ds.y, ds.y_test
     else:
         ds = datasets.load_housing(data_dir=data_dir)
-        idx = _subsample(len(ds.y), n_max if kind != "glm" else len(ds.y), seed)
+        idx = subsample(len(ds.y), n_max if kind != "glm" else len(ds.y), seed)
         rest = np.setdiff1d(np.arange(len(ds.y)), idx)
         z = datasets.zscore(ds.X[idx], ds.X[rest] if len(rest) else None)
         X, Xt = z.X, z.X_test
@@ -75,7 +75,7 @@ def make_problem(name: str, data_dir=None, n_max: int = 500, seed: int = 0, gp_v
         info.update(kernel_variance=var, lengthscale=float(np.sqrt(X.shape[1])))
         if kind == "gp": model = models.GP(X, y, lik, kern)
         else:
-            Z = X[_subsample(len(y), 100, seed + 1)]
+            Z = X[subsample(len(y), 100, seed + 1)]
             model = models.SparseGP(X, y, lik, kern, Z); info["inducing"] = len(Z)
     return model, Xt, yt, info
 

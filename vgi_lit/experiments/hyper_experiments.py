@@ -11,8 +11,8 @@ from .. import datasets, likelihoods
 from ..models import GLM, GP
 from ..inference import fit
 from ..methods.hyper import learn
-from .fp_experiments import make_problem, run_methods, summarize, _subsample
-from .prox_tables import _gp_data, se_gp, LN2
+from .fp_experiments import make_problem, run_methods, summarize, subsample
+from .prox_tables import gp_data, se_gp, LN2
 import vgi_lit.methods.fixed_point  # noqa: F401  (registers fpb / fpi)
 
 # %% auto #0
@@ -43,7 +43,7 @@ def sk_learned(name: str, n_learn: int = 200, n_max: int = 500, seed: int = 0, m
     optimal VLB on `n_learn` random training rows, then GRAD, FPb and FPi on the problem (at most `n_max` rows)
     at the learned values, each within `max_seconds`. Returns dict(name, n, theta, learn_seconds, vlb_opt, rows) with rows as `summarize`."""
     model, _, _, info = make_problem(name, data_dir, n_max=n_max, seed=seed)
-    idx = _subsample(model.n, n_learn, seed + 7)
+    idx = subsample(model.n, n_learn, seed + 7)
     sub = GP(model.X[idx], model.y[idx], model.likelihood, model.kernel, mean=model.mean)
     hf, secs = _learn(sub)
     full = GP(model.X, model.y, hf.model.likelihood, hf.model.kernel, mean=hf.model.mean)
@@ -97,7 +97,7 @@ def gp_sigma_ell(name: str = "ionosphere", seed: int = 0, grid=None, lb_grid=Non
     """Khan et al. (2016), Table 3, one split: (log ℓ, log σ) (and log b of the Laplace likelihood on housing) chosen on
     the grid by the largest VLB of an FPi fit, and by continuous maximisation of the optimal VLB (`learn`) from
     ℓ = √d, σ = 1 (b = 1), and again from the grid's choice. Returns the choices, VLBs, test log-loss and times."""
-    X, y, Xt, yt = _gp_data(name, seed, data_dir)
+    X, y, Xt, yt = gp_data(name, seed, data_dir)
     X, y = X[:n_max], y[:n_max]
     reg = name == "housing"
     grid = np.linspace(-1, 6, 15) if grid is None else np.asarray(grid, float)

@@ -14,7 +14,7 @@ from ..inference import fit
 from ..methods import proximal, laplace   # registers fit(model, "prox") and fit(model, "laplace")
 
 # %% auto #0
-__all__ = ['LN2', 'PAPER', 'se_gp', 'table2', 'gp_fit', 'table3', 'summarise', 'main']
+__all__ = ['LN2', 'PAPER', 'se_gp', 'table2', 'gp_data', 'gp_fit', 'table3', 'summarise', 'main']
 
 # %% ../../nbs/experiments/93_prox_tables.ipynb #cf87948e
 LN2 = float(np.log(2.0))
@@ -72,7 +72,7 @@ def table2(dataset='a1a', deltas=None, splits=1, beta=0.25, tol=1e-5, max_iter=5
     return rows
 
 # %% ../../nbs/experiments/93_prox_tables.ipynb #d13f4d7f
-def _gp_data(name, seed, data_dir):
+def gp_data(name, seed, data_dir):
     data_dir = _data_dir(data_dir)
     if name in ('ionosphere', 'sonar'):
         ds = getattr(datasets, f'load_{name}')(data_dir=data_dir)
@@ -109,7 +109,7 @@ def table3(name, splits=10, grid=None, lb_grid=None, methods=('prox', 'laplace')
     beta = (1.0 if reg else 0.25) if beta is None else beta
     rows = []
     for s in range(first_split, first_split + splits):
-        X, y, Xte, yte = _gp_data(name, s, data_dir)
+        X, y, Xte, yte = gp_data(name, s, data_dir)
         res = {m: [] for m in methods}; times = {m: 0.0 for m in methods}
         for lb in lb_grid:
             lik = likelihoods.Laplace(scale=float(np.exp(lb))) if reg else likelihoods.Logistic()

@@ -18,9 +18,9 @@ from ..inference import Progress, DegenerateFitWarning, RunawayParameterWarning
 from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
-__all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperFit', 'predict_start', 'learn',
-           'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec', 'hyperfit_from_spec',
-           'joint_lbfgs']
+__all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'HyperFit', 'hyper_values',
+           'predict_start', 'learn', 'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec',
+           'hyperfit_from_spec', 'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -126,7 +126,7 @@ def _inducing_blocks(kernel, X, Z):
             dKzz[q, i, :] = dZ[:, i, j]; dKzz[q, :, i] = dZ[:, i, j]          # k(z_i, z_a) = k(z_a, z_i): the same column
     return dKxz, dKzz
 
-class _Hyper:
+class HyperParams:
     """The learnable parameters of a model: every name, its start, which are free (not `fixed`), which live in log
     space; a model at given free values; the exact partial derivative of the VLB in the free parameters at any q."""
     def __init__(self, model, learn_mean: bool = False, fixed=None, learn_inducing: bool = False):
@@ -267,9 +267,9 @@ class HyperFit:
         "The posterior's `log_pred_density`."
         return self.posterior.log_pred_density(X_new, y_new, **kw)
 
-def _values(hp, model):
+def hyper_values(hp, model):
     "Every parameter of `model` by name, on its natural scale."
-    t = _Hyper(model, hp.learn_mean, learn_inducing=hp.n_z > 0).theta_all
+    t = HyperParams(model, hp.learn_mean, learn_inducing=hp.n_z > 0).theta_all
     out = {}
     for i, n in enumerate(hp.names):
         if n.startswith("likelihood.cutpoints") or n.startswith("likelihood.log_gap"): continue
@@ -389,7 +389,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         message = f"{message}: {stall_advice(method)}"
         hist[-1].events.append(Event(EventKind.SOLVER, message))
     hist.stop = stop
-    return HyperFit(state['model'], state['post'], _values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed,
+    return HyperFit(state['model'], state['post'], hyper_values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed,
                     edges=edges)
 
 def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-5, max_iter: int = 200,
@@ -435,7 +435,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     check_budget(tol, max_iter, max_seconds)
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
-    hp = _Hyper(model, learn_mean, fixed, learn_inducing)
+    hp = HyperParams(model, learn_mean, fixed, learn_inducing)
     inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5} if method == "fpi" else
                            {"tol": 1e-6, "tol_rel": 0.0} if method == "fpb" else {"tol": 1e-8}))
     rng = np.random.default_rng(seed)
@@ -598,13 +598,13 @@ def joint_lbfgs(model, learn_mean: bool = False, fixed=None, bound: float = 12.0
                 whiten: bool = False, trace: list | None = None) -> dict:
     """An independent route to the same optimum as `learn`: one L-BFGS-B over (θ, m, tril L), V = L Lᵀ, of the VLB
     (GRAD's parametrisation, Sheth & Khardon 2016), with `vlb.grad_m`, `vlb.grad_L` and the exact partial
-    derivative in θ at the current q (_Hyper.grad). Starts at θ of the model, m0 (default μ) and L0 (default
+    derivative in θ at the current q (HyperParams.grad). Starts at θ of the model, m0 (default μ) and L0 (default
     √diag Σ · I). Returns dict(vlb, theta (natural scale, by name), model, m, L, nit, nfev, seconds, message).
     whiten (GP only): the same objective in whitened variables, m = μ + L_θ a, L = L_θ T with L_θ = chol Σ(θ)
     (_joint_white); it starts at the prior (a = 0, T = I) unless m0/L0 are given.
     trace: a list that receives (seconds, VLB) at every evaluation (for time-to-target measurements)."""
     if whiten: return _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0, L0, maxcor, trace)
-    hp = _Hyper(model, learn_mean, fixed); d = model.d; tri = np.tril_indices(d); k = len(hp.theta0)
+    hp = HyperParams(model, learn_mean, fixed); d = model.d; tri = np.tril_indices(d); k = len(hp.theta0)
     diag = np.flatnonzero(tri[0] == tri[1])
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf)
     t_start = time.perf_counter()
@@ -639,7 +639,7 @@ def _run_joint(fun, x0, lo, d, tri, tol, max_iter, max_seconds, maxcor, t_start)
 
 def _joint_result(hp, mod, m, L, res, t_start) -> dict:
     "The joint routes' result: the VLB at (m, LLᵀ) of the model at the final θ, θ by name, and the optimiser's counts and message."
-    return dict(vlb=vlb(mod, m, DenseCov(L)), theta=_values(hp, mod), model=mod, m=m, L=L, nit=int(res.nit), nfev=int(res.nfev),
+    return dict(vlb=vlb(mod, m, DenseCov(L)), theta=hyper_values(hp, mod), model=mod, m=m, L=L, nit=int(res.nit), nfev=int(res.nfev),
                 seconds=time.perf_counter() - t_start, message=str(res.message))
 
 def _dchol(Lf, dS):
@@ -657,7 +657,7 @@ def _joint_white(model, learn_mean, fixed, bound, tol, max_iter, max_seconds, m0
     ∂/∂θ_j = ∂E/∂m · (∂L_θ a) + ∂E/∂v · 2 rowsum(∂L_θ T ∘ L_θ T), ∂L_θ by `_dchol`; the mean by Σ ∂E/∂m, the
     likelihood's parameters by `expected_dparams`."""
     if type(model) is not GP: raise ValueError(f"joint_lbfgs(whiten=True) is for a GP, got a {type(model).__name__}")
-    hp = _Hyper(model, learn_mean, fixed); n = model.n; tri = np.tril_indices(n); k = len(hp.theta0)
+    hp = HyperParams(model, learn_mean, fixed); n = model.n; tri = np.tril_indices(n); k = len(hp.theta0)
     nk, kl = hp.n_prior, hp.n_prior + hp.n_lik
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf)
     t_start = time.perf_counter()

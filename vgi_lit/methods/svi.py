@@ -16,7 +16,7 @@ from ..inference import register_method, History, VGPosterior, Event, EventKind,
 from ..driver import Halt, Step, rel_tol, run
 from .site_update import precision_step
 from ..models import GLM
-from .hyper import _Hyper, _values as _hyper_values
+from .hyper import HyperParams, hyper_values
 
 # %% auto #0
 __all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'gauss_update',
@@ -228,10 +228,10 @@ class PriorLearner:
                     raise ValueError(f"learn_prior: fixed names an unknown GLM parameter {key!r}; they are {keys}")
             self.learn_var, self.learn_mean = "prior_var" not in fixed, self.learn_mean and "mean" not in fixed
             glm_prior_closed_form(model, model.mu, None, self.learn_mean, False)       # validates the prior's kind and mean
-            self.hp = _Hyper(model, False, ["prior_var"] + [k for k in fixed if k.startswith("likelihood")]) if lnames else None
+            self.hp = HyperParams(model, False, ["prior_var"] + [k for k in fixed if k.startswith("likelihood")]) if lnames else None
             if self.hp is not None and len(self.hp.free) == 0: self.hp = None         # every likelihood parameter fixed
         else:
-            self.hp = _Hyper(model, learn_mean, fixed)
+            self.hp = HyperParams(model, learn_mean, fixed)
         if self.hp is not None:
             self.theta = self.hp.theta0.copy()
             self.m1, self.m2, self.k, self.scale = np.zeros_like(self.theta), np.zeros_like(self.theta), 0, self.lr
@@ -242,9 +242,9 @@ class PriorLearner:
             out = {"prior_var": float(model.prior.diag()[0])} if model.prior.kind == 'scalar' else \
                   {f"prior_var[{j}]": float(v) for j, v in enumerate(model.prior.diag())}
             if self.learn_mean: out["mean"] = float(model.mu[0])
-            if self.hp is not None: out.update({n: v for n, v in _hyper_values(self.hp, model).items() if n.startswith("likelihood")})
+            if self.hp is not None: out.update({n: v for n, v in hyper_values(self.hp, model).items() if n.startswith("likelihood")})
             return out
-        return _hyper_values(self.hp, model)
+        return hyper_values(self.hp, model)
 
     def update(self, model, st):
         if self.glm:
