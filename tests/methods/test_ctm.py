@@ -3,13 +3,14 @@ differences over seeds and sizes, every method and covariance on generated docum
 held-out fits, and (slow) recovery of generating topics."""
 import itertools
 import numpy as np
+from vgi_lit.models import GaussianPrior
 import pytest
 from scipy import sparse
 from vgi_lit.corpora import load_reuters
 from vgi_lit.inference import Stop, EventKind
 from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, xi_stats_log, doc_loglik, corpus_loglik, logistic_map,
                                  simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad,
-                                 PriorSums, mu_sigma_update, beta_from_alpha, doc_step, _Prior, psd_part, METHODS, COVS,
+                                 PriorSums, mu_sigma_update, beta_from_alpha, doc_step, psd_part, METHODS, COVS,
                                  newton_direction, damped_newton)
 from scipy.linalg import solve_triangular, cho_solve
 from vgi_lit.quadrature import gh_nodes
@@ -183,7 +184,7 @@ def doc3():
     "A document of 8 distinct words with random topics (K = 3), a non-diagonal prior, a Gauss-Hermite grid and the bound under it."
     rng = np.random.default_rng(11)
     lb = np.log(rng.dirichlet(np.ones(8), 3)); ids = np.arange(8); cnts = rng.integers(1, 6, 8).astype(float)
-    Sig = np.array([[1.5, 0.4], [0.4, 0.8]]); pr = _Prior(np.array([0.2, -0.3]), Sig)
+    Sig = np.array([[1.5, 0.4], [0.4, 0.8]]); pr = GaussianPrior(np.array([0.2, -0.3]), Sig)
     x, w = gh_nodes(30)
     Z2 = np.stack(np.meshgrid(x, x, indexing="ij"), -1).reshape(-1, 2); W2 = np.outer(w, w).ravel()
     def bound(m, L): return W2 @ xi_stats(m + Z2 @ L.T, ids, cnts, lb, None).value - kl_gauss(m, L @ L.T, pr.mu, Sig)
@@ -224,10 +225,10 @@ def test_projections(doc3):
     negH = -xi_stats(m + e * s, ids, cnts, lb, "diag").hess.mean(0)
     _, _, P1, n1, _ = doc_step(ids, cnts, m, s, 1 / s**2, pr, lb, "h-mc-ssvi", "diag", 1.0, e, _Capture())
     assert np.any(negH < 0) and np.any(negH > 0) and n1 == np.sum(negH < 0)
-    np.testing.assert_allclose(P1, pr.inv_diag + np.maximum(negH, 0.0), rtol=1e-13)
+    np.testing.assert_allclose(P1, pr.precision_diag + np.maximum(negH, 0.0), rtol=1e-13)
     negHf = -xi_stats(m + e * s, ids, cnts, lb, "full").hess.mean(0)
     _, _, P2, n2, _ = doc_step(ids, cnts, m, np.diag(s), np.eye(2) / 10, pr, lb, "h-mc-ssvi", "full", 1.0, e, _Capture())
-    assert n2 == 1; np.testing.assert_allclose(P2, pr.inv + psd_part(negHf)[0], rtol=1e-12)
+    assert n2 == 1; np.testing.assert_allclose(P2, pr.precision + psd_part(negHf)[0], rtol=1e-12)
 
 
 def test_diagonal_natural_step_fixed_point(doc3):

@@ -1,6 +1,7 @@
 "Mean-field CTM: every block update raises the bound (E-step cycles, EM iterations), the M-step maximises it, bad input."
 import numpy as np, pytest, scipy.sparse as sp
-from vgi_lit.methods.ctm_meanfield import (_Prior, _lambda_newton, _phi, _expz, doc_bound, estep_doc, estep, mstep, fit_meanfield, init_beta,
+from vgi_lit.models import GaussianPrior
+from vgi_lit.methods.ctm_meanfield import (_lambda_newton, _phi, _expz, doc_bound, estep_doc, estep, mstep, fit_meanfield, init_beta,
                                            MeanFieldFit)
 from vgi_lit.inference import Stop
 
@@ -21,8 +22,8 @@ def test_prior_products_and_lambda_update_against_dense_algebra(seed):
     gradient of f(λ) vanishes (a wrong Σ⁻¹x in the gradient stops the safeguarded Newton iteration early, off the optimum)."""
     rng = np.random.default_rng(seed); n = 4
     A = rng.standard_normal((n, n)); Sig = A @ A.T + 0.5 * np.eye(n); mu = rng.standard_normal(n)
-    pr = _Prior.of(mu, Sig); x = rng.standard_normal(n)
-    np.testing.assert_allclose(pr.pdiag, np.diag(np.linalg.solve(Sig, np.eye(n))), rtol=1e-10)
+    pr = GaussianPrior(mu, Sig); x = rng.standard_normal(n)
+    np.testing.assert_allclose(pr.precision_diag, np.diag(np.linalg.solve(Sig, np.eye(n))), rtol=1e-10)
     np.testing.assert_allclose(pr.solve(x), np.linalg.solve(Sig, x), rtol=1e-10)
     np.testing.assert_allclose(pr.maha(x), x @ np.linalg.solve(Sig, x), rtol=1e-10)
     nu2, phibar, N, zeta = rng.uniform(0.2, 1.0, n), rng.uniform(1, 5, n), 30.0, 4.0
@@ -34,7 +35,7 @@ def test_prior_products_and_lambda_update_against_dense_algebra(seed):
 def test_estep_cycles_never_lower_the_bound():
     C, K = _synthetic(1)
     rng = np.random.default_rng(0); beta = init_beta(C, K, seed=0); lbeta = np.log(beta)
-    pr = _Prior.of(rng.normal(size=K - 1) * 0.3, np.eye(K - 1) * 2.0)
+    pr = GaussianPrior(rng.normal(size=K - 1) * 0.3, np.eye(K - 1) * 2.0)
     for d in range(5):
         ids, c = C[d].indices, C[d].data
         lam, nu2 = rng.normal(size=K - 1), rng.uniform(0.1, 5, K - 1); seq = []
@@ -55,7 +56,7 @@ def test_em_trace_is_monotone_and_converges():
 
 def test_mstep_maximises_the_bound_over_parameters():
     C, K = _synthetic(3)
-    beta = init_beta(C, K, seed=0); pr = _Prior.of(np.zeros(K - 1), np.eye(K - 1)); lbeta = np.log(beta)
+    beta = init_beta(C, K, seed=0); pr = GaussianPrior(np.zeros(K - 1), np.eye(K - 1)); lbeta = np.log(beta)
     st = []
     for d in range(C.shape[0]):
         ids, c = C[d].indices, C[d].data
@@ -64,7 +65,7 @@ def test_mstep_maximises_the_bound_over_parameters():
     stats = np.zeros_like(beta)
     for ids, c, _, _, _, phi in st: stats[:, ids] += phi * c
     mu, Sig, B = mstep(lam, nu2, stats)
-    total = lambda mu_, Sig_, B_: sum(doc_bound(c, np.log(B_)[:, ids], _Prior.of(mu_, Sig_), l, v, z, phi) for ids, c, l, v, z, phi in st)
+    total = lambda mu_, Sig_, B_: sum(doc_bound(c, np.log(B_)[:, ids], GaussianPrior(mu_, Sig_), l, v, z, phi) for ids, c, l, v, z, phi in st)
     best = total(mu, Sig, B); rng = np.random.default_rng(0)
     for _ in range(5):
         E = rng.normal(size=Sig.shape) * 0.02
@@ -78,7 +79,7 @@ def test_estep_bounds_match_doc_bound_and_callback_stops():
     C, K = _synthetic(4, D=15)
     beta = init_beta(C, K, seed=2)
     lam, nu2, bounds, stats, _ = estep(C, np.zeros(K - 1), np.eye(K - 1), beta)
-    pr = _Prior.of(np.zeros(K - 1), np.eye(K - 1))
+    pr = GaussianPrior(np.zeros(K - 1), np.eye(K - 1))
     for d in range(3):
         ids, c = C[d].indices, C[d].data
         phi = _phi(lam[d], np.log(beta)[:, ids])

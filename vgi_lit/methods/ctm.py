@@ -13,7 +13,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from scipy.linalg.lapack import dtrtrs
 from threadpoolctl import threadpool_limits
 from ..linalg import cholesky
-from ..models import PriorCov
+from ..models import PriorCov, GaussianPrior
 from ..models.ctm import CTM, check_counts, init_beta, check_beta
 from ..covariance import DenseCov
 from ..vlb import kl
@@ -218,16 +218,6 @@ def beta_from_alpha(alpha, with_log: bool = False):
     return (np.exp(lb), lb) if with_log else np.exp(lb)
 
 # %% ../../nbs/methods/17_ctm.ipynb #c32
-class _Prior:
-    """N(μ, Σ) as the document updates read it: the Cholesky factor `Lc` of Σ (every system with Σ is solved through it,
-    `solve`), and Σ⁻¹ with its diagonal as the prior's natural parameter: the natural update (59) stores each document's
-    precision S_d⁻¹ and adds ρΣ⁻¹ to it, so that term is needed as a matrix (it is never used to solve a system)."""
-    def __init__(self, mu, Sigma):
-        self.mu = mu; self.Lc = cholesky(Sigma, name="Sigma")
-        self.inv = cho_solve((self.Lc, True), np.eye(mu.size)); self.inv_diag = np.diag(self.inv).copy()
-        self.pc = PriorCov(Sigma, mu.size, name="Sigma")
-    def solve(self, x): return cho_solve((self.Lc, True), x)
-
 def mu_sigma_update(m, S, cov: str):
     """Eqs. (60)-(61) with the brackets of (61) restored: μ = (1/D) Σ_d m_d, Σ = (1/D) Σ_d [S_d + (μ − m_d)(μ − m_d)ᵀ].
     m (D, K−1); S variances (D, K−1) (cov='diag') or matrices (D, K−1, K−1)."""
@@ -309,7 +299,7 @@ def _cov_factor_from_precision(P):
     U = R[::-1, ::-1]
     return solve_triangular(U, np.eye(P.shape[0]), trans="T", lower=False)
 
-def doc_step(ids, cnts, m, L, P, prior: _Prior, log_beta, method: str, cov: str, rho: float, eps, opt_m, opt_L=None):
+def doc_step(ids, cnts, m, L, P, prior: GaussianPrior, log_beta, method: str, cov: str, rho: float, eps, opt_m, opt_L=None):
     """One update of q(η_d) = N(m, LLᵀ) of one document from the draws η_s = m + Lε_s (ε: (S, K−1)), all estimates at
     the current (m, S) (Sheth & Khardon 2016b, §3.7, A.1, A.2):
 
@@ -331,7 +321,7 @@ def doc_step(ids, cnts, m, L, P, prior: _Prior, log_beta, method: str, cov: str,
     n_proj = 0
     if method == "s-dsvi":
         if cov == "diag":
-            GL = 1.0 / L - prior.inv_diag * L + np.mean(G * eps, 0)
+            GL = 1.0 / L - prior.precision_diag * L + np.mean(G * eps, 0)
             Ln = L + opt_L.step(GL); bad = Ln <= 0
             if np.any(bad): Ln[bad] = 0.5 * L[bad]; n_proj = int(bad.sum())
         else:
@@ -343,10 +333,10 @@ def doc_step(ids, cnts, m, L, P, prior: _Prior, log_beta, method: str, cov: str,
         Hm = H.mean(0)
         if cov == "diag":
             neg = -Hm; n_proj = int(np.sum(neg < 0))
-            Pn = (1 - rho) * P + rho * (prior.inv_diag + np.maximum(neg, 0.0)); Ln = 1.0 / np.sqrt(Pn)
+            Pn = (1 - rho) * P + rho * (prior.precision_diag + np.maximum(neg, 0.0)); Ln = 1.0 / np.sqrt(Pn)
         else:
             Pi, n_proj = psd_part(-Hm)
-            Pn = (1 - rho) * P + rho * (prior.inv + Pi); Pn = 0.5 * (Pn + Pn.T)
+            Pn = (1 - rho) * P + rho * (prior.precision + Pi); Pn = 0.5 * (Pn + Pn.T)
             Ln = _cov_factor_from_precision(Pn)
     mn = m + opt_m.step(prior.solve(prior.mu - m) + g)
     return mn, Ln, Pn, n_proj, aux
@@ -431,7 +421,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
     opt_L = [Adagrad(lr) for _ in range(D)] if method == "s-dsvi" else [None] * D
     alpha = np.log(st.beta) - np.log(st.beta[:, -1:]); opt_b = Adagrad(lr_beta)
     Eh = np.zeros((D, K)) if method == "simple" else None
-    prior = _Prior(st.mu, st.Sigma); log_beta = np.log(st.beta)
+    prior = GaussianPrior(st.mu, st.Sigma); log_beta = np.log(st.beta)
     hist = History(callback=callback, max_seconds=max_seconds)
 
     def evaluate():
@@ -475,9 +465,9 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
                     else: Gb += Gd
                 if hyper == "doc":
                     mu, Sig = sums.mu_sigma()
-                    try: prior = _Prior(mu, Sig)
+                    try: prior = GaussianPrior(mu, Sig)
                     except ValueError:                                      # running sums lost definiteness: recompute
-                        mu, Sig = mu_sigma_update(st.m, st.S, cov); prior = _Prior(mu, Sig)
+                        mu, Sig = mu_sigma_update(st.m, st.S, cov); prior = GaussianPrior(mu, Sig)
                     st.mu, st.Sigma = mu, Sig
             if hist.out_of_time(): partial = d < D - 1; break
         if failed is None and learn and not partial:
@@ -487,7 +477,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
             if method == "simple":
                 A = np.asarray(model.counts.T @ Eh).T                         # α_ki = Σ_d c_di E[h_k(η_d)]
                 st.beta = A / A.sum(1, keepdims=True)
-            try: prior = _Prior(st.mu, st.Sigma)
+            try: prior = GaussianPrior(st.mu, st.Sigma)
             except ValueError as e:
                 events.append(Event(EventKind.FACTORISATION_FAILED, str(e))); failed = str(e)
             log_beta = np.log(st.beta)
@@ -593,10 +583,10 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
     n_iter, n_mc, lr = _positive_int(n_iter, "n_iter"), _positive_int(n_mc, "n_mc"), _positive_float(lr, "lr")
     mu = np.array(mu, dtype=float); Sigma = np.array(Sigma, dtype=float)
     if mu.shape != (k1,) or Sigma.shape != (k1, k1): raise ValueError(f"mu and Sigma must have shapes ({k1},) and ({k1}, {k1}), got {mu.shape}, {Sigma.shape}")
-    prior = _Prior(mu, Sigma); lb = np.log(beta); rng = np.random.default_rng(seed); D = C.shape[0]
+    prior = GaussianPrior(mu, Sigma); lb = np.log(beta); rng = np.random.default_rng(seed); D = C.shape[0]
     m = np.tile(mu, (D, 1))
     if cov == "diag": L = np.tile(np.sqrt(np.diag(Sigma)), (D, 1)); P = 1.0 / L**2
-    else: L = np.tile(prior.Lc, (D, 1, 1)); P = np.tile(prior.inv, (D, 1, 1))
+    else: L = np.tile(prior.L, (D, 1, 1)); P = np.tile(prior.precision, (D, 1, 1))
     natural = method != "s-dsvi"
     for d in range(D):
         ids, cnts = C.indices[C.indptr[d]:C.indptr[d + 1]], C.data[C.indptr[d]:C.indptr[d + 1]]

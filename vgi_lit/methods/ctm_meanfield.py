@@ -15,42 +15,21 @@ from ..linalg import cholesky, chol_logdet
 from ..inference import Stop
 from ..corpora import Corpus
 from .ctm import init_beta, newton_direction, damped_newton
+from ..models import GaussianPrior
 
 # %% auto #0
 __all__ = ['doc_bound', 'estep_doc', 'estep', 'mstep', 'MeanFieldFit', 'fit_meanfield']
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #be7534da
-@dataclass
-class _Prior:
-    """μ, the Cholesky factor L of Σ, the diagonal of Σ⁻¹ (the ν² update reads it entry by entry: the column sums of
-    squares of L⁻¹) and log|Σ|: computed once per E-step. Systems with Σ are solved through L."""
-    mu: np.ndarray
-    L: np.ndarray
-    pdiag: np.ndarray
-    logdet: float
-
-    @classmethod
-    def of(cls, mu, Sigma):
-        L = cholesky(Sigma, name="Sigma"); n = L.shape[0]
-        Li = solve_triangular(L, np.eye(n), lower=True)
-        return cls(np.asarray(mu, dtype=np.float64), L, np.sum(Li * Li, axis=0), chol_logdet(L))
-    def solve(self, x):
-        "Σ⁻¹x by the two triangular solves with L (LAPACK directly: K − 1 is small and this runs at every Newton step)."
-        return dpotrs(self.L, x, lower=1)[0]
-    def maha(self, r):
-        "rᵀΣ⁻¹r = ‖L⁻¹r‖²."
-        z = dtrtrs(self.L, r, lower=1)[0]
-        return float(z @ z)
-
 def _expz(lam, nu2):
     "Σ_k exp(λ̄_k + ν̄²_k/2), the last term exp(0) = 1."
     return 1.0 + np.exp(lam + 0.5 * nu2).sum()
 
-def doc_bound(cnts, lbw, pr: _Prior, lam, nu2, zeta, phi) -> float:
+def doc_bound(cnts, lbw, pr: GaussianPrior, lam, nu2, zeta, phi) -> float:
     """Blei & Lafferty's per-document bound L_d above. cnts (W,) counts of the distinct words, lbw (K, W) = log β[:, ids],
     lam, nu2 (K−1,), zeta > 0, phi (K, W) columns on the simplex."""
     n = lam.size; N = cnts.sum(); r = lam - pr.mu
-    prior = -0.5 * pr.logdet - 0.5 * n * np.log(2 * np.pi) - 0.5 * np.dot(pr.pdiag, nu2) - 0.5 * pr.maha(r)
+    prior = -0.5 * pr.logdet() - 0.5 * n * np.log(2 * np.pi) - 0.5 * np.dot(pr.precision_diag, nu2) - 0.5 * pr.maha(r)
     lbar = np.append(lam, 0.0)
     words = np.sum(cnts * (phi * (lbar[:, None] + lbw) - xlogy(phi, phi)))
     norm = -N * (_expz(lam, nu2) / zeta - 1.0 + np.log(zeta))
@@ -63,7 +42,7 @@ def _phi(lam, lbw):
     p = np.exp(a - a.max(axis=0))
     return p / p.sum(axis=0)
 
-def _lambda_newton(lam, nu2, phibar, N, zeta, pr: _Prior, tol=1e-10, max_iter=50):
+def _lambda_newton(lam, nu2, phibar, N, zeta, pr: GaussianPrior, tol=1e-10, max_iter=50):
     "Maximiser of the concave f(λ) above by Newton's method with step halving (`damped_newton`, A = Σ⁻¹ + diag(e))."
     f = lambda l: -0.5 * pr.maha(l - pr.mu) + l @ phibar - N / zeta * np.exp(l + 0.5 * nu2).sum()
     def direction(l):
@@ -72,9 +51,9 @@ def _lambda_newton(lam, nu2, phibar, N, zeta, pr: _Prior, tol=1e-10, max_iter=50
         return g, newton_direction(pr.L, e, g)
     return damped_newton(f, direction, lam, tol, max_iter, 1e-12)
 
-def _nu2_newton(lam, nu2, N, zeta, pr: _Prior, tol=1e-12, max_iter=100):
+def _nu2_newton(lam, nu2, N, zeta, pr: GaussianPrior, tol=1e-12, max_iter=100):
     "Root of the ν² stationarity condition, every coordinate at once, by Newton's method in t = log ν² (step capped at +2)."
-    p = pr.pdiag; b = N / zeta * np.exp(lam); t = np.log(nu2)
+    p = pr.precision_diag; b = N / zeta * np.exp(lam); t = np.log(nu2)
     for _ in range(max_iter):
         et = np.exp(t); ex = b * et * np.exp(0.5 * et)
         d1 = 0.5 - 0.5 * p * et - 0.5 * ex
@@ -85,7 +64,7 @@ def _nu2_newton(lam, nu2, N, zeta, pr: _Prior, tol=1e-12, max_iter=100):
     return np.exp(t)
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #6afbe971
-def estep_doc(ids, cnts, lbeta, pr: _Prior, lam, nu2, var_tol: float = 1e-6, max_iter: int = 20):
+def estep_doc(ids, cnts, lbeta, pr: GaussianPrior, lam, nu2, var_tol: float = 1e-6, max_iter: int = 20):
     "One document's E-step from (λ, ν²): returns λ, ν², ζ, φ (K, W), the bound L_d and the number of cycles."
     lbw = lbeta[:, ids]; c = np.asarray(cnts, dtype=np.float64); N = c.sum()
     lam, nu2 = lam.copy(), nu2.copy(); old = -np.inf; phi = _phi(lam, lbw)
@@ -111,7 +90,7 @@ def estep(counts, mu, Sigma, beta, lam=None, nu2=None, var_tol: float = 1e-6, ma
     C = _counts(counts); beta = np.asarray(beta, dtype=np.float64); K, V = beta.shape; n = K - 1
     if C.shape[1] != V: raise ValueError(f"counts has {C.shape[1]} words, beta {V}")
     if not (np.all(np.isfinite(beta)) and beta.min() > 0): raise ValueError("beta must be finite and strictly positive")
-    pr = _Prior.of(mu, Sigma); lbeta = np.log(beta); D = C.shape[0]
+    pr = GaussianPrior(mu, Sigma); lbeta = np.log(beta); D = C.shape[0]
     lam = np.tile(pr.mu, (D, 1)) if lam is None else np.array(lam, dtype=np.float64)
     nu2 = np.ones((D, n)) if nu2 is None else np.array(nu2, dtype=np.float64)
     if lam.shape != (D, n) or nu2.shape != (D, n) or nu2.min(initial=1) <= 0: raise ValueError(f"lam, nu2 must be ({D}, {n}), nu2 > 0")

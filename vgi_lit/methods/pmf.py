@@ -10,7 +10,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 from scipy.optimize import minimize
 from ..linalg import cholesky
-from ..models import PriorCov
+from ..models import PriorCov, GaussianPrior
 from ..models.pmf import PMF, check_indices
 from ..covariance import DenseCov, PrecisionCov
 from ..likelihoods import Likelihood, Gaussian
@@ -161,14 +161,9 @@ def column_gradients(terms: ColumnTerms):
 # %% ../../nbs/methods/16_pmf.ipynb #337b001a
 METHODS = ("mc-ssvi", "h-mc-ssvi", "s-dsvi")
 
-@dataclass
-class _SidePrior:
+def side_prior(model: PMF, state: PMFState, side: int) -> GaussianPrior:
     "The prior N(μ, σ²I) of one side's columns, in the form `gauss_update` and `precision_step` read (`.prior`, `.mu`)."
-    prior: PriorCov
-    mu: np.ndarray
-
-def side_prior(model: PMF, state: PMFState, side: int) -> _SidePrior:
-    return _SidePrior(PriorCov(state.prior_var[side], model.K), model.mu)
+    return GaussianPrior(model.mu, PriorCov(state.prior_var[side], model.K))
 
 def column_step(model: PMF, state: PMFState, side: int, j: int, method: str, terms: ColumnTerms, rho: float,
                 opt_m=None, opt_L=None):

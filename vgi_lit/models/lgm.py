@@ -13,7 +13,8 @@ import scipy.sparse as sp
 from ..sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites, as_sites, is_dask_array, site_indices
 
 # %% auto #0
-__all__ = ['dask_site_matrix', 'PriorCov', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map', 'SparseGP']
+__all__ = ['dask_site_matrix', 'PriorCov', 'GaussianPrior', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map',
+           'SparseGP']
 
 # %% ../../nbs/03_models.ipynb #mdl0dask
 def dask_site_matrix(H):
@@ -162,6 +163,44 @@ class PriorCov:
         "Σ as a d × d matrix (jitter included; a new array)"
         return self._S.copy() if self.kind == 'dense' else np.diag(self.diag())
     def __repr__(self): return f"PriorCov({self.kind}, d={self.d}, jitter={self.jitter:g})"
+
+# %% ../../nbs/03_models.ipynb #gpr02
+class GaussianPrior:
+    """N(μ, Σ) as a value: `mu` (d,) and `prior`, the `PriorCov` of Σ (a scalar·I, diagonal or dense covariance, or a
+    `PriorCov` as it is). Systems with Σ are solved through its factor (`solve`, `maha`); `precision` (Σ⁻¹ as a matrix,
+    the natural parameter) and `precision_diag` are computed on first use. The attributes `mu` and `prior` are those an
+    `LGM` has, so a block's prior is read as a model's is."""
+    def __init__(self, mu, cov, name: str = "Sigma"):
+        mu = _real_array(mu, "prior mean")
+        if mu.ndim != 1 or not np.all(np.isfinite(mu)): raise ValueError(f"prior mean must be a finite vector, got shape {mu.shape}")
+        self.prior = cov if isinstance(cov, PriorCov) else PriorCov(cov, mu.size, name=name)
+        if self.prior.d != mu.size: raise ValueError(f"prior mean has length {mu.size}, the covariance is {self.prior.d} x {self.prior.d}")
+        self.mu, self.d, self._P = _frozen(mu.copy()), mu.size, None
+    @property
+    def L(self):
+        "The lower Cholesky factor of Σ (d × d)."
+        return self.prior.half(np.eye(self.d))
+    def solve(self, x):
+        "Σ⁻¹ x"
+        return self.prior.solve(x)
+    def maha(self, r) -> float:
+        "rᵀ Σ⁻¹ r for one vector r (d,)"
+        u = self.prior.half_solve(np.asarray(r, dtype=float))
+        return float(u @ u)
+    def logdet(self) -> float:
+        "log|Σ|"
+        return self.prior.logdet()
+    @property
+    def precision_diag(self):
+        "diag(Σ⁻¹) (d,), read-only"
+        return self.prior.inv_diag()
+    @property
+    def precision(self):
+        "Σ⁻¹ as a d × d matrix (the natural parameter; systems are solved by `solve`), computed once, read-only"
+        if self._P is None:
+            P = self.prior.solve(np.eye(self.d)); self._P = _frozen(0.5 * (P + P.T))
+        return self._P
+    def __repr__(self): return f"GaussianPrior(d={self.d}, {self.prior!r})"
 
 # %% ../../nbs/03_models.ipynb #c9a1e0b6
 def _check_likelihood(likelihood):
