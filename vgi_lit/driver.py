@@ -85,20 +85,25 @@ def first_of(*tests):
 
 # %% ../nbs/07a_driver.ipynb #drv08
 def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: float | None = None, callback=None,
-        optimal: Callable | None = None, keep_best: bool = False, best_band: float = 0.0, history: History | None = None,
-        progress: bool | str = False) -> Run:
+        optimal: Callable | None = None, keep_best: bool | tuple = False, best_band: float = 0.0, history: History | None = None,
+        progress: bool | str = False, count: Callable | None = None) -> Run:
     """Iterate `step(cur: Step, k: int) -> Step | Halt` from `start` until a stop rule holds; see the page for the order.
 
     tol: the optimality tolerance (≥ 0) of the default test `grad_tol(tol)`; `optimal(cur, prev)` replaces that test.
     max_iter: largest number of steps (`Stop.MAX_ITER`); 0 records the start only.
+    count: `count(cur)`, the number of iterations the budget `max_iter` counts at a state when it is not the number of
+        steps (e.g. the outer iterations of a nested schedule); None counts steps.
     max_seconds: time budget in seconds from the creation of the history (`Stop.MAX_SECONDS`), None for none.
     callback: called with every `Record`; returning True stops the run (`Stop.CALLBACK`).
     keep_best: return the state of largest finite `value` (a `BEST_STATE` record is added when it is not the last);
+        a tuple of `Stop`s: only when the run ends with one of them (e.g. a stall), else the last state;
         a state counts as better only when it beats the best by more than `best_band` · (1 + |value|).
     history: a `History` to record into (e.g. one whose clock started earlier); a new one otherwise.
     progress: a progress bar (`Progress`) over the records; a string is its description.
     Returns a `Run`."""
     check_budget(tol, max_iter, max_seconds)
+    if isinstance(keep_best, tuple) and not all(isinstance(x, Stop) for x in keep_best):
+        raise TypeError(f"keep_best must be a bool or a tuple of Stop, got {keep_best!r}")
     if not isinstance(start, Step): raise TypeError(f"start must be a Step, got {type(start).__name__}")
     bar = None
     if progress:
@@ -117,7 +122,7 @@ def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: 
             verdict = None if cur.finite() else (Stop.NOT_FINITE, "the objective or the optimality measure is not finite")
             if verdict is None: verdict = test(cur, prev)
             if verdict is None and history.stop_requested: verdict = Stop.CALLBACK, "the callback asked to stop"
-            if verdict is None and k >= max_iter: verdict = Stop.MAX_ITER, f"reached max_iter={max_iter}"
+            if verdict is None and (k if count is None else count(cur)) >= max_iter: verdict = Stop.MAX_ITER, f"reached max_iter={max_iter}"
             if verdict is None and history.out_of_time(): verdict = Stop.MAX_SECONDS, f"time budget of {max_seconds:g} s spent"
             if verdict is not None: stop, message = verdict; break
             nxt = step(cur, k)
@@ -127,6 +132,7 @@ def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: 
     finally:
         if bar is not None: bar.close()
     result = cur
+    if isinstance(keep_best, tuple): keep_best = stop in keep_best
     if keep_best and best is not None and best is not cur and not (cur.value is not None and cur.value >= best.value):
         result = best
         history.record(nan if best.vlb is None else best.vlb, nan if best.grad_norm is None else best.grad_norm,

@@ -11,7 +11,7 @@ from ..covariance import DenseCov
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
                                check_budget)
-from .fixed_point import start_scale
+from .site_update import start_scale
 
 
 # %% auto #0

@@ -10,7 +10,7 @@ from ..covariance import SiteCov
 from ..vlb import site_terms, vlb as _vlb
 from ..inference import Event, EventKind, History, Stop, VGPosterior, check_budget, register_method, start_state
 from .site_update import site_step
-from .fixed_point import start_var_cap
+from .site_update import start_var_cap
 
 
 # %% auto #0
