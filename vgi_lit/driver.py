@@ -125,6 +125,7 @@ def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: 
             if verdict is None and (k if count is None else count(cur)) >= max_iter: verdict = Stop.MAX_ITER, f"reached max_iter={max_iter}"
             if verdict is None and history.out_of_time(): verdict = Stop.MAX_SECONDS, f"time budget of {max_seconds:g} s spent"
             if verdict is not None: stop, message = verdict; break
+            prev = None                                        # not held while the step allocates the next state
             nxt = step(cur, k)
             if isinstance(nxt, Halt): stop, message = nxt.stop, nxt.message; break
             if not isinstance(nxt, Step): raise TypeError(f"a step must return a Step or a Halt, got {type(nxt).__name__}")

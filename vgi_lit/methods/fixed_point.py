@@ -16,7 +16,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['fp_operator', 'newton_mean_step', 'fpi', 'anderson', 'site_curvature', 'detect_two_cycle', 'fpb']
+__all__ = ['fp_operator', 'newton_mean_step', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -278,11 +278,11 @@ class _FPState:
     gamma: np.ndarray      # (n,) γ
     sched: dict
 
-def _fp_step(s: _FPState, gV: float, kind: str, events, **extra) -> Step:
+def _fp_step(s: _FPState, gV: float, kind: str, events, gm: float | None = None, **extra) -> Step:
     """The driver's view of an FP state: the VLB as the objective (NaN, so that the driver stops with NOT_FINITE, when the
     VLB, ∂VLB/∂m or γ is not finite), max(‖∂VLB/∂m‖_∞, ‖∂VLB/∂V‖_∞) as the optimality measure (None where ‖∂VLB/∂V‖_∞ is
-    not computed: a start V not in site form), and both parts recorded as `grad_m`, `grad_V`."""
-    gm = float(np.max(np.abs(s.g)))
+    not computed: a start V not in site form), and both parts recorded as `grad_m`, `grad_V` (`gm`: ‖∂VLB/∂m‖_∞ if known)."""
+    gm = float(np.max(np.abs(s.g))) if gm is None else gm
     return Step(s, s.vlb if _finite((s.vlb, s.g, s.gamma)) else float("nan"), max(gm, gV) if np.isfinite(gV) else None,
                 kind, list(events), dict(grad_m=gm, grad_V=gV, **extra), vlb=s.vlb)
 
@@ -296,7 +296,7 @@ def _grad_tol(model, tol: float):
         return None
     return test
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #ae2bb02d
+# %% ../../nbs/methods/11a_fpi.ipynb #ae2bb02d
 def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callback=None, clipped: bool = True):
     """If γ < 0 at a converged limit of the `clipped` iteration, or the FP iteration `stalled`, continue with GRAD (`fit_grad`) from
     (m, V) with the time left; its records are appended to `hist` (step 'grad_polish').
@@ -317,7 +317,7 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
         hist.append(Record(len(hist), hist[-1].time, g.vlb, hist[-1].grad_norm, "grad_polish", [], {}))
     return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxrise1
+# %% ../../nbs/methods/11a_fpi.ipynb #fpxrise1
 def _rises(vlb, new, opt_old, opt_new, band: float = 1e-12) -> bool:
     """Whether a step from a state with VLB `vlb` to one with VLB `new` is an ascent: the VLB did not fall, or it fell by
     less than rounding (`band`, relative) and the state got no worse, either by the scale-free optimality measure or by
@@ -328,7 +328,7 @@ def _rises(vlb, new, opt_old, opt_new, band: float = 1e-12) -> bool:
     o, p = opt_old(), opt_new()
     return p[0] <= o[0] or (p[1] <= o[1] and p[2] <= o[2])
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxdamp1
+# %% ../../nbs/methods/11a_fpi.ipynb #fpxdamp1
 def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed: bool = True, rho_min: float = 1e-10, at=None):
     """One damped natural-gradient step from (m, V) in site form (`site_step`): λ' = (1−ρ)λ + ργ (γ signed when
     `signed`, else γ₊), m' = m + ρV'g (`mean`; else m' = m; `at`: the cache of the state, whose Gram sum of γ the step reuses), ρ halved (`halving`) while Σ⁻¹ + Hᵀdiag(λ')H is not positive
@@ -356,7 +356,7 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
         if _finite(new) and _rises(vlb, new[0], opt_old, lambda: _optimality(model, st.cov, at_new, new[1], new[2], mean)): return True
         if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb): floor[:] = [c]
         n['fell'] += 1; return False
-    h_max = 0
+    h_max = max(int(np.log2(rho / rho_min)) - 1, 0)
     while rho * 0.5 ** (h_max + 1) >= rho_min: h_max += 1                  # the halvings that keep ρ ≥ rho_min
     out = halving(propose, accept, rho, max_halvings=h_max)
     if out is not None:
@@ -367,7 +367,7 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
         return floor[0] + ([Event(EventKind.DAMPED, "ρ halved to the rounding floor: the VLB and the optimality measure cannot decide", count=n['fell'])],)
     return None
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #b5590ee2
+# %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
         stall: int = 20, lam0=None, anderson: int = 0, newton: bool = False) -> VGPosterior:
@@ -420,7 +420,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         """The Step of the state reached from `prev` (None at the start), with the stall rule's record: did the VLB
         fall; was the iteration idle (a fall, or a step of ρ < 10⁻⁶ without a new best VLB); the best VLB and its iteration."""
         s = _FPState(m, r, cov, at, *state, sched)
-        gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(float(np.max(np.abs(s.g))), tol), at=at)
+        gm = float(np.max(np.abs(s.g)))
+        gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
         p = None if prev is None else prev.state
         fell = p is not None and s.vlb < p.vlb - 1e-10 * abs(p.vlb)
         idle = fell or (sched['tiny'] and not s.vlb > p.sched['best'])
@@ -429,7 +430,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         sched.update(it=it, best=best[0], best_it=best[1],
                      fell=(() if p is None else p.sched['fell'][1 - window:]) + (fell,),
                      idle=(() if p is None else p.sched['idle'][1 - window:]) + (idle,))
-        return _fp_step(s, gV, "fpi", events, grad_V_exact=exact)
+        return _fp_step(s, gV, "fpi", events, gm, grad_V_exact=exact)
 
     converged = _grad_tol(model, tol)
     def stop_rule(cur, prev):
@@ -509,100 +510,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
     return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxand01
-def anderson(pairs, w=None):
-    """Anderson extrapolation (type II) of a fixed-point map x ↦ G(x) from the pairs (x_j, G(x_j)), oldest first: with
-    residuals f_j = G(x_j) − x_j, the coefficients c minimise ‖w∘(f_k − ΔF c)‖₂ (ΔF: differences of successive residuals;
-    `w` positive weights, default 1) and x_AA = G(x_k) − ΔG c (ΔG: differences of successive G). None with fewer than two pairs."""
-    if len(pairs) < 2: return None
-    L = np.stack([np.asarray(p[0], dtype=float) for p in pairs], 1); G = np.stack([np.asarray(p[1], dtype=float) for p in pairs], 1)
-    F = G - L
-    if w is not None: F = F * np.asarray(w, dtype=float)[:, None]
-    c = np.linalg.lstsq(np.diff(F, axis=1), F[:, -1], rcond=1e-12)[0]
-    return G[:, -1] - np.diff(G, axis=1) @ c
-
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxpair1
-def _fp_pair(model, m, cov, g, gamma, at):
-    """(x, G(x), w) of the FPi map on x = (m, λ): G = (m + Vg, γ) (the Newton step on m at the current V, the T step on λ),
-    w = the weights that make each residual dimensionless: 1/√(prior variance) on m, the site variance h_iᵀVh_i on λ."""
-    x = np.concatenate([m, cov.lam]); Gx = np.concatenate([m + cov.matvec(g), gamma])
-    w = np.concatenate([1.0 / np.sqrt(model.prior.diag()), np.maximum(at.v_site - model.c, 0.0)])
-    return x, Gx, w
-
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxands1
-def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
-    """The FPi step to (m', λ') = `anderson(pairs, w)` of the map `_fp_pair`: `(step, at, state, 1.0, [])` when
-    V' is positive definite and the step is an ascent (`_rises`), else None (the caller takes the plain step)."""
-    vlb, g, gamma = state
-    x = anderson(pairs, w)
-    if x is None or not np.all(np.isfinite(x)): return None
-    m_new, lam = x[:model.d], x[model.d:]
-    if not signed: lam = np.maximum(lam, 0.0)
-    try: cov_new = site_cov(model, lam)
-    except ValueError: return None                                        # λ' outside the positive-definite set
-    r_new = model.prior.solve(m_new - model.mu)
-    st = SiteStep(m_new, lam, cov_new, m_new - m, r_new - r, 0)
-    at_new, new = _state(model, st.m, st.cov, r_new, clip=not signed)
-    if not (_finite(new) and _rises(vlb, new[0], lambda: _optimality(model, cov, at, g, gamma),
-                                    lambda: _optimality(model, st.cov, at_new, new[1], new[2]))): return None
-    return st, at_new, new, 1.0, []
-
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxcurv1
-def site_curvature(lik, y, m, v):
-    """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
-    alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule."""
-    m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
-    if np.any(v <= 0): raise ValueError("site_curvature needs site variances v > 0")
-    e_mv, e_vv = np.empty(len(m)), np.empty(len(m))
-    for idx, f, W in lik.rule_groups(y, m, v):
-        sl = slice(None) if idx is None else idx
-        z = f - m[sl][:, None]; vs = v[sl]
-        d2 = lik.derivs(np.asarray(y)[sl][:, None], f)[2]
-        e_mv[sl] = 0.5 * np.einsum('ij,ij->i', W, d2 * z) / vs
-        e_vv[sl] = 0.25 * np.einsum('ij,ij->i', W, d2 * (z * z - vs[:, None])) / vs**2
-    return e_mv, e_vv
-
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxndir1
-def _newton_dir(model, m, cov, g, gamma, at, W=None):
-    """(δm, δλ): the Newton step on the stationarity equations F = (g, γ − λ) = 0 in (m, λ), V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹,
-    through the Schur complement in λ: [2(E_mv S E_mv + E_vv)P − I]δλ = λ − γ + 2E_mv H W g, δm = W(g − HᵀE_mv P δλ),
-    with S = HWHᵀ, P = (HVHᵀ)∘(HVHᵀ), E_mv, E_vv diagonal (`site_curvature`). `W` = (Σ⁻¹ + Hᵀdiag(γ)H)⁻¹ (a `SiteCov`)
-    gives the exact Newton step; None uses V for it (the Jacobian then errs by O(λ − γ), and one factorisation is
-    saved). Sites 'identity' or 'dense' (n × n matrices)."""
-    H = None if model.sites.kind == 'identity' else model.H
-    W = cov if W is None else W
-    e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site)
-    Vd = cov.dense(); SV = Vd if H is None else H @ Vd @ H.T                  # HVHᵀ, n × n
-    if W is cov: SW = SV
-    else: Wd = W.dense(); SW = Wd if H is None else H @ Wd @ H.T
-    P = SV * SV                                                                # −∂v/∂λ
-    Wg = W.matvec(g); HWg = Wg if H is None else H @ Wg
-    M = 2.0 * (e_mv[:, None] * SW * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(model.n)
-    dlam = np.linalg.solve(M, cov.lam - gamma + 2.0 * e_mv * HWg)
-    u = e_mv * (P @ dlam)
-    return Wg - W.matvec(u if H is None else H.T @ u), dlam
-
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxnstp1
-def _newton_step(model, m, r, cov, state, signed: bool, at):
-    """The FPi step to the Newton point (m + δm, λ + δλ) of `_newton_dir` (λ < 0 set to 0 for the clipped iteration):
-    `(step, at, state, 1.0, [])` when V' is positive definite and the step is an ascent (`_rises`), else None."""
-    vlb, g, gamma = state
-    if not hasattr(cov, 'dense'): return None
-    try: dm, dlam = _newton_dir(model, m, cov, g, gamma, at)
-    except (ValueError, np.linalg.LinAlgError): return None
-    m_new, lam = m + dm, cov.lam + dlam
-    if not signed: lam = np.maximum(lam, 0.0)
-    if not (np.all(np.isfinite(m_new)) and np.all(np.isfinite(lam))): return None
-    try: cov_new = site_cov(model, lam)
-    except ValueError: return None
-    r_new = model.prior.solve(m_new - model.mu)
-    st = SiteStep(m_new, lam, cov_new, dm, r_new - r, 0)
-    at_new, new = _state(model, m_new, cov_new, r_new, clip=not signed)
-    if not (_finite(new) and _rises(vlb, new[0], lambda: _optimality(model, cov, at, g, gamma),
-                                    lambda: _optimality(model, cov_new, at_new, new[1], new[2]))): return None
-    return st, at_new, new, 1.0, []
-
-# %% ../../nbs/methods/11_fixed_point.ipynb #dc2b523b
+# %% ../../nbs/methods/11b_fpb.ipynb #dc2b523b
 def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
     """True when successive site precisions alternate: λ_k ≈ λ_{k−2} (relative `rtol`) while λ_k
     differs from λ_{k−1} by more than 100x that amount (Sheth & Khardon 2016, Theorem 1: A = T(B), B = T(A), A ≠ B)."""
@@ -611,7 +519,7 @@ def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
     back1 = float(np.max(np.abs(lam_k - lam_km1))) / scale
     return back2 <= rtol and back1 > 100 * max(back2, rtol * 1e-3)
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #1dc63eca
+# %% ../../nbs/methods/11b_fpb.ipynb #1dc63eca
 def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, max_newton: int = 50, max_fp: int = 50, clip: bool | None = None,
         line_search: bool = True, polish: bool = True, lam0=None) -> VGPosterior:
@@ -710,6 +618,99 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
     return VGPosterior(model, m, cov, "fpb", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #f31a8c3f
+# %% ../../nbs/methods/11b_fpb.ipynb #f31a8c3f
 register_method("fpi")(fpi)
 register_method("fpb")(fpb)
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxand01
+def anderson(pairs, w=None):
+    """Anderson extrapolation (type II) of a fixed-point map x ↦ G(x) from the pairs (x_j, G(x_j)), oldest first: with
+    residuals f_j = G(x_j) − x_j, the coefficients c minimise ‖w∘(f_k − ΔF c)‖₂ (ΔF: differences of successive residuals;
+    `w` positive weights, default 1) and x_AA = G(x_k) − ΔG c (ΔG: differences of successive G). None with fewer than two pairs."""
+    if len(pairs) < 2: return None
+    L = np.stack([np.asarray(p[0], dtype=float) for p in pairs], 1); G = np.stack([np.asarray(p[1], dtype=float) for p in pairs], 1)
+    F = G - L
+    if w is not None: F = F * np.asarray(w, dtype=float)[:, None]
+    c = np.linalg.lstsq(np.diff(F, axis=1), F[:, -1], rcond=1e-12)[0]
+    return G[:, -1] - np.diff(G, axis=1) @ c
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxpair1
+def _fp_pair(model, m, cov, g, gamma, at):
+    """(x, G(x), w) of the FPi map on x = (m, λ): G = (m + Vg, γ) (the Newton step on m at the current V, the T step on λ),
+    w = the weights that make each residual dimensionless: 1/√(prior variance) on m, the site variance h_iᵀVh_i on λ."""
+    x = np.concatenate([m, cov.lam]); Gx = np.concatenate([m + cov.matvec(g), gamma])
+    w = np.concatenate([1.0 / np.sqrt(model.prior.diag()), np.maximum(at.v_site - model.c, 0.0)])
+    return x, Gx, w
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxands1
+def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
+    """The FPi step to (m', λ') = `anderson(pairs, w)` of the map `_fp_pair`: `(step, at, state, 1.0, [])` when
+    V' is positive definite and the step is an ascent (`_rises`), else None (the caller takes the plain step)."""
+    vlb, g, gamma = state
+    x = anderson(pairs, w)
+    if x is None or not np.all(np.isfinite(x)): return None
+    m_new, lam = x[:model.d], x[model.d:]
+    if not signed: lam = np.maximum(lam, 0.0)
+    try: cov_new = site_cov(model, lam)
+    except ValueError: return None                                        # λ' outside the positive-definite set
+    r_new = model.prior.solve(m_new - model.mu)
+    st = SiteStep(m_new, lam, cov_new, m_new - m, r_new - r, 0)
+    at_new, new = _state(model, st.m, st.cov, r_new, clip=not signed)
+    if not (_finite(new) and _rises(vlb, new[0], lambda: _optimality(model, cov, at, g, gamma),
+                                    lambda: _optimality(model, st.cov, at_new, new[1], new[2]))): return None
+    return st, at_new, new, 1.0, []
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxcurv1
+def site_curvature(lik, y, m, v):
+    """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
+    alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule."""
+    m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
+    if np.any(v <= 0): raise ValueError("site_curvature needs site variances v > 0")
+    e_mv, e_vv = np.empty(len(m)), np.empty(len(m))
+    for idx, f, W in lik.rule_groups(y, m, v):
+        sl = slice(None) if idx is None else idx
+        z = f - m[sl][:, None]; vs = v[sl]
+        d2 = lik.derivs(np.asarray(y)[sl][:, None], f)[2]
+        e_mv[sl] = 0.5 * np.einsum('ij,ij->i', W, d2 * z) / vs
+        e_vv[sl] = 0.25 * np.einsum('ij,ij->i', W, d2 * (z * z - vs[:, None])) / vs**2
+    return e_mv, e_vv
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxndir1
+def _newton_dir(model, m, cov, g, gamma, at, W=None):
+    """(δm, δλ): the Newton step on the stationarity equations F = (g, γ − λ) = 0 in (m, λ), V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹,
+    through the Schur complement in λ: [2(E_mv S E_mv + E_vv)P − I]δλ = λ − γ + 2E_mv H W g, δm = W(g − HᵀE_mv P δλ),
+    with S = HWHᵀ, P = (HVHᵀ)∘(HVHᵀ), E_mv, E_vv diagonal (`site_curvature`). `W` = (Σ⁻¹ + Hᵀdiag(γ)H)⁻¹ (a `SiteCov`)
+    gives the exact Newton step; None uses V for it (the Jacobian then errs by O(λ − γ), and one factorisation is
+    saved). Sites 'identity' or 'dense' (n × n matrices)."""
+    H = None if model.sites.kind == 'identity' else model.H
+    W = cov if W is None else W
+    e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site)
+    Vd = cov.dense(); SV = Vd if H is None else H @ Vd @ H.T                  # HVHᵀ, n × n
+    if W is cov: SW = SV
+    else: Wd = W.dense(); SW = Wd if H is None else H @ Wd @ H.T
+    P = SV * SV                                                                # −∂v/∂λ
+    Wg = W.matvec(g); HWg = Wg if H is None else H @ Wg
+    M = 2.0 * (e_mv[:, None] * SW * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(model.n)
+    dlam = np.linalg.solve(M, cov.lam - gamma + 2.0 * e_mv * HWg)
+    u = e_mv * (P @ dlam)
+    return Wg - W.matvec(u if H is None else H.T @ u), dlam
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxnstp1
+def _newton_step(model, m, r, cov, state, signed: bool, at):
+    """The FPi step to the Newton point (m + δm, λ + δλ) of `_newton_dir` (λ < 0 set to 0 for the clipped iteration):
+    `(step, at, state, 1.0, [])` when V' is positive definite and the step is an ascent (`_rises`), else None."""
+    vlb, g, gamma = state
+    if not hasattr(cov, 'dense'): return None
+    try: dm, dlam = _newton_dir(model, m, cov, g, gamma, at)
+    except (ValueError, np.linalg.LinAlgError): return None
+    m_new, lam = m + dm, cov.lam + dlam
+    if not signed: lam = np.maximum(lam, 0.0)
+    if not (np.all(np.isfinite(m_new)) and np.all(np.isfinite(lam))): return None
+    try: cov_new = site_cov(model, lam)
+    except ValueError: return None
+    r_new = model.prior.solve(m_new - model.mu)
+    st = SiteStep(m_new, lam, cov_new, dm, r_new - r, 0)
+    at_new, new = _state(model, m_new, cov_new, r_new, clip=not signed)
+    if not (_finite(new) and _rises(vlb, new[0], lambda: _optimality(model, cov, at, g, gamma),
+                                    lambda: _optimality(model, cov_new, at_new, new[1], new[2]))): return None
+    return st, at_new, new, 1.0, []
