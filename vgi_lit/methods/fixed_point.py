@@ -278,12 +278,14 @@ class _FPState:
     gamma: np.ndarray      # (n,) γ
     sched: dict
 
-def _fp_step(s: _FPState, gV: float, kind: str, events, gm: float | None = None, **extra) -> Step:
+def _fp_step(s: _FPState, gV: float, kind: str, events, gm: float | None = None, finite: bool | None = None, **extra) -> Step:
     """The driver's view of an FP state: the VLB as the objective (NaN, so that the driver stops with NOT_FINITE, when the
     VLB, ∂VLB/∂m or γ is not finite), max(‖∂VLB/∂m‖_∞, ‖∂VLB/∂V‖_∞) as the optimality measure (None where ‖∂VLB/∂V‖_∞ is
-    not computed: a start V not in site form), and both parts recorded as `grad_m`, `grad_V` (`gm`: ‖∂VLB/∂m‖_∞ if known)."""
+    not computed: a start V not in site form), and both parts recorded as `grad_m`, `grad_V` (`gm`: ‖∂VLB/∂m‖_∞, `finite`:
+    `_finite` of the state, when the caller knows them)."""
     gm = float(np.max(np.abs(s.g))) if gm is None else gm
-    return Step(s, s.vlb if _finite((s.vlb, s.g, s.gamma)) else float("nan"), max(gm, gV) if np.isfinite(gV) else None,
+    finite = _finite((s.vlb, s.g, s.gamma)) if finite is None else finite
+    return Step(s, s.vlb if finite else float("nan"), max(gm, gV) if np.isfinite(gV) else None,
                 kind, list(events), dict(grad_m=gm, grad_V=gV, **extra), vlb=s.vlb)
 
 def _grad_tol(model, tol: float):
@@ -430,7 +432,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         sched.update(it=it, best=best[0], best_it=best[1],
                      fell=(() if p is None else p.sched['fell'][1 - window:]) + (fell,),
                      idle=(() if p is None else p.sched['idle'][1 - window:]) + (idle,))
-        return _fp_step(s, gV, "fpi", events, gm, grad_V_exact=exact)
+        return _fp_step(s, gV, "fpi", events, gm, True, grad_V_exact=exact)   # finite: checked where each state is made
 
     converged = _grad_tol(model, tol)
     def stop_rule(cur, prev):
@@ -544,7 +546,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     cov, at, (vlb, g, gamma), ev2 = _finite_start(model, m, cov, model.prior.solve(m - model.mu), clip=not signed)
     s0 = _FPState(m, None, cov, at, vlb, g, gamma, dict(outer=0, outer_done=True, phase="newton", n_newton=0, n_fp=0, lams=(),
                                                         rho=1.0, prev_outer=None))
-    start = _fp_step(s0, _grad_V_inf(model, cov, gamma)[0], "start", ev + ev2, outer=0)
+    start = _fp_step(s0, _grad_V_inf(model, cov, gamma)[0], "start", ev + ev2, finite=True, outer=0)
 
     converged = _grad_tol(model, tol)
     def stop_rule(cur, prev):
@@ -608,7 +610,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
         if cyc: ev.append(Event(EventKind.TWO_CYCLE, "λ_k = λ_(k−2) ≠ λ_(k−1)"))
         sc.update(lams=lams, n_fp=sc['n_fp'] + 1)
         sc['outer_done'] = bool(cyc or gV <= tol or (tol_rel > 0 and abs(new[0] - vlb) <= tol_rel * abs(new[0])) or sc['n_fp'] >= max_fp)
-        return _fp_step(_FPState(m, None, cov_new, at_new, *new, sc), gV, "fp_V", ev, outer=sc['outer'], grad_V_exact=exact)
+        return _fp_step(_FPState(m, None, cov_new, at_new, *new, sc), gV, "fp_V", ev, finite=True, outer=sc['outer'], grad_V_exact=exact)
 
     res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=stop_rule, history=hist,
               count=lambda c: c.state.sched['outer'] - (not c.state.sched['outer_done']))   # max_iter counts outer iterations
