@@ -160,3 +160,52 @@ def test_modules_compile_without_warnings():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             compile(path.read_text(), str(path), "exec")
+
+
+def _imports():
+    "Every import of a vgi_lit module by a vgi_lit module: (importer, imported module, imported name or None)."
+    import ast
+    pkg = ROOT / "vgi_lit"; out = []
+    for path in pkg.rglob("*.py"):
+        if path.name == "_modidx.py": continue
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts[:-1]) if path.name == "__init__.py" else list(rel.parts)
+        me = ".".join(parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = me.split(".")[:len(me.split(".")) - node.level + (1 if path.name == "__init__.py" else 0)]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else: mod = node.module or ""
+                if not mod.startswith("vgi_lit"): continue
+                for a in node.names:
+                    sub = f"{mod}.{a.name}"
+                    is_mod = (pkg / Path(*sub.split(".")[1:])).with_suffix(".py").exists() or (pkg / Path(*sub.split(".")[1:])).is_dir()
+                    out.append((me, sub, None) if is_mod else (me, mod, a.name))
+            elif isinstance(node, ast.Import):
+                out += [(me, a.name, None) for a in node.names if a.name.startswith("vgi_lit")]
+    return out
+
+
+def test_no_private_name_is_imported_across_modules():
+    "A name that starts with _ belongs to its module: another module imports only public names (package __init__ files aside)."
+    bad = sorted({f"{me} imports {mod}.{name}" for me, mod, name in _imports()
+                  if name is not None and name.startswith("_") and mod != me and not name.startswith("__")})
+    assert not bad, "private names imported across modules:\n" + "\n".join(bad)
+
+
+def test_no_import_cycle_between_modules():
+    "The module graph (package __init__ files aside, whose re-exports are the public surface) has no cycle."
+    inits = {".".join(p.relative_to(ROOT).parts[:-1]) for p in (ROOT / "vgi_lit").rglob("__init__.py")}
+    graph = {}
+    for me, mod, _ in _imports():
+        if me in inits or mod in inits or mod == me: continue
+        graph.setdefault(me, set()).add(mod)
+    def reach(a):
+        seen, todo = set(), [a]
+        while todo:
+            for b in graph.get(todo.pop(), ()):
+                if b not in seen: seen.add(b); todo.append(b)
+        return seen
+    cycles = sorted({tuple(sorted((a, b))) for a in graph for b in graph[a] if a in reach(b)})
+    assert not cycles, "import cycles:\n" + "\n".join(f"{a} <-> {b}" for a, b in cycles)

@@ -85,15 +85,18 @@ def first_of(*tests):
 
 # %% ../nbs/07a_driver.ipynb #drv08
 def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: float | None = None, callback=None,
-        optimal: Callable | None = None, keep_best: bool = False, best_band: float = 0.0, history: History | None = None,
-        progress: bool | str = False, finish: Callable | None = None) -> Run:
+        optimal: Callable | None = None, keep_best: bool | tuple = False, best_band: float = 0.0, history: History | None = None,
+        progress: bool | str = False, finish: Callable | None = None, count: Callable | None = None) -> Run:
     """Iterate `step(cur: Step, k: int) -> Step | Halt` from `start` until a stop rule holds; see the page for the order.
 
     tol: the optimality tolerance (≥ 0) of the default test `grad_tol(tol)`; `optimal(cur, prev)` replaces that test.
     max_iter: largest number of steps (`Stop.MAX_ITER`); 0 records the start only.
+    count: `count(cur)`, the number of iterations the budget `max_iter` counts at a state when it is not the number of
+        steps (e.g. the outer iterations of a nested schedule); None counts steps.
     max_seconds: time budget in seconds from the creation of the history (`Stop.MAX_SECONDS`), None for none.
     callback: called with every `Record`; returning True stops the run (`Stop.CALLBACK`).
     keep_best: return the state of largest finite `value` (a `BEST_STATE` record is added when it is not the last);
+        a tuple of `Stop`s: only when the run ends with one of them (e.g. a stall), else the last state;
         a state counts as better only when it beats the best by more than `best_band` · (1 + |value|).
     history: a `History` to record into (e.g. one whose clock started earlier); a new one otherwise.
     progress: a progress bar (`Progress`) over the records; a string is its description.
@@ -103,7 +106,7 @@ def run(step: Callable, start: Step, *, tol: float, max_iter: int, max_seconds: 
     Returns a `Run`. The rule applied to each state is `Monitor`'s."""
     if not isinstance(start, Step): check_budget(tol, max_iter, max_seconds); raise TypeError(f"start must be a Step, got {type(start).__name__}")
     mon = Monitor(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, optimal=optimal, keep_best=keep_best,
-                  best_band=best_band, history=history, progress=progress)
+                  best_band=best_band, history=history, progress=progress, count=count)
     try:
         cur = start
         while (verdict := mon.visit(cur)) is None:
@@ -121,8 +124,11 @@ class Monitor:
     the `Run`. `run` applies it between steps; an optimiser that owns its loop applies it in its per-iteration callback
     (and stops when a verdict is returned), so that both follow the same rule. Arguments as for `run`."""
     def __init__(self, *, tol: float, max_iter: int, max_seconds: float | None = None, callback=None, optimal: Callable | None = None,
-                 keep_best: bool = False, best_band: float = 0.0, history: History | None = None, progress: bool | str = False):
+                 keep_best: bool | tuple = False, best_band: float = 0.0, history: History | None = None, progress: bool | str = False,
+                 count: Callable | None = None):
         check_budget(tol, max_iter, max_seconds)
+        if isinstance(keep_best, tuple) and not all(isinstance(x, Stop) for x in keep_best):
+            raise TypeError(f"keep_best must be a bool or a tuple of Stop, got {keep_best!r}")
         self.bar = None
         if progress:
             self.bar = Progress(progress if isinstance(progress, str) else "run", total=int(max_iter), callback=callback)
@@ -130,7 +136,7 @@ class Monitor:
         if history is None: history = History(callback=callback, max_seconds=max_seconds)
         elif self.bar is not None: history.callback = self.bar
         self.history, self.test, self.max_iter, self.max_seconds = history, (grad_tol(tol) if optimal is None else optimal), max_iter, max_seconds
-        self.keep_best, self.best_band = keep_best, best_band
+        self.keep_best, self.best_band, self.count = keep_best, best_band, count
         self.cur = self.prev = self.best = None
         self.best_iter, self.k = -1, -1                               # k: the number of steps taken to the current state
     def visit(self, cur: Step):
@@ -144,7 +150,7 @@ class Monitor:
         verdict = None if cur.finite() else (Stop.NOT_FINITE, "the objective or the optimality measure is not finite")
         if verdict is None: verdict = self.test(cur, self.prev)
         if verdict is None and h.stop_requested: verdict = Stop.CALLBACK, "the callback asked to stop"
-        if verdict is None and self.k >= self.max_iter: verdict = Stop.MAX_ITER, f"reached max_iter={self.max_iter}"
+        if verdict is None and (self.k if self.count is None else self.count(cur)) >= self.max_iter: verdict = Stop.MAX_ITER, f"reached max_iter={self.max_iter}"
         if verdict is None and h.out_of_time(): verdict = Stop.MAX_SECONDS, (f"time budget of {h.max_seconds:g} s spent" if h.max_seconds is not None else "time budget spent")
         return verdict
     def close(self):
@@ -155,7 +161,8 @@ class Monitor:
         cur, best, history, nan = self.cur, self.best, self.history, float("nan")
         if finish is not None: cur = _finished(finish(cur), history[-1])
         result = cur
-        if self.keep_best and best is not None and best is not cur and not (cur.value is not None and cur.value >= best.value):
+        keep = stop in self.keep_best if isinstance(self.keep_best, tuple) else self.keep_best
+        if keep and best is not None and best is not cur and not (cur.value is not None and cur.value >= best.value):
             result = best
             history.record(nan if best.vlb is None else best.vlb, nan if best.grad_norm is None else best.grad_norm,
                            [Event(EventKind.BEST_STATE, f"the state of iteration {self.best_iter} (objective {best.value:.10g}) is returned, "

@@ -12,8 +12,8 @@ from .models import PriorCov
 from .covariance import DenseCov
 
 # %% auto #0
-__all__ = ['kl_cov_part', 'kl_mean_part', 'kl', 'kl_to_prior', 'kl_gauss', 'SiteTerms', 'site_terms', 'vlb', 'grad_m', 'grad_L',
-           'grad_V', 'vlb_rows']
+__all__ = ['kl_cov_part', 'kl_mean_part', 'kl', 'kl_to_prior', 'kl_gauss', 'SiteTerms', 'site_terms', 'vlb_from', 'vlb', 'grad_m',
+           'grad_L', 'grad_V', 'vlb_rows']
 
 # %% ../nbs/05_vlb.ipynb #6a4c5265
 def kl_cov_part(cov, prior) -> float:
@@ -68,10 +68,17 @@ def site_terms(model, m, cov) -> SiteTerms:
     E, dm, dv = model.likelihood.expected_log_lik(model.y, m_site, v_site)
     return SiteTerms(m_site, v_site, E, dm, dv)
 
+def vlb_from(model, m, E_sum, cov=None, kl_V=None, r=None) -> float:
+    """VLB = Σ_i E_i − KL(q || p) (Sheth & Khardon 2016, eq. 3) from the sum `E_sum` of the expected log-likelihood terms:
+    the KL is its V part (`kl_V`, given when the caller holds it, else `kl_cov_part` of `cov`) plus its mean part
+    (through r = Σ⁻¹(m − μ) when the caller tracks it). The one place where the bound is assembled."""
+    kl_V = kl_cov_part(cov, model.prior) if kl_V is None else kl_V
+    return float(E_sum) - kl_V - kl_mean_part(m, model.mu, model.prior, r)
+
 def vlb(model, m, cov, terms: SiteTerms | None = None):
     "VLB(m, V) = Σ_i E_i − KL(q || p) (Sheth & Khardon 2016, eq. 3)."
     terms = site_terms(model, m, cov) if terms is None else terms
-    return float(np.sum(terms.E)) - kl_to_prior(model, m, cov)
+    return vlb_from(model, m, np.sum(terms.E), cov)
 
 def grad_m(model, m, terms: SiteTerms):
     "∂VLB/∂m = Hᵀ dE/dm − Σ⁻¹(m − μ)."
@@ -83,9 +90,13 @@ def grad_L(model, L, terms: SiteTerms):
     return np.diag(1.0 / np.diag(L)) - np.tril(model.prior.solve(L) + HGHL)
 
 def grad_V(model, cov, terms):
-    """∂VLB/∂V = ½(V⁻¹ − Σ⁻¹ − HᵀΓH) as a dense d × d matrix (Sheth & Khardon 2016, eq. 5); for checks and small problems.
+    """∂VLB/∂V = ½(V⁻¹ − Σ⁻¹ − HᵀΓH) as a dense d × d matrix (Sheth & Khardon 2016, eq. 5). For V in site form (a
+    covariance with site precisions `lam`, V⁻¹ = Σ⁻¹ + Hᵀdiag(λ)H) it is ½Hᵀdiag(λ − γ)H (eq. 9), one pass over the sites
+    and no inverse; otherwise V⁻¹ is formed (for checks and small problems).
     `terms` is a `SiteTerms` or the site precisions γ (n,) themselves."""
     gamma = terms.gamma if isinstance(terms, SiteTerms) else np.asarray(terms, dtype=float)
+    lam = getattr(cov, 'lam', None)
+    if lam is not None: return model.sites.gram(0.5 * (np.asarray(lam, dtype=float) - gamma))   # Hᵀdiag(δ)H, δ = ½(λ − γ)
     I = np.eye(model.d)
     Vinv = cho_solve((cholesky(cov.dense(), name="V"), True), I)
     Sinv = model.prior.solve(I)

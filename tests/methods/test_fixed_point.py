@@ -113,7 +113,7 @@ def test_grad_V_matches_finite_differences():
     B = rng.standard_normal((d, d)) / np.sqrt(d); V = 0.2 * B @ B.T + 0.1 * np.eye(d)
     m = 0.2 * rng.standard_normal(d)
     cov = DenseCov(np.linalg.cholesky(V))
-    _, _, gam = fp._vlb_grad(model, m, fp._AtCov(model, cov))
+    _, _, gam = fp.vlb_grad(model, m, fp.AtCov(model, cov))
     G = fp.grad_V(model, cov, gam)
     f = lambda V: core_vlb(model, m, DenseCov(np.linalg.cholesky(V)))
     for i, j in [(0, 0), (1, 2), (3, 5)]:
@@ -122,7 +122,7 @@ def test_grad_V_matches_finite_differences():
         assert abs(fd - G[i, j]) < 1e-6 * max(1, abs(G[i, j]))
     # structured form for a SiteCov
     sc = SiteCov(model, np.full(model.n, 0.3))
-    _, _, gam = fp._vlb_grad(model, m, fp._AtCov(model, sc))
+    _, _, gam = fp.vlb_grad(model, m, fp.AtCov(model, sc))
     Hd = np.asarray(model.H)
     np.testing.assert_allclose(fp.grad_V(model, sc, gam), 0.5 * Hd.T @ ((0.3 - gam)[:, None] * Hd), rtol=1e-10, atol=1e-12)
 
@@ -452,12 +452,12 @@ def test_newton_direction_is_the_newton_step_of_the_stationarity_equations():
     gp = models.GP(X, y, likelihoods.Logistic(), kernels.RBF(3.0, 2.0))
     m0, lam0 = 0.3 * rng.normal(size=8), rng.uniform(0.05, 0.3, 8)
     def F(x):
-        at = fp._AtCov(gp, site_cov(gp, x[8:])); _, g, gam = fp._vlb_grad(gp, x[:8], at)
+        at = fp.AtCov(gp, site_cov(gp, x[8:])); _, g, gam = fp.vlb_grad(gp, x[:8], at)
         return np.concatenate([g, gam - x[8:]])
     x0, E = np.concatenate([m0, lam0]), 1e-6 * np.eye(16)
     J = np.stack([(F(x0 + E[j]) - F(x0 - E[j])) / 2e-6 for j in range(16)], 1)
     ref = np.linalg.solve(J, -F(x0))
-    cov = site_cov(gp, lam0); at = fp._AtCov(gp, cov); _, g, gam = fp._vlb_grad(gp, m0, at)
+    cov = site_cov(gp, lam0); at = fp.AtCov(gp, cov); _, g, gam = fp.vlb_grad(gp, m0, at)
     got = np.concatenate(fp._newton_dir(gp, m0, cov, g, gam, at, W=site_cov(gp, gam)))
     assert np.max(np.abs(got - ref)) <= 1e-7 * np.max(np.abs(ref))
     e_mv, e_vv = fp.site_curvature(gp.likelihood, gp.y, m0, np.full(8, 0.7))

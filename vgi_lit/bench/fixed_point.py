@@ -12,7 +12,7 @@ from .. import linalg
 from ..inference import fit, EventKind
 from ..covariance import SiteCov
 from ..experiments.fp_experiments import make_problem, time_to
-from ..methods.fixed_point import _initial_state, _AtCov, _vlb_grad
+from ..methods.fixed_point import initial_state, AtCov, vlb_grad
 import vgi_lit.methods.fixed_point  # noqa: F401  (registers fpb / fpi)
 
 # %% auto #0
@@ -111,12 +111,12 @@ def fpi_phase_seconds(model, repeats: int = 5, max_iter: int = 30) -> dict:
     for k in range(1, run.n_iter + 1):
         it = run if k == run.n_iter else fit(model, method="fpi", polish=False, tol=0.0, tol_rel=0.0, max_iter=k)
         m = it.m; r = model.prior.solve(m - model.mu)
-        vlb, g, gamma = _vlb_grad(model, m, _AtCov(model, it.cov), r)
+        vlb, g, gamma = vlb_grad(model, m, AtCov(model, it.cov), r)
         lam = np.where(gamma < 0, 0.0, gamma)
         for _ in range(repeats):
-            t0 = clock(); cov_T = SiteCov(model, lam); at_T = _AtCov(model, cov_T)
+            t0 = clock(); cov_T = SiteCov(model, lam); at_T = AtCov(model, cov_T)
             t1 = clock(); delta, r_delta = cov_T.matvec_split(g)
-            t2 = clock(); _vlb_grad(model, m + delta, at_T, r + r_delta)
+            t2 = clock(); vlb_grad(model, m + delta, at_T, r + r_delta)
             t3 = clock()
             per['t_cov'].append(t1 - t0); per['t_dir'].append(t2 - t1); per['t_lik'].append(t3 - t2)
     return {k: float(np.median(v)) if v else float("nan") for k, v in per.items()}

@@ -4,22 +4,24 @@
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #2866aba7
 from __future__ import annotations
+from dataclasses import dataclass
 import numpy as np
 from ..linalg import cholesky
-from ..vlb import grad_V as dense_grad_V, kl_cov_part, kl_mean_part
+from ..vlb import grad_V, kl_cov_part, vlb_from
 from ..covariance import SiteCov, DenseCov
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
                                register_method, start_state)
-from .site_update import site_step, site_cov, SignedSiteCov, SiteStep
+from ..driver import Halt, Step, halving, run
+from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_scale
+from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['fp_operator', 'grad_V', 'newton_mean_step', 'start_var_cap', 'start_scale', 'fpi', 'anderson', 'site_curvature',
-           'detect_two_cycle', 'fpb']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
 
-class _AtCov:
+class AtCov:
     """Cache of the V-only quantities of `cov` for `model`: site variances and the V part of the KL (`kl_cov_part`);
     after a fused pass (`_state`) also `gram_next` = Hᵀdiag(w)H (w = γ₊ if `gram_clip`, else γ) and `sq` = (H∘H)ᵀ[δ₊ δ₋]
     (δ = λ − γ) at the state it was computed for (cleared when another state is computed with this cache)."""
@@ -32,12 +34,12 @@ class _AtCov:
         "The Gram sum of the fused pass if it has the weights a step needs (γ₊ when `clip`, else the signed γ), else None."
         return self.gram_next if (self.gram_next is not None and self.gram_clip == clip) else None
 
-def _site(model, m, at: _AtCov):
+def _site(model, m, at: AtCov):
     "E, dE/dm, γ at the sites for mean `m` (d,) and cached covariance quantities `at`."
     E, dE_dm, dE_dv = model.likelihood.expected_log_lik(model.y, model.site_mean(m), at.v_site)
     return E, dE_dm, -2.0 * dE_dv
 
-def _vlb_grad(model, m, at: _AtCov, r=None, gram: bool = False):
+def vlb_grad(model, m, at: AtCov, r=None, gram: bool = False):
     """(VLB, ∂VLB/∂m, γ) at (m, V) with V given through `at`; `r` = Σ⁻¹(m − μ) if the caller tracks it. `gram`: on
     sites passed over in one fused pass, also leave Hᵀdiag(γ₊)H on `at` (the next Newton metric of FPb)."""
     at.gram_next = at.sq = None                                             # sums of a fused pass belong to another state
@@ -45,9 +47,9 @@ def _vlb_grad(model, m, at: _AtCov, r=None, gram: bool = False):
     if _fused(model) and not _per_site_arrays(model.likelihood, model.n):   # one pass: means, terms per block, Hᵀ dE/dm
         res = _fused_pass(model, m, None, (at.v_site,), w='clip' if gram else None)
         if gram: at.gram_next, at.gram_clip = res['gram'], True
-        return res['E'] - at.kl_V - kl_mean_part(m, model.mu, model.prior, r), res['g'] - r, res['keep_gamma']
+        return vlb_from(model, m, res['E'], kl_V=at.kl_V, r=r), res['g'] - r, res['keep_gamma']
     E, dE_dm, gamma = _site(model, m, at)
-    vlb = float(np.sum(E)) - at.kl_V - kl_mean_part(m, model.mu, model.prior, r)
+    vlb = vlb_from(model, m, np.sum(E), kl_V=at.kl_V, r=r)                  # ΣE − KL, assembled by the core (05_vlb)
     g = model.HTmul(dE_dm) - r                                              # Hᵀ dE/dm − Σ⁻¹(m − μ)
     return vlb, g, gamma
 
@@ -91,11 +93,11 @@ def _fused_pass(model, m, A, base, lam=None, w=None, keep_v: bool = False) -> di
     return res
 
 def _state(model, m, cov, r=None, clip: bool = True):
-    """(at, (VLB, ∂VLB/∂m, γ)) at (m, V): _AtCov and _vlb_grad in one pass over the sites (the site matrix's site_pass)
+    """(at, (VLB, ∂VLB/∂m, γ)) at (m, V): AtCov and vlb_grad in one pass over the sites (the site matrix's site_pass)
     when `_fused(model)`, the separate products otherwise. The fused pass also leaves on `at` the Gram sum of the next
     step's weights (γ₊ when `clip`, else γ) and, for V in site form, the bound sums (H∘H)ᵀ[δ₊ δ₋] with δ = λ − γ."""
     if not _fused(model) or getattr(cov, 'space', 'd') == 'n':
-        at = _AtCov(model, cov); return at, _vlb_grad(model, m, at, r)
+        at = AtCov(model, cov); return at, vlb_grad(model, m, at, r)
     c = model.c
     if isinstance(cov, SiteCov) and not cov.site_quadratic_known: A, hv = cov.site_factor(), None   # V = AᵀA
     elif isinstance(cov, _SITE_FORMS): A, hv = None, cov._hv                                    # variances known already
@@ -107,20 +109,20 @@ def _state(model, m, cov, r=None, clip: bool = True):
     if hv is None and isinstance(cov, SiteCov):                             # h_iᵀVh_i from this pass (v_site itself when c = 0: no copy)
         hq = v_site if not np.any(c) else v_site - c
         if np.all(np.isfinite(hq)): cov.set_site_quadratic(hq)             # (an overflowed state is judged by the caller)
-    at = _AtCov(model, cov, v_site=v_site)
+    at = AtCov(model, cov, v_site=v_site)
     at.gram_next, at.gram_clip, at.sq = res['gram'], clip, res.get('sq')
     r = model.prior.solve(m - model.mu) if r is None else r
-    vlb = res['E'] - at.kl_V - kl_mean_part(m, model.mu, model.prior, r)
+    vlb = vlb_from(model, m, res['E'], kl_V=at.kl_V, r=r)
     return at, (vlb, res['g'] - r, gamma)
 
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #91d38f52
-def fp_operator(model, m, cov, clip: bool = True, at: _AtCov | None = None):
+def fp_operator(model, m, cov, clip: bool = True, at: AtCov | None = None):
     """T(V) = (Σ⁻¹ + Σ_i γ_i(m_i, v_i) h_i h_iᵀ)⁻¹ (Sheth & Khardon 2016, eq. 8), with γ < 0 set to 0 when `clip` (their §4);
     with `clip=False` the signed γ is kept (a `SignedSiteCov`), and a T(V) that is not positive definite is a ValueError.
     Returns `(new_cov, info)`: the new covariance and a dict with `gamma` (n,), `n_clipped` and `events`
     (an `Event(EventKind.CLIPPED_GAMMA, count=k)` when k sites were clipped)."""
-    at = _AtCov(model, cov) if at is None else at
+    at = AtCov(model, cov) if at is None else at
     _, _, gamma = _site(model, np.asarray(m, dtype=float), at)
     neg = gamma < 0
     events = []
@@ -136,18 +138,6 @@ def fp_operator(model, m, cov, clip: bool = True, at: _AtCov | None = None):
     return SiteCov(model, lam), dict(gamma=gamma, n_clipped=int(neg.sum()), events=events)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #a1e6d100
-def grad_V(model, cov, gamma):
-    "∂VLB/∂V (d, d) = ½(V⁻¹ − Σ⁻¹ − Hᵀdiag(γ)H) (Sheth & Khardon 2016, eqs. 5 and 9); structured when `cov` is a `SiteCov`."
-    gamma = np.asarray(gamma, dtype=float)
-    if isinstance(cov, _SITE_FORMS):
-        delta = 0.5 * (cov.lam - gamma)                                   # (n,)
-        if model.sites.kind == 'identity': return np.diag(delta)
-        if model.sites.kind == 'dense':
-            H = model.H
-            return H.T @ (delta[:, None] * H)
-        return model.sites.gram(delta)                                    # Hᵀ diag(δ) H, one pass over the sites
-    return dense_grad_V(model, cov, gamma)                               # the core's dense form (05_vlb)
-
 def _grad_V_inf(model, cov, gamma, decide=None, at=None):
     """(‖∂VLB/∂V‖_∞ or an upper bound of it, exact?) for a `SiteCov`. For a GP (H = I) the exact value is
     O(n). Otherwise it costs O(nd²), as much as T(V) itself, and ½(max_j Σ_i δ⁺_i h_ij² + max_j Σ_i δ⁻_i h_ij²)
@@ -191,45 +181,21 @@ def _optimality(model, cov, at, g, gamma, mean: bool = True) -> tuple:
     return _decrement(model, cov, at, g, gamma, mean), gi, li
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3d7e092c
-def newton_mean_step(model, m, g, vlb0, cov_T, at: _AtCov, line_search: bool = True,
+def newton_mean_step(model, m, g, vlb0, cov_T, at: AtCov, line_search: bool = True,
                      max_halvings: int = 40, c1: float = 1e-4, delta=None):
     """One Newton step on m at fixed V: δ = (Σ⁻¹ + Hᵀdiag(γ₊)H)⁻¹ g with `cov_T` = SiteCov(γ₊),
-    backtracking on VLB(m + tδ, V) (Armijo). Returns `(m_new, t, vlb_new)`; t = 0 if no ascent was found.
-    `delta` = `cov_T.matvec(g)` when the caller has it already."""
+    t halved (`halving`) until VLB(m + tδ, V) ≥ VLB(m, V) + c₁ t gᵀδ (Armijo). Returns `(m_new, t, vlb_new)`; t = 0 if no
+    ascent was found. `delta` = `cov_T.matvec(g)` when the caller has it already."""
     delta = cov_T.matvec(g) if delta is None else delta                   # (d,) Newton direction
+    if not line_search: return m + delta, 1.0, vlb_grad(model, m + delta, at)[0]
     slope = float(g @ delta)
-    t = 1.0
-    for _ in range(max_halvings + 1):
-        m_new = m + t * delta
-        vlb_new, _, _ = _vlb_grad(model, m_new, at)
-        if not line_search: return m_new, t, vlb_new
-        if np.isfinite(vlb_new) and vlb_new >= vlb0 + c1 * t * slope: return m_new, t, vlb_new
-        t *= 0.5
-    return m, 0.0, vlb0
+    out = halving(lambda t: (t, m + t * delta, vlb_grad(model, m + t * delta, at)[0]),
+                  lambda c: bool(np.isfinite(c[2]) and c[2] >= vlb0 + c1 * c[0] * slope), max_halvings=max_halvings)
+    if out is None: return m, 0.0, vlb0
+    (t, m_new, vlb_new), _, _ = out
+    return m_new, t, vlb_new
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #2c3e1a17
-def start_var_cap(lik) -> float:
-    """Largest start site variance v_i − c_i the likelihood allows: 10 where γ grows like e^(m + v/2) (Poisson,
-    exponential; then γ ≤ e⁵ at m = 0), no bound where γ is bounded."""
-    return 10.0 if type(lik).__name__ in ("Poisson", "Exponential") else np.inf
-
-def start_scale(model, v0: float) -> float:
-    """The factor s ∈ (0, 1] of the default start V = s·v₀I: 1 for a likelihood with bounded γ; else the largest s ≤ 1 with s·v₀‖h_i‖² ≤ h_iᵀΣh_i at every
-    site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ `start_var_cap`."""
-    S, cap = model.sites, start_var_cap(model.likelihood)
-    if not np.isfinite(cap): return 1.0                                      # bounded curvature: any start is finite (no pass)
-    if S.kind == 'identity': hh, hSh = np.ones(model.n), model.prior.diag()         # GP: h_i = e_i
-    elif S.kind == 'dense':
-        H = S.H
-        hh = np.einsum('ij,ij->i', H, H)                                     # ‖h_i‖², (n,)
-        hSh = np.einsum('ij,ji->i', H, model.prior.matmul(H.T))             # h_iᵀΣh_i, (n,)
-    else:                                                                    # through the site matrix: ‖L_Σᵀh_i‖²
-        hh, hSh = S.row_norms2(), S.quad(model.prior.half_T(np.eye(model.d)))
-    nz = hh > 0
-    if not nz.any(): return 1.0
-    s = min(1.0, float(np.min(hSh[nz] / (v0 * hh[nz]))), cap / (v0 * float(np.max(hh))))
-    return 1.0 if (s >= 1.0 - 1e-12 or not s > 0) else s                       # 1 up to the rounding of hSh
-
 def _check_lam0(model, lam0):
     "The start site precisions `lam0` as a float array of length n, or a ValueError naming `lam0`."
     lam = np.asarray(lam0, dtype=float) if np.ndim(lam0) else None
@@ -239,7 +205,7 @@ def _check_lam0(model, lam0):
     if not np.all(np.isfinite(lam)): raise ValueError("lam0 contains NaN or inf")
     return lam
 
-def _initial_state(model, m0=None, V0=None, lam0=None):
+def initial_state(model, m0=None, V0=None, lam0=None):
     """Starting (m, cov, events). `m0`: None (m = 0, as in Sheth & Khardon 2016, §4), a scalar or a length-d vector.
     `V0`: None (V = s·v₀I with v₀ = 0.1 for count likelihoods, else 1, as there, and s = `start_scale`, 1 unless a
     row is large; event START when s < 1), a positive scalar v₀ (V = v₀I), a positive length-d diagonal or a d × d
@@ -279,7 +245,7 @@ def _finite_start(model, m, cov, r, shrink: float = 1e-2, tries: int = 40, clip:
     at, state = _state(model, m, cov, r, clip)
     f = 1.0
     if isinstance(cov, _SITE_FORMS) and not _finite(state):           # a warm start (lam0) that overflows: the default V instead
-        _, cov, ev0 = _initial_state(model, m, None)
+        _, cov, ev0 = initial_state(model, m, None)
         cov, at, state, ev = _finite_start(model, m, cov, r, shrink, tries, clip)
         return cov, at, state, ev0 + ev + [Event(EventKind.START, "the start from lam0 overflows the expected log-likelihood: default V0 used")]
     for _ in range(tries):
@@ -298,13 +264,41 @@ def _check_opts(tol, tol_rel, max_iter, max_seconds):
     if not (isinstance(tol_rel, (int, float, np.integer, np.floating)) and tol_rel >= 0):
         raise ValueError(f"tol_rel must be a number >= 0, got {tol_rel!r}")
 
-def _record(hist, vlb, g, gV, step, events, **extra) -> Record:
-    "Append one state to the history: VLB, ‖∇‖_∞ over (m, V) and both parts (`grad_m`, `grad_V`), step kind, events."
-    gm = float(np.max(np.abs(g)))
-    return hist.record(vlb=vlb, grad_norm=max(gm, gV) if np.isfinite(gV) else np.nan, events=events, step=step,
-                       grad_m=gm, grad_V=gV, **extra)
+# %% ../../nbs/methods/11_fixed_point.ipynb #fpxstat1
+@dataclass
+class _FPState:
+    """A state of the FP iterations: (m, V) with r = Σ⁻¹(m − μ) (None where the method does not track it), the cache `at`
+    of V, (VLB, ∂VLB/∂m, γ) there, and the schedule's own variables (`sched`: step size, memory, counters)."""
+    m: np.ndarray          # (d,)
+    r: np.ndarray | None   # (d,)
+    cov: object            # V: a DenseCov at a start, a SiteCov or SignedSiteCov after a step
+    at: AtCov
+    vlb: float
+    g: np.ndarray          # (d,) ∂VLB/∂m
+    gamma: np.ndarray      # (n,) γ
+    sched: dict
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #ae2bb02d
+def _fp_step(s: _FPState, gV: float, kind: str, events, gm: float | None = None, finite: bool | None = None, **extra) -> Step:
+    """The driver's view of an FP state: the VLB as the objective (NaN, so that the driver stops with NOT_FINITE, when the
+    VLB, ∂VLB/∂m or γ is not finite), max(‖∂VLB/∂m‖_∞, ‖∂VLB/∂V‖_∞) as the optimality measure (None where ‖∂VLB/∂V‖_∞ is
+    not computed: a start V not in site form), and both parts recorded as `grad_m`, `grad_V` (`gm`: ‖∂VLB/∂m‖_∞, `finite`:
+    `_finite` of the state, when the caller knows them)."""
+    gm = float(np.max(np.abs(s.g))) if gm is None else gm
+    finite = _finite((s.vlb, s.g, s.gamma)) if finite is None else finite
+    return Step(s, s.vlb if finite else float("nan"), max(gm, gV) if np.isfinite(gV) else None,
+                kind, list(events), dict(grad_m=gm, grad_V=gV, **extra), vlb=s.vlb)
+
+def _grad_tol(model, tol: float):
+    """The FP methods' optimality test for the driver: `Stop.GRAD_TOL` when the gradient ∞-norm over (m, V) and the
+    scale-free measure (`_decrement`) are both ≤ tol."""
+    def test(cur: Step, prev):
+        s = cur.state
+        if cur.grad_norm is not None and cur.grad_norm <= tol and (dec := _decrement(model, s.cov, s.at, s.g, s.gamma)) <= tol:
+            return Stop.GRAD_TOL, f"gradient inf-norm {cur.grad_norm:.2e} <= tol={tol} (scale-free measure {dec:.1e})"
+        return None
+    return test
+
+# %% ../../nbs/methods/11a_fpi.ipynb #ae2bb02d
 def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callback=None, clipped: bool = True):
     """If γ < 0 at a converged limit of the `clipped` iteration, or the FP iteration `stalled`, continue with GRAD (`fit_grad`) from
     (m, V) with the time left; its records are appended to `hist` (step 'grad_polish').
@@ -312,7 +306,6 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
     if not (stalled or (clipped and stop in CONVERGED_STOPS and np.any(np.asarray(gamma) < 0))): return m, cov, stop, msg
     left = None if hist.max_seconds is None else hist.max_seconds - (hist[-1].time if hist else 0.0)
     if left is not None and left <= 0: return m, cov, stop, msg
-    from vgi_lit.methods.grad import fit_grad                                  # local import: grad imports inference too
     last = hist[-1]
     last.events.append(Event(EventKind.HANDOVER, "the FP iteration stalled: GRAD continues from the best state") if stalled else
                        Event(EventKind.HANDOVER, "clipping active at the limit: GRAD continues", count=int(np.sum(gamma < 0))))
@@ -326,7 +319,7 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
         hist.append(Record(len(hist), hist[-1].time, g.vlb, hist[-1].grad_norm, "grad_polish", [], {}))
     return g.m, g.cov, g.stop, msg + f"; then GRAD: {g.message}"
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxrise1
+# %% ../../nbs/methods/11a_fpi.ipynb #fpxrise1
 def _rises(vlb, new, opt_old, opt_new, band: float = 1e-12) -> bool:
     """Whether a step from a state with VLB `vlb` to one with VLB `new` is an ascent: the VLB did not fall, or it fell by
     less than rounding (`band`, relative) and the state got no worse, either by the scale-free optimality measure or by
@@ -337,39 +330,46 @@ def _rises(vlb, new, opt_old, opt_new, band: float = 1e-12) -> bool:
     o, p = opt_old(), opt_new()
     return p[0] <= o[0] or (p[1] <= o[1] and p[2] <= o[2])
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxdamp1
+# %% ../../nbs/methods/11a_fpi.ipynb #fpxdamp1
 def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed: bool = True, rho_min: float = 1e-10, at=None):
     """One damped natural-gradient step from (m, V) in site form (`site_step`): λ' = (1−ρ)λ + ργ (γ signed when
-    `signed`, else γ₊), m' = m + ρV'g (`mean`; else m' = m; `at`: the cache of the state, whose Gram sum of γ the step reuses), ρ halved while Σ⁻¹ + Hᵀdiag(λ')H is not positive
+    `signed`, else γ₊), m' = m + ρV'g (`mean`; else m' = m; `at`: the cache of the state, whose Gram sum of γ the step reuses), ρ halved (`halving`) while Σ⁻¹ + Hᵀdiag(λ')H is not positive
     definite or the step is not an ascent (`_rises`: the VLB falls by more than rounding, 10⁻¹² relative, or
     moves by less and the state gets worse by the scale-free measure and by a gradient size). `r` = Σ⁻¹(m − μ) or None.
     Returns `(step, at, state, rho, events)` (events DAMPED with the halvings), or None when ρ fell below `rho_min`
     (the smallest step whose VLB fell by less than rounding, if there was one: at the rounding floor the measure can
     grow by rounding too, and such a step is the old iterate up to rounding)."""
     vlb, g, gamma = state
-    not_pd = fell = 0
-    floor = None
+    if not rho >= rho_min: return None
+    n = dict(not_pd=0, fell=0); floor = []
     g_step = g if mean else np.zeros_like(g)
     opt0 = []                                                             # the optimality at the state, computed at most once
     def opt_old():
-        if not opt0: opt0.append(_optimality(model, cov, at if at is not None else _AtCov(model, cov), g, gamma, mean))
+        if not opt0: opt0.append(_optimality(model, cov, at if at is not None else AtCov(model, cov), g, gamma, mean))
         return opt0[0]
     Gg = None if at is None else at.gram_for(not signed)                 # the same for every ρ
-    while rho >= rho_min:
+    def propose(rho):
         try: st = site_step(model, m, cov.lam, g_step, gamma, rho=rho, signed=signed, gram_gamma=Gg, gram_lam=getattr(cov, '_gram', None))
-        except ValueError: not_pd += 1; rho *= 0.5; continue              # λ' outside the positive-definite set
-        at_new, new = _state(model, st.m, st.cov, None if r is None else r + st.r_delta, clip=not signed)
-        if _finite(new) and _rises(vlb, new[0], opt_old, lambda: _optimality(model, st.cov, at_new, new[1], new[2], mean)):
-            ev = [Event(EventKind.DAMPED, "ρ halved: Σ⁻¹ + Hᵀdiag(λ')H not positive definite", count=not_pd)] if not_pd else []
-            if fell: ev.append(Event(EventKind.DAMPED, "ρ halved: the VLB fell or the optimality measure grew", count=fell))
-            return st, at_new, new, rho, ev
-        if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb): floor = (st, at_new, new, rho)
-        fell += 1; rho *= 0.5
-    if floor is not None:
-        return floor + ([Event(EventKind.DAMPED, "ρ halved to the rounding floor: the VLB and the optimality measure cannot decide", count=fell)],)
+        except ValueError: return None                                    # λ' outside the positive-definite set
+        return (st,) + _state(model, st.m, st.cov, None if r is None else r + st.r_delta, clip=not signed) + (rho,)
+    def accept(c):
+        if c is None: n['not_pd'] += 1; return False
+        st, at_new, new, rho = c
+        if _finite(new) and _rises(vlb, new[0], opt_old, lambda: _optimality(model, st.cov, at_new, new[1], new[2], mean)): return True
+        if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb): floor[:] = [c]
+        n['fell'] += 1; return False
+    h_max = max(int(np.log2(rho / rho_min)) - 1, 0)
+    while rho * 0.5 ** (h_max + 1) >= rho_min: h_max += 1                  # the halvings that keep ρ ≥ rho_min
+    out = halving(propose, accept, rho, max_halvings=h_max)
+    if out is not None:
+        ev = [Event(EventKind.DAMPED, "ρ halved: Σ⁻¹ + Hᵀdiag(λ')H not positive definite", count=n['not_pd'])] if n['not_pd'] else []
+        if n['fell']: ev.append(Event(EventKind.DAMPED, "ρ halved: the VLB fell or the optimality measure grew", count=n['fell']))
+        return out[0] + (ev,)
+    if floor:
+        return floor[0] + ([Event(EventKind.DAMPED, "ρ halved to the rounding floor: the VLB and the optimality measure cannot decide", count=n['fell'])],)
     return None
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #b5590ee2
+# %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
         stall: int = 20, lam0=None, anderson: int = 0, newton: bool = False) -> VGPosterior:
@@ -412,40 +412,50 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         raise ValueError(f"newton=True needs the sites as n × n dense matrices (a GP, or rows in memory), got sites '{model.sites.kind}'")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
     signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
-    m, cov, events = _initial_state(model, m0, V0, lam0)
+    m, cov, events = initial_state(model, m0, V0, lam0)
     hist = History(callback=callback, max_seconds=max_seconds)
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
     cov, at, state, ev = _finite_start(model, m, cov, r, clip=not signed)  # (VLB, g, γ) at (m, cov)
-    events += ev
-    prev, stop, msg = None, Stop.MAX_ITER, f"reached max_iter={max_iter}"
-    best, fell, idle = None, [], []                                       # best state seen; per iteration: did the VLB fall; or move by ρ < 10⁻⁶
-    tiny = False                                                          # was the last step a damped one with ρ < 10⁻⁶
-    rho, full = 1.0, True                                                 # signed steps: next ρ; was the last step a full one
-    pairs = []                                                            # Anderson memory: pairs ((m, λ), G(m, λ)) of the last iterations
-    for it in range(int(max_iter) + 1):
-        if state is None: state = _vlb_grad(model, m, at, r)
-        vlb, g, gamma = state
-        gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol), at=at)
-        rec = _record(hist, vlb, g, gV, "fpi", events, grad_V_exact=exact)
-        gn = rec.grad_norm
-        if not (np.isfinite(vlb) and np.all(np.isfinite(gamma))): stop, msg = Stop.NOT_FINITE, "VLB or gamma is not finite (overflow)"; break
-        if gn <= tol and (dec := _decrement(model, cov, at, g, gamma)) <= tol:   # and the scale-free measure
-            stop, msg = Stop.GRAD_TOL, f"gradient inf-norm {gn:.2e} <= tol={tol} (scale-free measure {dec:.1e})"; break
-        fell.append(prev is not None and vlb < prev - 1e-10 * abs(prev))
-        idle.append(fell[-1] or (tiny and not vlb > best[0]))              # no progress: a fall, or a step of ρ < 10⁻⁶ without a new best
-        if best is None or vlb > best[0]: best = (vlb, m, cov, g, gamma, it)
-        if tol_rel > 0 and prev is not None and abs(vlb - prev) <= tol_rel * abs(vlb) and not any(fell[-5:]) and full:
-            stop, msg = Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"; break
-        if it - best[5] >= stall and sum(idle[-stall:]) >= 3:
-            stop, msg = Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(fell[-stall:])} times and "
-                                       f"{sum(idle[-stall:]) - sum(fell[-stall:])} steps had ρ < 1e-6 (the FP iteration oscillates or "
-                                       f"cycles, or sits at the rounding floor)"); break
-        if hist.stop_requested: stop, msg = Stop.CALLBACK, "the callback asked to stop"; break
-        if hist.out_of_time(): stop, msg = Stop.MAX_SECONDS, f"time budget max_seconds={max_seconds} spent"; break
-        if it == max_iter: break
-        events = []
+    window = max(int(stall), 5)
+
+    def evaluate(m, r, cov, at, state, events, prev, sched):
+        """The Step of the state reached from `prev` (None at the start), with the stall rule's record: did the VLB
+        fall; was the iteration idle (a fall, or a step of ρ < 10⁻⁶ without a new best VLB); the best VLB and its iteration."""
+        s = _FPState(m, r, cov, at, *state, sched)
+        gm = float(np.max(np.abs(s.g)))
+        gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
+        p = None if prev is None else prev.state
+        fell = p is not None and s.vlb < p.vlb - 1e-10 * abs(p.vlb)
+        idle = fell or (sched['tiny'] and not s.vlb > p.sched['best'])
+        it = 0 if p is None else p.sched['it'] + 1
+        best = (s.vlb, it) if (p is None or s.vlb > p.sched['best']) else (p.sched['best'], p.sched['best_it'])
+        sched.update(it=it, best=best[0], best_it=best[1],
+                     fell=(() if p is None else p.sched['fell'][1 - window:]) + (fell,),
+                     idle=(() if p is None else p.sched['idle'][1 - window:]) + (idle,))
+        return _fp_step(s, gV, "fpi", events, gm, True, grad_V_exact=exact)   # finite: checked where each state is made
+
+    converged = _grad_tol(model, tol)
+    def stop_rule(cur, prev):
+        "GRAD_TOL; REL_TOL after full steps with no fall in the last five; STALLED (see 'When the iteration does not settle')."
+        verdict = converged(cur, prev)
+        if verdict is not None: return verdict
+        k = cur.state.sched
+        if (tol_rel > 0 and prev is not None and abs(cur.state.vlb - prev.state.vlb) <= tol_rel * abs(cur.state.vlb)
+                and not any(k['fell'][-5:]) and k['full']):
+            return Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"
+        if k['it'] - k['best_it'] >= stall and sum(k['idle'][-stall:]) >= 3:
+            return Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(k['fell'][-stall:])} times and "
+                                  f"{sum(k['idle'][-stall:]) - sum(k['fell'][-stall:])} steps had ρ < 1e-6 (the FP iteration oscillates or "
+                                  f"cycles, or sits at the rounding floor)")
+        return None
+
+    def step(cur, k):
+        "One FPi iteration from the state of `cur` (whose record is the history's last)."
+        s, rec = cur.state, hist[-1]
+        m, r, cov, at, vlb, g, gamma, sc = s.m, s.r, s.cov, s.at, s.vlb, s.g, s.gamma, s.sched
+        state, events = (vlb, g, gamma), []
         if line_search and isinstance(cov, _SITE_FORMS):                  # after the first iteration: the damped step
-            res = None
+            rho, pairs, res = sc['rho'], sc['pairs'], None
             if newton and rho == 1.0:
                 res = _newton_step(model, m, r, cov, state, signed, at)
                 rec['newton'] = res is not None
@@ -459,55 +469,163 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             if res is None: res = _damped_step(model, m, r, cov, state, rho, signed=signed, at=at)
             if res is None:
                 rec.events.append(Event(EventKind.STEP_REJECTED, "no damped step down to ρ = 1e-10 keeps V positive definite and the VLB"))
-                stop, msg = Stop.STALLED, "stalled: no damped natural-gradient step raises the VLB"; break
-            st, at, state, rho_used, ev = res
+                return Halt(Stop.STALLED, "stalled: no damped natural-gradient step raises the VLB")
+            st, at_new, new, rho_used, ev = res
             if rho_used < rho: events.append(Event(EventKind.STEP_REJECTED, f"the step with ρ = {rho:g} failed: ρ = {rho_used:g} taken"))
             if (gamma < 0).any() and not signed: events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int((gamma < 0).sum())))
-            events += ev
-            m, r, cov, prev = st.m, r + st.r_delta, st.cov, vlb
-            full, rho = rho_used >= 0.125, (min(1.0, 2.0 * rho) if rho_used == rho else rho_used)   # grow after an undamped step
-            tiny = rho_used < 1e-6
-            continue
+            return evaluate(st.m, r + st.r_delta, st.cov, at_new, new, events + ev, cur,
+                            dict(rho=min(1.0, 2.0 * rho) if rho_used == rho else rho_used,   # grow after an undamped step
+                                 full=rho_used >= 0.125, tiny=rho_used < 1e-6, pairs=pairs))
         neg = gamma < 0
-        if neg.any():
-            events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
+        if neg.any(): events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
         try:                                                              # the site step with ρ = 1: T(V_t) (one factorisation)
-            step = site_step(model, m, None, g, gamma, rho=1.0,          # and the Newton direction T(V_t) g_t, with Σ⁻¹ of it
-                             gram_gamma=at.gram_for(True))
+            stp = site_step(model, m, None, g, gamma, rho=1.0,          # and the Newton direction T(V_t) g_t, with Σ⁻¹ of it
+                            gram_gamma=at.gram_for(True))
         except ValueError as e:                                           # e.g. overflowed γ: not PD in float64
             rec.events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
-            stop, msg = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
-        cov_T, delta, r_delta = step.cov, step.delta, step.r_delta
-        m_full, r_full = m + delta, r + r_delta
-        at_T, state = _state(model, m_full, cov_T, r_full, clip=not signed)   # (m + δ, T(V)): the next start, one pass
+            return Halt(Stop.FAILED, f"T(V) factorisation failed: {e}")
+        cov_T, delta, r_delta = stp.cov, stp.delta, stp.r_delta
+        at_T, new = _state(model, m + delta, cov_T, r + r_delta, clip=not signed)   # (m + δ, T(V)): the next start, one pass
         tau = 1.0
         first = not isinstance(cov, _SITE_FORMS)                          # the start V: judge the mean step at the old V
-        joint_ok = not first and np.isfinite(state[0]) and state[0] >= vlb + 1e-4 * float(g @ delta)
+        joint_ok = not first and np.isfinite(new[0]) and new[0] >= vlb + 1e-4 * float(g @ delta)
         if line_search and not joint_ok:
             _, tau, _ = newton_mean_step(model, m, g, vlb, cov_T, at, delta=delta)   # Armijo at the old V
             if not first: events.append(Event(EventKind.STEP_REJECTED, "the full step failed the Armijo test over the whole iteration"))
             if tau != 1.0: events.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g} at the old V"))
-        if not (tau == 1.0 and _finite(state)):                           # the state at (m + τδ, T(V)), τ halved while it overflows
-            for k in range(61):
-                state = _vlb_grad(model, m + tau * delta, at_T, r + tau * r_delta)
-                if _finite(state) or tau == 0.0: break
-                tau = 0.5 * tau if k < 59 else 0.0
-            if k: events.append(Event(EventKind.LINE_SEARCH, f"step {tau:g}: at T(V) the VLB or gamma overflows for longer mean steps", count=k))
-            if not _finite(state):
+        if not (tau == 1.0 and _finite(new)):                             # the state at (m + τδ, T(V)), τ halved while it overflows
+            at_tau = lambda t: (t, vlb_grad(model, m + t * delta, at_T, r + t * r_delta))
+            out = halving(at_tau, lambda c: _finite(c[1]) or c[0] == 0.0, rho=tau, max_halvings=59)
+            (tau, new), _, h = out if out is not None else (at_tau(0.0), 0.0, 60)
+            if h: events.append(Event(EventKind.LINE_SEARCH, f"step {tau:g}: at T(V) the VLB or gamma overflows for longer mean steps", count=h))
+            if not _finite(new):
                 rec.events.append(Event(EventKind.STEP_REJECTED, "T(V) makes the VLB or gamma overflow even without a mean step: the iteration ends here"))
-                stop, msg = Stop.NOT_FINITE, ("the expected log-likelihood overflows at T(V) for every mean step; the last finite state is returned"); break
-        m, r = m + tau * delta, r + tau * r_delta
-        cov, at, prev = cov_T, at_T, vlb
-        del step, cov_T, at_T                                             # no stale generation of n-vectors held between iterations
-    if stop is Stop.STALLED or (stop is Stop.NOT_FINITE and best is not None and not _finite(state)):   # the best state, not the last
-        vlb, m, cov, g, gamma, k = best
-        _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "best",
-                [Event(EventKind.BEST_STATE, f"the best state visited (iteration {k})")])
-    _exact_last(model, cov, gamma, hist)
-    if polish: m, cov, stop, msg = _polish(model, m, cov, gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
+                return Halt(Stop.NOT_FINITE, "the expected log-likelihood overflows at T(V) for every mean step; the last finite state is returned")
+        return evaluate(m + tau * delta, r + tau * r_delta, cov_T, at_T, new, events, cur, dict(sc))
+
+    start = evaluate(m, r, cov, at, state, events + ev, None, dict(rho=1.0, full=True, tiny=False, pairs=[]))
+    res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=stop_rule, history=hist,
+              keep_best=(Stop.STALLED, Stop.NOT_FINITE))                 # a stalled or overflowing run returns its best state
+    s, stop, msg = res.state, res.stop, res.message
+    _exact_last(model, s.cov, s.gamma, hist)
+    m, cov = s.m, s.cov
+    if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
     return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxand01
+# %% ../../nbs/methods/11b_fpb.ipynb #dc2b523b
+def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
+    """True when successive site precisions alternate: λ_k ≈ λ_{k−2} (relative `rtol`) while λ_k
+    differs from λ_{k−1} by more than 100x that amount (Sheth & Khardon 2016, Theorem 1: A = T(B), B = T(A), A ≠ B)."""
+    scale = max(float(np.max(np.abs(lam_k))), 1e-300)
+    back2 = float(np.max(np.abs(lam_k - lam_km2))) / scale
+    back1 = float(np.max(np.abs(lam_k - lam_km1))) / scale
+    return back2 <= rtol and back1 > 100 * max(back2, rtol * 1e-3)
+
+# %% ../../nbs/methods/11b_fpb.ipynb #1dc63eca
+def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_seconds: float | None = None,
+        callback=None, tol_rel: float = 1e-9, max_newton: int = 50, max_fp: int = 50, clip: bool | None = None,
+        line_search: bool = True, polish: bool = True, lam0=None) -> VGPosterior:
+    """FPb (Sheth & Khardon 2016, §4): alternate Newton on m to convergence and T(V) iterated to convergence; records 2-cycles.
+
+    m0, V0, lam0: the start, as for `fpi` (default m = 0, V = v₀I, as in Sheth & Khardon 2016, §4).
+    tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm over (m, V) is ≤ tol; also the inner loops' tolerance.
+    max_iter: budget of outer iterations (`Stop.MAX_ITER`; the result's `n_iter` counts them, `info['n_steps']` the recorded steps); max_seconds: time budget (`Stop.MAX_SECONDS`).
+    callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
+    tol_rel: relative VLB change that ends an inner loop, and the run (`Stop.REL_TOL`) over an outer iteration.
+    max_newton, max_fp: caps of the Newton loop on m and of the T loop on V per outer iteration.
+    clip, line_search, polish: as for `fpi`; after the first T step the T loop takes the damped step on λ alone
+        (m fixed; ρ halved while V is not positive definite or the VLB falls), the Newton metric on m keeps γ₊;
+        `line_search=False` iterates the plain T (which can cycle, Sheth & Khardon 2016, Theorem 1)."""
+    _check_opts(tol, tol_rel, max_iter, max_seconds)
+    for name, v in (("max_newton", max_newton), ("max_fp", max_fp)):
+        if isinstance(v, bool) or int(v) != v or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
+    signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
+    m, cov, ev = initial_state(model, m0, V0, lam0)
+    hist = History(callback=callback, max_seconds=max_seconds)
+    cov, at, (vlb, g, gamma), ev2 = _finite_start(model, m, cov, model.prior.solve(m - model.mu), clip=not signed)
+    s0 = _FPState(m, None, cov, at, vlb, g, gamma, dict(outer=0, outer_done=True, phase="newton", n_newton=0, n_fp=0, lams=(),
+                                                        rho=1.0, prev_outer=None))
+    start = _fp_step(s0, _grad_V_inf(model, cov, gamma)[0], "start", ev + ev2, finite=True, outer=0)
+
+    converged = _grad_tol(model, tol)
+    def stop_rule(cur, prev):
+        "GRAD_TOL; REL_TOL when the VLB changed by at most tol_rel over a whole outer iteration (undamped)."
+        verdict = converged(cur, prev)
+        if verdict is not None: return verdict
+        s, k = cur.state, cur.state.sched
+        if (k['outer_done'] and tol_rel > 0 and k['prev_outer'] is not None and abs(s.vlb - k['prev_outer']) <= tol_rel * abs(s.vlb)
+                and k['rho'] >= 0.125):
+            return Stop.REL_TOL, f"relative VLB change over an outer iteration <= tol_rel={tol_rel}"
+        return None
+
+    def step(cur, k):
+        "The next step of FPb from the state of `cur`: a Newton step on m, or a T step on V at fixed m."
+        s, rec = cur.state, hist[-1]
+        sc = dict(s.sched)
+        m, cov, at, vlb, g, gamma = s.m, s.cov, s.at, s.vlb, s.g, s.gamma
+        if sc['outer_done']:                                              # a new outer iteration, Newton on m first
+            sc.update(outer=sc['outer'] + 1, outer_done=False, phase="newton", n_newton=0, n_fp=0, lams=(),
+                      prev_outer=vlb if sc['outer'] >= 1 else None)
+        # (i) Newton on m at fixed V, until the mean gradient and the Newton decrement are ≤ tol
+        if sc['phase'] == "newton" and sc['n_newton'] < max_newton and not (float(np.max(np.abs(g))) <= tol and float(g @ cov.matvec(g)) <= tol):
+            neg = gamma < 0
+            ev = [Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0 in the Hessian", count=int(neg.sum()))] if neg.any() else []
+            try:
+                cov_H = SiteCov(model, np.where(neg, 0.0, gamma), gram=at.gram_for(True))   # −Hessian in m (Gram sum from the fused pass)
+            except ValueError as e:                                       # e.g. overflowed γ: not PD in float64
+                rec.events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
+                return Halt(Stop.FAILED, f"Newton factorisation failed: {e}")
+            m_new, tau, vlb_new = newton_mean_step(model, m, g, vlb, cov_H, at, line_search=line_search)
+            if tau != 1.0: ev.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g}"))
+            done = tol_rel > 0 and abs(vlb_new - vlb) <= tol_rel * abs(vlb_new)
+            new = vlb_grad(model, m_new, at, gram=True)                  # with the next Newton metric's Gram sum (fused pass)
+            gV, exact = _grad_V_inf(model, cov, new[2], decide=(float(np.max(np.abs(new[1]))), tol))
+            sc.update(n_newton=sc['n_newton'] + 1, phase="fp" if (tau == 0.0 or done) else "newton")
+            return _fp_step(_FPState(m_new, None, cov, at, *new, sc), gV, "newton_m", ev, outer=sc['outer'], grad_V_exact=exact)
+        sc['phase'] = "fp"
+        # (ii) T iterated at fixed m
+        if line_search and isinstance(cov, _SITE_FORMS):                  # damped step on λ at fixed m (after the first T)
+            res = _damped_step(model, m, None, cov, (vlb, g, gamma), sc['rho'], mean=False, signed=signed, at=at)
+            if res is None:
+                rec.events.append(Event(EventKind.STEP_REJECTED, "no damped signed step keeps V positive definite and the VLB"))
+                return Halt(Stop.STALLED, "stalled: no damped natural-gradient step on the site precisions raises the VLB")
+            st, at_new, new, rho_used, ev = res
+            if (gamma < 0).any() and not signed: ev.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int((gamma < 0).sum())))
+            sc['rho'] = min(1.0, 2.0 * sc['rho']) if rho_used == sc['rho'] else rho_used
+            cov_new = st.cov
+        else:
+            try: cov_new, info = fp_operator(model, m, cov, clip=True, at=at)
+            except ValueError as e:
+                rec.events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
+                return Halt(Stop.FAILED, f"T(V) factorisation failed: {e}")
+            at_new, new = _state(model, m, cov_new, clip=not signed)
+            ev = list(info['events'])
+        if not _finite(new):                                              # T(V) overflows the site expectations: keep V
+            rec.events.append(Event(EventKind.STEP_REJECTED, "T(V) makes the VLB or gamma overflow: V kept"))
+            return Halt(Stop.NOT_FINITE, "the expected log-likelihood overflows at T(V); the last finite state is returned")
+        gV, exact = _grad_V_inf(model, cov_new, new[2], decide=(0.0, tol))   # decides the T loop: exact if needed
+        lams = (sc['lams'] + (cov_new.lam.copy(),))[-3:]
+        cyc = len(lams) >= 3 and detect_two_cycle(*lams)
+        if cyc: ev.append(Event(EventKind.TWO_CYCLE, "λ_k = λ_(k−2) ≠ λ_(k−1)"))
+        sc.update(lams=lams, n_fp=sc['n_fp'] + 1)
+        sc['outer_done'] = bool(cyc or gV <= tol or (tol_rel > 0 and abs(new[0] - vlb) <= tol_rel * abs(new[0])) or sc['n_fp'] >= max_fp)
+        return _fp_step(_FPState(m, None, cov_new, at_new, *new, sc), gV, "fp_V", ev, finite=True, outer=sc['outer'], grad_V_exact=exact)
+
+    res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=stop_rule, history=hist,
+              count=lambda c: c.state.sched['outer'] - (not c.state.sched['outer_done']))   # max_iter counts outer iterations
+    s, stop, msg = res.state, res.stop, res.message
+    _exact_last(model, s.cov, s.gamma, hist)
+    m, cov = s.m, s.cov
+    if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
+    n_outer = s.sched['outer'] - (not s.sched['outer_done'])                # what max_iter counts: outer iterations completed
+    return VGPosterior(model, m, cov, "fpb", hist[-1].vlb, stop, hist, message=msg, n_iter=n_outer, n_steps=len(hist) - 1)
+
+# %% ../../nbs/methods/11b_fpb.ipynb #f31a8c3f
+register_method("fpi")(fpi)
+register_method("fpb")(fpb)
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxand01
 def anderson(pairs, w=None):
     """Anderson extrapolation (type II) of a fixed-point map x ↦ G(x) from the pairs (x_j, G(x_j)), oldest first: with
     residuals f_j = G(x_j) − x_j, the coefficients c minimise ‖w∘(f_k − ΔF c)‖₂ (ΔF: differences of successive residuals;
@@ -519,7 +637,7 @@ def anderson(pairs, w=None):
     c = np.linalg.lstsq(np.diff(F, axis=1), F[:, -1], rcond=1e-12)[0]
     return G[:, -1] - np.diff(G, axis=1) @ c
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxpair1
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxpair1
 def _fp_pair(model, m, cov, g, gamma, at):
     """(x, G(x), w) of the FPi map on x = (m, λ): G = (m + Vg, γ) (the Newton step on m at the current V, the T step on λ),
     w = the weights that make each residual dimensionless: 1/√(prior variance) on m, the site variance h_iᵀVh_i on λ."""
@@ -527,7 +645,7 @@ def _fp_pair(model, m, cov, g, gamma, at):
     w = np.concatenate([1.0 / np.sqrt(model.prior.diag()), np.maximum(at.v_site - model.c, 0.0)])
     return x, Gx, w
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxands1
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxands1
 def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
     """The FPi step to (m', λ') = `anderson(pairs, w)` of the map `_fp_pair`: `(step, at, state, 1.0, [])` when
     V' is positive definite and the step is an ascent (`_rises`), else None (the caller takes the plain step)."""
@@ -545,7 +663,7 @@ def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
                                     lambda: _optimality(model, st.cov, at_new, new[1], new[2]))): return None
     return st, at_new, new, 1.0, []
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxcurv1
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxcurv1
 def site_curvature(lik, y, m, v):
     """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
     alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule."""
@@ -560,7 +678,7 @@ def site_curvature(lik, y, m, v):
         e_vv[sl] = 0.25 * np.einsum('ij,ij->i', W, d2 * (z * z - vs[:, None])) / vs**2
     return e_mv, e_vv
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxndir1
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxndir1
 def _newton_dir(model, m, cov, g, gamma, at, W=None):
     """(δm, δλ): the Newton step on the stationarity equations F = (g, γ − λ) = 0 in (m, λ), V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹,
     through the Schur complement in λ: [2(E_mv S E_mv + E_vv)P − I]δλ = λ − γ + 2E_mv H W g, δm = W(g − HᵀE_mv P δλ),
@@ -580,7 +698,7 @@ def _newton_dir(model, m, cov, g, gamma, at, W=None):
     u = e_mv * (P @ dlam)
     return Wg - W.matvec(u if H is None else H.T @ u), dlam
 
-# %% ../../nbs/methods/11_fixed_point.ipynb #fpxnstp1
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxnstp1
 def _newton_step(model, m, r, cov, state, signed: bool, at):
     """The FPi step to the Newton point (m + δm, λ + δλ) of `_newton_dir` (λ < 0 set to 0 for the clipped iteration):
     `(step, at, state, 1.0, [])` when V' is positive definite and the step is an ascent (`_rises`), else None."""
@@ -599,118 +717,3 @@ def _newton_step(model, m, r, cov, state, signed: bool, at):
     if not (_finite(new) and _rises(vlb, new[0], lambda: _optimality(model, cov, at, g, gamma),
                                     lambda: _optimality(model, cov_new, at_new, new[1], new[2]))): return None
     return st, at_new, new, 1.0, []
-
-# %% ../../nbs/methods/11_fixed_point.ipynb #dc2b523b
-def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
-    """True when successive site precisions alternate: λ_k ≈ λ_{k−2} (relative `rtol`) while λ_k
-    differs from λ_{k−1} by more than 100x that amount (Sheth & Khardon 2016, Theorem 1: A = T(B), B = T(A), A ≠ B)."""
-    scale = max(float(np.max(np.abs(lam_k))), 1e-300)
-    back2 = float(np.max(np.abs(lam_k - lam_km2))) / scale
-    back1 = float(np.max(np.abs(lam_k - lam_km1))) / scale
-    return back2 <= rtol and back1 > 100 * max(back2, rtol * 1e-3)
-
-# %% ../../nbs/methods/11_fixed_point.ipynb #1dc63eca
-def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_seconds: float | None = None,
-        callback=None, tol_rel: float = 1e-9, max_newton: int = 50, max_fp: int = 50, clip: bool | None = None,
-        line_search: bool = True, polish: bool = True, lam0=None) -> VGPosterior:
-    """FPb (Sheth & Khardon 2016, §4): alternate Newton on m to convergence and T(V) iterated to convergence; records 2-cycles.
-
-    m0, V0, lam0: the start, as for `fpi` (default m = 0, V = v₀I, as in Sheth & Khardon 2016, §4).
-    tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm over (m, V) is ≤ tol; also the inner loops' tolerance.
-    max_iter: budget of outer iterations (`Stop.MAX_ITER`); max_seconds: time budget (`Stop.MAX_SECONDS`).
-    callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
-    tol_rel: relative VLB change that ends an inner loop, and the run (`Stop.REL_TOL`) over an outer iteration.
-    max_newton, max_fp: caps of the Newton loop on m and of the T loop on V per outer iteration.
-    clip, line_search, polish: as for `fpi`; after the first T step the T loop takes the damped step on λ alone
-        (m fixed; ρ halved while V is not positive definite or the VLB falls), the Newton metric on m keeps γ₊;
-        `line_search=False` iterates the plain T (which can cycle, Sheth & Khardon 2016, Theorem 1)."""
-    _check_opts(tol, tol_rel, max_iter, max_seconds)
-    for name, v in (("max_newton", max_newton), ("max_fp", max_fp)):
-        if isinstance(v, bool) or int(v) != v or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
-    signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
-    rho = 1.0
-    m, cov, ev = _initial_state(model, m0, V0, lam0)
-    hist = History(callback=callback, max_seconds=max_seconds)
-    cov, at, (vlb, g, gamma), ev2 = _finite_start(model, m, cov, model.prior.solve(m - model.mu), clip=not signed)
-    _record(hist, vlb, g, _grad_V_inf(model, cov, gamma)[0], "start", ev + ev2, outer=0)
-
-    def check():
-        "(Stop, message) called for by the last record, or None."
-        r = hist[-1]
-        if not (np.isfinite(r.vlb) and np.all(np.isfinite(gamma))): return Stop.NOT_FINITE, "VLB or gamma is not finite (overflow)"
-        if r.grad_norm <= tol and (dec := _decrement(model, cov, at, g, gamma)) <= tol:   # and the scale-free measure
-            return Stop.GRAD_TOL, f"gradient inf-norm {r.grad_norm:.2e} <= tol={tol} (scale-free measure {dec:.1e})"
-        if hist.stop_requested: return Stop.CALLBACK, "the callback asked to stop"
-        if hist.out_of_time(): return Stop.MAX_SECONDS, f"time budget max_seconds={max_seconds} spent"
-        return None
-
-    stop, prev_outer = check(), None
-    for outer in range(1, int(max_iter) + 1):
-        if stop: break
-        # (i) Newton on m at fixed V
-        for _ in range(int(max_newton)):
-            if float(np.max(np.abs(g))) <= tol and float(g @ cov.matvec(g)) <= tol: break
-            neg = gamma < 0
-            ev = [Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0 in the Hessian", count=int(neg.sum()))] if neg.any() else []
-            try:
-                Gg = at.gram_for(True)                                    # from the fused pass at this state
-                cov_H = SiteCov(model, np.where(neg, 0.0, gamma), gram=Gg)   # −Hessian in m
-            except ValueError as e:                                       # e.g. overflowed γ: not PD in float64
-                hist[-1].events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
-                stop = Stop.FAILED, f"Newton factorisation failed: {e}"; break
-            m_new, tau, vlb_new = newton_mean_step(model, m, g, vlb, cov_H, at, line_search=line_search)
-            if tau != 1.0: ev.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g}"))
-            done = tol_rel > 0 and abs(vlb_new - vlb) <= tol_rel * abs(vlb_new)
-            m = m_new
-            vlb, g, gamma = _vlb_grad(model, m, at, gram=True)            # with the next Newton metric's Gram sum (fused pass)
-            gV, exact = _grad_V_inf(model, cov, gamma, decide=(float(np.max(np.abs(g))), tol))
-            _record(hist, vlb, g, gV, "newton_m", ev, outer=outer, grad_V_exact=exact)
-            stop = check()
-            if tau == 0.0 or done or stop: break
-        # (ii) T iterated at fixed m
-        lams = []
-        for _ in range(int(max_fp)):
-            if stop: break
-            if line_search and isinstance(cov, _SITE_FORMS):              # damped step on λ at fixed m (after the first T)
-                res = _damped_step(model, m, None, cov, (vlb, g, gamma), rho, mean=False, signed=signed, at=at)
-                if res is None:
-                    hist[-1].events.append(Event(EventKind.STEP_REJECTED, "no damped signed step keeps V positive definite and the VLB"))
-                    stop = Stop.STALLED, "stalled: no damped natural-gradient step on the site precisions raises the VLB"; break
-                st, at_new, state, rho_used, ev = res
-                if (gamma < 0).any() and not signed: ev.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int((gamma < 0).sum())))
-                rho = min(1.0, 2.0 * rho) if rho_used == rho else rho_used
-                cov, info = st.cov, dict(events=ev)
-            else:
-              try:
-                cov, info = fp_operator(model, m, cov, clip=True, at=at)
-              except ValueError as e:
-                hist[-1].events.append(Event(EventKind.FACTORISATION_FAILED, str(e)))
-                stop = Stop.FAILED, f"T(V) factorisation failed: {e}"; break
-              at_new, state = _state(model, m, cov, clip=not signed)
-            if not _finite(state):                                        # T(V) overflows the site expectations: keep V
-                cov = at.cov
-                hist[-1].events.append(Event(EventKind.STEP_REJECTED, "T(V) makes the VLB or gamma overflow: V kept"))
-                stop = Stop.NOT_FINITE, "the expected log-likelihood overflows at T(V); the last finite state is returned"; break
-            at, vlb_old = at_new, vlb
-            vlb, g, gamma = state
-            gV, exact = _grad_V_inf(model, cov, gamma, decide=(0.0, tol))   # decides the T loop: exact if needed
-            ev = list(info['events'])
-            lams.append(cov.lam.copy())
-            cyc = len(lams) >= 3 and detect_two_cycle(lams[-3], lams[-2], lams[-1])
-            if cyc: ev.append(Event(EventKind.TWO_CYCLE, "λ_k = λ_(k−2) ≠ λ_(k−1)"))
-            _record(hist, vlb, g, gV, "fp_V", ev, outer=outer, grad_V_exact=exact)
-            stop = check()
-            if cyc or gV <= tol or (tol_rel > 0 and abs(vlb - vlb_old) <= tol_rel * abs(vlb)) or stop: break
-        if stop: break
-        if tol_rel > 0 and prev_outer is not None and abs(vlb - prev_outer) <= tol_rel * abs(vlb) and rho >= 0.125:
-            stop = Stop.REL_TOL, f"relative VLB change over an outer iteration <= tol_rel={tol_rel}"; break
-        prev_outer = vlb
-    stop, msg = stop or (Stop.MAX_ITER, f"reached max_iter={max_iter}")
-    _exact_last(model, cov, gamma, hist)
-    if polish: m, cov, stop, msg = _polish(model, m, cov, gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
-    return VGPosterior(model, m, cov, "fpb", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
-
-# %% ../../nbs/methods/11_fixed_point.ipynb #f31a8c3f
-register_method("fpi")(fpi)
-register_method("fpb")(fpb)

@@ -12,8 +12,7 @@ from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
                                check_budget)
 from ..driver import Monitor, Step, grad_tol, halving
-from .fixed_point import start_scale
-
+from .site_update import start_scale
 
 # %% auto #0
 __all__ = ['L_MIN', 'gap_bound', 'whitened', 'recentred', 'fit_grad']

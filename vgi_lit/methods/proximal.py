@@ -11,7 +11,7 @@ from ..vlb import site_terms, vlb as _vlb
 from ..inference import Event, EventKind, Stop, VGPosterior, check_budget, register_method, start_state
 from ..driver import Halt, Step, halving, run
 from .site_update import site_step
-from .fixed_point import start_var_cap
+from .site_update import start_var_cap
 
 
 # %% auto #0

@@ -11,7 +11,8 @@ from ..linalg import cholesky, chol_logdet, chol_solve
 from ..covariance import SiteCov, PrecisionCov
 
 # %% auto #0
-__all__ = ['SiteStep', 'site_step', 'SignedSiteCov', 'site_cov', 'PrecisionStep', 'precision_step']
+__all__ = ['SiteStep', 'site_step', 'SignedSiteCov', 'site_cov', 'PrecisionStep', 'precision_step', 'start_var_cap',
+           'start_scale']
 
 # %% ../../nbs/methods/09_site_update.ipynb #d913d1f5
 @dataclass
@@ -155,3 +156,27 @@ def precision_step(model, cov, m, H, dE_dm, gamma, rho: float, scale: float = 1.
     g_hat = scale * (H.T @ np.asarray(dE_dm, dtype=float)) - model.prior.solve(m - model.mu)
     delta = rho * new.matvec(g_hat)
     return PrecisionStep(m + delta, new, delta, n_clipped)
+
+# %% ../../nbs/methods/09_site_update.ipynb #start002
+def start_var_cap(lik) -> float:
+    """Largest start site variance v_i − c_i the likelihood allows: 10 where γ grows like e^(m + v/2) (Poisson,
+    exponential; then γ ≤ e⁵ at m = 0), no bound where γ is bounded."""
+    return 10.0 if type(lik).__name__ in ("Poisson", "Exponential") else np.inf
+
+# %% ../../nbs/methods/09_site_update.ipynb #start003
+def start_scale(model, v0: float) -> float:
+    """The factor s ∈ (0, 1] of the default start V = s·v₀I: 1 for a likelihood with bounded γ; else the largest s ≤ 1 with s·v₀‖h_i‖² ≤ h_iᵀΣh_i at every
+    site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ `start_var_cap`."""
+    S, cap = model.sites, start_var_cap(model.likelihood)
+    if not np.isfinite(cap): return 1.0                                      # bounded curvature: any start is finite (no pass)
+    if S.kind == 'identity': hh, hSh = np.ones(model.n), model.prior.diag()         # GP: h_i = e_i
+    elif S.kind == 'dense':
+        H = S.H
+        hh = np.einsum('ij,ij->i', H, H)                                     # ‖h_i‖², (n,)
+        hSh = np.einsum('ij,ji->i', H, model.prior.matmul(H.T))             # h_iᵀΣh_i, (n,)
+    else:                                                                    # through the site matrix: ‖L_Σᵀh_i‖²
+        hh, hSh = S.row_norms2(), S.quad(model.prior.half_T(np.eye(model.d)))
+    nz = hh > 0
+    if not nz.any(): return 1.0
+    s = min(1.0, float(np.min(hSh[nz] / (v0 * hh[nz]))), cap / (v0 * float(np.max(hh))))
+    return 1.0 if (s >= 1.0 - 1e-12 or not s > 0) else s                       # 1 up to the rounding of hSh
