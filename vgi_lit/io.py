@@ -15,10 +15,10 @@ from .inference import History, Stop, VGPosterior
 
 
 # %% auto #0
-__all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'RESULTS', 'MODEL_KINDS', 'POSTERIORS', 'likelihood_spec',
-           'likelihood_from_spec', 'kernel_spec', 'kernel_from_spec', 'save', 'load', 'history_spec',
-           'history_from_spec', 'register_result', 'result_spec', 'result_from_spec', 'model_arrays',
-           'model_from_arrays', 'register_posterior', 'save_posterior', 'load_posterior']
+__all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'SAVERS', 'RESULTS', 'MODEL_KINDS', 'POSTERIORS',
+           'likelihood_spec', 'likelihood_from_spec', 'kernel_spec', 'kernel_from_spec', 'register_saver', 'save',
+           'load', 'history_spec', 'history_from_spec', 'register_result', 'result_spec', 'result_from_spec',
+           'model_arrays', 'model_from_arrays', 'register_posterior', 'save_posterior', 'load_posterior']
 
 # %% ../nbs/08_io.ipynb #io05
 FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 1
@@ -88,6 +88,17 @@ class _Factor(FactorCov):
     def __repr__(self): return f"FactorCov(d={self.d})"
 
 
+# %% ../nbs/08_io.ipynb #io12s
+SAVERS: dict = {}
+
+def register_saver(cls, key: str, load_fn):
+    """Register a class whose objects save themselves: `save(obj, path)` calls `obj.save(path)`, which writes a file of
+    this format with an extra entry named `key`; `load(path)` of a file with that entry returns `load_fn(path)`. The
+    scikit-learn estimators register here (the apps tier), so this module needs nothing from them."""
+    if not (isinstance(key, str) and key and key != "settings"): raise ValueError(f"key must be a non-empty name other than 'settings', got {key!r}")
+    SAVERS[cls.__name__] = (cls, key, load_fn)
+    return cls
+
 # %% ../nbs/08_io.ipynb #io13
 def _labels(labels, lik):
     """The class labels as a JSON-ready list, checked against the likelihood: K distinct labels for an ordinal
@@ -113,7 +124,10 @@ def save(posterior, path, labels=None) -> Path:
     result class registered by `register_result` (a `HyperFit`) its own fields too (`result_spec`).
     `labels`: the class labels of the targets in the data's coding (ordinal: one per class 0..K-1; binary: those of
     y = -1 and y = +1); default those the posterior carries from `load` (`posterior.info['labels']`), else none.
-    Returns the path written."""
+    Returns the path written. An object of a class registered by `register_saver` (a scikit-learn estimator) writes
+    itself (`obj.save(path)`, this format plus its own entries)."""
+    for cls, _key, _ in SAVERS.values():
+        if isinstance(posterior, cls): return Path(posterior.save(path))
     post = getattr(posterior, "posterior", posterior)
     if POSTERIORS.get(type(post).__name__) is type(post): return save_posterior(post, path)      # a two-level model's result
     if not isinstance(post, VGPosterior):
@@ -162,12 +176,20 @@ def _read(path):
         raise ValueError(f"{path} has format version {settings.get('version')!r}; this vgi_lit reads version {FORMAT_VERSION}")
     return settings, arrays
 
-def load(path) -> VGPosterior:
+def load(path, as_saved: bool = True):
     """The posterior saved by `save`, with its model rebuilt from the file: predictions (`predict`,
     `predict_y`, `log_pred_density`) equal those of the saved posterior. The history is not saved: the
     returned one is empty, with the run's stop reason, method, VLB and iteration count. The class labels
     saved with it are `info['labels']` (an array; None for a file without them). A file written from a registered
-    result (a `HyperFit`) loads as that result, around the loaded posterior."""
+    result (a `HyperFit`) loads as that result, around the loaded posterior. A file written by a
+    registered saver (`register_saver`: a scikit-learn estimator) loads as that object; `as_saved=False` gives its
+    posterior alone."""
+    if as_saved and SAVERS and Path(path).is_file() and zipfile.is_zipfile(path):
+        try:
+            with np.load(Path(path), allow_pickle=False) as z: files = set(z.files)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile): files = set()   # `_read` below says what is wrong
+        for _cls, key, load_fn in SAVERS.values():
+            if key in files: return load_fn(path)
     s, A = _read(path)
     if s["model"] in MODEL_KINDS: return load_posterior(s, A, path)                            # a two-level model's result
     lik = likelihood_from_spec(s["likelihood"])

@@ -210,7 +210,8 @@ def test_save_and_load_without_pickle(make, tmp_path):
     assert back.get_params() == est.get_params()
     assert path.stat().st_size < 50_000
     from vgi_lit.io import load
-    assert np.allclose(load(path).predict(est._inputs(Xs))[0], est.posterior_.predict(est._inputs(Xs))[0])
+    assert np.allclose(load(path, as_saved=False).predict(est._inputs(Xs))[0], est.posterior_.predict(est._inputs(Xs))[0])
+    assert type(load(path)) is type(est)                                          # vgi_lit.io.load gives the estimator back
     with pytest.raises(ValueError, match="holds a"):
         (VGRegressor if type(est) is not VGRegressor else VGClassifier).load(path)
 

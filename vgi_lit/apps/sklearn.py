@@ -25,7 +25,7 @@ import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparam
 
 # %% auto #0
 __all__ = ['LATENTS', 'EXPECTED_FAILED_CHECKS', 'VGClassifier', 'latent_cov', 'VGRegressor', 'VGPoissonRegressor',
-           'VGOrdinalRegressor']
+           'VGOrdinalRegressor', 'load_estimator']
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk04
 LATENTS = ("gp", "sparse_gp", "glm")
@@ -161,7 +161,7 @@ class _VGEstimator(BaseEstimator):
     @classmethod
     def load(cls, path):
         "The estimator written by `save` (of this class), fitted: its predictions equal those of the saved one."
-        post = vio.load(path)
+        post = vio.load(path, as_saved=False)
         with np.load(path, allow_pickle=False) as z:
             if "estimator" not in z.files:
                 raise ValueError(f"{path} holds a posterior but no estimator (written by vgi_lit.io.save, not by an estimator's save)")
@@ -451,6 +451,16 @@ class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
         "The most probable class of each row."
         P = self.predict_proba(X)
         return self.classes_[np.argmax(P, 1)]
+
+# %% ../../nbs/apps/50_sklearn.ipynb #sksave1
+def load_estimator(path):
+    "The fitted estimator in `path` (written by an estimator's `save`, or `vgi_lit.io.save` of one), whatever its class."
+    with np.load(path, allow_pickle=False) as z: name = json.loads(str(z["estimator"]))["class"]
+    classes = {c.__name__: c for c in (VGClassifier, VGRegressor, VGPoissonRegressor, VGOrdinalRegressor)}
+    if name not in classes: raise ValueError(f"{path} holds an estimator of unknown class {name!r}")
+    return classes[name].load(path)
+
+vio.register_saver(_VGEstimator, "estimator", load_estimator)     # vgi_lit.io.save(est, path) and vgi_lit.io.load(path)
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk16
 _COUNTS = ("the Poisson likelihood takes counts (non-negative integers) and refuses this check's real-valued, "
