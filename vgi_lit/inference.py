@@ -16,7 +16,7 @@ from .models import LGM
 __all__ = ['CONVERGED_STOPS', 'LGM_KINDS', 'METHODS', 'MODEL_METHODS', 'DEFAULT_METHOD', 'LEARNERS', 'EventKind', 'Event', 'Stop',
            'DegenerateFitWarning', 'RunawayParameterWarning', 'Record', 'History', 'Progress', 'start_state',
            'check_budget', 'Posterior', 'StatePosterior', 'VGPosterior', 'register_method', 'method_keywords',
-           'register_learner', 'methods_for', 'fit']
+           'register_options_method', 'register_learner', 'methods_for', 'fit']
 
 # %% ../nbs/07_inference.ipynb #a3e9a7e7
 class EventKind(str, Enum):
@@ -328,6 +328,17 @@ def method_keywords(common: dict, allowed: tuple, options, cls) -> dict:
     if options is None: options = cls()
     if not isinstance(options, cls): raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
     return {**common, **{k: getattr(options, k) for k in names}}
+
+def register_options_method(fit_fn, method: str, kind: str, options_cls, common: tuple):
+    """Register a two-level model's fit function `fit_fn(model, method, **settings)` as `fit(model, method,
+    options=options_cls(...), **common)` for the model kind `kind`: the common options (`common`, e.g. `tol`,
+    `max_iter`, ...) as keywords, the model's own settings grouped in `options` (`method_keywords` checks both)."""
+    def run(model, options=None, **kw):
+        return fit_fn(model, method, **method_keywords(kw, common, options, options_cls))
+    run.__name__ = run.__qualname__ = f"{fit_fn.__name__}_{method.replace('-', '_')}"
+    run.__doc__ = (f"`fit({kind}, {method!r}, options={options_cls.__name__}(...), {', '.join(c + '=' for c in common)})`: "
+                   f"`{fit_fn.__name__}` by {method}.")
+    return register_method(method, models=(kind,))(run)
 
 DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi', 'pmf': 'h-mc-ssvi', 'ctm': 'h-mc-ssvi', 'gme': 'h-mc-ssvi'}
 LEARNERS: list = []

@@ -17,7 +17,7 @@ from ..models import PriorCov, GaussianPrior
 from ..models.ctm import CTM, check_counts, init_beta, check_beta
 from ..covariance import DenseCov
 from ..vlb import kl
-from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_method, method_keywords
+from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method
 from ..driver import Step, first_of, run, rel_tol_evaluated
 from ..io import register_posterior
 from .svi import Adagrad, step_size
@@ -617,11 +617,4 @@ class CTMOptions:
 
 COMMON = ("tol", "max_iter", "max_seconds", "callback", "state0")
 
-def _register(method: str):
-    def run(model, options: CTMOptions | None = None, **common) -> CTMPosterior:
-        return fit_ctm(model, method, **method_keywords(common, COMMON, options, CTMOptions))
-    run.__name__ = run.__qualname__ = f"fit_ctm_{method.replace('-', '_')}"
-    run.__doc__ = f"`fit(ctm, {method!r}, options=CTMOptions(...), tol=, max_iter=, max_seconds=, callback=, state0=)`: `fit_ctm` by {method}."
-    return register_method(method, models=("ctm",))(run)
-
-for _m in METHODS: _register(_m)
+for _m in METHODS: register_options_method(fit_ctm, _m, "ctm", CTMOptions, COMMON)

@@ -13,7 +13,7 @@ from ..models.gme import GME
 from ..covariance import DenseCov, PrecisionCov, as_cov
 from ..vlb import kl_to_prior
 from dataclasses import dataclass
-from ..inference import History, Event, EventKind, Stop, check_budget, start_state, Posterior, register_method, method_keywords
+from ..inference import History, Event, EventKind, Stop, check_budget, start_state, Posterior, register_method, method_keywords, register_options_method
 from ..driver import Step, rel_tol, run
 from ..io import register_posterior
 from .svi import Adagrad, init_state, gauss_update, step_size
@@ -323,14 +323,7 @@ class GMEMeanFieldOptions:
     lr: float = 0.1                    # ADAGRAD rate of β, ς
     sigma_init: float = 1.0            # the start σ
 
-def _register(method: str):
-    def run(model, options: GMEOptions | None = None, **common) -> GMEPosterior:
-        return gme_fit(model, method, **method_keywords(common, ("max_iter", "max_seconds", "callback", "m0", "V0"), options, GMEOptions))
-    run.__name__ = run.__qualname__ = f"gme_fit_{method.replace('-', '_')}"
-    run.__doc__ = f"`fit(gme, {method!r}, options=GMEOptions(...), max_iter=, max_seconds=, callback=, m0=, V0=)`: `gme_fit` by {method}."
-    return register_method(method, models=("gme",))(run)
-
-for _m in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): _register(_m)
+for _m in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): register_options_method(gme_fit, _m, "gme", GMEOptions, ("max_iter", "max_seconds", "callback", "m0", "V0"))
 
 @register_method("mean-field", models=("gme",))
 def gme_fit_mean_field(model, options: GMEMeanFieldOptions | None = None, **common) -> GMEPosterior:

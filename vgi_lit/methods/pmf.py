@@ -15,7 +15,7 @@ from ..models.pmf import PMF, check_indices
 from ..covariance import DenseCov, PrecisionCov
 from ..likelihoods import Likelihood, Gaussian
 from ..vlb import kl, kl_gauss
-from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_method, method_keywords
+from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method
 from ..driver import Step, run, rel_tol_evaluated
 from ..io import register_posterior
 from .svi import SVIState, Adagrad, gauss_update, site_derivs, step_size
@@ -421,11 +421,4 @@ class PMFOptions:
 
 COMMON = ("tol", "max_iter", "max_seconds", "callback", "state0")
 
-def _register(method: str):
-    def run(model, options: PMFOptions | None = None, **common) -> PMFPosterior:
-        return fit_pmf(model, method, **method_keywords(common, COMMON, options, PMFOptions))
-    run.__name__ = run.__qualname__ = f"fit_pmf_{method.replace('-', '_')}"
-    run.__doc__ = f"`fit(pmf, {method!r}, options=PMFOptions(...), tol=, max_iter=, max_seconds=, callback=, state0=)`: `fit_pmf` by {method}."
-    return register_method(method, models=("pmf",))(run)
-
-for _m in METHODS: _register(_m)
+for _m in METHODS: register_options_method(fit_pmf, _m, "pmf", PMFOptions, COMMON)
