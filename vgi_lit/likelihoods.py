@@ -476,7 +476,7 @@ def _tilt_mode(lik, y, m, v, iters: int = 200):
 # %% ../nbs/01_likelihoods.ipynb #tlt0lpd1
 def _tilted_log_pred(lik, y, m, v, t=None, w=None, method: str = 'auto', n_gh: int = 32):
     """log ∫ p(y|f) N(f|m, v) df for 1-D sites by the tilted identity: −δ²/(2v) + log E over N(f̂, v) of
-    exp(ℓ(f) − (f − f̂)δ/v), f̂ = `_tilt_mode`, δ = f̂ − m; `gauss_rule` around f̂ (width 0.3/√(−ℓ''(f̂))) and the
+    exp(ℓ(f) − (f − f̂)δ/v), f̂ = `` _tilt_mode ``, δ = f̂ − m; `gauss_rule` around f̂ (width 0.3/√(−ℓ''(f̂))) and the
     likelihood's transitions `t` (n, T) with widths `w`."""
     fh = _tilt_mode(lik, y, m, v); d = fh - m                                  # (n,)
     k = np.where(v > 0, d / np.where(v > 0, v, 1.0), 0.0)                      # δ/v, the slope of the tilt

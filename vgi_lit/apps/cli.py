@@ -159,7 +159,7 @@ def learning_advice(res, post) -> str:
     return res.message or res.stop.value
 
 def coefficient_table(post, names, scaler, intercept: bool) -> str:
-    """The GLM's coefficients on the raw inputs' scale (`Standardizer.raw_coefficients`): posterior mean, standard
+    """The GLM's coefficients on the raw inputs' scale (`` Standardizer.raw_coefficients ``): posterior mean, standard
     deviation and the 95% interval mean ± 1.96 sd under q, one line per input (`names`, one-hot columns included),
     the intercept last when the model has one."""
     mean, cov = scaler.raw_coefficients(post.m, post.V, intercept)

@@ -23,7 +23,7 @@ _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of 
 
 class AtCov:
     """Cache of the V-only quantities of `cov` for `model`: site variances and the V part of the KL (`kl_cov_part`);
-    after a fused pass (`_state`) also `gram_next` = Hᵀdiag(w)H (w = γ₊ if `gram_clip`, else γ) and `sq` = (H∘H)ᵀ[δ₊ δ₋]
+    after a fused pass (`` _state ``) also `gram_next` = Hᵀdiag(w)H (w = γ₊ if `gram_clip`, else γ) and `sq` = (H∘H)ᵀ[δ₊ δ₋]
     (δ = λ − γ) at the state it was computed for (cleared when another state is computed with this cache)."""
     def __init__(self, model, cov, v_site=None):
         self.cov = cov
