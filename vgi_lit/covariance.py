@@ -26,7 +26,7 @@ class FactorCov:
     def site_var(self, model):
         "v_i = c_i + h_iᵀ V h_i (Sheth & Khardon 2016, eq. 4): ‖Fᵀh_i‖², through the site matrix unless H is a dense array"
         S = model.sites
-        if S.kind in ('identity', 'dense'): return model.c + self.var_at(model.H)
+        if S.dense_array: return model.c + self.var_at(model.H)
         return model.c + S.quad(self.F.T)
     def matvec(self, x):
         "V x = F (Fᵀ x)"

@@ -56,7 +56,7 @@ def vlb_grad(model, m, at: AtCov, r=None, gram: bool = False):
 # %% ../../nbs/methods/11_fixed_point.ipynb #fused002
 def _fused(model) -> bool:
     "Whether the FP methods make one fused pass over the sites per state: sites computed per block or held elsewhere."
-    return model.sites.kind not in ('identity', 'dense', 'csr')
+    return not model.sites.in_memory
 
 def _per_site_arrays(lik, n) -> bool:
     "True when an attribute of the likelihood is an array with one entry per site (its terms then need all sites at once)."
@@ -408,7 +408,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
     if not isinstance(newton, (bool, np.bool_)): raise ValueError(f"newton must be True or False, got {newton!r}")
-    if newton and model.sites.kind not in ('identity', 'dense'):
+    if newton and not model.sites.dense_array:
         raise ValueError(f"newton=True needs the sites as n × n dense matrices (a GP, or rows in memory), got sites '{model.sites.kind}'")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
     signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))

@@ -131,7 +131,7 @@ class HyperParams:
     space; a model at given free values; the exact partial derivative of the VLB in the free parameters at any q."""
     def __init__(self, model, learn_mean: bool = False, fixed=None, learn_inducing: bool = False):
         self.model, self.learn_mean = model, bool(learn_mean)
-        if model.sites.kind in ('blocked', 'dask'):
+        if not model.sites.in_memory:
             raise ValueError(f"learn needs the site matrix in memory, and this {type(model).__name__} holds its sites as '{model.sites.kind}' "
                              "rows (computed per block / a dask array): learn the hyperparameters on an in-memory model (block_size=None, or "
                              "a subset of the rows) and build the blocked model at the learned values (model.kernel.with_params(...))")
