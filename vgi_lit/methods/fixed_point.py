@@ -215,12 +215,11 @@ def initial_state(model, m0=None, V0=None, lam0=None):
     m, _ = start_state(model, 0.0 if m0 is None else m0, None)
     if lam0 is not None:
         if V0 is not None: raise ValueError("give V0 or lam0, not both (lam0 defines the start covariance in site form)")
-        try: return m, site_cov(model, _check_lam0(model, lam0)), []
-        except ValueError as e:
-            if "lam0" in str(e): raise
-            raise ValueError(f"lam0 does not give a positive-definite start covariance: {e}") from None
+        lam = _check_lam0(model, lam0)                                   # its own errors name lam0
+        try: return m, site_cov(model, lam), []
+        except ValueError as e: raise ValueError(f"lam0 does not give a positive-definite start covariance: {e}") from None
     if V0 is None:
-        v0 = 0.1 if type(model.likelihood).__name__ in ("Poisson", "Exponential") else 1.0
+        v0 = 1.0 if getattr(model.likelihood, "curvature_bounded", True) else 0.1     # γ growing like e^(v/2): a small start, as for Poisson there
         s = start_scale(model, v0)
         ev = [] if s == 1.0 else [Event(EventKind.START, f"V0 = {s * v0:.3g} I: v0 I (v0 = {v0:g}) scaled by {s:.3g} so that no start site "
                                                          "variance exceeds the prior's or the likelihood's bound")]

@@ -159,9 +159,10 @@ def precision_step(model, cov, m, H, dE_dm, gamma, rho: float, scale: float = 1.
 
 # %% ../../nbs/methods/09_site_update.ipynb #start002
 def start_var_cap(lik) -> float:
-    """Largest start site variance v_i − c_i the likelihood allows: 10 where γ grows like e^(m + v/2) (Poisson,
-    exponential; then γ ≤ e⁵ at m = 0), no bound where γ is bounded."""
-    return 10.0 if type(lik).__name__ in ("Poisson", "Exponential") else np.inf
+    """Largest start site variance v_i − c_i the likelihood allows: 10 where γ grows like e^(±m + v/2) (a likelihood
+    whose `curvature_bounded` is False: Poisson, exponential, stochastic volatility, zero-inflated Poisson; then
+    γ ≤ e⁵ at m = 0), no bound where γ is bounded (also for a likelihood object that does not say)."""
+    return np.inf if getattr(lik, "curvature_bounded", True) else 10.0
 
 # %% ../../nbs/methods/09_site_update.ipynb #start003
 def start_scale(model, v0: float) -> float:
