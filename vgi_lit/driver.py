@@ -64,13 +64,16 @@ def grad_tol(tol: float, scale: Callable | None = None, what: str = "|g|"):
         return None
     return test
 
+def _rel_change(value: float, ref: float, tol: float, what: str):
+    "`REL_TOL` when |value − ref| ≤ tol · (1 + |value|), else None; `what` names the quantity in the message."
+    d = abs(value - ref)
+    return (Stop.REL_TOL, f"relative change of the {what} {d / (1 + abs(value)):.1e} <= {tol:g}") if d <= tol * (1.0 + abs(value)) else None
+
 def rel_tol(tol: float):
     "The test `REL_TOL`: |F(s_k) − F(s_(k−1))| ≤ tol · (1 + |F(s_k)|), both finite (never at the start)."
     def test(cur: Step, prev: Step | None):
         if prev is None or cur.value is None or prev.value is None or not (np.isfinite(cur.value) and np.isfinite(prev.value)): return None
-        d = abs(cur.value - prev.value)
-        if d <= tol * (1.0 + abs(cur.value)): return Stop.REL_TOL, f"relative change of the objective {d / (1 + abs(cur.value)):.1e} <= {tol:g}"
-        return None
+        return _rel_change(cur.value, prev.value, tol, "objective")
     return test
 
 def first_of(*tests):
@@ -195,10 +198,7 @@ def rel_tol_evaluated(tol: float):
     last = []
     def test(cur: Step, prev: Step | None):
         if cur.value is None or not np.isfinite(cur.value): return None
-        out = None
-        if last:
-            d = abs(cur.value - last[0])
-            if d <= tol * (1.0 + abs(cur.value)): out = Stop.REL_TOL, f"relative change of the estimated bound {d / (1 + abs(cur.value)):.1e} <= {tol:g}"
+        out = _rel_change(cur.value, last[0], tol, "estimated bound") if last else None
         last[:] = [cur.value]
         return out
     return test

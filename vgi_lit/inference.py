@@ -336,6 +336,7 @@ def register_options_method(fit_fn, method: str, kind: str, options_cls, common:
     def run(model, options=None, **kw):
         return fit_fn(model, method, **method_keywords(kw, common, options, options_cls))
     run.__name__ = run.__qualname__ = f"{fit_fn.__name__}_{method.replace('-', '_')}"
+    run.__wrapped__ = fit_fn          # its signature (the budget defaults a progress bar reads) is the fit function's
     run.__doc__ = (f"`fit({kind}, {method!r}, options={options_cls.__name__}(...), {', '.join(c + '=' for c in common)})`: "
                    f"`{fit_fn.__name__}` by {method}.")
     return register_method(method, models=(kind,))(run)
@@ -350,7 +351,7 @@ def register_learner(fn):
 def methods_for(model) -> dict:
     """{name: fn} of the methods `fit` accepts for `model`: those of the latent Gaussian models for an `LGM`, else those
     registered for the model's `kind`. A TypeError naming the models `fit` knows for anything else."""
-    if isinstance(model, LGM): return METHODS
+    if isinstance(model, LGM): return MODEL_METHODS.get(model.kind, METHODS)   # another LGM: the latent Gaussian models' methods
     kind = getattr(model, "kind", None)
     if isinstance(kind, str) and kind in MODEL_METHODS and kind not in LGM_KINDS: return MODEL_METHODS[kind]
     kinds = ', '.join(sorted(k for k in MODEL_METHODS if k not in LGM_KINDS)) or 'none registered'
@@ -378,7 +379,7 @@ def fit(model, method: str | None = None, learn: bool = False, progress: bool = 
         elsewhere = sorted(k for k, t in MODEL_METHODS.items() if method in t)
         hint = f" ({method!r} is a method of the kinds {', '.join(elsewhere)})" if elsewhere else ""
         raise ValueError(f"unknown method {method!r} for a {name}; available: {', '.join(sorted(table))}{hint}")
-    if learn and table is not METHODS:
+    if learn and not isinstance(model, LGM):
         raise ValueError(f"learn=True learns the prior of a latent Gaussian model (GLM, GP, SparseGP); a {name} learns its "
                          f"parameters through its options (e.g. options=PMFOptions(learn_prior=True))")
     if progress:                                   # learn declares its own budget (outer iterations) on the bar

@@ -357,7 +357,7 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
         if _finite(new) and _rises(vlb, new[0], opt_old, lambda: _optimality(model, st.cov, at_new, new[1], new[2], mean)): return True
         if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb): floor[:] = [c]
         n['fell'] += 1; return False
-    h_max = max(int(np.log2(rho / rho_min)) - 1, 0)
+    h_max = 0
     while rho * 0.5 ** (h_max + 1) >= rho_min: h_max += 1                  # the halvings that keep ρ ≥ rho_min
     out = halving(propose, accept, rho, max_halvings=h_max)
     if out is not None:
@@ -521,6 +521,10 @@ def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
     return back2 <= rtol and back1 > 100 * max(back2, rtol * 1e-3)
 
 # %% ../../nbs/methods/11b_fpb.ipynb #1dc63eca
+def _outer_done(sched) -> int:
+    "The outer iterations FPb has completed (the current one counts once its T loop has ended)."
+    return sched['outer'] - (not sched['outer_done'])
+
 def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, max_newton: int = 50, max_fp: int = 50, clip: bool | None = None,
         line_search: bool = True, polish: bool = True, lam0=None) -> VGPosterior:
@@ -612,12 +616,12 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
         return _fp_step(_FPState(m, None, cov_new, at_new, *new, sc), gV, "fp_V", ev, finite=True, outer=sc['outer'], grad_V_exact=exact)
 
     res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=stop_rule, history=hist,
-              count=lambda c: c.state.sched['outer'] - (not c.state.sched['outer_done']))   # max_iter counts outer iterations
+              count=lambda c: _outer_done(c.state.sched))                           # max_iter counts outer iterations
     s, stop, msg = res.state, res.stop, res.message
     _exact_last(model, s.cov, s.gamma, hist)
     m, cov = s.m, s.cov
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
-    n_outer = s.sched['outer'] - (not s.sched['outer_done'])                # what max_iter counts: outer iterations completed
+    n_outer = _outer_done(s.sched)                                      # what max_iter counts: outer iterations completed
     return VGPosterior(model, m, cov, "fpb", hist[-1].vlb, stop, hist, message=msg, n_iter=n_outer, n_steps=len(hist) - 1)
 
 # %% ../../nbs/methods/11b_fpb.ipynb #f31a8c3f
