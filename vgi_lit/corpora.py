@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
-from .datasets import find_file, shared_data_dir, DataNotFoundError
+from .datasets import find_file, default_data_dir, DataNotFoundError
 
 # %% auto #0
 __all__ = ['REUTERS_FILES', 'REUTERS_URL', 'REUTERS_SIZE', 'STOP_WORDS', 'NEWS_FILE', 'NEWS_URL', 'NEWS_ARTICLES', 'Corpus',
@@ -86,11 +86,6 @@ def read_ldac(path, n_vocab: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.asarray(data, np.int64), np.asarray(idx, np.int64), np.asarray(indptr, np.int64)),
                          shape=(len(indptr) - 1, n_vocab))
 
-# %% ../nbs/06a_corpora.ipynb #8582db97
-def _default_dirs(data_dir):
-    "`data_dir`, else the shared data folder beside the repository (None when there is none): the loaders' default."
-    return data_dir if data_dir is not None else shared_data_dir()
-
 # %% ../nbs/06a_corpora.ipynb #7edb77ab
 REUTERS_FILES = ("reuters.ldac", "reuters.tokens", "reuters.titles")
 
@@ -101,7 +96,7 @@ REUTERS_SIZE = (395, 4258, 84010)        # documents, vocabulary, tokens
 def load_reuters(data_dir=None, download: bool = True) -> Corpus:
     """The 395-document Reuters corpus of the `lda` package (4,258 words, 84,010 tokens), from `reuters/` or the folder itself
     in `data_dir` (default: the shared data folder beside the repository), the usual data directories, else downloaded."""
-    base = _default_dirs(data_dir)
+    base = default_data_dir(data_dir)
     if base is not None and (Path(base) / "reuters").is_dir(): base = Path(base) / "reuters"
     paths = [find_file(n, base, url=REUTERS_URL + n, download=download) for n in REUTERS_FILES]
     vocab = [l.strip() for l in open(paths[1]) if l.strip()]
@@ -195,7 +190,7 @@ def load_news_articles(data_dir=None, download: bool = True, min_len: int = 3, m
     remaining article (title, subtitle and text) tokenised by `tokenize` and the vocabulary rule of `corpus_from_tokens` applied.
     Read from `NewsArticles.zip` in `data_dir` (default: the shared data folder beside the repository), the usual data
     directories, else downloaded."""
-    path = find_file(NEWS_FILE, _default_dirs(data_dir), url=NEWS_URL, download=download)
+    path = find_file(NEWS_FILE, default_data_dir(data_dir), url=NEWS_URL, download=download)
     rows = read_news_articles(path)
     if len(rows) != NEWS_ARTICLES: raise ValueError(f"{path}: {len(rows)} articles, expected {NEWS_ARTICLES}")
     full = [r for r in rows if (r["text"] or "").strip()]

@@ -14,10 +14,11 @@ from .linalg import cholesky
 
 # %% auto #0
 __all__ = ['ENV_VAR', 'LIBSVM_URL', 'UCI_URL', 'LABELS', 'FILES', 'HOUSING_FEATURES', 'MOVIELENS_URL', 'MOVIELENS_FILES',
-           'MOVIELENS_SIZE', 'Dataset', 'DataNotFoundError', 'cache_dir', 'shared_data_dir', 'data_dirs', 'find_file',
-           'read_libsvm', 'read_delimited', 'read_file', 'load_a1a', 'load_a7a', 'load_colon_cancer', 'load_ionosphere',
-           'load_sonar', 'load_housing', 'ZScored', 'zscore', 'Split', 'random_split', 'Ratings', 'read_ratings',
-           'load_movielens_100k', 'rating_folds', 'fold_split', 'synthetic_glm', 'synthetic_gp', 'simulated_counts_on']
+           'MOVIELENS_SIZE', 'Dataset', 'DataNotFoundError', 'cache_dir', 'shared_data_dir', 'default_data_dir',
+           'data_dirs', 'find_file', 'read_libsvm', 'read_delimited', 'read_file', 'load_a1a', 'load_a7a',
+           'load_colon_cancer', 'load_ionosphere', 'load_sonar', 'load_housing', 'ZScored', 'zscore', 'Split',
+           'random_split', 'Ratings', 'read_ratings', 'load_movielens_100k', 'rating_folds', 'fold_split',
+           'synthetic_glm', 'synthetic_gp', 'simulated_counts_on']
 
 # %% ../nbs/06_datasets.ipynb #ece6c417
 @dataclass(repr=False)
@@ -63,6 +64,12 @@ def shared_data_dir(start=None) -> Path | None:
         cand = anc / "shared" / "data"
         if cand.is_dir(): return cand
     return None
+
+# %% ../nbs/06_datasets.ipynb #6a2ef92f
+def default_data_dir(data_dir=None):
+    """`data_dir` when given, else the shared data folder beside the repository (`shared_data_dir()`; None when there
+    is none): the loaders' default folder."""
+    return data_dir if data_dir is not None else shared_data_dir()
 
 # %% ../nbs/06_datasets.ipynb #eac476d4
 def data_dirs(data_dir=None) -> list:

@@ -32,12 +32,6 @@ def se_gp(X, y, lik, log_ell, log_sf):
     "GP with GPML's covSEiso, σ² exp(−‖x − x'‖²/(2ℓ²)), ℓ = e^log_ell, σ = e^log_sf (the library's RBF, default jitter)."
     return GP(X, y, lik, RBF(variance=float(np.exp(2.0*log_sf)), lengthscale=float(np.exp(log_ell))))
 
-# %% ../../nbs/experiments/93_prox_tables.ipynb #7574b5a8
-def _data_dir(data_dir):
-    "The given folder, else `shared/data` beside the repository (found upwards from this file or the cwd)."
-    if data_dir is not None: return data_dir
-    return datasets.shared_data_dir(globals().get('__file__')) or datasets.shared_data_dir(None)
-
 # %% ../../nbs/experiments/93_prox_tables.ipynb #293016d4
 def _glm_fit(X, y, Xte, yte, delta, beta, tol, max_iter, method='prox'):
     "One GLM with prior δI fitted by `method`; returns (a summary of the fit, test log-loss in bits)."
@@ -51,7 +45,7 @@ def table2(dataset='a1a', deltas=None, splits=1, beta=0.25, tol=1e-5, max_iter=5
     """Khan et al. (2016), Table 2 row(s): for each split, fit `method` ('prox', or 'grad' for the a1a timing comparison)
     over the δ grid, pick δ by max VLB, report −VLB, test log-loss (log₂) and the time for the whole grid. `progress`: a bar
     over each split's grid (standard error)."""
-    data_dir = _data_dir(data_dir)
+    data_dir = datasets.default_data_dir(data_dir)
     if dataset == 'a1a':
         ds = datasets.load_a1a(data_dir=data_dir); deltas = np.logspace(-3, 1, 30) if deltas is None else deltas
         parts = [(ds.X, ds.y, ds.X_test, ds.y_test)]
@@ -76,7 +70,7 @@ def table2(dataset='a1a', deltas=None, splits=1, beta=0.25, tol=1e-5, max_iter=5
 
 # %% ../../nbs/experiments/93_prox_tables.ipynb #d13f4d7f
 def gp_data(name, seed, data_dir):
-    data_dir = _data_dir(data_dir)
+    data_dir = datasets.default_data_dir(data_dir)
     if name in ('ionosphere', 'sonar'):
         ds = getattr(datasets, f'load_{name}')(data_dir=data_dir)
         X, y = np.vstack([ds.X, ds.X_test]), np.concatenate([ds.y, ds.y_test])
