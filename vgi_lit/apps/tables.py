@@ -8,16 +8,16 @@ import csv
 import warnings
 from pathlib import Path
 import numpy as np
-from scipy.special import gammaln
 from ..inference import EventKind, DegenerateFitWarning, RunawayParameterWarning, fit
 from ..kernels import Kernel, Linear, Stationary
-from ..likelihoods import Gaussian, Logistic, Ordinal, Poisson, Probit
+from ..likelihoods import Gaussian, Logistic, Probit
 from ..models import GP, SparseGP
+from ..methods.hyper import HyperFit, degenerate
 
 # %% auto #0
 __all__ = ['DEGENERATE_ADVICE', 'RUNAWAY_ADVICE', 'MISSING', 'BINARY', 'REAL', 'COUNT', 'Standardizer', 'median_distance',
-           'variance_start', 'data_kernel', 'fit_quietly', 'constant_loglik', 'degenerate_fit', 'runaway_parameters',
-           'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
+           'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit', 'runaway_parameters', 'TableError',
+           'read_table', 'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -111,53 +111,21 @@ def fit_quietly(model, method=None, **options):
         warnings.simplefilter("ignore", DegenerateFitWarning); warnings.simplefilter("ignore", RunawayParameterWarning)
         return fit(model, method, **options)
 
-# %% ../../nbs/apps/49_tables.ipynb #tb16
-def constant_loglik(lik, y):
-    """The log-likelihood of the best constant predictor of y (the rows' inputs ignored), for the likelihoods where it
-    has a closed form: binary ±1, Gaussian (sample mean and variance), Poisson (sample mean, no exposure), ordinal
-    codes 0..K−1 (class frequencies); None for the others."""
-    y = np.asarray(y, dtype=float); n = y.size
-    if n == 0: return None
-    if isinstance(lik, (Logistic, Probit)):
-        p = np.mean(y > 0)
-        return float(n * sum(q * np.log(q) for q in (p, 1 - p) if q > 0))
-    if isinstance(lik, Gaussian):
-        s2 = float(np.var(y))
-        return None if s2 <= 0 else float(-0.5 * n * (np.log(2 * np.pi * s2) + 1.0))
-    if isinstance(lik, Poisson) and lik.exposure is None:
-        lam = float(np.mean(y))
-        return float(np.sum((y * np.log(lam) if lam > 0 else 0.0) - lam - gammaln(y + 1.0)))
-    if isinstance(lik, Ordinal):
-        c = np.bincount(y.astype(int)); c = c[c > 0]
-        return float(np.sum(c * np.log(c / n)))
-    return None
-
 # %% ../../nbs/apps/49_tables.ipynb #tb17
-def degenerate_fit(post, X, tol: float = 1e-2, max_rows: int = 500) -> list:
-    """The signs that the fitted posterior `post` does not use its inputs, as sentences (empty: none), at the
-    training inputs X (the model's inputs, at most `max_rows` of them): a flat latent mean (spread of μ(x_i) ≤ tol ×
-    mean σ(x_i)), uncorrelated inputs (GP: the median row's largest kernel correlation with another row ≤ tol), no
-    evidence (VLB ≤ the best constant predictor's log-likelihood + 1 nat, `constant_loglik`)."""
-    out, M = [], post.model
-    X = np.asarray(X, dtype=float)
-    Xs = X if len(X) <= max_rows else X[np.random.default_rng(0).choice(len(X), size=max_rows, replace=False)]
-    mu, var = post.predict(Xs)
-    spread, sd = float(np.std(mu)), float(np.mean(np.sqrt(np.maximum(var, 0.0))))
-    if len(Xs) > 1 and spread <= tol * sd:
-        out.append(f"the latent mean is flat: its spread over the training rows is {spread:.3g}, against a predictive "
-                   f"standard deviation of {sd:.3g}")
-    if isinstance(M, (GP, SparseGP)) and len(Xs) > 1:
-        K = M.kernel.K(Xs); d = np.sqrt(np.maximum(np.diag(K), 1e-300))
-        C = K / d[:, None] / d[None, :]; np.fill_diagonal(C, -np.inf)
-        c = float(np.median(np.max(C, 1)))
-        if c <= tol:
-            out.append(f"the training inputs are uncorrelated under the kernel {M.kernel!r} (the median row's largest "
-                       f"correlation with another row is {c:.2g}): at a new input the prediction is the prior's")
-    base = constant_loglik(M.likelihood, M.y)
-    if base is not None and np.isfinite(post.vlb) and post.vlb <= base + 1.0:
-        out.append(f"the VLB ({post.vlb:.4g}) is not above the log-likelihood of the best constant predictor ({base:.4g}) "
-                   f"by one nat: the fit finds no evidence that y depends on the inputs")
-    return out
+def degenerate_fit(res, X=None) -> list:
+    """Why the fit `res` (what `fit` returned) does not use its inputs, as sentences for a warning (empty: it does).
+    For a `HyperFit` the learner has decided: its `DEGENERATE` events are read. For a posterior fitted at fixed
+    hyperparameters the learner's test, `vgi_lit.methods.hyper.degenerate`, decides (a posterior whose VLB is not
+    finite is not judged). `X`: the training inputs, if given; they must have the shape of the model's inputs,
+    which the test reads."""
+    post = getattr(res, "posterior", res)
+    if X is not None and np.shape(X) != np.shape(post.model.X):
+        raise ValueError(f"X has shape {np.shape(X)}, but the model was fitted to inputs of shape {np.shape(post.model.X)}")
+    if isinstance(res, HyperFit): whys = [e.detail for _, e in res.history.events if e.kind is EventKind.DEGENERATE]
+    else:
+        why = degenerate(post) if np.isfinite(post.vlb) else None
+        whys = [] if why is None else [why]
+    return [f"the fit finds no evidence that y depends on the inputs: {w}" for w in whys]
 
 DEGENERATE_ADVICE = ("standardise the inputs (the default), start the kernel from the data (the default for the "
                      "default kernel), use several starts (restarts), or check that the inputs carry information about y")
@@ -175,11 +143,10 @@ RUNAWAY_ADVICE = ("a parameter at its edge means the VLB keeps improving in that
                   "a variance or lengthscale at an edge often means the inputs need standardising")
 
 # %% ../../nbs/apps/49_tables.ipynb #tb22
-MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
-
 class TableError(ValueError):
     "A problem with a table's contents (a missing value, a mixed column, an unseen category, a target no likelihood takes)."
 
+# %% ../../nbs/apps/49_tables.ipynb #619371cd
 def read_table(path, source=None):
     """(header, rows, lines) of a CSV file with a header line: the column names, the data rows as lists of stripped
     strings, and each row's line number in the file (blank lines skipped). Errors are `TableError`s naming the line."""
@@ -201,6 +168,9 @@ def read_table(path, source=None):
         rows.append([c.strip() for c in r])
     if not rows: raise TableError(f"{source} has a header but no data lines")
     return header, rows, lines[1:]
+
+# %% ../../nbs/apps/49_tables.ipynb #6d33665f
+MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
 
 def _number(s):
     try: v = float(s)

@@ -24,6 +24,7 @@ def _gp_poisson(n, seed=0):
     y = rng.poisson(np.exp(np.sin(2 * X[:, 0]))).astype(float)
     return GP(X, y, L.Poisson(), RBF(variance=1.0, lengthscale=1.0), jitter=1e-6), "generated 1-D inputs"
 
+# %% ../../nbs/bench/98b_bench_dual.ipynb #1173902e
 def _glm_poisson(data_dir, seed=0):
     rng = np.random.default_rng(seed)
     try:
@@ -34,6 +35,7 @@ def _glm_poisson(data_dir, seed=0):
     w = 0.3 * rng.normal(size=X.shape[1])
     return GLM(X, rng.poisson(np.exp(X @ w)).astype(float), L.Poisson(), prior_cov=1.0), src
 
+# %% ../../nbs/bench/98b_bench_dual.ipynb #26137b91
 def _methods(max_grad_iter):
     ms = [("dual (L-BFGS-B)", "dual", dict(solver="lbfgsb", tol=1e-9, max_iter=20000)),
           ("dual (Newton)", "dual", dict(solver="newton", tol=1e-10, max_iter=200))]
@@ -41,6 +43,7 @@ def _methods(max_grad_iter):
     ms.append(("GRAD", "grad", dict(tol=1e-9, max_iter=max_grad_iter, V0=1e-2)))
     return ms
 
+# %% ../../nbs/bench/98b_bench_dual.ipynb #1f383f2a
 def time_to_optimum(hist, vlb_star, rel=1e-6):
     "(seconds, iteration, Cholesky count) at the first history record within rel*|vlb_star| of vlb_star, or None."
     for r in hist:
@@ -48,6 +51,7 @@ def time_to_optimum(hist, vlb_star, rel=1e-6):
             return r['time'], r['iter'], r.get('n_chol', np.nan)
     return None
 
+# %% ../../nbs/bench/98b_bench_dual.ipynb #b7d11762
 def bench_problem(model, max_grad_iter=20000, rel=1e-6):
     "Run every method on `model`; rows of (method, final VLB, converged, seconds/iterations/Cholesky to rel of the optimum, totals)."
     runs = []
@@ -64,6 +68,7 @@ def bench_problem(model, max_grad_iter=20000, rel=1e-6):
                          total_chol=nchol, hit=hit))
     return vlb_star, rows
 
+# %% ../../nbs/bench/98b_bench_dual.ipynb #bd22bb80
 def format_rows(title, vlb_star, rows, rel=1e-6):
     out = [f"### {title}", f"VLB* = {vlb_star:.10f}", "",
            f"| method | s to {rel:g} | iter to {rel:g} | Cholesky to {rel:g} | total s | total iter | total Cholesky | final VLB − VLB* |",
@@ -73,6 +78,7 @@ def format_rows(title, vlb_star, rows, rel=1e-6):
         out.append(f"| {r['method']} | {hs} | {r['total_s']:.3f} | {r['total_iter']} | {r['total_chol']} | {r['vlb'] - vlb_star:.2e} |")
     return "\n".join(out)
 
+# %% ../../nbs/bench/98b_bench_dual.ipynb #8395bff3
 def run(argv=None):
     "Command line entry: `python -m vgi_lit.bench dual [--quick] [--n-gp N] [--data-dir DIR] [--max-grad-iter K]`."
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench dual", description=__doc__)

@@ -21,10 +21,12 @@ def _plain_sks(K, s):
     B[np.diag_indices_from(B)] += 1.0
     return B
 
+# %% ../../nbs/bench/98e_bench_linalg.ipynb #260d1716
 def _raw_inverse(L, leaf):
     "The in-place route on a Fortran copy of L (what `tri_inv` does from order `TRI_INV_RAW_MIN` on)."
     A = np.array(L, order='F'); linalg._tri_inv_inplace(A, leaf); return A
 
+# %% ../../nbs/bench/98e_bench_linalg.ipynb #ec6f7725
 def measure(ns=(60, 100, 165, 280, 500, 1000), repeat: int = 9, seed: int = 0) -> list[dict]:
     """For each n: one Cholesky (the unit, seconds) and the cost of each route in Cholesky units, all in one run.
     Routes for L⁻¹: the recursion in place through the raw routines, the same recursion through SciPy's

@@ -28,14 +28,16 @@ def problems(data_dir=None, which=('ionosphere', 'sonar', 'a1a'), n_max: int | N
         else: raise ValueError(f"unknown benchmark problem {name!r}; choose from ionosphere, sonar, a1a")
     return out
 
-OPTIONS = {'prox': dict(tol=1e-9, max_iter=20000), 'fpi': dict(tol=1e-8, tol_rel=1e-15, max_iter=5000),
-           'grad': dict(tol=1e-8, max_iter=50000)}   # each method's optimality tolerance, in the common vocabulary
-
+# %% ../../nbs/bench/98c_bench_prox.ipynb #46d946ae
 def time_to(history, target):
     "First recorded time at which the VLB reaches `target` (None if never)."
     v, t = history.vlb, history.time
     hit = np.nonzero(v >= target)[0]
     return float(t[hit[0]]) if len(hit) else None
+
+# %% ../../nbs/bench/98c_bench_prox.ipynb #2f033f63
+OPTIONS = {'prox': dict(tol=1e-9, max_iter=20000), 'fpi': dict(tol=1e-8, tol_rel=1e-15, max_iter=5000),
+           'grad': dict(tol=1e-8, max_iter=50000)}   # each method's optimality tolerance, in the common vocabulary
 
 def bench(models, methods=('prox', 'fpi', 'grad'), rel=1e-6, log=print):
     "Run every available method on every model; returns rows with time-to-`rel` of the best VLB."
@@ -54,6 +56,7 @@ def bench(models, methods=('prox', 'fpi', 'grad'), rel=1e-6, log=print):
             log(f"{name:10s} {m:5s} VLB {q.vlb:.8f} (gap {r['gap']:.1e}) time-to-1e-6 {tt:>8s}  total {wall:.2f}s  iters {q.n_iter}")
     return rows
 
+# %% ../../nbs/bench/98c_bench_prox.ipynb #4127e005
 def run(argv=None):
     "`python -m vgi_lit.bench prox [--problems ...] [--methods ...] [--out F]`"
     p = argparse.ArgumentParser(prog="python -m vgi_lit.bench prox", description="prox vs FPi vs GRAD: time to 1e-6 of the optimal VLB")

@@ -49,6 +49,7 @@ def _cluster(workers: int = 2, memory_limit: str = "4GiB"):
                            memory_limit=memory_limit, silence_logs=40)
     return cluster, Client(cluster)
 
+# %% ../../nbs/bench/98j_bench_scale.ipynb #b1922099
 def _progress(label, pk, pc, t0):
     "A `fit` callback printing one line per iteration with passes and peak memory so far (flushed: a long run shows its progress)."
     def cb(rec):
@@ -56,6 +57,7 @@ def _progress(label, pk, pc, t0):
               f"{time.perf_counter() - t0:.1f} s, peak so far {pk.peak_mb:.0f} MB", flush=True)
     return cb
 
+# %% ../../nbs/bench/98j_bench_scale.ipynb #7d23b6cd
 def _fit_counted(model, label, pk, max_iter, tol, verbose):
     "fit(model, 'fpi') with its passes counted: (posterior, PassCount, seconds)."
     t0 = time.perf_counter()
@@ -63,6 +65,7 @@ def _fit_counted(model, label, pk, max_iter, tol, verbose):
         post = fit(model, "fpi", max_iter=max_iter, tol=tol, callback=_progress(label, pk, pc, t0) if verbose else None)
     return post, pc, time.perf_counter() - t0
 
+# %% ../../nbs/bench/98j_bench_scale.ipynb #b796d0e2
 def glm_fit_memory(n: int, d: int, kind: str, chunk_rows: int = 50_000, seed: int = 0, max_iter: int = 50, tol: float = 1e-6,
                    verbose: bool = False) -> dict:
     """(b), (c) for a GLM: peak RSS (MB) of the process tree and seconds per pass of `fit(GLM(X, y, lik), "fpi")` on data
@@ -78,6 +81,7 @@ def glm_fit_memory(n: int, d: int, kind: str, chunk_rows: int = 50_000, seed: in
                 n_iter=post.n_iter, stop=post.stop.name, seconds=secs, per_pass=secs / pc.total, labels_s=t_y, vlb=post.vlb,
                 grad=post.history[-1].grad_norm, err=float(np.linalg.norm(post.m - w) / np.linalg.norm(w)))
 
+# %% ../../nbs/bench/98j_bench_scale.ipynb #bb6f92cb
 def sgp_fit_memory(n: int, M: int, p: int = 3, chunk_rows: int = 20_000, seed: int = 0, max_iter: int = 20, tol: float = 1e-6,
                    verbose: bool = False) -> dict:
     """(b), (c) for a sparse-GP regression on `sgp_data` with M inducing inputs (drawn from the same distribution, seed + 1):

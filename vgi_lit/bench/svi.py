@@ -24,6 +24,7 @@ def simulate(n: int, seed: int = 0, noise: float = 0.05):
     f = np.sin(6*X[:, 0]) + np.cos(4*X[:, 1]) - X[:, 0]*X[:, 1]
     return X, f + np.sqrt(noise) * rng.normal(size=n)
 
+# %% ../../nbs/bench/98d_bench_svi.ipynb #ad289278
 def titsias_optimum(sites, noise, chunk: int = 4096):
     "Batch optimum (m, V) of bound (3) for a Gaussian likelihood, accumulated over row chunks of `model.rows` (O(M²) memory)."
     d = sites.d; A = np.zeros((d, d)); b = np.zeros(d)
@@ -33,12 +34,14 @@ def titsias_optimum(sites, noise, chunk: int = 4096):
     cov = PrecisionCov(sites.prior, A)                       # V = (K_uu⁻¹ + Σ h_ih_iᵀ/σ²)⁻¹
     return cov.matvec(sites.prior.solve(sites.mu) + b), cov
 
+# %% ../../nbs/bench/98d_bench_svi.ipynb #10e35f50
 def _median_time(fn, reps):
     ts = []
     for _ in range(reps):
         t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
     return float(np.median(ts))
 
+# %% ../../nbs/bench/98d_bench_svi.ipynb #7dcee06e
 def linear_algebra_costs(sites, M, batch, reps=30, seed=0):
     "Seconds for one M×M Cholesky, one mini-batch `rows` (K(X_b,Z) + solves) and one N_batch×M·M×M product."
     rng = np.random.default_rng(seed)
@@ -49,6 +52,7 @@ def linear_algebra_costs(sites, M, batch, reps=30, seed=0):
                 rows_NbxM=_median_time(lambda: sites.rows(idx), reps),
                 product_HW=_median_time(lambda: H @ W, reps))
 
+# %% ../../nbs/bench/98d_bench_svi.ipynb #aafa563e
 def measure(argv=None):
     "Command line: `python -m vgi_lit.bench svi [--n N] [--M M] [--batch B] [--max-time S] [--tol T] [--rel-tol R] [--whiten W] [--json]`; returns the results dict."
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench svi", description=__doc__)
@@ -105,6 +109,7 @@ def measure(argv=None):
                   f"final gap/N {r['final_gap_per_point']:.2e}, relative {r['final_gap_relative']:.2e}")
     return out
 
+# %% ../../nbs/bench/98d_bench_svi.ipynb #30606294
 def run(argv=None):
     "Entry point of `python -m vgi_lit.bench svi`: runs `measure(argv)`, prints the table, returns 0."
     measure(argv); return 0

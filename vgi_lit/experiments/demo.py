@@ -21,6 +21,7 @@ def log2_loss(p_pos, y):
     p = np.where(np.asarray(y) > 0, p_pos, 1.0 - np.asarray(p_pos))
     return float(-np.mean(np.log2(np.clip(p, 1e-300, None))))
 
+# %% ../../nbs/experiments/99_demo.ipynb #4b8957af
 def _kernel_text(kernel):
     return ", ".join(f"{n}={v:.4g}" for n, v in zip(kernel.param_names, np.exp(kernel.params)))
 
@@ -42,6 +43,7 @@ def learn_kernel(model, X_test, y_test, out=sys.stdout, progress=False):
     if ev: print(f"  events: {'; '.join(ev[-3:])}", file=out)
     return hf
 
+# %% ../../nbs/experiments/99_demo.ipynb #3d10d67a
 def run_demo(methods=("grad", "fpi"), variance: float = 1.0, lengthscale: float | None = None, learn: bool = True,
              data_dir=None, figure: str | None = "demo_objective.png", out=sys.stdout, progress: bool = False):
     """GP-logistic on ionosphere: learn the kernel parameters from the start (variance, lengthscale) unless
@@ -84,6 +86,7 @@ def run_demo(methods=("grad", "fpi"), variance: float = 1.0, lengthscale: float 
     if hf is not None: results["learn"] = hf
     return results
 
+# %% ../../nbs/experiments/99_demo.ipynb #d78743fd
 def main(argv=None):
     "Command line: python -m vgi_lit.experiments.demo [--methods grad fpi] [--variance 1] [--lengthscale L] [--no-learn] [--figure FILE]"
     ap = argparse.ArgumentParser(description=__doc__)
@@ -99,7 +102,6 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
     with threadpool_limits(a.blas_threads, user_api="blas"):
         run_demo(a.methods, a.variance, a.lengthscale, not a.no_learn, a.data_dir, a.figure, out=sys.stdout, progress=a.progress)
-
 
 # %% ../../nbs/experiments/99_demo.ipynb #b98803be
 #| eval: false

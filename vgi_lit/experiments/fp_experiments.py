@@ -21,6 +21,7 @@ def subsample(n, n_max, seed):
     if n <= n_max: return np.arange(n)
     return np.sort(np.random.default_rng(seed).choice(n, n_max, replace=False))
 
+# %% ../../nbs/experiments/91_fp_experiments.ipynb #f6a762be
 def _laplace_scale(X, y, seed=0, n_fit=200, ridge=1.0):
     "Laplace scale b = mean |y − X β| of a ridge fit on `n_fit` random rows (rule stated in the notebook)."
     idx = subsample(len(y), n_fit, seed)
@@ -28,6 +29,7 @@ def _laplace_scale(X, y, seed=0, n_fit=200, ridge=1.0):
     beta = np.linalg.solve(A.T @ A + ridge * np.eye(X.shape[1]), A.T @ b)
     return float(np.mean(np.abs(b - A @ beta)))
 
+# %% ../../nbs/experiments/91_fp_experiments.ipynb #b57d3bbb
 PROBLEMS = ("glm-logistic-a1a", "glm-logistic-a7a", "glm-poisson-housing", "glm-laplace-housing",
             "gp-logistic-ionosphere", "gp-logistic-sonar", "gp-logistic-a1a500", "gp-poisson-housing", "gp-laplace-housing",
             "sgp-laplace-housing", "gp-studentt-housing")
@@ -90,6 +92,7 @@ def run_methods(model, methods=("grad", "fpb", "fpi"), max_seconds: float = 600.
         out[meth] = fit(model, method=meth, **opts)
     return out
 
+# %% ../../nbs/experiments/91_fp_experiments.ipynb #17dab3d5
 def time_to(hist, vlb_opt: float, rtol: float = 1e-6):
     "(seconds, iteration index, record) of the first history record with VLB ≥ vlb_opt − rtol|vlb_opt|, or NaNs."
     v, t = hist.vlb, hist.time
@@ -97,6 +100,7 @@ def time_to(hist, vlb_opt: float, rtol: float = 1e-6):
     if len(ok) == 0: return np.nan, np.nan, None
     k = int(ok[0]); return float(t[k]), k, hist[k]
 
+# %% ../../nbs/experiments/91_fp_experiments.ipynb #6e14582f
 def summarize(runs: dict, rtol: float = 1e-6) -> tuple:
     "(vlb_opt, rows) with per method: final VLB, relative gap, iterations, seconds, time to optimum."
     vlb_opt = max(r.vlb for r in runs.values() if np.isfinite(r.vlb))
@@ -107,6 +111,7 @@ def summarize(runs: dict, rtol: float = 1e-6) -> tuple:
                          seconds=float(r.history.time[-1]), t_opt=t_opt, it_opt=k_opt, converged=r.converged))
     return vlb_opt, rows
 
+# %% ../../nbs/experiments/91_fp_experiments.ipynb #80e4162b
 def print_rows(title, vlb_opt, rows, file=None):
     file = file or sys.stdout
     print(f"{title}: optimal VLB {vlb_opt:.10g}", file=file)
@@ -114,6 +119,7 @@ def print_rows(title, vlb_opt, rows, file=None):
     for r in rows:
         print(f"  {r['method']:6s} {r['vlb']:16.10g} {r['rel_gap']:9.1e} {r['iterations']:6d} {r['seconds']:8.2f} {r['t_opt']:8.2f}", file=file)
 
+# %% ../../nbs/experiments/91_fp_experiments.ipynb #9caba071
 def plot_runs(runs: dict, vlb_opt: float, ax, title: str = ""):
     "Objective against time (Sheth & Khardon 2016, Figures 2-5): relative gap to the optimal VLB on a log scale."
     styles = {"grad": ("k", "-"), "fpb": ("tab:blue", "--"), "fpi": ("tab:red", "-")}
@@ -129,6 +135,7 @@ def test_log_loss(post, X_test, y_test) -> float:
     "Mean −log₂ predictive probability of the test labels (1.0 = coin flipping)."
     return float(-np.mean(post.log_pred_density(X_test, y_test)) / np.log(2))
 
+# %% ../../nbs/experiments/91_fp_experiments.ipynb #26585dfd
 def demo_compare(problem: str = "gp-logistic-ionosphere", data_dir=None, out="fp_vs_grad.png", max_seconds: float = 300.0,
                  file=None):
     "Fit `problem` by GRAD and FPi, print VLB, iterations, seconds, test log loss; write the objective-vs-time figure to `out`."

@@ -20,13 +20,11 @@ __all__ = ['SK_PROBLEMS', 'GRID_TOL', 'LVF_PROBLEMS', 'sk_learned', 'glm_delta',
            'main']
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #h5e06
-SK_PROBLEMS = ("gp-logistic-ionosphere", "gp-logistic-sonar", "gp-logistic-a1a500", "gp-poisson-housing",
-               "gp-laplace-housing", "gp-studentt-housing")
-
 def _fixed_for(model):
     "Parameters held fixed: the Student-t likelihood's (Sheth & Khardon 2016 fix ν = 3, σ² = 1/3), nothing else."
     return {"likelihood"} if isinstance(model.likelihood, likelihoods.StudentT) else None
 
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #8991bc84
 def _learn(model, **kw):
     "`learn(model)` with the experiment's fixed set; returns (HyperFit, seconds)."
     fixed = _fixed_for(model)
@@ -34,8 +32,13 @@ def _learn(model, **kw):
     t0 = time.perf_counter(); hf = learn(model, **kw)
     return hf, time.perf_counter() - t0
 
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #406e8092
 def _theta_text(theta: dict) -> str:
     return ", ".join(f"{k.split('.', 1)[-1]} {v:.4g}" for k, v in theta.items())
+
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #38d1b7e9
+SK_PROBLEMS = ("gp-logistic-ionosphere", "gp-logistic-sonar", "gp-logistic-a1a500", "gp-poisson-housing",
+               "gp-laplace-housing", "gp-studentt-housing")
 
 def sk_learned(name: str, n_learn: int = 200, n_max: int = 500, seed: int = 0, methods=("grad", "fpb", "fpi"),
                max_seconds: float = 600.0, grad_max_iter: int = 5000, data_dir=None, log=print) -> dict:
@@ -92,6 +95,7 @@ def glm_delta(dataset: str = "a1a", seed: int = 0, deltas=None, delta0: float = 
         f"{hf.stop.value}{', at the bound' if row['at_bound'] else ''})")
     return row
 
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #80086b49
 def gp_sigma_ell(name: str = "ionosphere", seed: int = 0, grid=None, lb_grid=None, n_max: int | None = None,
                  data_dir=None, log=print) -> dict:
     """Khan et al. (2016), Table 3, one split: (log ℓ, log σ) (and log b of the Laplace likelihood on housing) chosen on
@@ -133,13 +137,14 @@ def gp_sigma_ell(name: str = "ionosphere", seed: int = 0, grid=None, lb_grid=Non
     return row
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #h5e14
-LVF_PROBLEMS = ("glm-logistic-a1a", "gp-logistic-ionosphere", "gp-logistic-sonar", "gp-logistic-a1a500",
-                "gp-laplace-housing", "gp-poisson-housing", "gp-studentt-housing")
-
 def test_loss(post, X_test, y_test) -> float:
     "Mean −log p(y* | data) over the test points: in bits (log₂, Khan et al. 2016) for ±1 labels, in nats (NLPD) otherwise."
     lpd = post.log_pred_density(X_test, y_test)
     return float(-np.mean(lpd) / (LN2 if isinstance(post.model.likelihood, likelihoods.Logistic) else 1.0))
+
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #10836017
+LVF_PROBLEMS = ("glm-logistic-a1a", "gp-logistic-ionosphere", "gp-logistic-sonar", "gp-logistic-a1a500",
+                "gp-laplace-housing", "gp-poisson-housing", "gp-studentt-housing")
 
 def learned_vs_fixed(name: str, n_max: int = 500, seed: int = 0, data_dir=None, log=print) -> dict:
     """One problem of Sheth & Khardon (2016, §4) at its fixed hyperparameters (GLM Σ = 0.1I; GP RBF variance 10 for the

@@ -18,6 +18,7 @@ __all__ = ['LN2', 'PAPER', 'se_gp', 'table2', 'gp_data', 'gp_fit', 'table3', 'su
 
 # %% ../../nbs/experiments/93_prox_tables.ipynb #cf87948e
 LN2 = float(np.log(2.0))
+
 PAPER = {  # Khan et al. (2016), Tables 2 and 3: (value, spread) as printed
     'a1a': dict(prox_nll=590.1, prox_logloss=0.488, prox_time='7m', grad_time='12m (Cholesky)'),
     'colon': dict(prox_nll=(15.82, 0.13), prox_logloss=(0.70, 0.01), prox_time='18m'),
@@ -26,14 +27,10 @@ PAPER = {  # Khan et al. (2016), Tables 2 and 3: (value, spread) as printed
     'housing': dict(laplace=(1.03, 0.004), ep=(0.300, 0.006), prox=(0.310, 0.009)),
 }
 
+# %% ../../nbs/experiments/93_prox_tables.ipynb #3caa7342
 def se_gp(X, y, lik, log_ell, log_sf):
     "GP with GPML's covSEiso, σ² exp(−‖x − x'‖²/(2ℓ²)), ℓ = e^log_ell, σ = e^log_sf (the library's RBF, default jitter)."
     return GP(X, y, lik, RBF(variance=float(np.exp(2.0*log_sf)), lengthscale=float(np.exp(log_ell))))
-
-def _data_dir(data_dir):
-    "The given folder, else `shared/data` beside the repository (found upwards from this file or the cwd)."
-    if data_dir is not None: return data_dir
-    return datasets.shared_data_dir(globals().get('__file__')) or datasets.shared_data_dir(None)
 
 # %% ../../nbs/experiments/93_prox_tables.ipynb #293016d4
 def _glm_fit(X, y, Xte, yte, delta, beta, tol, max_iter, method='prox'):
@@ -48,7 +45,7 @@ def table2(dataset='a1a', deltas=None, splits=1, beta=0.25, tol=1e-5, max_iter=5
     """Khan et al. (2016), Table 2 row(s): for each split, fit `method` ('prox', or 'grad' for the a1a timing comparison)
     over the δ grid, pick δ by max VLB, report −VLB, test log-loss (log₂) and the time for the whole grid. `progress`: a bar
     over each split's grid (standard error)."""
-    data_dir = _data_dir(data_dir)
+    data_dir = datasets.default_data_dir(data_dir)
     if dataset == 'a1a':
         ds = datasets.load_a1a(data_dir=data_dir); deltas = np.logspace(-3, 1, 30) if deltas is None else deltas
         parts = [(ds.X, ds.y, ds.X_test, ds.y_test)]
@@ -73,7 +70,7 @@ def table2(dataset='a1a', deltas=None, splits=1, beta=0.25, tol=1e-5, max_iter=5
 
 # %% ../../nbs/experiments/93_prox_tables.ipynb #d13f4d7f
 def gp_data(name, seed, data_dir):
-    data_dir = _data_dir(data_dir)
+    data_dir = datasets.default_data_dir(data_dir)
     if name in ('ionosphere', 'sonar'):
         ds = getattr(datasets, f'load_{name}')(data_dir=data_dir)
         X, y = np.vstack([ds.X, ds.X_test]), np.concatenate([ds.y, ds.y_test])
@@ -87,6 +84,7 @@ def gp_data(name, seed, data_dir):
         my, sy = y.mean(), y.std(); y, yte = (y - my)/sy, (yte - my)/sy
     return z.X, y, z.X_test, yte
 
+# %% ../../nbs/experiments/93_prox_tables.ipynb #c83bdba0
 def gp_fit(method, model, Xte, yte, beta=0.25, tol=1e-5, max_iter=5000):
     "Fit one GP model by 'prox' or 'laplace'; returns (evidence estimate, mean test −log p, iterations, converged, SMSE)."
     if method == 'prox':
@@ -99,6 +97,7 @@ def gp_fit(method, model, Xte, yte, beta=0.25, tol=1e-5, max_iter=5000):
     smse = float(np.mean((yte - mp)**2)/np.var(yte))
     return score, nlp, q.n_iter, bool(q.converged), smse
 
+# %% ../../nbs/experiments/93_prox_tables.ipynb #68ba25e0
 def table3(name, splits=10, grid=None, lb_grid=None, methods=('prox', 'laplace'), beta=None, tol=1e-5,
            max_iter=5000, data_dir=None, log=print, first_split=0):
     """Khan et al. (2016), Table 3 row: per split, grid over (log ℓ, log σ[, log b]), selection by max VLB (prox) or
@@ -148,6 +147,7 @@ def summarise(name, rows):
                                        fits=int(sum(r[m]['n_grid'] for r in rows)))
     return out
 
+# %% ../../nbs/experiments/93_prox_tables.ipynb #7f9fb5b2
 def main(argv=None):
     "Command line: `python -m vgi_lit.experiments.prox_tables {a1a,colon,ionosphere,sonar,housing} [--splits N] [--grid K] [--out F]`."
     p = argparse.ArgumentParser(prog="python -m vgi_lit.experiments.prox_tables", description=main.__doc__)

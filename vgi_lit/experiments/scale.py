@@ -25,6 +25,7 @@ class PassCount:
     def add(self, op): self.total += 1; self.by_op[op] = self.by_op.get(op, 0) + 1
     def __repr__(self): return f"PassCount(total={self.total}, by_op={self.by_op})"
 
+# %% ../../nbs/experiments/97_scale.ipynb #201f4c21
 _PASS_OPS = ("site_pass", "matvec", "rmatvec", "gram", "quad", "sq_rmatvec", "row_norms2", "dense")
 
 @contextmanager
@@ -50,6 +51,13 @@ def count_passes():
 # %% ../../nbs/experiments/97_scale.ipynb #sc11
 def _chunk_rng(seed, b, stream): return np.random.default_rng([int(seed), int(b), int(stream)])
 
+def _row_chunks(n, chunk_rows):
+    if int(n) != n or n < 1 or int(chunk_rows) != chunk_rows or chunk_rows < 1:
+        raise ValueError(f"n and chunk_rows must be positive integers, got {n!r} and {chunk_rows!r}")
+    n, chunk_rows = int(n), int(chunk_rows)
+    return (chunk_rows,) * (n // chunk_rows) + ((n % chunk_rows,) if n % chunk_rows else ())
+
+# %% ../../nbs/experiments/97_scale.ipynb #75619fcc
 def _glm_X(b, rows, d, seed):
     x = _chunk_rng(seed, b, 0).standard_normal((rows, d)); x /= np.sqrt(d)       # in place: one n_b × d array per chunk
     return x
@@ -64,12 +72,6 @@ def _glm_chunk_y(block_id=None, chunk_rows=None, n=None, d=None, seed=None, w=No
     if kind == "logistic": return np.where(rng.random(rows) < 1.0 / (1.0 + np.exp(-f)), 1.0, -1.0)
     return rng.poisson(np.exp(f)).astype(float)
 
-def _row_chunks(n, chunk_rows):
-    if int(n) != n or n < 1 or int(chunk_rows) != chunk_rows or chunk_rows < 1:
-        raise ValueError(f"n and chunk_rows must be positive integers, got {n!r} and {chunk_rows!r}")
-    n, chunk_rows = int(n), int(chunk_rows)
-    return (chunk_rows,) * (n // chunk_rows) + ((n % chunk_rows,) if n % chunk_rows else ())
-
 def glm_data(n: int, d: int, kind: str = "logistic", seed: int = 0, chunk_rows: int = 50_000, w_scale: float | None = None):
     """GENERATED GLM data, never materialised: (X, y, w_true) with X an (n, d) dask array (x_ij ~ N(0, 1/d)), y the
     labels as a dask vector ('logistic': ±1 with P(+1) = σ(xᵢᵀw*); 'poisson': counts with rate exp(xᵢᵀw*)), w* ~ N(0, s²I)
@@ -83,11 +85,14 @@ def glm_data(n: int, d: int, kind: str = "logistic", seed: int = 0, chunk_rows: 
     y = da.map_blocks(_glm_chunk_y, chunks=(chunks,), dtype=float, name=f"glm-y-{kind}-{seed}-{n}-{d}-{chunk_rows}", w=w, kind=kind, **kw)
     return X, y, w
 
+# %% ../../nbs/experiments/97_scale.ipynb #5562a998
 def _sgp_x(b, rows, p, seed): return _chunk_rng(seed, b, 0).standard_normal((rows, p))
+
 def sgp_function(x):
     "The latent function of `sgp_data`: sin(2x₁) + ½cos(3x₂) + ¼Σⱼxⱼ (x of shape (n, p), p ≥ 2)."
     return np.sin(2 * x[:, 0]) + 0.5 * np.cos(3 * x[:, 1]) + 0.25 * x.sum(1)
 
+# %% ../../nbs/experiments/97_scale.ipynb #f27c9c6a
 def _sgp_chunk_X(block_id=None, chunk_rows=None, n=None, p=None, seed=None):
     b = block_id[0]; return _sgp_x(b, min(chunk_rows, n - b * chunk_rows), p, seed)
 
@@ -116,6 +121,7 @@ def california(data_dir=None, n_max: int | None = None):
     raw = raw[:n_max]
     return datasets.zscore(raw[:, :-1]).X, raw[:, -1] - raw[:, -1].mean()
 
+# %% ../../nbs/experiments/97_scale.ipynb #64c28f03
 def california_sgp(M: int = 100, chunks: int = 8, lengthscale: float = 1.5, noise: float = 0.1, seed: int = 0,
                    data_dir=None, n_max: int | None = None, tol: float = 1e-8):
     """(Dask posterior, in-memory posterior, passes over the data of the Dask fit, seconds of each) of the

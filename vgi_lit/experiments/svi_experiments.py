@@ -13,22 +13,19 @@ from ..methods import gme as gme_mod
 from ..methods import sparse_bounds as sb
 from ..likelihoods import Logistic, Poisson
 from ..kernels import RBF
-from ..datasets import load_a7a, load_housing, shared_data_dir
+from ..datasets import load_a7a, load_housing, default_data_dir
 
 # %% auto #0
 __all__ = ['exp_glm', 'glm_summary', 'exp_gme', 'exp_sgp', 'exp_large', 'main']
 
-# %% ../../nbs/experiments/94_svi_experiments.ipynb #3878676f
-def _data_dir(data_dir=None):
-    return data_dir if data_dir is not None else shared_data_dir()
-
+# %% ../../nbs/experiments/94_svi_experiments.ipynb #701a9f81
 def _test_nll(lik, y, m, v):
     return float(-np.mean(lik.log_pred_density(y, m, v)))
 
 # %% ../../nbs/experiments/94_svi_experiments.ipynb #5122d737
 def exp_glm(max_time=60.0, batch=500, n_evals=25, seed=0, lr=1.0, data_dir=None, methods=None):
     "Sheth & Khardon (2016b), §4.1, on a7a: VLB and test NLL against time for the stochastic methods and batch H-MC-SSVI."
-    ds = load_a7a(data_dir=_data_dir(data_dir), download=False)
+    ds = load_a7a(data_dir=default_data_dir(data_dir), download=False)
     mu, sd = ds.X.mean(0), ds.X.std(0); sd[sd == 0] = 1.0
     Xtr, Xte = (ds.X - mu) / sd, (ds.X_test - mu) / sd
     lik = Logistic(); sites = GLM(Xtr, ds.y, lik, prior_cov=1.0)
@@ -51,6 +48,7 @@ def exp_glm(max_time=60.0, batch=500, n_evals=25, seed=0, lr=1.0, data_dir=None,
         out[name] = dict(trace=recs, batch=b, events=sum(len(r.events) for r in hist))
     return out
 
+# %% ../../nbs/experiments/94_svi_experiments.ipynb #e8fccb87
 def glm_summary(out):
     "Final and best VLB / test NLL per method, and the time each first got within 1% of the best VLB overall."
     best = max(max(r[1] for r in o['trace']) for o in out.values())
@@ -65,7 +63,7 @@ def glm_summary(out):
 # %% ../../nbs/experiments/94_svi_experiments.ipynb #51a3e0a4
 def exp_gme(n=4000, n_test=2000, max_epochs=5, batch=500, tau=1.0, seed=0, lr=1.0, data_dir=None, mf_iter=300, progress=False):
     "Sheth & Khardon (2016b), §4.2, in kind: GME vs GLM, three algorithms, three bounds, test NLL (simulated counts on a7a inputs)."
-    ds = load_a7a(data_dir=_data_dir(data_dir), download=False)
+    ds = load_a7a(data_dir=default_data_dir(data_dir), download=False)
     X = ds.X[:n + n_test]; mu, sd = X.mean(0), X.std(0); sd[sd == 0] = 1.0
     X = (X - mu) / sd; X = X / np.linalg.norm(X, axis=1, keepdims=True)
     rng = np.random.default_rng(seed)
@@ -103,7 +101,7 @@ def _grid_search(X, y, rng, grid=None):
 
 def exp_sgp(sizes=(50, 100, 200, 339), repeats=10, M=20, seed=0, data_dir=None, progress=False):
     "Sheth & Khardon (2016b), §4.3, in kind on housing: test NLL of (3), V1, V2, (6), full GP against training size."
-    ds = load_housing(data_dir=_data_dir(data_dir), download=False)
+    ds = load_housing(data_dir=default_data_dir(data_dir), download=False)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(len(ds.y)); ntr = int(0.67 * len(ds.y))
     tri, tei = perm[:ntr], perm[ntr:]
@@ -166,7 +164,7 @@ def main(argv=None):
     ap.add_argument("--no-progress", dest="progress", action="store_false", help="glm, gme, sgp: no progress bar over the runs (default: on standard error); large is one run")
     a = ap.parse_args(argv)
     if a.name == "glm":                             # exp_glm's four runs one at a time (the same runs), with a progress bar
-        n = load_a7a(data_dir=_data_dir(a.data_dir), download=False).X.shape[0]
+        n = load_a7a(data_dir=default_data_dir(a.data_dir), download=False).X.shape[0]
         out = {}
         for run in tqdm([("mc-ssvi", a.batch), ("h-mc-ssvi", a.batch), ("s-dsvi", a.batch), ("h-mc-ssvi", n)], desc="a7a runs",
                         unit="run", disable=not a.progress, file=sys.stderr, dynamic_ncols=True):

@@ -66,6 +66,7 @@ def _cov_matrix(S, n, name):
     if S.shape != (n, n): raise ValueError(f"{name} must have shape ({n},) or ({n}, {n}), got {S.shape}")
     return S
 
+# %% ../../nbs/methods/17b_ctm_eval.ipynb #fed68fe3
 def _check_doc(ids, cnts, V):
     ids, cnts = np.asarray(ids), np.asarray(cnts)
     if ids.ndim != 1 or ids.shape != cnts.shape: raise ValueError(f"ids and cnts must be 1-d of one length, got {ids.shape}, {cnts.shape}")
@@ -124,6 +125,7 @@ def quad_loglik(ids, cnts, mu, Sigma, beta):
 def _as_counts(x):
     return x.counts if isinstance(x, Corpus) else sp.csr_matrix(x)
 
+# %% ../../nbs/methods/17b_ctm_eval.ipynb #2e04d009
 def completion_nll(first, second, mu, Sigma, beta, fit=None):
     """(106) with m_d the posterior mean fitted to `first` (Corpus or CSR, same rows and words) and ll_d = log p(second_d | η = m_d, β);
     `fit(counts, mu, Sigma, beta) -> (m, S)` (default: `fit_documents`, 100 batch H-MC-SSVI iterations with diagonal
@@ -139,6 +141,7 @@ def completion_nll(first, second, mu, Sigma, beta, fit=None):
     if not has.any(): raise ValueError("second has no words")
     return dict(nll_per_word_pooled=float(-ll.sum() / n2.sum()), nll_per_word_doc_mean=float(np.mean(-ll[has] / n2[has])), m=m)
 
+# %% ../../nbs/methods/17b_ctm_eval.ipynb #b7159d8d
 def heldout_nll(test, mu, Sigma, beta, m=None, S=None, c: float = 0.1, n_samples: int = 10_000, batch: int = 2_000, seed=0):
     """(105) for every document of `test` (Corpus or CSR; integer-valued float counts, as `CTM.counts`, accepted): the mean
     over documents of −log p̂(w_d)/N_d with the proposal N(m_d, S_d + cI) (m and S None: the prior). Returns
@@ -156,7 +159,6 @@ def heldout_nll(test, mu, Sigma, beta, m=None, S=None, c: float = 0.1, n_samples
         lp[d], se[d], ess[d] = is_loglik(C.indices[a:b], C.data[a:b], mu, Sigma, beta, None if m is None else m[d],
                                          None if m is None else S[d], c, n_samples, batch, seed=(seed, d))
     return dict(nll_per_word=float(np.mean(-lp / lens)), se=float(np.sqrt(np.sum((se / lens) ** 2)) / D), logp=lp, se_doc=se, ess=ess)
-
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #201ea0ae
 def mc_bound(counts, mu, Sigma, beta, m, S, n_samples: int = 10, seed=0) -> float:

@@ -24,6 +24,7 @@ class DualState:
     "Everything computed at one dual point x: (alpha, lam), the recovered (m*, V*) (Khan et al. 2013, eqs. 17-18), site marginals, value and gradient."
     def __init__(self, **kw): self.__dict__.update(kw)
 
+# %% ../../nbs/methods/12a_dual.ipynb #2bb3fe5f
 def dual_eval(model, conj: SiteConjugate, x, cov=None) -> DualState:
     """D(x) = ½αᵀKα − αᵀ(a+Hμ) − ½cᵀλ − ½log|ΣA_λ| + Σ f*_n (Khan et al. 2013, eq. 20, with offsets and constants) and
     dD/dx = −a_α m_site − ½ a_λ v_site + df*/dx, at (α, λ) = conj.params(x). Pass `cov` to reuse a SiteCov for the same λ."""
@@ -39,6 +40,7 @@ def dual_eval(model, conj: SiteConjugate, x, cov=None) -> DualState:
     grad = -conj.a_al * m_site - 0.5 * conj.a_lam * v_site + conj.conj_dx(x)
     return DualState(x=x, alpha=alpha, lam=lam, m=m, cov=cov, m_site=m_site, v_site=v_site, value=value, grad=grad)
 
+# %% ../../nbs/methods/12a_dual.ipynb #6eaefb54
 def primal_value(model, conj: SiteConjugate, st: DualState, kl: float | None = None) -> float:
     """VLB_f(m, V) = −KL(q‖p) − Σ f_n(m_i, v_i) at the recovered (m*, V*): the primal objective the dual bounds
     (the exact VLB for exact site terms, Böhning's bounded VLB for the logistic). `kl` = KL(q‖p) if known."""
@@ -61,17 +63,9 @@ def _start(model, conj, x0, m0, V0):
     what = ("prior site means" if m0 is None else "site means of m0") + (" with variance c" if V is None else " and variances of V0")
     return np.clip(conj.dual_point(model.site_mean(m), v_site), lo, hi), Event(EventKind.START, f"gradient map of f_n at the {what}")
 
-def _newton_hessian(model, conj, st):
-    "d²D/dx² = diag(a_α) K diag(a_α) + ½ diag(a_λ)(S∘S)diag(a_λ) + diag(d²f*/dx²), S = H V Hᵀ (n × n, dense)."
-    K = model.K_site()
-    Hx = (conj.a_al[:, None] * K) * conj.a_al[None, :]
-    if np.any(conj.a_lam != 0):
-        HV = model.Hmul(st.cov.dense()); S = model.Hmul(HV.T)   # H V Hᵀ
-        Hx = Hx + 0.5 * (conj.a_lam[:, None] * S**2) * conj.a_lam[None, :]
-    Hx[np.diag_indices_from(Hx)] += conj.conj_dx2(st.x)
-    return Hx
-
+# %% ../../nbs/methods/12a_dual.ipynb #b8e4ffda
 NEWTON_MAX_N = 6000   # largest n for solver="newton" (an n x n Hessian and its Cholesky per iteration)
+
 NEWTON_AUTO_N = 1000  # solver="auto": Newton up to this n, L-BFGS-B above (17 Newton steps on a GLM with n = 1605, d = 123 cost more than L-BFGS-B)
 
 @register_method("dual")
@@ -177,6 +171,7 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
     return VGPosterior(model, st.m, st.cov, "dual", vlb_exact(model, st.m, st.cov), stop, hist, message=message,
                        n_iter=n_iter, objective=conj.objective, **info)
 
+# %% ../../nbs/methods/12a_dual.ipynb #ec8243be
 def _to_exact(model, st, hist, message, n_iter, info, callback, max_seconds, dual_stop, max_iter):
     """FPi from the dual's (m, V) to the exact VG optimum; its records are appended to `hist` (step 'fpi_exact').
     Also when the dual ran out of iterations or stalled on the bound: FPi then starts further away, and the
@@ -191,16 +186,29 @@ def _to_exact(model, st, hist, message, n_iter, info, callback, max_seconds, dua
     return VGPosterior(model, p.m, p.cov, "dual", p.vlb, p.stop, hist, message=f"{message}; then FPi: {p.message}",
                        n_iter=n_iter + p.n_iter, objective="vlb", **info)
 
+# %% ../../nbs/methods/12a_dual.ipynb #4c8133cd
 def _prior_site_var(model):
     "diag(HΣHᵀ) (n,), without forming HΣHᵀ when n > d."
     if model.n <= model.d: return np.diag(model.K_site()).copy()
     return model.sites.quad(model.prior.half(np.eye(model.d)).T)           # ‖L_Σᵀh_i‖², one pass over the sites
 
+# %% ../../nbs/methods/12a_dual.ipynb #5ce2648d
 def _proj_grad(x, g, conj):
     "Gradient with components that push into an active bound set to zero (the KKT residual of the box problem)."
     lo, hi = conj.bounds(); g = g.copy()
     g[(x <= lo) & (g > 0)] = 0.0; g[(x >= hi) & (g < 0)] = 0.0
     return g
+
+# %% ../../nbs/methods/12a_dual.ipynb #295b4549
+def _newton_hessian(model, conj, st):
+    "d²D/dx² = diag(a_α) K diag(a_α) + ½ diag(a_λ)(S∘S)diag(a_λ) + diag(d²f*/dx²), S = H V Hᵀ (n × n, dense)."
+    K = model.K_site()
+    Hx = (conj.a_al[:, None] * K) * conj.a_al[None, :]
+    if np.any(conj.a_lam != 0):
+        HV = model.Hmul(st.cov.dense()); S = model.Hmul(HV.T)   # H V Hᵀ
+        Hx = Hx + 0.5 * (conj.a_lam[:, None] * S**2) * conj.a_lam[None, :]
+    Hx[np.diag_indices_from(Hx)] += conj.conj_dx2(st.x)
+    return Hx
 
 def _newton_step(model, conj, st, evaluate):
     """One projected Newton step on the box of x (Bertsekas 1982): variables at a bound whose gradient points out of the box
@@ -219,4 +227,3 @@ def _newton_step(model, conj, st, evaluate):
     (_, cand), t, halvings = out
     if t < 1: events.append(Event(EventKind.LINE_SEARCH, f"step {t:.3g}", halvings))
     return cand, events
-

@@ -18,12 +18,14 @@ def gamma_mv(lik, y, m, v):
     _, _, dE_dv = lik.expected_log_lik(yy, m.ravel(), v.ravel())
     return (-2.0 * dE_dv).reshape(m.shape)
 
+# %% ../../nbs/methods/20_fp_theory.ipynb #286ecdb7
 def dgamma_dv(lik, y, m, v, delta: float = 1e-6):
     "∂γ/∂v by central differences with step `delta` (Sheth & Khardon 2016, footnote 1)."
     v = np.asarray(v, dtype=float)
     if np.any(v <= delta): raise ValueError(f"variances must exceed the difference step delta={delta}")
     return (gamma_mv(lik, y, m, v + delta) - gamma_mv(lik, y, m, v - delta)) / (2 * delta)
 
+# %% ../../nbs/methods/20_fp_theory.ipynb #ba1f72ce
 def check_conditions(lik, y, m_grid, v_grid, delta: float = 1e-6, tol: float = 1e-8) -> dict:
     """Conditions 1, 2a, 2b of Sheth & Khardon (2016), §3, tested on the grid `m_grid` x `v_grid` for label `y`.
     A condition holds on the grid if it is violated nowhere by more than `tol` (absolute).

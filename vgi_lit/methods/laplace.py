@@ -16,16 +16,17 @@ from .site_update import site_step
 __all__ = ['newton_step', 'fit_laplace']
 
 # %% ../../nbs/methods/13a_laplace.ipynb #daa50f56
-def _psi(model, m):
-    "Ψ(m) = Σ_i log p(y_i | a_i + h_iᵀm) − ½(m − μ)ᵀΣ⁻¹(m − μ) (the log joint up to a constant), with the site derivatives."
-    lp, dlp, d2lp = model.likelihood.derivs(model.y, model.site_mean(m))
-    return float(np.sum(lp)) - kl_mean_part(m, model.mu, model.prior), lp, dlp, -np.asarray(d2lp, dtype=float)
-
 def newton_step(model, m, dlp, W):
     """The Newton step on Ψ as the site update with ρ = 1 at zero site variance: λ' = W = −∂²log p,
     m' = m + (Σ⁻¹ + HᵀWH)⁻¹∇Ψ (`site_step(..., rho=1, mean="natural")`). Returns the `SiteStep` and ∇Ψ."""
     g = model.HTmul(dlp) - model.prior.solve(m - model.mu)                  # ∇Ψ = Hᵀ∇log p − Σ⁻¹(m − μ)
     return site_step(model, m, None, g, W, rho=1.0, mean="natural", clip=False), g
+
+# %% ../../nbs/methods/13a_laplace.ipynb #d58762ac
+def _psi(model, m):
+    "Ψ(m) = Σ_i log p(y_i | a_i + h_iᵀm) − ½(m − μ)ᵀΣ⁻¹(m − μ) (the log joint up to a constant), with the site derivatives."
+    lp, dlp, d2lp = model.likelihood.derivs(model.y, model.site_mean(m))
+    return float(np.sum(lp)) - kl_mean_part(m, model.mu, model.prior), lp, dlp, -np.asarray(d2lp, dtype=float)
 
 @register_method("laplace")
 def fit_laplace(model, m0=None, V0=None, tol: float = 1e-9, max_iter: int = 200, max_seconds: float | None = None,

@@ -31,6 +31,7 @@ def prox_state(model, m, t, cov):
     terms = site_terms(model, m, cov)
     return _vlb(model, m, cov, terms), model.HTmul(terms.dE_dm) - t, terms.gamma
 
+# %% ../../nbs/methods/13_proximal.ipynb #aec2301d
 def prox_step(model, m, t, lam, g, gamma, beta: float):
     """One KL proximal-gradient step of Khan et al. (2016) (eqs. 16-19) on the site form, r = 1/(1+β), ρ = 1 − r = β/(1+β):
     λ̃' = rλ̃ + (1−r)γ₊ and m' = m + (1−r)P⁻¹∇_m VLB with P = Σ⁻¹ + Hᵀdiag(rλ̃)H, the step of `site_step(...,
@@ -53,6 +54,7 @@ def _beta_fn(beta):
         raise ValueError(f"beta must be a positive finite number or a callable k -> beta_k, got {beta!r}")
     return lambda k: float(beta)
 
+# %% ../../nbs/methods/13_proximal.ipynb #aaaa45d0
 def _start_lam(model, lam0):
     """The start site precisions λ̃₀ and the START event. lam0 None: λ̃₀ = 0 (V₀ = Σ, Khan et al. 2016) unless a prior site
     variance h_iᵀΣh_i exceeds the likelihood's bound v̄ (`start_var_cap`); then λ̃₀ = 1/v̄ at every site (their
@@ -73,6 +75,7 @@ def _start_lam(model, lam0):
     if not np.all(np.isfinite(lam)) or np.any(lam < 0): raise ValueError("lam0 must be finite and >= 0 (site precisions)")
     return np.broadcast_to(lam, (model.n,)).copy(), Event(EventKind.START, "V0 from lam0")
 
+# %% ../../nbs/methods/13_proximal.ipynb #34ba4b04
 @register_method("prox")
 def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, max_seconds: float | None = None,
              callback=None, beta=None, safeguard: bool = True, lam0=None) -> VGPosterior:
@@ -140,4 +143,3 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
     s, msg = r.state, (r.message if r.stop is not Stop.NOT_FINITE else "the VLB or a site quantity is not finite")
     return VGPosterior(model, s["m"], s["cov"], "prox", r.result.value, r.stop, r.history, message=msg, n_iter=r.n_iter,
                        space=s["cov"].space, lam=s["lam"], beta=bet(0), grad_norm=s["rm"], gamma_res=s["rg"])
-

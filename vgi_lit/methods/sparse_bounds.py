@@ -22,17 +22,20 @@ def sgp_parts(kernel, X, Z, jitter=1e-8):
     _, cd, H = sparse_gp_site_map(kernel, Z, prior, np.asarray(X, float))
     return prior, H, cd
 
+# %% ../../nbs/methods/14b_sparse_bounds.ipynb #c7aff528
 def _post_from_AB(prior, A, b):
     "(m, S) with S = (K_uu⁻¹ + A)⁻¹ a `PrecisionCov` (through B = I + L_uuᵀ A L_uu, no explicit inverse of K_uu) and m = S b."
     S = PrecisionCov(prior, A)
     return S.matvec(b), S
 
+# %% ../../nbs/methods/14b_sparse_bounds.ipynb #3847da5b
 def titsias(kernel, X, y, Z, noise, jitter=1e-8):
     "Bound (3) optimum (Sheth & Khardon 2016b, §3.5, 'sub-optimal'): S = (K_uu⁻¹ + σ⁻²HᵀH)⁻¹, m = Sσ⁻²Hᵀy."
     prior, H, cd = sgp_parts(kernel, X, Z, jitter)
     m, S = _post_from_AB(prior, H.T @ H / noise, H.T @ y / noise)
     return m, S.dense()
 
+# %% ../../nbs/methods/14b_sparse_bounds.ipynb #d4cd7692
 def v1(kernel, X, y, Z, noise, jitter=1e-8):
     "V1 (Sheth & Khardon 2016b, §3.5): bound (8) applied to the sparse GP, A = Σh_ih_iᵀ/c_i, b = Σy_ih_i/c_i, c_i = K_ii − Q_ii + σ²."
     prior, H, cd = sgp_parts(kernel, X, Z, jitter)
@@ -40,6 +43,7 @@ def v1(kernel, X, y, Z, noise, jitter=1e-8):
     m, S = _post_from_AB(prior, (H.T / c) @ H, H.T @ (y / c))
     return m, S.dense()
 
+# %% ../../nbs/methods/14b_sparse_bounds.ipynb #bc7b98c0
 def optimal(kernel, X, y, Z, noise, jitter=1e-8):
     "Bound (6) optimum (Sheth & Khardon 2016b, §3.5): A = HᵀC⁻¹H, b = HᵀC⁻¹y with C = K_ff − Q_ff + σ²I (O(n³))."
     prior, H, cd = sgp_parts(kernel, X, Z, jitter)
@@ -58,6 +62,7 @@ def v2_objective(prior, H, cd, y, noise, m, S):
     v = cd + noise + S.var_at(H); r = y - H @ m
     return float(np.sum(-0.5*np.log(2*np.pi*v) - 0.5*r**2/v)) - _kl(m, S, np.zeros(prior.d), prior)
 
+# %% ../../nbs/methods/14b_sparse_bounds.ipynb #672420b9
 def v2(kernel, X, y, Z, noise, jitter=1e-8, max_iter=500, tol=1e-10):
     "V2 (Sheth & Khardon 2016b, §3.5) by coordinate ascent (m closed form, then one S fixed-point step); returns m, S, info."
     prior, H, cd = sgp_parts(kernel, X, Z, jitter)
@@ -79,16 +84,19 @@ def v2(kernel, X, y, Z, noise, jitter=1e-8, max_iter=500, tol=1e-10):
         prev = obj
     return m, S.dense(), dict(iters=it + 1, clipped=clipped, objective=hist)
 
+# %% ../../nbs/methods/14b_sparse_bounds.ipynb #ea9814c9
 def predict_sparse(kernel, Z, m, S, X_new, jitter=1e-8):
     "Predictive N(f* | h*ᵀm, K** − Q** + h*ᵀSh*) of q(w)p(f*|w); S a covariance object or a dense matrix."
     _, H, cd = sgp_parts(kernel, X_new, Z, jitter)
     return H @ m, cd + as_cov(S, "cov", name="S").var_at(H)
 
+# %% ../../nbs/methods/14b_sparse_bounds.ipynb #2d24e967
 def gaussian_nlpd(y, mean, var_f, noise):
     "Mean negative log predictive density of y under N(mean, var_f + noise)."
     v = var_f + noise
     return float(np.mean(0.5*np.log(2*np.pi*v) + 0.5*(y - mean)**2/v))
 
+# %% ../../nbs/methods/14b_sparse_bounds.ipynb #b9ce48fc
 def full_gp(kernel, X, y, noise, X_new):
     "Exact GP regression predictive mean and latent variance at X_new, and log p(y)."
     L = cholesky(kernel.K(X) + noise*np.eye(len(X)), name="K + noise I")
