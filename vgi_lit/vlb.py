@@ -131,5 +131,5 @@ def vlb_rows(model, m, cov, idx=None, chunk: int = 1024, grad: bool = False):
         E, dE_dm, _ = model.likelihood.expected_log_lik(model.y[b], a + H @ m, c + cov.var_at(H))
         tot += float(np.sum(E))
         if grad: g += s * (H.T @ dE_dm)
-    value = s * tot - kl_to_prior(model, m, cov)
+    value = vlb_from(model, m, s * tot, cov)                  # the one assembly, with the scale s
     return (value, g) if grad else value
