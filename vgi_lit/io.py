@@ -143,7 +143,7 @@ def save(posterior, path, labels=None) -> Path:
     if M.kind == "glm":
         P = M.prior
         arrays["prior_mean"] = M.mu
-        arrays["prior_cov"] = {"scalar": lambda: P.diag()[0], "diag": P.diag, "dense": P.dense}[P.kind]()
+        arrays["prior_cov"] = P.dense() if P.is_dense else P.cov_with_variances(P.variances())   # the cov argument that rebuilds P
     else:
         mean_diag = float(np.mean(M.kernel.Kdiag(M.Z if M.kind == "sparse_gp" else M.X)))
         settings.update(kernel=kernel_spec(M.kernel), mean=M.mean, jitter=M.prior.jitter / mean_diag)

@@ -459,11 +459,10 @@ def _tilt_mode(lik, y, m, v, iters: int = 200):
     bracket between m and m + vℓ'(m), a bisection where a Newton step leaves it or does not halve the step before."""
     pos = v > 0; vv = np.where(pos, v, 1.0)                                   # (n,); sites with v = 0 return m
     with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
-        d1 = lik.derivs(y, m)[1]
-        a, b = m + vv * np.minimum(d1, 0.0), m + vv * np.maximum(d1, 0.0)    # the bracket of the mode
+        _, g1, g2 = lik.derivs(y, m)                                           # at x = m: the bracket and the first step
+        a, b = m + vv * np.minimum(g1, 0.0), m + vv * np.maximum(g1, 0.0)    # the bracket of the mode
         x, step = m.copy(), b - a
         for _ in range(iters):
-            _, g1, g2 = lik.derivs(y, x)
             g, h = g1 - (x - m) / vv, g2 - 1.0 / vv                           # slope and curvature of ℓ(f) − (f − m)²/(2v)
             a, b = np.where(g > 0, x, a), np.where(g < 0, x, b)
             dx = -g / h
@@ -471,6 +470,7 @@ def _tilt_mode(lik, y, m, v, iters: int = 200):
             xn = np.where(newton, x + dx, 0.5 * (a + b))
             step, x = xn - x, xn
             if np.all((np.abs(step) <= 1e-13 * (1.0 + np.abs(x))) | ~pos): break
+            _, g1, g2 = lik.derivs(y, x)
     return np.where(pos, x, m)
 
 # %% ../nbs/01_likelihoods.ipynb #tlt0lpd1
@@ -503,6 +503,16 @@ class NegativeBinomial(_Exposure):
     def __init__(self, dispersion: float = 1.0, exposure=None, **kw):
         super().__init__(exposure, **kw)
         self.dispersion = _positive(dispersion, "negative binomial dispersion")
+        self._last = None                                        # (m, v, logistic part) of the last sites asked
+    def _logistic_part(self, m, v):
+        """(m_x, L, ∂L/∂m_x, ∂L/∂v) for x = f + log u − log r ~ N(m_x, v), L = E[log σ(−x)]: the logistic expectation that
+        E and ∂E/∂log r share, computed once for the last sites (m, v) asked (1-D, as `_ell_closed` receives them)."""
+        last = self._last
+        if last is not None and last[0].shape == m.shape and np.array_equal(last[0], m) and np.array_equal(last[1], v): return last[2]
+        mx = m + self._logu() - np.log(self.dispersion)
+        out = (mx, *_logistic_ell(self, -np.ones_like(mx), mx, v))
+        self._last = (m.copy(), v.copy(), out)
+        return out
     def _const(self, y):
         r = self.dispersion
         return gammaln(y + r) - gammaln(r) - gammaln(y + 1.0)
@@ -516,8 +526,7 @@ class NegativeBinomial(_Exposure):
         return np.broadcast_to(np.log(self.dispersion) - np.ravel(self._logu()), np.shape(y)).reshape(-1, 1)
     def _ell_closed(self, y, m, v):
         r = self.dispersion
-        mx = m + self._logu() - np.log(r)                            # mean of x = f + log u − log r
-        L, dL_dm, dL_dv = _logistic_ell(self, -np.ones_like(mx), mx, v)    # E[log σ(−x)] and its derivatives
+        mx, L, dL_dm, dL_dv = self._logistic_part(m, v)              # E[log σ(−x)] and its derivatives
         return self._const(y) + y * mx + (y + r) * L, y + (y + r) * dL_dm, (y + r) * dL_dv
     def _pred_transitions(self, y):
         "The peak of p(y|f), log(max(y, 1)/u) (width 0.3√(1/max(y, 1) + 1/r)), and the bend log(r/u) (width 1), (n, 2) each."
@@ -547,6 +556,7 @@ class ZeroInflatedPoisson(_Exposure):
         self.zero_prob = p
         self._theta = float(np.log(p) - np.log1p(-p))                # θ = logit π
         self.width = 0.5 / (max(-self._theta, 0.0) + 1.0)            # the bend's width in f: 1/(u e^f) there, halved
+        self._poisson = Poisson(exposure=self.exposure, method=self.method, n_gh=self.n_gh)   # the Poisson part
     def _derivs0(self, f, eta):
         "(ℓ, ℓ', ℓ'') at y = 0: ℓ = logaddexp(log π, log(1 − π) − μ), ℓ' = −μw, ℓ'' = −μw + μ²w(1 − w), w = σ(−θ − μ)."
         th = self._theta
@@ -571,9 +581,8 @@ class ZeroInflatedPoisson(_Exposure):
         if np.ndim(self.exposure) == 0: return Likelihood.rule_groups(self, y, m, v, method, n_gh, t)
         return [(None, *self.rule(y, m, v, method, n_gh, t))]
     def _ell_closed(self, y, m, v):
-        lu = self._logu()
-        with np.errstate(over="ignore"): r = np.exp(m + lu + 0.5 * v)
-        E, dm, dv = log_expit(-self._theta) + y * (m + lu) - r - gammaln(y + 1.0), y - r, -0.5 * r
+        E, dm, dv = self._poisson._ell_closed(y, m, v)               # y > 0: the Poisson's closed form plus log(1 − π)
+        E = E + log_expit(-self._theta)
         i0 = np.flatnonzero(y == 0)
         if i0.size:
             sub = self if np.ndim(self.exposure) == 0 else self._with_exposure(self.exposure.ravel()[i0])
@@ -587,12 +596,12 @@ class ZeroInflatedPoisson(_Exposure):
     def log_pred_density(self, y, m, v, exposure=None, **kw):
         "`log(π 1[y = 0] + (1 − π) ∫ Poisson(y | u e^f) N(f|m, v) df)`, the Poisson part by the tilted rule."
         lik = self._for_new_sites(exposure)
-        lpp = Poisson(exposure=lik.exposure, method=self.method, n_gh=self.n_gh).log_pred_density(lik.check_y(y), m, v, **kw)
+        lpp = lik._poisson.log_pred_density(lik.check_y(y), m, v, **kw)
         y = np.broadcast_to(np.asarray(y, float), np.shape(lpp))
         return np.where(y == 0, np.logaddexp(log_expit(self._theta), log_expit(-self._theta) + lpp), log_expit(-self._theta) + lpp)
     def sample(self, f, rng=None):
-        rng = np.random.default_rng(rng); f = np.asarray(f, float)
-        y = rng.poisson(np.exp(f + self._logu())).astype(float)
+        rng = np.random.default_rng(rng)
+        y = self._poisson.sample(f, rng)
         return np.where(rng.uniform(size=y.shape) < self.zero_prob, 0.0, y)
 
 # %% ../nbs/01_likelihoods.ipynb #3158c08c
@@ -885,8 +894,7 @@ def _negbin_dlogp(self, y, f):
 def _negbin_dparams(self, y, m, v):
     "Its expectation r(ψ(y + r) − ψ(r)) − y + rL − (y + r)∂L/∂m_x, with L = E[log σ(−x)] of the logistic."
     r = self.dispersion
-    mx = m + self._logu() - np.log(r)
-    L, dL_dm, _ = _logistic_ell(self, -np.ones_like(mx), mx, v)
+    _, L, dL_dm, _ = self._logistic_part(m, v)                   # as E computed it at these sites
     return (r * (digamma(y + r) - digamma(r)) - y + r * L - (y + r) * dL_dm)[None]
 NegativeBinomial.dlogp_dparams, NegativeBinomial._dparams_closed = _negbin_dlogp, _negbin_dparams
 

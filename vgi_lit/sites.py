@@ -47,7 +47,8 @@ class SiteMatrix:
 
     A subclass defines `blocks()` (and `rows`); every other operation has a default that makes one pass over
     the blocks, holding one block at a time. Subclasses with the rows in memory override them with direct products."""
-    kind = "abstract"          # a name for messages and saved files; behaviour is chosen by the two attributes below
+    kind = "abstract"          # a name for messages and saved files; behaviour is chosen by the attributes and methods below
+    is_identity = False        # H = I (a GP): the sites are the latent values themselves
     dense_array = False        # H is the identity or a dense in-memory array: direct BLAS products with `model.H` apply
     in_memory = False          # the rows are held in memory (dense, identity, CSR); False: computed or read per pass
     block_rows = 4096
@@ -96,6 +97,16 @@ class SiteMatrix:
         out = np.empty((self.n, self.d))
         for s, e, B in self.blocks(): out[s:e] = B.toarray() if sp.issparse(B) else B
         return out
+    def array(self):
+        "H as the one array the site matrix holds (dense or CSR), None for the identity; a ValueError for rows computed or read per block."
+        raise ValueError(f"{type(self).__name__} never holds H as one array: use the site-matrix operations (matvec, rmatvec, gram, "
+                         f"quad, ...) or rows(idx) for a few rows")
+    def prior_cov(self, prior):
+        "H Σ Hᵀ (n × n, exactly symmetric) for Σ given as a `PriorCov`: the prior covariance of the sites' linear part Hw; Hᵀ as a dense d × n array"
+        return _sym(self.matvec(prior.matmul(self.rmatvec(np.eye(self.n)))))
+    def prior_var(self, prior):
+        "h_iᵀ Σ h_i for every site (n,): the diagonal of `prior_cov`, as ‖L_Σᵀ h_i‖² (one pass, no n × n matrix)"
+        return self.quad(prior.half_T(np.eye(self.d)))
     def site_pass(self, m, A, fn, rows=()):
         """One pass over the rows for the fixed-point methods. For each block of rows s:e: the site means
         `mb = H_b m` and quadratic forms `qb = ‖A h_i‖²` (`A` None: not computed), then `out = fn(s, e, mb, qb, *rows_b)`
@@ -122,7 +133,7 @@ class SiteMatrix:
 class IdentitySites(SiteMatrix):
     "H = I (n × n): the GP, whose sites are the latent values themselves."
     kind = "identity"
-    dense_array = in_memory = True
+    is_identity = dense_array = in_memory = True
     def __init__(self, n: int): super().__init__(n, n)
     def blocks(self):
         I = np.eye(self.d)
@@ -138,6 +149,9 @@ class IdentitySites(SiteMatrix):
     def sq_rmatvec(self, r): return np.array(_vec(r, self.n, "r"))
     def row_norms2(self): return np.ones(self.n)
     def dense(self): return np.eye(self.n)
+    def array(self): return None
+    def prior_cov(self, prior): return prior.dense()
+    def prior_var(self, prior): return prior.diag()
 
 # %% ../nbs/03a_sites.ipynb #st000011
 class DenseSites(SiteMatrix):
@@ -159,6 +173,9 @@ class DenseSites(SiteMatrix):
         return self._H2.T @ _vec(r, self.n, "r")
     def row_norms2(self): return np.einsum('ij,ij->i', self.H, self.H)
     def dense(self): return np.array(self.H)
+    def array(self): return self.H
+    def prior_cov(self, prior): return _sym(self.H @ prior.matmul(self.H.T))
+    def prior_var(self, prior): return np.einsum('ij,ji->i', self.H, prior.matmul(self.H.T))
 
 # %% ../nbs/03a_sites.ipynb #st000012
 class CSRSites(SiteMatrix):
@@ -181,6 +198,7 @@ class CSRSites(SiteMatrix):
         if self._H2 is None: self._H2 = _block_sq(self.H)                      # same sparsity as H
         return np.asarray(self._H2.T @ _vec(r, self.n, "r"))
     def row_norms2(self): return np.asarray(self.H.multiply(self.H).sum(1)).ravel()
+    def array(self): return self.H
 
 # %% ../nbs/03a_sites.ipynb #st000013
 class BlockedSites(SiteMatrix):

@@ -4,6 +4,7 @@ import pytest
 from scipy.special import expit, log_expit, gammaln, logsumexp
 
 from vgi_lit.quadrature import gh_nodes, gh_expect
+from vgi_lit.likelihoods import Likelihood
 from vgi_lit import models
 from vgi_lit.inference import Stop, EventKind, Event
 from vgi_lit.methods import svi
@@ -13,7 +14,7 @@ from vgi_lit.vlb import vlb as core_vlb
 
 
 # ---------------------------------------------------------------- small likelihoods and kernel used as oracles
-class _Y:
+class _Y(Likelihood):                       # the protocol's attributes from the base class, its defaults unless set
     def check_y(self, y): return np.asarray(y, float)
 
 
@@ -35,6 +36,7 @@ class Gauss(_Y):
 
 
 class Poisson(_Y):
+    curvature_bounded, log_link = False, True
     def derivs(self, y, f):
         e = np.exp(f); return y*f - e - gammaln(y+1), y - e, -e
     def expected_log_lik(self, y, m, v):
@@ -45,6 +47,7 @@ class Poisson(_Y):
 
 
 class StudentT(_Y):
+    log_concave = False
     def __init__(self, df=3.0, s2=0.01): self.df, self.s2 = df, s2
     def derivs(self, y, f):
         r = y - f

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln, log_expit, expit, xlogy
 from scipy.optimize import minimize_scalar
+from ..likelihoods import Likelihood, Gaussian, Poisson, Exponential, StochasticVolatility, Logistic
 
 # %% auto #0
 __all__ = ['LAM_FLOOR', 'P_EPS', 'SiteConjugate', 'ExpTypeConjugate', 'poisson_conjugate', 'exponential_conjugate',
@@ -226,23 +227,23 @@ def numeric_conjugate(conj, alpha, lam, h0=None, rho0=None, tol=1e-11, maxiter=2
 
 # %% ../../nbs/methods/12_dual_conjugates.ipynb #074c7cf5
 def conjugate_for(likelihood, y):
-    "The site conjugate of Khan et al. (2013), eq. (19), for a likelihood object and (canonical) observations y."
-    name = type(likelihood).__name__
+    """The site conjugate of Khan et al. (2013), eq. (19), for a likelihood object and (canonical) observations y,
+    chosen by the likelihood's class (a subclass gets its parent's conjugate)."""
     y = np.asarray(y, float)
-    if name == 'Gaussian': return GaussianConjugate(y, likelihood.variance)
-    if name == 'Poisson': return poisson_conjugate(y, getattr(likelihood, 'exposure', None))
-    if name == 'Exponential': return exponential_conjugate(y)
-    if name == 'StochasticVolatility': return stochvol_conjugate(y)
-    if name in ('Logistic', 'BohningLogistic'):
+    if isinstance(likelihood, Gaussian): return GaussianConjugate(y, likelihood.variance)
+    if isinstance(likelihood, Poisson): return poisson_conjugate(y, likelihood.exposure)
+    if isinstance(likelihood, Exponential): return exponential_conjugate(y)
+    if isinstance(likelihood, StochasticVolatility): return stochvol_conjugate(y)
+    if isinstance(likelihood, (Logistic, BohningLogistic)):
         yy = np.where(y == 0, -1.0, y) if np.all(np.isin(y, (0.0, 1.0))) else y
         return BohningConjugate(yy)
-    raise ValueError(f"dual VI needs a jointly convex site term f_n(m, v); none is implemented for the {name} likelihood "
+    raise ValueError(f"dual VI needs a jointly convex site term f_n(m, v); none is implemented for the {type(likelihood).__name__} likelihood "
                      "(supported: Gaussian, Poisson, Exponential, StochasticVolatility, Logistic through Boehning's bound)")
 
 # %% ../../nbs/methods/12_dual_conjugates.ipynb #0400afc4
-class BohningLogistic:
-    "Logistic likelihood seen through Boehning's bound: E_N(m,v)[log p] is replaced by log sigma(y m) - v/8 (a lower bound)."
-    log_concave = True
+class BohningLogistic(Likelihood):
+    """Logistic likelihood seen through Boehning's bound: E_N(m,v)[log p] is replaced by log sigma(y m) - v/8 (a lower bound).
+    A `Likelihood` (log-concave, curvature at most 1/4: the base class's defaults) whose expectation is the bound."""
     def check_y(self, y):
         y = np.asarray(y, float)
         if y.ndim != 1: raise ValueError(f"labels must be a 1-d array, got shape {y.shape}")
@@ -257,9 +258,7 @@ class BohningLogistic:
         "(-f_B, -df_B/dm, -df_B/dv) with f_B = log(1 + e^{-y m}) + v/8."
         m, v = np.asarray(m, float), np.asarray(v, float)
         return log_expit(y * m) - v / 8.0, y * expit(-y * m), np.full(np.broadcast(m, v).shape, -0.125)
-    def _exact(self):
-        from vgi_lit.likelihoods import Logistic
-        return Logistic()
+    def _exact(self): return Logistic()
     def predict_y(self, m, v): return self._exact().predict_y(m, v)
     def log_pred_density(self, y, m, v):
         ex = self._exact(); return ex.log_pred_density(ex.check_y(self.check_y(y)), m, v)

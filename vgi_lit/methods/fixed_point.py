@@ -148,7 +148,7 @@ def _grad_V_inf(model, cov, gamma, decide=None, at=None):
     point, and the dense inverse would cost more than an iteration."""
     if not isinstance(cov, _SITE_FORMS): return float("nan"), False
     delta = cov.lam - gamma
-    if model.sites.kind == 'identity': return 0.5 * float(np.max(np.abs(delta))), True
+    if model.sites.is_identity: return 0.5 * float(np.max(np.abs(delta))), True
     if decide is not None and decide[0] > decide[1]:
         pm = at.sq if (at is not None and at.sq is not None) else \
              model.sites.sq_rmatvec(np.stack([np.maximum(delta, 0.0), np.maximum(-delta, 0.0)], 1))   # (H∘H)ᵀ[δ₊ δ₋], (d, 2)
@@ -219,7 +219,7 @@ def initial_state(model, m0=None, V0=None, lam0=None):
         try: return m, site_cov(model, lam), []
         except ValueError as e: raise ValueError(f"lam0 does not give a positive-definite start covariance: {e}") from None
     if V0 is None:
-        v0 = 1.0 if getattr(model.likelihood, "curvature_bounded", True) else 0.1     # γ growing like e^(v/2): a small start, as for Poisson there
+        v0 = 1.0 if model.likelihood.curvature_bounded else 0.1     # γ growing like e^(v/2): a small start, as for Poisson there
         s = start_scale(model, v0)
         ev = [] if s == 1.0 else [Event(EventKind.START, f"V0 = {s * v0:.3g} I: v0 I (v0 = {v0:g}) scaled by {s:.3g} so that no start site "
                                                          "variance exceeds the prior's or the likelihood's bound")]
@@ -410,7 +410,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if newton and not model.sites.dense_array:
         raise ValueError(f"newton=True needs the sites as n × n dense matrices (a GP, or rows in memory), got sites '{model.sites.kind}'")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
-    signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
+    signed = (clip is False) or (clip is None and not model.likelihood.log_concave)
     m, cov, events = initial_state(model, m0, V0, lam0)
     hist = History(callback=callback, max_seconds=max_seconds)
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
@@ -543,7 +543,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     for name, v in (("max_newton", max_newton), ("max_fp", max_fp)):
         if isinstance(v, bool) or int(v) != v or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
-    signed = (clip is False) or (clip is None and not getattr(model.likelihood, "log_concave", True))
+    signed = (clip is False) or (clip is None and not model.likelihood.log_concave)
     m, cov, ev = initial_state(model, m0, V0, lam0)
     hist = History(callback=callback, max_seconds=max_seconds)
     cov, at, (vlb, g, gamma), ev2 = _finite_start(model, m, cov, model.prior.solve(m - model.mu), clip=not signed)
@@ -688,7 +688,7 @@ def _newton_dir(model, m, cov, g, gamma, at, W=None):
     with S = HWHᵀ, P = (HVHᵀ)∘(HVHᵀ), E_mv, E_vv diagonal (`site_curvature`). `W` = (Σ⁻¹ + Hᵀdiag(γ)H)⁻¹ (a `SiteCov`)
     gives the exact Newton step; None uses V for it (the Jacobian then errs by O(λ − γ), and one factorisation is
     saved). Sites 'identity' or 'dense' (n × n matrices)."""
-    H = None if model.sites.kind == 'identity' else model.H
+    H = model.H                                                  # None for the identity (a GP)
     W = cov if W is None else W
     e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site)
     Vd = cov.dense(); SV = Vd if H is None else H @ Vd @ H.T                  # HVHᵀ, n × n

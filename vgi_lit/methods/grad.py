@@ -31,10 +31,8 @@ def gap_bound(model, grad) -> float | None:
     """Upper bound ½ λ_max(Σ) ‖grad‖₂² on VLB* − VLB for a gradient `grad` (any shape) in (m, tril L)
     coordinates, valid when the likelihood is log-concave (−VLB is then λ_min(Σ⁻¹)-strongly convex);
     None otherwise."""
-    if not getattr(model.likelihood, 'log_concave', False): return None
-    P = model.prior
-    lmax = float(np.max(P.diag())) if P.kind != 'dense' else float(np.linalg.eigvalsh(P.dense())[-1])
-    return 0.5 * lmax * float(np.sum(np.square(grad)))
+    if not model.likelihood.log_concave: return None
+    return 0.5 * model.prior.eigmax() * float(np.sum(np.square(grad)))
 
 
 # %% ../../nbs/methods/10_grad.ipynb #f1tgrad1
@@ -45,12 +43,8 @@ def whitened(model):
     the conditioning of Σ: for a GP with a smooth kernel cond(K) reaches 1e10 and GRAD in raw (m, L)
     coordinates crawls."""
     from vgi_lit.models import LGM, PriorCov
-    P = model.prior
-    HL = P.L if (model.sites.kind == 'identity' and P.kind == 'dense') else model.Hmul(_half_dense(P))   # n × d, dense for every kind of sites
+    HL = model.Hmul(model.prior.factor())                      # n × d, dense for every kind of sites
     return LGM(model.y, model.likelihood, 0.0, PriorCov(1.0, model.d), model.site_mean(model.mu), model.c, HL)
-
-def _half_dense(P):
-    return P.L if P.kind == 'dense' else np.diag(np.sqrt(P.diag()))
 
 # %% ../../nbs/methods/10_grad.ipynb #rcntr1im
 def recentred(model, m_c, L_c):
@@ -59,7 +53,7 @@ def recentred(model, m_c, L_c):
     q(w) = N(m_c + L_c m_u, (L_c L_u)(L_c L_u)ᵀ). A ValueError when the new prior is not numerically positive definite."""
     from vgi_lit.models import LGM, PriorCov
     P = model.prior
-    M = solve_triangular(L_c, _half_dense(P), lower=True, check_finite=False)     # L_c⁻¹ L_Σ, (d, d)
+    M = solve_triangular(L_c, P.factor(), lower=True, check_finite=False)     # L_c⁻¹ L_Σ, (d, d)
     mu_u = solve_triangular(L_c, model.mu - m_c, lower=True, check_finite=False)
     prior = PriorCov(M @ M.T, model.d, name="prior covariance in the coordinates of the current q")
     return LGM(model.y, model.likelihood, mu_u, prior, model.site_mean(m_c), model.c, model.Hmul(L_c))
@@ -106,12 +100,12 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
     check_budget(tol, max_iter, max_seconds)
     if not (isinstance(rtol, (int, float)) and rtol >= 0): raise ValueError(f"rtol must be a number >= 0, got {rtol!r}")
     if int(restarts) != restarts or restarts < 0: raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
-    whiten = (model.prior.kind == 'dense') if whiten is None else bool(whiten)
+    whiten = model.prior.is_dense if whiten is None else bool(whiten)
     m, V = start_state(model, m0, V0)
     opts = dict(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, maxcor=maxcor,
                 restarts=restarts, ftol=ftol, rtol=rtol)
     if whiten:
-        P = model.prior; Ld = _half_dense(P)
+        P = model.prior; Ld = P.factor()
         V0u = None
         if V is not None:
             V0u = P.half_solve(P.half_solve(V).T)       # L_Σ⁻¹ V0 L_Σ⁻ᵀ

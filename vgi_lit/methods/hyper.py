@@ -45,7 +45,7 @@ def prior_residual_diag(model, cov) -> np.ndarray:
     representation allows: ‖L_B⁻¹SH e_j‖² in n-space, (1 − [B⁻¹]_jj)/σ²_j in d-space, 1/σ²_j − V_jj/σ⁴_j from the
     factor of V otherwise."""
     P = model.prior
-    if P.kind not in ('scalar', 'diag'): raise ValueError(f"prior_residual_diag needs a scalar or diagonal prior, got {P.kind!r}")
+    if P.is_dense: raise ValueError(f"prior_residual_diag needs a scalar or diagonal prior, got {P.kind!r}")
     var = P.diag()
     if isinstance(cov, SiteCov) and cov.space == 'n':
         C = cov.LBi * cov.s[None, :]                                     # L_B⁻¹ S (n × n)
@@ -143,15 +143,15 @@ class HyperParams:
             vals = list(np.asarray(model.kernel.params, dtype=float)); logs = [True] * len(names)
         elif isinstance(model, GLM):
             P = model.prior
-            if P.kind == 'dense': raise ValueError("learn: a GLM with a full prior covariance has no variance parameter to learn (give a scalar or a diagonal)")
-            names = ["prior_var"] if P.kind == 'scalar' else [f"prior_var[{j}]" for j in range(model.d)]
-            vals = list(np.log(np.atleast_1d(P.diag()[:1] if P.kind == 'scalar' else P.diag()))); logs = [True] * len(names)
+            if P.is_dense: raise ValueError("learn: a GLM with a full prior covariance has no variance parameter to learn (give a scalar or a diagonal)")
+            names = P.variance_names("prior_var")
+            vals = list(np.log(P.variances())); logs = [True] * len(names)
             if self.learn_mean and not np.allclose(model.mu, model.mu[0]):
                 raise ValueError("learn: learn_mean needs a scalar prior mean (all entries equal)")
         else:
             raise TypeError(f"learn: hyperparameters of a {type(model).__name__} are not supported (GLM, GP and SparseGP are)")
         self.n_prior = len(names)
-        lnames = getattr(lik, "param_names", [])
+        lnames = lik.param_names
         names += [f"likelihood.{n}" for n in lnames]; vals += list(lik.params if lnames else []); logs += list(lik.param_is_log if lnames else [])
         self.n_lik = len(lnames)
         self.n_z = 0
@@ -192,7 +192,7 @@ class HyperParams:
                             block_size=M.block_size)                 # a blocked model stays blocked (never n × M in memory)
         if isinstance(M, GP):
             return GP(M.X, M.y, lik, M.kernel.with_params(t[:k]), mean=M.mean if mean is None else mean, jitter=self.rel_jitter)
-        var = np.exp(t[:k]); var = float(var[0]) if M.prior.kind == 'scalar' else var
+        var = M.prior.cov_with_variances(np.exp(t[:k]))
         return GLM(M.X, M.y, lik, prior_mean=M.mu if mean is None else mean, prior_cov=var)
 
     def _with_jitter(self, dK):
@@ -224,7 +224,7 @@ class HyperParams:
         else:                                                          # ∂Σ/∂log σ²_j = σ²_j e_j e_jᵀ: only r and diag W
             var = model.prior.diag(); r = model.prior.solve(np.asarray(m, float) - model.mu)
             gj = 0.5 * var * (r * r - prior_residual_diag(model, cov))
-            g[:k] = gj.sum() if model.prior.kind == 'scalar' else gj
+            g[:k] = model.prior.variance_grad(gj)
             if self.learn_mean: g[-1] = r.sum()
         if not isinstance(model, GLM) and need & (set(range(k)) | set(range(l, l + self.n_z)) | ({p - 1} if self.learn_mean else set())):
             g += dvlb_dprior(model, m, cov, dS, dmu)

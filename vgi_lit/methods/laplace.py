@@ -47,7 +47,7 @@ def fit_laplace(model, m0=None, V0=None, tol: float = 1e-9, max_iter: int = 200,
     Records carry Ψ (`psi`; the `vlb` column is not computed during the iteration) and ‖∇Ψ‖_∞ as `grad_norm`."""
     if np.any(model.c > 0): raise ValueError("method='laplace' needs c = 0 at every site (no sparse-GP site noise)")
     lik = model.likelihood
-    if not getattr(lik, 'log_concave', True): raise ValueError(f"method='laplace' needs a log-concave likelihood; {type(lik).__name__} is not")
+    if not lik.log_concave: raise ValueError(f"method='laplace' needs a log-concave likelihood; {type(lik).__name__} is not")
     check_budget(tol, max_iter, max_seconds)
     m, V = start_state(model, m0, V0)
     if V is not None: raise ValueError("method='laplace' takes no V0: its covariance is determined by the curvature at the mode")

@@ -98,7 +98,7 @@ def fit_prox(model, m0=None, V0=None, tol: float = 1e-8, max_iter: int = 10000, 
     Records carry `grad_m` = ‖∇_m VLB‖_∞, `gamma_res` = ‖λ̃ − γ‖_∞ and the β of the step that produced the
     state (`beta`; NaN at the start)."""
     lik = model.likelihood
-    if not getattr(lik, 'log_concave', True):
+    if not lik.log_concave:
         raise ValueError(f"method='prox' needs a log-concave likelihood (gamma >= 0); {type(lik).__name__} is not")
     check_budget(tol, max_iter, max_seconds)
     m, V = start_state(model, m0, V0)

@@ -161,8 +161,8 @@ def precision_step(model, cov, m, H, dE_dm, gamma, rho: float, scale: float = 1.
 def start_var_cap(lik) -> float:
     """Largest start site variance v_i − c_i the likelihood allows: 10 where γ grows like e^(±m + v/2) (a likelihood
     whose `curvature_bounded` is False: Poisson, exponential, stochastic volatility, zero-inflated Poisson; then
-    γ ≤ e⁵ at m = 0), no bound where γ is bounded (also for a likelihood object that does not say)."""
-    return np.inf if getattr(lik, "curvature_bounded", True) else 10.0
+    γ ≤ e⁵ at m = 0), no bound where γ is bounded."""
+    return np.inf if lik.curvature_bounded else 10.0
 
 # %% ../../nbs/methods/09_site_update.ipynb #start003
 def start_scale(model, v0: float) -> float:
@@ -170,13 +170,7 @@ def start_scale(model, v0: float) -> float:
     site (no start site variance above the prior's, the bound every T(V) ⪯ Σ obeys) and s·v₀‖h_i‖² ≤ `start_var_cap`."""
     S, cap = model.sites, start_var_cap(model.likelihood)
     if not np.isfinite(cap): return 1.0                                      # bounded curvature: any start is finite (no pass)
-    if S.kind == 'identity': hh, hSh = np.ones(model.n), model.prior.diag()         # GP: h_i = e_i
-    elif S.kind == 'dense':
-        H = S.H
-        hh = np.einsum('ij,ij->i', H, H)                                     # ‖h_i‖², (n,)
-        hSh = np.einsum('ij,ji->i', H, model.prior.matmul(H.T))             # h_iᵀΣh_i, (n,)
-    else:                                                                    # through the site matrix: ‖L_Σᵀh_i‖²
-        hh, hSh = S.row_norms2(), S.quad(model.prior.half_T(np.eye(model.d)))
+    hh, hSh = S.row_norms2(), S.prior_var(model.prior)                       # ‖h_i‖² and h_iᵀΣh_i, (n,)
     nz = hh > 0
     if not nz.any(): return 1.0
     s = min(1.0, float(np.min(hSh[nz] / (v0 * hh[nz]))), cap / (v0 * float(np.max(hh))))

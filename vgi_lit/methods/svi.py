@@ -180,17 +180,15 @@ def glm_prior_closed_form(model, m, cov, learn_mean: bool = False, learn_var: bo
     (the plain average for a scalar δ), then δ̂_j = V_jj + (m_j − μ̂_j)² (diagonal) or their average (scalar).
     Each block is an exact maximiser, so the bound does not decrease; for a scalar δ the pair is the joint maximiser."""
     P = model.prior
-    if P.kind == 'dense': raise ValueError("learn_prior: a GLM with a full prior covariance has no variance parameter to learn (give a scalar or a diagonal)")
+    if P.is_dense: raise ValueError("learn_prior: a GLM with a full prior covariance has no variance parameter to learn (give a scalar or a diagonal)")
     m = np.asarray(m, float); mu = np.asarray(model.mu, float)
     delta = P.diag()
     if learn_mean:
         if not np.allclose(mu, mu[0]): raise ValueError("learn_prior: learning the prior mean needs a constant prior mean (all entries equal)")
         w = 1.0 / delta
         mu = np.full(model.d, float(w @ m / w.sum()))
-    if learn_var:
-        r2 = cov.var_at(None) + (m - mu)**2
-        delta = np.full(1, r2.mean()) if P.kind == 'scalar' else r2
-    return mu, (float(delta[0]) if P.kind == 'scalar' else delta)
+    v = P.fit_variances(cov.var_at(None) + (m - mu)**2) if learn_var else P.variances()   # r_j = V_jj + (m_j − μ̂_j)²
+    return mu, P.cov_with_variances(v)
 
 def with_prior_state(old, new, st):
     """The state `st` of q under `old`'s prior re-expressed under `new`'s prior with q = N(m, V) unchanged: m and a
@@ -220,7 +218,7 @@ class PriorLearner:
         self.progress = np.inf
         self.glm = isinstance(model, GLM)
         if self.glm:
-            lnames = [f"likelihood.{n}" for n in getattr(model.likelihood, "param_names", [])]
+            lnames = [f"likelihood.{n}" for n in model.likelihood.param_names]
             keys = ["prior_var", "mean"] + (["likelihood"] + lnames if lnames else [])
             fixed = [fixed] if isinstance(fixed, str) else list(fixed or [])
             for key in fixed:
@@ -239,8 +237,7 @@ class PriorLearner:
     def values(self, model):
         "Every hyperparameter of `model` by name, on its natural scale (variances, lengthscales, ...)."
         if self.glm:
-            out = {"prior_var": float(model.prior.diag()[0])} if model.prior.kind == 'scalar' else \
-                  {f"prior_var[{j}]": float(v) for j, v in enumerate(model.prior.diag())}
+            out = {n: float(v) for n, v in zip(model.prior.variance_names("prior_var"), model.prior.variances())}
             if self.learn_mean: out["mean"] = float(model.mu[0])
             if self.hp is not None: out.update({n: v for n, v in hyper_values(self.hp, model).items() if n.startswith("likelihood")})
             return out
@@ -361,7 +358,7 @@ class SVIOptions:
         if o.schedule is None: o.schedule = 0.5 if full else "1/t"
         step_size(1, o.schedule, o.tau, o.kappa)                       # validates the schedule
         if o.max_epochs is None: o.max_epochs = (300 if method == "s-dsvi" else 200) if full else 20
-        if o.whiten is None: o.whiten = "q" if method == "h-mc-ssvi" else model.prior.kind == 'dense'
+        if o.whiten is None: o.whiten = "q" if method == "h-mc-ssvi" else model.prior.is_dense
         if o.whiten == "prior": o.whiten = True
         if not (o.whiten is True or o.whiten is False or (o.whiten == "q" and method == "h-mc-ssvi")):
             raise ValueError(f"whiten must be True, False or 'prior'" + (" or 'q'" if method == "h-mc-ssvi" else "") + f" for {method}, got {o.whiten!r}")

@@ -13,8 +13,8 @@ import scipy.sparse as sp
 from ..sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites, as_sites, is_dask_array, site_indices
 
 # %% auto #0
-__all__ = ['dask_site_matrix', 'PriorCov', 'GaussianPrior', 'LGM', 'GLM', 'GP', 'inducing_prior', 'sparse_gp_site_map',
-           'SparseGP']
+__all__ = ['dask_site_matrix', 'PriorCov', 'DiagPriorCov', 'ScalarPriorCov', 'DensePriorCov', 'GaussianPrior', 'LGM', 'GLM', 'GP',
+           'inducing_prior', 'sparse_gp_site_map', 'SparseGP']
 
 # %% ../../nbs/03_models.ipynb #mdl0dask
 def dask_site_matrix(H):
@@ -102,67 +102,192 @@ def _symmetric_part(A, block: int = 256):
 
 # %% ../../nbs/03_models.ipynb #07bc9095
 class PriorCov:
-    """Prior covariance Σ: scalar·I, diagonal or dense (with its Cholesky factor and the jitter used).
+    """Prior covariance Σ, one class per structure (as tinygp's solvers): `ScalarPriorCov` (δI), `DiagPriorCov`
+    (diag(σ²)) and `DensePriorCov` (a full matrix with its Cholesky factor). `PriorCov(cov, d, jitter)` returns the
+    one the shape of `cov` asks for: a scalar, a vector of length d, or a d × d matrix; `jitter` is added to its diagonal.
 
-    Its arrays are read-only: a prior is a value, built once and shared by a model and its methods."""
-    def __init__(self, cov, d: int, jitter: float = 0.0, name: str = "prior covariance"):
+    Every structure answers the same operations (`solve`, `matmul`, `half`, `half_T`, `half_solve`, `half_T_solve`,
+    `logdet`, `inv_diag`, `diag`, `dense`, `factor`, `eigmax`), says whether it is a full matrix (`is_dense`) and
+    which variance parameters it has (`variances`, `variance_names`, `variance_grad`, `fit_variances`,
+    `cov_with_variances`); `kind` is a label for messages and saved files only. Its arrays are read-only: a prior
+    is a value, built once and shared by a model and its methods."""
+    kind = "abstract"
+    is_dense = False           # Σ is a full matrix held with its Cholesky factor; False: diagonal
+    def __new__(cls, cov=None, d=None, jitter=0.0, name="prior covariance"):
+        if cls is PriorCov:                                   # the structure is told by the shape of cov
+            ndim = _real_array(cov, name).ndim
+            if ndim > 2: raise ValueError(f"{name} must be a scalar, a vector or a matrix, got ndim={ndim}")
+            cls = (ScalarPriorCov, DiagPriorCov, DensePriorCov)[ndim]
+        return super().__new__(cls)
+    def _start(self, cov, d, jitter, name, ndim):
+        "Set d, jitter and name; `cov` as a finite float array of `ndim` dimensions, else a ValueError naming it."
         cov = _real_array(cov, name); self.d, self.jitter, self.name = int(d), float(jitter), name
+        if cov.ndim != ndim:
+            raise ValueError(f"{name} must be a {('scalar', 'vector', 'matrix')[ndim]} for a {type(self).__name__}, got ndim={cov.ndim}")
         if not np.all(np.isfinite(cov)): raise ValueError(f"{name} contains NaN or inf")
-        if cov.ndim == 0:
-            if cov <= 0: raise ValueError(f"{name} must be positive, got {float(cov)}")
-            self.kind, self._s = 'scalar', float(cov) + self.jitter
-        elif cov.ndim == 1:
-            if cov.shape != (self.d,): raise ValueError(f"{name} diagonal has length {cov.shape[0]}, expected {self.d}")
-            if np.any(cov <= 0): raise ValueError(f"{name} diagonal must be positive; smallest entry {cov.min():g}")
-            self.kind, self._s = 'diag', _frozen(cov + self.jitter)
-        elif cov.ndim == 2:
-            if cov.shape != (self.d, self.d): raise ValueError(f"{name} has shape {cov.shape}, expected ({self.d}, {self.d})")
-            S, asym, scale = _symmetric_part(cov)
-            if asym > 1e-10 * scale: raise ValueError(f"{name} is not symmetric: largest |Σ_ij − Σ_ji| is {asym:.3e}, largest |Σ_ij + Σ_ji|/2 {scale:.3e}")
-            self.L = _frozen(cholesky(S, jitter=self.jitter, name=name, check=False))   # checked above, once
-            if self.jitter: S[np.diag_indices_from(S)] += self.jitter                     # Σ as factorised
-            self.kind, self._S = 'dense', _frozen(S)
-        else: raise ValueError(f"{name} must be a scalar, a vector or a matrix, got ndim={cov.ndim}")
+        return cov
+    def _no_variances(self, *args, **kw):
+        "A ValueError: this Σ has no variance parameters."
+        raise ValueError(f"a {self.kind} prior covariance has no variance parameters (a scalar or a diagonal has)")
+    variances = variance_names = variance_grad = fit_variances = cov_with_variances = _no_variances   # overridden where Σ has them
+    def __repr__(self): return f"PriorCov({self.kind}, d={self.d}, jitter={self.jitter:g})"
 
-    def _col(self, B, p):  # diagonal scaling of B's rows by s**p
-        s = self._s**p if self.kind == 'scalar' else (self._s**p if B.ndim == 1 else (self._s**p)[:, None])
-        return s * B
+# %% ../../nbs/03_models.ipynb #b828aabf
+class DiagPriorCov(PriorCov):
+    """Σ = diag(σ²) (d,): every operation scales rows, never a d × d matrix; its variance parameters are σ²₁..σ²_d."""
+    kind = "diag"
+    def __init__(self, cov, d: int, jitter: float = 0.0, name: str = "prior covariance"):
+        cov = self._start(cov, d, jitter, name, 1)
+        if cov.shape != (self.d,): raise ValueError(f"{name} diagonal has length {cov.shape[0]}, expected {self.d}")
+        if np.any(cov <= 0): raise ValueError(f"{name} diagonal must be positive; smallest entry {cov.min():g}")
+        self._s = _frozen(cov + self.jitter)
+    def _col(self, B, p):
+        "diag(s)^p B: the rows of B scaled by s**p"
+        B = np.asarray(B, float)
+        return (self._s**p if B.ndim == 1 else (self._s**p)[:, None]) * B
     def solve(self, B):
         "Σ⁻¹ B"
-        return cho_solve((self.L, True), B, check_finite=False) if self.kind == 'dense' else self._col(np.asarray(B, float), -1.0)
+        return self._col(B, -1.0)
     def matmul(self, B):
         "Σ B"
-        return self._S @ B if self.kind == 'dense' else self._col(np.asarray(B, float), 1.0)
+        return self._col(B, 1.0)
     def half(self, B):
-        "L B with Σ = L Lᵀ"
-        return self.L @ B if self.kind == 'dense' else self._col(np.asarray(B, float), 0.5)
+        "L B with Σ = L Lᵀ, L = Σ^½"
+        return self._col(B, 0.5)
     def half_T(self, B):
-        "L_Σᵀ B with Σ = L Lᵀ (the transpose of the factor that half applies)"
-        return self.L.T @ B if self.kind == 'dense' else self._col(np.asarray(B, float), 0.5)
+        "Lᵀ B (= L B for a diagonal)"
+        return self._col(B, 0.5)
     def half_solve(self, B):
         "L⁻¹ B"
-        return solve_triangular(self.L, B, lower=True, check_finite=False) if self.kind == 'dense' else self._col(np.asarray(B, float), -0.5)
+        return self._col(B, -0.5)
     def half_T_solve(self, B):
         "L⁻ᵀ B"
-        return solve_triangular(self.L, B, lower=True, trans='T', check_finite=False) if self.kind == 'dense' else self._col(np.asarray(B, float), -0.5)
+        return self._col(B, -0.5)
     def logdet(self):
-        "log|Σ|"
-        if self.kind == 'dense':
-            if getattr(self, '_logdet', None) is None: self._logdet = float(chol_logdet(self.L))   # once per prior (FP iterations ask every time)
-            return self._logdet
-        return self.d * np.log(self._s) if self.kind == 'scalar' else float(np.sum(np.log(self._s)))
+        "log|Σ| = Σ_j log σ²_j"
+        return float(np.sum(np.log(self._s)))
+    def diag(self):
+        "diagonal of Σ (a new array)"
+        return np.array(self._s, dtype=float)
     def inv_diag(self):
-        "diagonal of Σ⁻¹: squared column norms of L⁻¹ for a dense Σ (n³/3 flops, once per prior)"
-        if self.kind != 'dense': return 1.0 / self.diag()
-        if getattr(self, '_inv_diag', None) is None: self._inv_diag = _frozen(np.sum(tri_inv(self.L)**2, 0))
+        "diagonal of Σ⁻¹"
+        return 1.0 / self.diag()
+    def dense(self):
+        "Σ as a d × d matrix (jitter included; a new array)"
+        return np.diag(self.diag())
+    def factor(self):
+        "L_Σ = Σ^½ as a d × d array (a new array)"
+        return np.diag(np.sqrt(self.diag()))
+    def eigmax(self) -> float:
+        "λ_max(Σ)"
+        return float(np.max(self._s))
+    def variances(self):
+        "The variance parameters (σ²₁, ..., σ²_d) (a new array)"
+        return self.diag()
+    def variance_names(self, name: str = "prior_var"):
+        "Their names: `name[j]`"
+        return [f"{name}[{j}]" for j in range(self.d)]
+    def variance_grad(self, g):
+        "The derivative in the variance parameters from the per-coordinate derivatives g (d,) in σ²_j (or log σ²_j): g itself"
+        return np.asarray(g, dtype=float)
+    def fit_variances(self, r2):
+        """The variance parameters maximising Σ_j −½(log σ²_j + r2_j/σ²_j) for second moments r2 (d,): σ²_j = r2_j
+        (Sheth & Khardon 2016b, eq. 61)"""
+        return np.asarray(r2, dtype=float)
+    def cov_with_variances(self, v):
+        "The `cov` argument of `PriorCov` with variance parameters v: the vector itself"
+        return np.asarray(v, dtype=float)
+
+# %% ../../nbs/03_models.ipynb #c70998f7
+class ScalarPriorCov(DiagPriorCov):
+    """Σ = δI: the diagonal with one value (a float, never a vector of d copies); its one variance parameter is δ."""
+    kind = "scalar"
+    def __init__(self, cov, d: int, jitter: float = 0.0, name: str = "prior covariance"):
+        cov = self._start(cov, d, jitter, name, 0)
+        if cov <= 0: raise ValueError(f"{name} must be positive, got {float(cov)}")
+        self._s = float(cov) + self.jitter
+    def _col(self, B, p):
+        "δ^p B"
+        return self._s**p * np.asarray(B, float)
+    def logdet(self):
+        "log|Σ| = d log δ"
+        return self.d * np.log(self._s)
+    def diag(self):
+        "diagonal of Σ (a new array of d copies of δ)"
+        return np.full(self.d, self._s)
+    def eigmax(self) -> float:
+        "λ_max(Σ) = δ"
+        return self._s
+    def variances(self):
+        "The variance parameter (δ,)"
+        return np.array([self._s])
+    def variance_names(self, name: str = "prior_var"):
+        "Its name"
+        return [name]
+    def variance_grad(self, g):
+        "The derivative in δ (or log δ) from the per-coordinate derivatives g (d,): their sum, (1,)"
+        return np.array([np.sum(g)])
+    def fit_variances(self, r2):
+        "The δ maximising Σ_j −½(log δ + r2_j/δ): the mean of r2 (Sheth & Khardon 2016b, eq. 60), (1,)"
+        return np.array([np.mean(r2)])
+    def cov_with_variances(self, v):
+        "The `cov` argument of `PriorCov` with variance parameter v (1,): a float"
+        v = np.asarray(v, dtype=float)
+        if v.shape != (1,): raise ValueError(f"a scalar prior covariance has one variance parameter, got shape {v.shape}")
+        return float(v[0])
+
+# %% ../../nbs/03_models.ipynb #d49de4e5
+class DensePriorCov(PriorCov):
+    """Σ a full d × d matrix: its symmetric part and lower Cholesky factor `L` (with the jitter on the diagonal), read-only.
+    Systems are solved through `L`; log|Σ| and diag(Σ⁻¹) are computed once, on first use. It has no variance parameters."""
+    kind = "dense"
+    is_dense = True
+    def __init__(self, cov, d: int, jitter: float = 0.0, name: str = "prior covariance"):
+        cov = self._start(cov, d, jitter, name, 2)
+        if cov.shape != (self.d, self.d): raise ValueError(f"{name} has shape {cov.shape}, expected ({self.d}, {self.d})")
+        S, asym, scale = _symmetric_part(cov)
+        if asym > 1e-10 * scale: raise ValueError(f"{name} is not symmetric: largest |Σ_ij − Σ_ji| is {asym:.3e}, largest |Σ_ij + Σ_ji|/2 {scale:.3e}")
+        self.L = _frozen(cholesky(S, jitter=self.jitter, name=name, check=False))   # checked above, once
+        if self.jitter: S[np.diag_indices_from(S)] += self.jitter                     # Σ as factorised
+        self._S, self._logdet, self._inv_diag = _frozen(S), None, None
+    def solve(self, B):
+        "Σ⁻¹ B"
+        return cho_solve((self.L, True), B, check_finite=False)
+    def matmul(self, B):
+        "Σ B"
+        return self._S @ B
+    def half(self, B):
+        "L B with Σ = L Lᵀ"
+        return self.L @ B
+    def half_T(self, B):
+        "Lᵀ B"
+        return self.L.T @ B
+    def half_solve(self, B):
+        "L⁻¹ B"
+        return solve_triangular(self.L, B, lower=True, check_finite=False)
+    def half_T_solve(self, B):
+        "L⁻ᵀ B"
+        return solve_triangular(self.L, B, lower=True, trans='T', check_finite=False)
+    def logdet(self):
+        "log|Σ| from the factor, once per prior (the fixed-point iterations ask every time)"
+        if self._logdet is None: self._logdet = float(chol_logdet(self.L))
+        return self._logdet
+    def inv_diag(self):
+        "diagonal of Σ⁻¹: squared column norms of L⁻¹ (n³/3 flops, once per prior)"
+        if self._inv_diag is None: self._inv_diag = _frozen(np.sum(tri_inv(self.L)**2, 0))
         return self._inv_diag
     def diag(self):
         "diagonal of Σ (a new array)"
-        return np.diag(self._S).copy() if self.kind == 'dense' else np.broadcast_to(self._s, (self.d,)).astype(float)
+        return np.diag(self._S).copy()
     def dense(self):
         "Σ as a d × d matrix (jitter included; a new array)"
-        return self._S.copy() if self.kind == 'dense' else np.diag(self.diag())
-    def __repr__(self): return f"PriorCov({self.kind}, d={self.d}, jitter={self.jitter:g})"
+        return self._S.copy()
+    def factor(self):
+        "L_Σ, the lower Cholesky factor (read-only, not a copy)"
+        return self.L
+    def eigmax(self) -> float:
+        "λ_max(Σ), by a symmetric eigensolver (d³)"
+        return float(np.linalg.eigvalsh(self._S)[-1])
 
 # %% ../../nbs/03_models.ipynb #gpr02
 class GaussianPrior:
@@ -258,11 +383,7 @@ class LGM:
     def H(self):
         """The site matrix as an array: None for the identity (a GP), the dense array or the CSR matrix; for sites
         computed per block (`BlockedSites`) or held elsewhere a ValueError (use `sites` or `rows`)."""
-        k = self.sites.kind
-        if k == 'identity': return None
-        if k in ('dense', 'csr'): return self.sites.H
-        raise ValueError(f"this {type(self).__name__} has {k} sites: H is never held as one array; use model.sites "
-                         f"(matvec, rmatvec, gram, quad, ...) or model.rows(idx) for a few rows")
+        return self.sites.array()
     def Hmul(self, B):
         "H @ B"
         return self.sites.matvec(B)
@@ -278,13 +399,7 @@ class LGM:
         return self.a + self.Hmul(m)
     def K_site(self):
         "H Σ Hᵀ (n × n), cached and read-only; only algorithms working in site space call it"
-        if self._K_site is None:
-            k = self.sites.kind
-            if k == 'identity': K = self.prior.dense()
-            else:
-                HT = self.sites.H.T if k == 'dense' else self.sites.rmatvec(np.eye(self.n))   # Hᵀ (d × n); n ≤ d where it is asked for
-                K = self.Hmul(self.prior.matmul(HT))
-            self._K_site = _frozen(K if k == 'identity' else 0.5 * (K + K.T))    # a dense prior is exactly symmetric already
+        if self._K_site is None: self._K_site = _frozen(self.sites.prior_cov(self.prior))   # n ≤ d where it is asked for
         return self._K_site
     def check_inputs(self, X_new, name: str = "X_new"):
         """`X_new` as a float (n_new, p) array of this model's p inputs, or a ValueError/TypeError naming it: the
