@@ -5,7 +5,7 @@
 # %% ../../nbs/methods/17_ctm.ipynb #c01
 from __future__ import annotations
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse
 from contextlib import nullcontext
@@ -132,37 +132,57 @@ class DocRows:
     ids: np.ndarray
     cnts: np.ndarray
     b: int
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
     @classmethod
     def of(cls, counts, start: int, stop: int):
         "The documents start..stop−1 of a CSR matrix `counts` (checked by `check_counts`)."
         s, e = counts.indptr[start], counts.indptr[stop]
         return cls(np.repeat(np.arange(stop - start), np.diff(counts.indptr[start:stop + 1])), counts.indices[s:e],
                    counts.data[s:e], stop - start)
+    def spread(self, X, n: int):
+        "The sparse (R, b·n) matrix whose row r holds X[r] (n entries) at the n columns of its document (indices kept per n)."
+        if n not in self._cache:
+            R = self.doc.size; self._cache[n] = ((self.doc[:, None] * n + np.arange(n)).ravel(), np.arange(0, R * n + 1, n))
+        idx, ptr = self._cache[n]
+        return sparse.csr_matrix((np.ascontiguousarray(X, dtype=float).ravel(), idx, ptr), shape=(self.doc.size, self.b * n))
+    def topics(self, log_beta, square: bool = False):
+        """For the rows' words: max_k log β_kw (R,), B = β_kw / max_k β_kw (K, R), B spread (`spread`, (R, b·K)) and, with
+        `square`, the spread of B² without its last topic. Kept for the last log β given (the same array, not modified
+        in place: a fit makes a new one when it learns β), so steps at fixed topics compute them once."""
+        top = self._cache.get("topics")
+        if top is None or top[0] is not log_beta:
+            lB = log_beta[:, self.ids]; lmax = lB.max(0); Bm = np.exp(lB - lmax)
+            top = self._cache["topics"] = [log_beta, lmax, Bm, self.spread(Bm.T, Bm.shape[0]), None]
+        if square and top[4] is None: top[4] = self.spread(top[2][:-1].T**2, top[2].shape[0] - 1)
+        return top[1], top[2], top[3], top[4]
     def one(self, j: int):
         "(ids, cnts) of document j of the batch."
         sel = self.doc == j
         return self.ids[sel], self.cnts[sel]
 
-def xi_stats_batch(eta, rows: DocRows, log_beta, hess: str | None = "full", chunk: int = 1 << 22) -> XiStats:
+def xi_stats_batch(eta, rows: DocRows, log_beta, hess: str | None = "full", value: bool = True, cr: bool = True,
+                   chunk: int = 1 << 22) -> XiStats:
     """`xi_stats` for a batch of documents at once: η (b, S, K−1) the draws of each document, `rows` its words (`DocRows`).
-    The per-document sums over words are sums over the rows of each document (`block_sum`, a sparse product), so the cost
+    The per-document sums over words are sums over the rows of each document (sparse products with the rows placed at their
+    document's columns, `DocRows.spread`), so the cost
     is that of the per-document route, O(S K R) (O(S K² R) with the full Hessian, taken over row chunks of at most `chunk`
     entries). Returns an `XiStats` with a batch axis: value (b, S), grad (b, S, K−1), hess (b, S, K−1, K−1) or (b, S, K−1),
-    `cr` (K, R) by rows, h (b, S, K). A document with a mixture below 1e-150 is taken by `xi_stats_log` on its own."""
+    `cr` (K, R) by rows, h (b, S, K); `value=False`, `cr=False` leave those out (None: a step at fixed topics needs
+    neither). A document with a mixture below 1e-150 is taken by `xi_stats_log` on its own."""
     if hess not in ("full", "diag", None): raise ValueError(f"hess must be 'full', 'diag' or None, got {hess!r}")
     eta = np.asarray(eta, dtype=float)
     if eta.ndim != 3 or eta.shape[0] != rows.b: raise ValueError(f"eta must have shape (b={rows.b}, S, K-1), got {eta.shape}")
-    b, S, k1 = eta.shape; di, cnts = rows.doc, np.asarray(rows.cnts, dtype=float)
-    lB = log_beta[:, rows.ids]; lmax = lB.max(0); Bm = np.exp(lB - lmax)            # (K, R), β_kw / max_k β_kw
+    b, S, k1 = eta.shape; K = k1 + 1; di, cnts = rows.doc, np.asarray(rows.cnts, dtype=float)
+    lmax, Bm, Bs, B2 = rows.topics(log_beta, hess == "diag")                           # (R,), (K, R): β_kw / max_k β_kw, spread
     h = logistic_map(eta); ht = h[..., :-1]                                            # (b, S, K)
-    p = np.einsum('rsk,kr->rs', h[di], Bm)                                             # (R, S): p_w / max_k β_kw
+    p = Bs @ np.swapaxes(h, 1, 2).reshape(b * K, S)                                    # (R, S): p_w / max_k β_kw
     with np.errstate(divide="ignore"): q = cnts[:, None] / p                          # c_w / p_w
-    rc = h * block_sum(di, q[:, :, None] * Bm.T[:, None, :], b)                        # (b, S, K): Σ_w c_w r_kw
+    rc = h * np.swapaxes((Bs.T @ q).reshape(b, K, S), 1, 2)                            # (b, S, K): Σ_w c_w r_kw
     N = block_sum(di, cnts, b)[:, None, None]
     grad = rc[..., :-1] - N * ht
     H = None
     if hess == "diag":
-        H = rc[..., :-1] - ht**2 * block_sum(di, (q / p)[:, :, None] * (Bm[:-1].T**2)[:, None, :], b) - N * (ht - ht**2)
+        H = rc[..., :-1] - ht**2 * np.swapaxes((B2.T @ (q / p)).reshape(b, k1, S), 1, 2) - N * (ht - ht**2)
     elif hess == "full":                                                               # Σ_w (c_w/p_w²) B̃_w B̃_wᵀ per document and draw
         Bt = Bm[:-1].T; w = q / p; M = np.zeros((b * S, k1 * k1)); step = max(1, chunk // (S * k1 * k1))
         for s in range(0, di.size, step):
@@ -173,12 +193,17 @@ def xi_stats_batch(eta, rows: DocRows, log_beta, hess: str | None = "full", chun
         M = M.reshape(b, S, k1, k1)
         H = -(ht[..., :, None] * M * ht[..., None, :]) + N[..., None] * ht[..., :, None] * ht[..., None, :]
         i = np.arange(k1); H[..., i, i] += rc[..., :-1] - N * ht
-    with np.errstate(divide="ignore"): value = block_sum(di, (np.log(p) + lmax[:, None]) * cnts[:, None], b)
-    cr = Bm * np.einsum('rsk,rs->kr', h[di], q) / S                                    # (K, R): mean over draws of c_w r_kw
+    want_value, want_cr = value, cr
+    value = cr = None
+    if want_value:
+        with np.errstate(divide="ignore"): value = block_sum(di, (np.log(p) + lmax[:, None]) * cnts[:, None], b)
+    if want_cr: cr = Bm * (rows.spread(q, S) @ h.reshape(b * S, K)).T / S             # (K, R): mean over draws of c_w r_kw
     bad = np.unique(di[~np.all(p > 1e-150, axis=1)])
     for j in bad:                                                                      # extreme η: this document in log space
         sel = di == j; o = xi_stats_log(eta[j], rows.ids[sel], cnts[sel], log_beta, hess)
-        value[j], grad[j], cr[:, sel] = o.value, o.grad, o.cr
+        grad[j] = o.grad
+        if value is not None: value[j] = o.value
+        if cr is not None: cr[:, sel] = o.cr
         if H is not None: H[j] = o.hess
     return XiStats(value, grad, H, cr, h)
 
@@ -340,7 +365,8 @@ def _cov_factor_from_precision(P):
     U = stacked_cholesky(np.ascontiguousarray(P[:, ::-1, ::-1]), "document precision")[:, ::-1, ::-1]
     return np.tril(np.linalg.solve(np.swapaxes(U, 1, 2), np.broadcast_to(np.eye(P.shape[1]), P.shape)))   # lower: rounding above cleared
 
-def docs_step(rows: DocRows, m, L, P, prior: GaussianPrior, log_beta, method: str, cov: str, rho: float, eps, opt_m, opt_L=None):
+def docs_step(rows: DocRows, m, L, P, prior: GaussianPrior, log_beta, method: str, cov: str, rho: float, eps, opt_m, opt_L=None,
+              topics_grad: bool = True):
     """One update of q(η_d) = N(m_d, L_dL_dᵀ) of every document of a batch (`rows`) from the draws η_s = m_d + L_dε_s
     (ε: (b, S, K−1)), all estimates at the current (m_d, S_d) (Sheth & Khardon 2016b, §3.7, A.1, A.2); m (b, K−1), L and
     P (b, K−1) (cov='diag': standard deviations and precisions) or (b, K−1, K−1):
@@ -353,7 +379,8 @@ def docs_step(rows: DocRows, m, L, P, prior: GaussianPrior, log_beta, method: st
     - 'simple': (74)-(77), the same steps with ξˢ of the simple bound (73).
 
     `opt_m`, `opt_L`: ADAGRAD over the whole batch (elementwise, so one per document). Returns (m, L, P, n_projected, aux)
-    with aux `XiStats.cr` (K, R) by rows (optimal bound) or the draws of h (b, S, K) (simple)."""
+    with aux `XiStats.cr` (K, R) by rows (optimal bound; None with `topics_grad=False`, a step at fixed topics) or the
+    draws of h (b, S, K) (simple)."""
     k1 = m.shape[1]
     eta = _draw(m, L, eps, cov)
     need = None if method == "s-dsvi" else cov
@@ -361,7 +388,7 @@ def docs_step(rows: DocRows, m, L, P, prior: GaussianPrior, log_beta, method: st
         a = block_sum(rows.doc, (log_beta[:, rows.ids] * rows.cnts).T, rows.b)
         _, G, H, aux = simple_stats(eta, a, need)
     else:
-        st = xi_stats_batch(eta, rows, log_beta, need); G, H, aux = st.grad, st.hess, st.cr
+        st = xi_stats_batch(eta, rows, log_beta, need, value=False, cr=topics_grad); G, H, aux = st.grad, st.hess, st.cr
     g = G.mean(1)
     n_proj = 0
     if method == "s-dsvi":
@@ -490,7 +517,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
             P = None if st.P is None else st.P[a:e]
             try:
                 mn, Ln, Pn, npj, aux = docs_step(rows[j], st.m[a:e], st.L[a:e], P, prior, log_beta, method, cov, rho,
-                                                 rng.standard_normal((e - a, n_mc, k1)), opt_m[j], opt_L[j])
+                                                 rng.standard_normal((e - a, n_mc, k1)), opt_m[j], opt_L[j], learn)
             except ValueError as err:
                 events.append(Event(EventKind.FACTORISATION_FAILED, f"documents {a}..{e - 1}: {err}")); failed = f"documents {a}..{e - 1}: {err}"; break
             if not (np.all(np.isfinite(mn)) and np.all(np.isfinite(Ln))):
@@ -626,7 +653,7 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
         om, oL = Adagrad(lr), (None if natural else Adagrad(lr))
         md, Ld, Pd = m[a:e], L[a:e], P[a:e] if natural else None
         for t in range(1, n_iter + 1):
-            md, Ld, Pd, _, _ = docs_step(rows, md, Ld, Pd, prior, lb, method, cov, 1.0 / t, eps[:, t - 1], om, oL)
+            md, Ld, Pd, _, _ = docs_step(rows, md, Ld, Pd, prior, lb, method, cov, 1.0 / t, eps[:, t - 1], om, oL, False)
         m[a:e], L[a:e] = md, Ld
     return m, (L**2 if cov == "diag" else L @ np.swapaxes(L, 1, 2))
 
