@@ -5,7 +5,7 @@
 # %% ../../nbs/methods/17_ctm.ipynb #c01
 from __future__ import annotations
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 from contextlib import nullcontext
@@ -15,7 +15,7 @@ from threadpoolctl import threadpool_limits
 from ..linalg import cholesky
 from ..models import GaussianPrior
 from ..models.blocks import Blocks, block_sum, block_kl, natural_step, closed_form_prior, stacked_cholesky
-from ..models.ctm import CTM, check_counts, init_beta, check_beta
+from ..models.ctm import CTM, DocRows, check_counts, init_beta, check_beta
 from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method
 from ..driver import Step, first_of, run, rel_tol_evaluated
 from ..io import register_posterior
@@ -23,9 +23,9 @@ from .svi import Adagrad, step_size
 
 # %% auto #0
 __all__ = ['COVS', 'METHODS', 'COMMON', 'log_logistic_map', 'logistic_map', 'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik',
-           'corpus_loglik', 'DocRows', 'xi_stats_batch', 'CTMState', 'init_state', 'ctm_vlb', 'simple_stats',
-           'alpha_grad', 'beta_from_alpha', 'newton_direction', 'newton_cov_factor', 'damped_newton', 'psd_part',
-           'docs_step', 'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents', 'CTMOptions']
+           'corpus_loglik', 'xi_stats_batch', 'CTMState', 'init_state', 'ctm_vlb', 'simple_stats', 'alpha_grad',
+           'beta_from_alpha', 'newton_direction', 'newton_cov_factor', 'damped_newton', 'psd_part', 'docs_step',
+           'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents', 'CTMOptions']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c10
 def _logsumexp(x, axis: int = -1, keepdims: bool = False):
@@ -124,42 +124,6 @@ def corpus_loglik(counts, eta, beta):
     return out
 
 # %% ../../nbs/methods/17_ctm.ipynb #9af4e70f
-@dataclass
-class DocRows:
-    """A batch of b documents in the CSR layout (cost ∝ the number of distinct words): row r holds one (document, word)
-    pair, `doc` (R,) the position 0..b−1 of its document in the batch, `ids` (R,) the word id, `cnts` (R,) its count."""
-    doc: np.ndarray
-    ids: np.ndarray
-    cnts: np.ndarray
-    b: int
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
-    @classmethod
-    def of(cls, counts, start: int, stop: int):
-        "The documents start..stop−1 of a CSR matrix `counts` (checked by `check_counts`)."
-        s, e = counts.indptr[start], counts.indptr[stop]
-        return cls(np.repeat(np.arange(stop - start), np.diff(counts.indptr[start:stop + 1])), counts.indices[s:e],
-                   counts.data[s:e], stop - start)
-    def spread(self, X, n: int):
-        "The sparse (R, b·n) matrix whose row r holds X[r] (n entries) at the n columns of its document (indices kept per n)."
-        if n not in self._cache:
-            R = self.doc.size; self._cache[n] = ((self.doc[:, None] * n + np.arange(n)).ravel(), np.arange(0, R * n + 1, n))
-        idx, ptr = self._cache[n]
-        return sparse.csr_matrix((np.ascontiguousarray(X, dtype=float).ravel(), idx, ptr), shape=(self.doc.size, self.b * n))
-    def topics(self, log_beta, square: bool = False):
-        """For the rows' words: max_k log β_kw (R,), B = β_kw / max_k β_kw (K, R), B spread (`spread`, (R, b·K)) and, with
-        `square`, the spread of B² without its last topic. Kept for the last log β given (the same array, not modified
-        in place: a fit makes a new one when it learns β), so steps at fixed topics compute them once."""
-        top = self._cache.get("topics")
-        if top is None or top[0] is not log_beta:
-            lB = log_beta[:, self.ids]; lmax = lB.max(0); Bm = np.exp(lB - lmax)
-            top = self._cache["topics"] = [log_beta, lmax, Bm, self.spread(Bm.T, Bm.shape[0]), None]
-        if square and top[4] is None: top[4] = self.spread(top[2][:-1].T**2, top[2].shape[0] - 1)
-        return top[1], top[2], top[3], top[4]
-    def one(self, j: int):
-        "(ids, cnts) of document j of the batch."
-        sel = self.doc == j
-        return self.ids[sel], self.cnts[sel]
-
 def xi_stats_batch(eta, rows: DocRows, log_beta, hess: str | None = "full", value: bool = True, cr: bool = True,
                    chunk: int = 1 << 22) -> XiStats:
     """`xi_stats` for a batch of documents at once: η (b, S, K−1) the draws of each document, `rows` its words (`DocRows`).
