@@ -338,12 +338,20 @@ def method_keywords(common: dict, allowed: tuple, options, cls) -> dict:
     return {**common, **{k: getattr(options, k) for k in names}}
 
 # %% ../nbs/07_inference.ipynb #05a2e9f7
-def register_options_method(fit_fn, method: str, kind: str, options_cls, common: tuple):
+def register_options_method(fit_fn, method: str, kind: str, options_cls, common: tuple, learn_keyword: str | None = None,
+                            learn_default: bool = False):
     """Register a two-level model's fit function `fit_fn(model, method, **settings)` as `fit(model, method,
-    options=options_cls(...), **common)` for the model kind `kind`: the common options (`common`, e.g. `tol`,
-    `max_iter`, ...) as keywords, the model's own settings grouped in `options` (`method_keywords` checks both)."""
-    def run(model, options=None, **kw):
-        return fit_fn(model, method, **method_keywords(kw, common, options, options_cls))
+    options=options_cls(...), learn=..., **common)` for the model kind `kind`: the common options (`common`, e.g. `tol`,
+    `max_iter`, ...) as keywords, the model's own settings grouped in `options` (`method_keywords` checks both), and
+    `fit`'s `learn` given to `fit_fn` as its keyword `learn_keyword` (the switch of the model's own hyperparameter learning;
+    None: the function learns none, and `learn=True` is a ValueError). `learn=None` (`fit`'s default) is `learn_default`: a
+    topic model's μ, Σ and β are fitted unless `learn=False` holds them, a mixed-effects prior is held unless `learn=True`."""
+    def run(model, options=None, learn: bool | None = None, **kw):
+        kws = method_keywords(kw, common, options, options_cls)
+        if learn is None: learn = learn_default                   # fit's default: the model's own
+        if learn_keyword is not None: kws[learn_keyword] = bool(learn)
+        elif learn: raise ValueError(f"learn=True: {fit_fn.__name__} ({method}) learns no parameters of a {kind} model")
+        return fit_fn(model, method, **kws)
     run.__name__ = run.__qualname__ = f"{fit_fn.__name__}_{method.replace('-', '_')}"
     run.__wrapped__ = fit_fn          # its signature (the budget defaults a progress bar reads) is the fit function's
     run.__doc__ = (f"`fit({kind}, {method!r}, options={options_cls.__name__}(...), {', '.join(c + '=' for c in common)})`: "
@@ -371,7 +379,7 @@ def methods_for(model) -> dict:
 # %% ../nbs/07_inference.ipynb #a1ca4c8b
 DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi', 'pmf': 'h-mc-ssvi', 'ctm': 'h-mc-ssvi', 'gme': 'h-mc-ssvi'}
 
-def fit(model, method: str | None = None, learn: bool = False, progress: bool = False, **options):
+def fit(model, method: str | None = None, learn: bool | None = None, progress: bool = False, **options):
     """Fit the variational posterior of `model` by `method` and return a `Posterior`: a `VGPosterior` q(w) = N(m, V) for a
     latent Gaussian model (`GLM`, `GP`, `SparseGP` or other `LGM`), the model's own result for a two-level model (`PMF`,
     `CTM`, `GME` of `vgi_lit.models`). `method`: one of `methods_for(model)` (default `DEFAULT_METHOD` of the model's
@@ -380,8 +388,10 @@ def fit(model, method: str | None = None, learn: bool = False, progress: bool = 
     settings grouped in `options=` (e.g. `PMFOptions`). With `learn=True` the prior's hyperparameters of a latent
     Gaussian model are learned too (by maximising the optimal VLB, `vgi_lit.methods.hyper.learn`, whose docstring lists
     which parameters are learned by default and how `fixed=` holds some of them) and the result is a
-    `HyperFit` holding the new model, its posterior and the learned values; the model passed in is not changed (a
-    two-level model learns its parameters through its options). With `progress=True` a progress bar (`Progress`, on
+    `HyperFit` holding the new model, its posterior and the learned values; the model passed in is not changed. A
+    two-level model learns by its own method (`learn=True`: the closed-form prior and the parameters its fit function
+    learns, e.g. a topic model's μ, Σ and β; `learn=False`: all held at the model's values). `learn=None`, the default, is
+    False for a latent Gaussian model and the model's own default for a two-level model (a topic model learns). With `progress=True` a progress bar (`Progress`, on
     standard error) follows the run's records, with the method's iteration and time budget as its total; off by default."""
     table = methods_for(model)
     name = type(model).__name__
@@ -392,14 +402,13 @@ def fit(model, method: str | None = None, learn: bool = False, progress: bool = 
         elsewhere = sorted(k for k, t in MODEL_METHODS.items() if method in t)
         hint = f" ({method!r} is a method of the kinds {', '.join(elsewhere)})" if elsewhere else ""
         raise ValueError(f"unknown method {method!r} for a {name}; available: {', '.join(sorted(table))}{hint}")
-    if learn and not isinstance(model, LGM):
-        raise ValueError(f"learn=True learns the prior of a latent Gaussian model (GLM, GP, SparseGP); a {name} learns its "
-                         f"parameters through its options (e.g. options=PMFOptions(learn_prior=True))")
+    lgm = isinstance(model, LGM)
     if progress:                                   # learn declares its own budget (outer iterations) on the bar
-        total, secs = (None, None) if learn else Progress.budget_of(table[method], options)
+        total, secs = (None, None) if learn and lgm else Progress.budget_of(table[method], options)
         if total is not None: total += 1           # the start is a record too
         with Progress(f"{'learn' if learn else 'fit'} {method}", total=total, max_seconds=secs, callback=options.get('callback')) as bar:
             return fit(model, method, learn, **{**options, 'callback': bar})
+    if not lgm: return table[method](model, learn=learn, **options)   # a two-level model learns by its own method
     if learn:
         if not LEARNERS: raise RuntimeError("no hyperparameter learner is registered (import vgi_lit.methods.hyper)")
         return LEARNERS[0](model, method, **options)

@@ -3,14 +3,15 @@ differences over seeds and sizes, every method and covariance on generated docum
 held-out fits, and (slow) recovery of generating topics."""
 import itertools
 import numpy as np
-from vgi_lit.models import GaussianPrior
+from vgi_lit.models import GaussianPrior, closed_form_prior
+from vgi_lit.methods.svi import Adagrad
 import pytest
 from scipy import sparse
 from vgi_lit.corpora import load_reuters
 from vgi_lit.inference import Stop, EventKind
 from vgi_lit.methods.ctm import (CTM, fit_ctm, fit_documents, xi_stats, xi_stats_log, doc_loglik, corpus_loglik, logistic_map,
                                  simple_stats, ctm_vlb, init_state, topic_proportions, word_probs, alpha_grad,
-                                 PriorSums, mu_sigma_update, beta_from_alpha, doc_step, psd_part, METHODS, COVS,
+                                 beta_from_alpha, docs_step, DocRows, xi_stats_batch, psd_part, METHODS, COVS,
                                  newton_direction, damped_newton)
 from scipy.linalg import solve_triangular, cho_solve
 from vgi_lit.quadrature import gh_nodes
@@ -40,7 +41,7 @@ def reuters():
 def test_bad_input_is_a_clear_error(small):
     "The algorithms' settings (the model's own bad input is tested in tests/models)."
     cases = [(lambda: fit_ctm(CTM(small, 3), method="mc"), "method"), (lambda: fit_ctm(CTM(small, 3), cov="band"), "cov"),
-             (lambda: fit_ctm(CTM(small, 3), hyper="epoch"), "hyper"), (lambda: fit_ctm(CTM(small, 3), n_mc=0), "n_mc")]
+             (lambda: fit_ctm(CTM(small, 3), batch_size=0), "batch_size"), (lambda: fit_ctm(CTM(small, 3), n_mc=0), "n_mc")]
     for f, word in cases:
         with pytest.raises(ValueError, match=word): f()
     # a vocabulary word that never occurs: the simple bound's closed-form β would give it probability 0
@@ -154,29 +155,72 @@ def test_recovers_generating_topics():
     rng = np.random.default_rng(1)
     beta_true = rng.dirichlet(np.full(24, 0.1), size=3)
     gen = generate_ctm(200, 100, beta_true, np.array([0.5, -0.5]), np.array([[4.0, 2.0], [2.0, 4.0]]), 2)
-    r = fit_ctm(CTM(gen, 3, seed=0), "h-mc-ssvi", "diag", max_iter=100, hyper="sweep", lr_beta=3.0, tol=0, eval_every=20, seed=0)
+    r = fit_ctm(CTM(gen, 3, seed=0), "h-mc-ssvi", "diag", max_iter=100, lr_beta=3.0, tol=0, eval_every=20, seed=0)
     perm = min(itertools.permutations(range(3)), key=lambda p: np.abs(r.beta[list(p)] - beta_true).sum())
     tv = 0.5 * np.abs(r.beta[list(perm)] - beta_true).sum(1)
     assert tv.max() < 0.1, tv
 
 
-@pytest.mark.parametrize("cov", COVS)
-def test_running_prior_sums_match_eqs_60_61(cov):
-    "μ, Σ after each document's update come from running sums; with diagonal S_d they once added the variances to every row."
-    rng = np.random.default_rng(8); D, k = 9, 3
-    m = rng.standard_normal((D, k)); L = np.tril(rng.standard_normal((D, k, k))) + 2 * np.eye(k)
-    S = L @ np.swapaxes(L, 1, 2) if cov == "full" else rng.uniform(0.5, 2.0, (D, k))
-    sums = PriorSums(m, S, cov)
-    for d in (2, 5, 2):
-        m_new, S_new = m[d] + rng.standard_normal(k), S[d] * rng.uniform(0.5, 2.0)
-        sums.replace(m[d], S[d], m_new, S_new); m[d], S[d] = m_new, S_new
-        mu, Sig = sums.mu_sigma(); mu_ref, Sig_ref = mu_sigma_update(m, S, cov)
-        np.testing.assert_allclose(mu, mu_ref, atol=1e-12); np.testing.assert_allclose(Sig, Sig_ref, atol=1e-12)
+def _doc_step_reference(ids, cnts, m, L, P, prior, log_beta, method, cov, rho, eps, opt_m, opt_L=None):
+    "One document's update written out document by document: the reference for the batched `docs_step`."
+    eta = m + (eps * L if cov == "diag" else eps @ L.T); need = None if method == "s-dsvi" else cov
+    if method == "simple": _, G, H, aux = simple_stats(eta, log_beta[:, ids] @ cnts, need)
+    else: st = xi_stats(eta, ids, cnts, log_beta, need); G, H, aux = st.grad, st.hess, st.cr
+    Pn = None
+    if method == "s-dsvi":
+        if cov == "diag": Ln = L + opt_L.step(1.0 / L - prior.precision_diag * L + np.mean(G * eps, 0))
+        else: Ln = L + np.tril(opt_L.step(np.tril(np.diag(1.0 / np.diag(L)) - prior.solve(L) + G.T @ eps / eps.shape[0])))
+        Ld, Lnd = (L, Ln) if cov == "diag" else (np.diag(L), np.diag(Ln).copy())   # a diagonal entry crossing 0 is halved
+        Lnd = np.where(Lnd <= 0, 0.5 * Ld, Lnd); Ln = Lnd if cov == "diag" else np.tril(Ln, -1) + np.diag(Lnd)
+    elif cov == "diag":
+        Pn = (1 - rho) * P + rho * (prior.precision_diag + np.maximum(-H.mean(0), 0.0)); Ln = 1.0 / np.sqrt(Pn)
+    else:
+        Pn = (1 - rho) * P + rho * (prior.precision + psd_part(-H.mean(0))[0])
+        Ln = np.linalg.cholesky(np.linalg.solve(Pn, np.eye(Pn.shape[0])))
+    return m + opt_m.step(prior.solve(prior.mu - m) + G.mean(0)), Ln, Pn, aux
+
+
+@pytest.mark.parametrize("method,cov", list(itertools.product(METHODS, COVS)))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_batched_step_is_the_per_document_route(small, method, cov, seed):
+    "docs_step on 30 documents (K = 4, a dense prior, four steps) = the documents' updates one by one, to rounding."
+    rng = np.random.default_rng(seed); K = 4; k1 = K - 1
+    lb = np.log(rng.dirichlet(np.ones(small.shape[1]), K)); A = rng.standard_normal((k1, k1))
+    pr = GaussianPrior(rng.standard_normal(k1), A @ A.T + np.eye(k1))
+    D = small.shape[0]; rows = DocRows.of(sparse.csr_matrix(small, dtype=float), 0, D)
+    st = init_state(CTM(small, K, beta=np.exp(lb)), cov, method != "s-dsvi", 2.0)
+    m, L, P = st.m, st.L, st.P; om, oL = Adagrad(), Adagrad(); oms, oLs = [Adagrad() for _ in range(D)], [Adagrad() for _ in range(D)]
+    for t in range(1, 5):
+        eps = rng.standard_normal((D, 6, k1))
+        ref = [_doc_step_reference(*rows.one(d), m[d], L[d], None if P is None else P[d], pr, lb, method, cov, 1 / t, eps[d], oms[d], oLs[d])
+               for d in range(D)]
+        m, L, P, _, aux = docs_step(rows, m, L, P, pr, lb, method, cov, 1 / t, eps, om, oL)
+        np.testing.assert_allclose(m, [r[0] for r in ref], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(L, [r[1] for r in ref], rtol=1e-9, atol=1e-12)
+        if P is not None: np.testing.assert_allclose(P, [r[2] for r in ref], rtol=1e-10)
+        if method != "simple":
+            np.testing.assert_allclose(alpha_grad(aux, rows.ids, np.exp(lb)), sum(alpha_grad(r[3], rows.one(d)[0], np.exp(lb)) for d, r in enumerate(ref)), atol=1e-10)
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, None])
+def test_schedules_learn_the_closed_form_prior(small, batch_size):
+    "After a run with learning, μ, Σ are the blocks' closed form of the final q (every step ends with it); the bound rises."
+    r = fit_ctm(CTM(small, 3, seed=0), "h-mc-ssvi", "full", batch_size=batch_size, max_iter=3, tol=0, seed=0)
+    pr = closed_form_prior(r.m, r.S, "full")
+    np.testing.assert_allclose(r.mu, pr.mu, atol=1e-12); np.testing.assert_allclose(r.Sigma, pr.prior.dense(), atol=1e-12)
+    assert r.history.vlb[-1] > r.history.vlb[0] and r.info["batch_size"] == batch_size
 
 
 class _Capture:
     "An optimiser that records the gradient it is handed and returns a zero step."
     def step(self, g): self.g = np.array(g, copy=True); return 0.0 * g
+
+
+def doc_step(ids, cnts, m, L, P, pr, lb, method, cov, rho, e, om, oL=None):
+    "`docs_step` on a batch of one document: (m, L, P, projected, aux) of that document."
+    mn, Ln, Pn, n, aux = docs_step(DocRows(np.zeros(len(ids), dtype=int), ids, cnts, 1), m[None], L[None],
+                                   None if P is None else P[None], pr, lb, method, cov, rho, e[None], om, oL)
+    return mn[0], Ln[0], None if Pn is None else Pn[0], n, aux
 
 
 @pytest.fixture(scope="module")
@@ -206,9 +250,9 @@ def test_sdsvi_gradient_is_the_bounds_gradient(doc3):
     doc_step(ids, cnts, m, L, None, pr, lb, "s-dsvi", "full", 1.0, e, cm, cL)
     doc_step(ids, cnts, m, s, None, pr, lb, "s-dsvi", "diag", 1.0, e, _Capture(), cs)
     g_quad = pr.solve(pr.mu - m) + c["W2"] @ xi_stats(m + c["Z2"] @ L.T, ids, cnts, lb, None).grad
-    np.testing.assert_allclose(cL.g, fd_L, atol=0.01); assert np.all(np.triu(cL.g, 1) == 0)
-    np.testing.assert_allclose(cs.g, fd_s, atol=0.01)
-    np.testing.assert_allclose(cm.g, g_quad, atol=0.01)
+    np.testing.assert_allclose(cL.g[0], fd_L, atol=0.01); assert np.all(np.triu(cL.g[0], 1) == 0)
+    np.testing.assert_allclose(cs.g[0], fd_s, atol=0.01)
+    np.testing.assert_allclose(cm.g[0], g_quad, atol=0.01)
 
 
 def test_projections(doc3):
@@ -267,51 +311,40 @@ def test_numpy_scalars_and_chunked_proportions(small):
         np.testing.assert_array_equal(topic_proportions(m, S, 20, 1, chunk=5), topic_proportions(m, S, 20, 1, chunk=100))
 
 
-@pytest.mark.parametrize("hyper", ["sweep", "doc"])
-def test_budget_stop_inside_sweep_skips_partial_hyper_update(small, monkeypatch, hyper):
-    "A time budget that runs out after 3 of 30 documents: with hyper='sweep' μ, Σ, β stay those of the start (no update from"
-    " the partial gradient); with hyper='doc' they are those after the 3rd document (no end-of-sweep recompute); the"
-    " documents not reached keep their start q."
+@pytest.mark.parametrize("method", ["h-mc-ssvi", "simple"])
+def test_budget_stop_inside_sweep_skips_the_closing_update(small, monkeypatch, method):
+    "A time budget that runs out after 3 of 30 documents, one per step: μ, Σ, β are those after the 3rd step (the simple"
+    " method's closed-form β, which needs every document, is not taken from a partial sweep); the documents not reached"
+    " keep their start q."
     import vgi_lit.methods.ctm as C
 
     class After3(C.History):
-        def out_of_time(self):                 # asked once after the start record (the driver), then after each document
+        def out_of_time(self):                 # asked once after the start record (the driver), then after each step
             self._n = getattr(self, "_n", 0) + 1
             return self._n >= 4
     model = CTM(small, 3, seed=0)
     st0 = init_state(model, "diag", True, 10.0)
     monkeypatch.setattr(C, "History", After3)
-    r = fit_ctm(model, hyper=hyper, max_iter=5, tol=0, seed=0)
+    r = fit_ctm(model, method, batch_size=1, max_iter=5, tol=0, seed=0)
     assert r.stop is Stop.MAX_SECONDS and r.history[-1]["documents"] == 3 and r.n_iter == 1
     np.testing.assert_array_equal(r.m[3:], st0.m[3:])
     assert not np.allclose(r.m[:3], st0.m[:3])
-    if hyper == "sweep":
-        np.testing.assert_array_equal(r.beta, st0.beta)
-        np.testing.assert_array_equal(r.mu, st0.mu); np.testing.assert_array_equal(r.Sigma, st0.Sigma)
-    else:   # the running-sum values after document 3, not the exact recompute over all documents
-        assert not np.array_equal(r.beta, st0.beta)
-        mu, Sig = mu_sigma_update(r.m, r.S, "diag")
-        np.testing.assert_allclose(r.mu, mu, atol=1e-10); np.testing.assert_allclose(r.Sigma, Sig, atol=1e-10)
+    assert np.array_equal(r.beta, st0.beta) == (method == "simple")
+    pr = closed_form_prior(r.m, r.S, "full")
+    np.testing.assert_allclose(r.mu, pr.mu, atol=1e-12); np.testing.assert_allclose(r.Sigma, pr.prior.dense(), atol=1e-12)
 
 
-def test_full_natural_step_forms_no_inverse(doc3, monkeypatch):
-    "The full-covariance natural step takes L of S = P⁻¹ from P's reversed Cholesky factor by one triangular solve: no"
-    " cho_solve against the identity; L is lower with positive diagonal and LLᵀ = P⁻¹ (seeded P up to cond 1e8)."
+def test_full_natural_step_factor(doc3):
+    "The full-covariance natural step takes L of S = P⁻¹ from P's reversed Cholesky factor (stacked): L is lower with"
+    " positive diagonal and LLᵀ = P⁻¹ (seeded P up to cond 1e8)."
     import vgi_lit.methods.ctm as C
     rng = np.random.default_rng(5)
     for c_ in (1.0, 1e4, 1e8):
         Q, _ = np.linalg.qr(rng.standard_normal((6, 6))); P = (Q * np.geomspace(1, c_, 6)) @ Q.T; P = 0.5 * (P + P.T)
-        L = C._cov_factor_from_precision(P)
+        L = C._cov_factor_from_precision(P[None])[0]
         assert np.array_equal(L, np.tril(L)) and np.diag(L).min() > 0
         np.testing.assert_allclose(L.T @ P @ L, np.eye(6), atol=1e-7)
     c = doc3; lb, ids, cnts, pr = c["lb"], c["ids"], c["cnts"], c["pr"]; m = np.array([0.5, -0.1])
-    real = C.cho_solve
-    def no_identity(cf, b, *a, **k):
-        b_ = np.asarray(b)
-        if b_.ndim == 2 and b_.shape[0] == b_.shape[1] and np.array_equal(b_, np.eye(b_.shape[0])):
-            raise AssertionError("explicit inverse formed by cho_solve(., I)")
-        return real(cf, b, *a, **k)
-    monkeypatch.setattr(C, "cho_solve", no_identity)
     e = np.random.default_rng(16).standard_normal((50, 2)); s = np.full(2, np.sqrt(10.0))
     _, L2, P2, _, _ = doc_step(ids, cnts, m, np.diag(s), np.eye(2) / 10, pr, lb, "h-mc-ssvi", "full", 1.0, e, _Capture())
     np.testing.assert_allclose(L2 @ L2.T @ P2, np.eye(2), atol=1e-12)

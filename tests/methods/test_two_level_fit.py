@@ -115,10 +115,34 @@ def test_options_reach_the_algorithms():
     a = fit(pmf, "mc-ssvi", max_iter=2, options=vgi_lit.PMFOptions(batch_size=3, seed=5, learn_prior=False))
     b = fit_pmf(pmf, "mc-ssvi", max_iter=2, batch_size=3, seed=5, learn_prior=False)
     assert a.vlb == b.vlb and a.prior_var == b.prior_var == pmf.prior_var
-    a = fit(ctm, "simple", max_iter=2, tol=0, options=vgi_lit.CTMOptions(cov="full", seed=2))
-    b = fit_ctm(ctm, "simple", "full", max_iter=2, tol=0, seed=2)
+    a = fit(ctm, "simple", learn=False, max_iter=2, tol=0, options=vgi_lit.CTMOptions(cov="full", seed=2))
+    b = fit_ctm(ctm, "simple", "full", max_iter=2, tol=0, seed=2, learn=False)
     assert a.vlb == b.vlb and a.state.cov == "full"
     a = fit(gme, "h-mc-ssvi", max_iter=4, m0=0.1, V0=2.0, options=vgi_lit.GMEOptions(bound="suboptimal", batch_size=20))
     b = gme_fit(gme, "h-mc-ssvi", "suboptimal", batch_size=20, max_iter=4, m0=0.1, V0=2.0)
     assert a.vlb == b.vlb and a.sigma == b.sigma and a.info["bound"] == "suboptimal"
     assert gme_fit(gme, "s-dsvi", batch_size=30, max_epochs=1.0).stop is Stop.BUDGET      # the epochs end it: no claim of convergence
+
+
+@pytest.mark.parametrize("kind,method", [("ctm", m) for m in sorted(MODEL_METHODS["ctm"])] + [("gme", "h-mc-ssvi"), ("gme", "s-dsvi")])
+def test_learn_switches_the_models_own_hyperparameter_learning(kind, method):
+    "learn=False holds the model's hyperparameters; learn=True learns them by the model's own closed forms and steps; the default is the model's own."
+    model = MODELS[kind]()
+    kw = dict(options=vgi_lit.GMEOptions(bound="suboptimal")) if kind == "gme" else {}        # the cheaper bound: the switch is tested
+    held = fit(model, method, learn=False, max_iter=3, **TOL[kind], **kw)
+    learned = fit(model, method, learn=True, max_iter=3, **TOL[kind], **kw)
+    default = fit(model, method, max_iter=3, **TOL[kind], **kw)            # a topic model learns by default, a GME holds its prior
+    assert default.vlb == (learned.vlb if kind == "ctm" else held.vlb)
+    if kind == "ctm":
+        assert np.array_equal(held.mu, model.mu) and np.array_equal(held.Sigma, model.Sigma) and np.array_equal(held.beta, model.beta)
+        assert not np.array_equal(learned.Sigma, model.Sigma) and not np.array_equal(learned.beta, model.beta)
+        pr = vgi_lit.models.closed_form_prior(learned.m, learned.S, "full")       # the blocks' closed form of the final q
+        np.testing.assert_allclose(learned.Sigma, pr.prior.dense(), atol=1e-12)
+    else:
+        assert (held.prior_mean, held.prior_var, held.tau) == (model.prior_mean, model.prior_var, model.tau)
+        assert learned.prior_var != model.prior_var and learned.tau == learned.sigma
+    with pytest.raises(TypeError, match="learn"): fit(model, method, learn_prior=True)
+
+
+def test_mean_field_gme_refuses_learn():
+    with pytest.raises(ValueError, match="learn=True"): fit(_gme(), "mean-field", learn=True)

@@ -32,12 +32,12 @@ FACTORISATIONS = {"diag": dict(chol=0, eigh=0), "full": dict(chol=2, eigh=1)}   
 
 def document_throughput(counts, K: int, cov: str = "diag", n_iter: int = 3, n_docs: int = 100, seed: int = 0) -> dict:
     """Document updates per second of H-MC-SSVI at fixed parameters (`fit_documents`, `n_iter` updates of each of the first
-    `n_docs` documents) and of one `fit_ctm` sweep with per-document parameter updates, against the factorisations' cost."""
+    `n_docs` documents) and of one `fit_ctm` sweep (all documents in one batched step, the parameters learned after it), against the factorisations' cost."""
     C = counts[:n_docs]; C = C[:, np.flatnonzero(np.asarray(C.sum(axis=0)).ravel() > 0)].tocsr()
     beta = init_beta(C, K, seed); n = K - 1
     t = time.process_time(); fit_documents(C, np.zeros(n), np.eye(n), beta, n_iter=n_iter, cov=cov, seed=seed)
     t_fixed = (time.process_time() - t) / (C.shape[0] * n_iter)
-    t = time.process_time(); fit_ctm(CTM(C, K, beta=beta, seed=seed), "h-mc-ssvi", cov, max_iter=1, hyper="doc", eval_every=10**6, seed=seed)
+    t = time.process_time(); fit_ctm(CTM(C, K, beta=beta, seed=seed), "h-mc-ssvi", cov, max_iter=1, eval_every=10**6, seed=seed)
     t_learn = (time.process_time() - t) / C.shape[0]
     f = factorisation_cost(n); one = f["chol"] + f["eigh"]
     need = FACTORISATIONS[cov]; t_need = need["chol"] * f["chol"] + need["eigh"] * f["eigh"]

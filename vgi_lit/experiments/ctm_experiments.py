@@ -38,7 +38,7 @@ def train_method(train: Corpus, K: int, method: str, max_seconds: float, max_ite
         fit = fit_meanfield(C, K, beta0=beta0, max_iter=max_iter, max_seconds=max_seconds, tol=1e-9, callback=cb)
         mu, Sigma, beta, stop, n_iter = fit.mu, fit.Sigma, fit.beta, fit.stop, fit.n_iter
     else:
-        post = fit_ctm(CTM(C, K, beta=beta0, seed=seed), method, "diag", max_iter=max_iter, tol=0.0, hyper=hyper, seed=seed,
+        post = fit_ctm(CTM(C, K, beta=beta0, seed=seed), method, "diag", max_iter=max_iter, tol=0.0, batch_size=None if hyper == "sweep" else 1, seed=seed,
                        vlb_samples=vlb_samples, callback=lambda rec: rec.time >= max_seconds)   # stop at a sweep's end
         ok = [r for r in post.history if np.isfinite(r.vlb)]
         secs, vlb = [r.time for r in ok], [r.vlb for r in ok]

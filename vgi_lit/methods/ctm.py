@@ -9,25 +9,23 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 from contextlib import nullcontext
-from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dtrtrs
 from threadpoolctl import threadpool_limits
 from ..linalg import cholesky
-from ..models import PriorCov, GaussianPrior
-from ..models.ctm import CTM, check_counts, init_beta, check_beta
-from ..covariance import DenseCov
-from ..vlb import kl
+from ..models import GaussianPrior
+from ..models.blocks import Blocks, block_sum, block_kl, natural_step, closed_form_prior, stacked_cholesky
+from ..models.ctm import CTM, DocRows, check_counts, init_beta, check_beta
 from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method
 from ..driver import Step, first_of, run, rel_tol_evaluated
 from ..io import register_posterior
 from .svi import Adagrad, step_size
 
 # %% auto #0
-__all__ = ['COVS', 'METHODS', 'HYPER', 'COMMON', 'log_logistic_map', 'logistic_map', 'XiStats', 'xi_stats', 'xi_stats_log',
-           'doc_loglik', 'corpus_loglik', 'CTMState', 'init_state', 'doc_kl', 'ctm_vlb', 'simple_stats', 'alpha_grad',
-           'beta_from_alpha', 'mu_sigma_update', 'PriorSums', 'newton_direction', 'newton_cov_factor', 'damped_newton',
-           'psd_part', 'doc_step', 'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents',
-           'CTMOptions']
+__all__ = ['COVS', 'METHODS', 'COMMON', 'log_logistic_map', 'logistic_map', 'XiStats', 'xi_stats', 'xi_stats_log', 'doc_loglik',
+           'corpus_loglik', 'xi_stats_batch', 'CTMState', 'init_state', 'ctm_vlb', 'simple_stats', 'alpha_grad',
+           'beta_from_alpha', 'newton_direction', 'newton_cov_factor', 'damped_newton', 'psd_part', 'docs_step',
+           'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents', 'CTMOptions']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c10
 def _logsumexp(x, axis: int = -1, keepdims: bool = False):
@@ -125,6 +123,54 @@ def corpus_loglik(counts, eta, beta):
         out[d] = doc_loglik(C.indices[s:e], C.data[s:e], eta[d], beta)
     return out
 
+# %% ../../nbs/methods/17_ctm.ipynb #9af4e70f
+def xi_stats_batch(eta, rows: DocRows, log_beta, hess: str | None = "full", value: bool = True, cr: bool = True,
+                   chunk: int = 1 << 22) -> XiStats:
+    """`xi_stats` for a batch of documents at once: η (b, S, K−1) the draws of each document, `rows` its words (`DocRows`).
+    The per-document sums over words are sums over the rows of each document (sparse products with the rows placed at their
+    document's columns, `DocRows.spread`), so the cost
+    is that of the per-document route, O(S K R) (O(S K² R) with the full Hessian, taken over row chunks of at most `chunk`
+    entries). Returns an `XiStats` with a batch axis: value (b, S), grad (b, S, K−1), hess (b, S, K−1, K−1) or (b, S, K−1),
+    `cr` (K, R) by rows, h (b, S, K); `value=False`, `cr=False` leave those out (None: a step at fixed topics needs
+    neither). A document with a mixture below 1e-150 is taken by `xi_stats_log` on its own."""
+    if hess not in ("full", "diag", None): raise ValueError(f"hess must be 'full', 'diag' or None, got {hess!r}")
+    eta = np.asarray(eta, dtype=float)
+    if eta.ndim != 3 or eta.shape[0] != rows.b: raise ValueError(f"eta must have shape (b={rows.b}, S, K-1), got {eta.shape}")
+    b, S, k1 = eta.shape; K = k1 + 1; di, cnts = rows.doc, np.asarray(rows.cnts, dtype=float)
+    lmax, Bm, Bs, B2 = rows.topics(log_beta, hess == "diag")                           # (R,), (K, R): β_kw / max_k β_kw, spread
+    h = logistic_map(eta); ht = h[..., :-1]                                            # (b, S, K)
+    p = Bs @ np.swapaxes(h, 1, 2).reshape(b * K, S)                                    # (R, S): p_w / max_k β_kw
+    with np.errstate(divide="ignore"): q = cnts[:, None] / p                          # c_w / p_w
+    rc = h * np.swapaxes((Bs.T @ q).reshape(b, K, S), 1, 2)                            # (b, S, K): Σ_w c_w r_kw
+    N = block_sum(di, cnts, b)[:, None, None]
+    grad = rc[..., :-1] - N * ht
+    H = None
+    if hess == "diag":
+        H = rc[..., :-1] - ht**2 * np.swapaxes((B2.T @ (q / p)).reshape(b, k1, S), 1, 2) - N * (ht - ht**2)
+    elif hess == "full":                                                               # Σ_w (c_w/p_w²) B̃_w B̃_wᵀ per document and draw
+        Bt = Bm[:-1].T; w = q / p; M = np.zeros((b * S, k1 * k1)); step = max(1, chunk // (S * k1 * k1))
+        for s in range(0, di.size, step):
+            e = min(di.size, s + step); outer = (Bt[s:e, :, None] * Bt[s:e, None, :]).reshape(e - s, k1 * k1)
+            A = sparse.csr_matrix((w[s:e].ravel(), (np.repeat(di[s:e] * S, S) + np.tile(np.arange(S), e - s),
+                                   np.repeat(np.arange(e - s), S))), shape=(b * S, e - s))
+            M += A @ outer
+        M = M.reshape(b, S, k1, k1)
+        H = -(ht[..., :, None] * M * ht[..., None, :]) + N[..., None] * ht[..., :, None] * ht[..., None, :]
+        i = np.arange(k1); H[..., i, i] += rc[..., :-1] - N * ht
+    want_value, want_cr = value, cr
+    value = cr = None
+    if want_value:
+        with np.errstate(divide="ignore"): value = block_sum(di, (np.log(p) + lmax[:, None]) * cnts[:, None], b)
+    if want_cr: cr = Bm * (rows.spread(q, S) @ h.reshape(b * S, K)).T / S             # (K, R): mean over draws of c_w r_kw
+    bad = np.unique(di[~np.all(p > 1e-150, axis=1)])
+    for j in bad:                                                                      # extreme η: this document in log space
+        sel = di == j; o = xi_stats_log(eta[j], rows.ids[sel], cnts[sel], log_beta, hess)
+        grad[j] = o.grad
+        if value is not None: value[j] = o.value
+        if cr is not None: cr[:, sel] = o.cr
+        if H is not None: H[j] = o.hess
+    return XiStats(value, grad, H, cr, h)
+
 # %% ../../nbs/methods/17_ctm.ipynb #c15
 COVS = ("diag", "full")
 
@@ -160,42 +206,51 @@ def init_state(model: CTM, cov: str = "diag", natural: bool = True, S0: float = 
     return CTMState(m, L, P if natural else None, model.mu.copy(), model.Sigma.copy(), model.beta.copy(), cov)
 
 def _draw(m, L, eps, cov):
-    "η_s = m + L ε_s for ε (S, K−1): samples of N(m, S) with S = LLᵀ (L the standard deviations when diagonal)."
-    return m + (eps * L if cov == "diag" else eps @ L.T)
+    """η_s = m + L ε_s for ε (S, K−1): samples of N(m, S) with S = LLᵀ (L the standard deviations when diagonal); for a
+    batch, m (b, K−1), L (b, K−1) or (b, K−1, K−1) and ε (b, S, K−1)."""
+    if np.ndim(m) == 1: return m + (eps * L if cov == "diag" else eps @ L.T)
+    return m[:, None, :] + (eps * L[:, None, :] if cov == "diag" else eps @ np.swapaxes(L, 1, 2))
 
 # %% ../../nbs/methods/17_ctm.ipynb #c16
-def doc_kl(m, L, mu, prior: PriorCov, cov: str) -> float:
-    "KL(N(m_d, S_d) ‖ N(μ, Σ)) of one document by the library's one KL (`vgi_lit.vlb.kl`)."
-    return kl(m, DenseCov(np.diag(L) if cov == "diag" else L), mu, prior)
+def _factors(L, cov: str):
+    "Factors (D, K−1, K−1) of the covariances: diag(L_d) for standard deviations (cov='diag'), else L itself."
+    return L[:, :, None] * np.eye(L.shape[1]) if cov == "diag" else L
 
-def ctm_vlb(model: CTM, state: CTMState, n_mc: int = 10, seed: int = 0, simple: bool = False, per_doc: bool = False):
+def ctm_vlb(model: CTM, state: CTMState, n_mc: int = 10, seed: int = 0, simple: bool = False, per_doc: bool = False,
+            chunk: int = 256):
     """Bound (56) (or the simple bound (73) when `simple`), Σ_d [E_q(η_d)[Σ_w c_dw ξ_w(η_d)] − KL(q(η_d) ‖ N(μ, Σ))],
     each expectation by `n_mc` draws (seeded: one stream of ε for every evaluation, so that the difference of two
-    evaluations is not Monte Carlo noise of the draws); unbiased. `per_doc`: the (D,) terms instead of their sum."""
+    evaluations is not Monte Carlo noise of the draws; drawn document by document in order); unbiased. The documents are
+    taken `chunk` at a time (`xi_stats_batch`), the KL of all of them by the blocks' one KL (`block_kl`). `per_doc`: the
+    (D,) terms instead of their sum."""
     rng = np.random.default_rng(seed); k1 = model.K - 1
-    prior = PriorCov(state.Sigma, k1, name="Sigma")
     lb = np.log(state.beta); out = np.empty(model.D)
-    for d in range(model.D):
-        ids, cnts = model.doc(d)
-        eta = _draw(state.m[d], state.L[d], rng.standard_normal((n_mc, k1)), state.cov)
-        if simple: e = float(np.mean(logistic_map(eta) @ (lb[:, ids] @ cnts)))
-        else: e = float(np.mean(xi_stats(eta, ids, cnts, lb, hess=None).value))
-        out[d] = e - doc_kl(state.m[d], state.L[d], state.mu, prior, state.cov)
+    for a in range(0, model.D, chunk):
+        e = min(model.D, a + chunk); rows = DocRows.of(model.counts, a, e)
+        eta = _draw(state.m[a:e], state.L[a:e], rng.standard_normal((e - a, n_mc, k1)), state.cov)
+        if simple:
+            A = block_sum(rows.doc, (lb[:, rows.ids] * rows.cnts).T, rows.b)           # a_dk = Σ_w c_dw log β_kw
+            out[a:e] = np.mean(np.sum(logistic_map(eta) * A[:, None, :], -1), 1)
+        else: out[a:e] = xi_stats_batch(eta, rows, lb, None).value.mean(1)
+    logdet = 2 * np.sum(np.log(state.L if state.cov == "diag" else np.diagonal(state.L, axis1=1, axis2=2)), 1)
+    out -= block_kl(state.m, _factors(state.L, state.cov), GaussianPrior(state.mu, state.Sigma), logdet)
     return out if per_doc else float(out.sum())
 
 # %% ../../nbs/methods/17_ctm.ipynb #c21
 def simple_stats(eta, a, hess: str | None = "full"):
     """The simple bound's per-document term ξˢ(η) = Σ_k a_k h_k(η) with a_k = Σ_w c_w log β_kw (eq. 73) and its
     derivatives for samples η (S, K−1): with u = (a ∘ h)~ and ā = aᵀh, ∇ξˢ = u − ā h̃ and
-    ∇²ξˢ = diag(u) − u h̃ᵀ − h̃ uᵀ + 2ā h̃h̃ᵀ − ā diag(h̃). Returns (value (S,), grad (S, K−1), hess or its diagonal, h (S, K))."""
-    h = logistic_map(eta); ht = h[:, :-1]
-    abar = h @ a; u = (a * h)[:, :-1]
-    g = u - abar[:, None] * ht
+    ∇²ξˢ = diag(u) − u h̃ᵀ − h̃ uᵀ + 2ā h̃h̃ᵀ − ā diag(h̃). Returns (value (S,), grad (S, K−1), hess or its diagonal, h (S, K)).
+    A batch of documents: η (b, S, K−1) with a (b, K), every output with the leading axis b."""
+    h = logistic_map(eta); ht = h[..., :-1]
+    a = np.asarray(a, dtype=float); a = a if a.ndim == 1 else a[..., None, :]      # one a per document, shared by its draws
+    abar = np.sum(h * a, -1); u = (a * h)[..., :-1]
+    g = u - abar[..., None] * ht
     H = None
-    if hess == "diag": H = u - 2 * u * ht + 2 * abar[:, None] * ht**2 - abar[:, None] * ht
+    if hess == "diag": H = u - 2 * u * ht + 2 * abar[..., None] * ht**2 - abar[..., None] * ht
     elif hess == "full":
-        H = -u[:, :, None] * ht[:, None, :] - ht[:, :, None] * u[:, None, :] + 2 * abar[:, None, None] * ht[:, :, None] * ht[:, None, :]
-        i = np.arange(ht.shape[1]); H[:, i, i] += u - abar[:, None] * ht
+        H = -u[..., :, None] * ht[..., None, :] - ht[..., :, None] * u[..., None, :] + 2 * abar[..., None, None] * ht[..., :, None] * ht[..., None, :]
+        i = np.arange(ht.shape[-1]); H[..., i, i] += u - abar[..., None] * ht
     return abar, g, H, h
 
 # %% ../../nbs/methods/17_ctm.ipynb #c24
@@ -203,9 +258,11 @@ def alpha_grad(cr, ids, beta):
     """∂/∂α of (1/S) Σ_s Σ_w c_w ξ_w(η_s) for the topics parameterised as β_k = h(α_k) (α_kV ≡ 0), from `cr` (K, W), the
     sample mean of c_w r_kw over the distinct words `ids` of one document (`XiStats.cr`) (Sheth & Khardon 2016b, eq. 62
     without the factor D): with γ_kw β_kw = r_kw and n_k = Σ_w c_w r_kw, ∂/∂α_ku = c_u r_ku − β_ku n_k for u < V, and 0
-    for u = V. (K, V)."""
+    for u = V. (K, V). The rows of several documents at once (`ids` with repeats, the rows of `DocRows`) give the sum of
+    their gradients."""
+    K, V = beta.shape; ids = np.asarray(ids)
     G = -beta * cr.sum(1)[:, None]
-    G[:, ids] += cr
+    G += np.stack([np.bincount(ids, cr[k], V) for k in range(K)])
     G[:, -1] = 0.0
     return G
 
@@ -216,33 +273,6 @@ def beta_from_alpha(alpha, with_log: bool = False):
     if np.any(alpha[:, -1] != 0): raise ValueError("alpha's last column must be 0 (alpha_kV = 0)")
     lb = alpha - _logsumexp(alpha, axis=1, keepdims=True)
     return (np.exp(lb), lb) if with_log else np.exp(lb)
-
-# %% ../../nbs/methods/17_ctm.ipynb #c32
-def mu_sigma_update(m, S, cov: str):
-    """Eqs. (60)-(61) with the brackets of (61) restored: μ = (1/D) Σ_d m_d, Σ = (1/D) Σ_d [S_d + (μ − m_d)(μ − m_d)ᵀ].
-    m (D, K−1); S variances (D, K−1) (cov='diag') or matrices (D, K−1, K−1)."""
-    mu = m.mean(0); r = m - mu
-    Sig = r.T @ r / m.shape[0]
-    Sig += np.diag(S.mean(0)) if cov == "diag" else S.mean(0)
-    return mu, 0.5 * (Sig + Sig.T)
-
-class PriorSums:
-    """Running sums Σ_d m_d and Σ_d (S_d + m_d m_dᵀ) over the documents, so that (60)-(61) after the update of one
-    document cost O(K²): μ = (1/D) Σ_d m_d and Σ = (1/D) Σ_d (S_d + m_d m_dᵀ) − μμᵀ. S as in `mu_sigma_update`."""
-    def __init__(self, m, S, cov: str):
-        if cov not in COVS: raise ValueError(f"cov must be one of {COVS}, got {cov!r}")
-        self.cov, self.D = cov, m.shape[0]
-        self.sm = m.sum(0); self.ss = m.T @ m + (np.diag(S.sum(0)) if cov == "diag" else S.sum(0))
-    def _second(self, m, S):
-        "S + m mᵀ of one document as a matrix (a diagonal S given by its variances)."
-        return np.outer(m, m) + (np.diag(S) if self.cov == "diag" else S)
-    def replace(self, m_old, S_old, m_new, S_new):
-        "One document's q(η_d) changed from (m_old, S_old) to (m_new, S_new)."
-        self.sm += m_new - m_old; self.ss += self._second(m_new, S_new) - self._second(m_old, S_old)
-    def mu_sigma(self):
-        "(μ, Σ) of (60)-(61) from the sums."
-        mu = self.sm / self.D; Sig = self.ss / self.D - np.outer(mu, mu)
-        return mu, 0.5 * (Sig + Sig.T)
 
 # %% ../../nbs/methods/17_ctm.ipynb #c33e
 def _metric_factor(L, W):
@@ -285,60 +315,69 @@ def damped_newton(f, direction, x, tol: float, max_iter: int, min_step: float):
 METHODS = ("h-mc-ssvi", "s-dsvi", "simple")
 
 def psd_part(A):
-    "Π_S++(A): A with its negative eigenvalues set to 0, and how many were."
-    w, U = np.linalg.eigh(0.5 * (A + A.T))
-    return (U * np.maximum(w, 0.0)) @ U.T, int(np.sum(w < 0))
+    "Π_S++(A): A (or each matrix of a stack (..., n, n)) with its negative eigenvalues set to 0, and how many were."
+    w, U = np.linalg.eigh(0.5 * (A + np.swapaxes(A, -1, -2)))
+    return (U * np.maximum(w, 0.0)[..., None, :]) @ np.swapaxes(U, -1, -2), int(np.sum(w < 0))
 
 def _cov_factor_from_precision(P):
-    """The lower Cholesky factor L of S = P⁻¹ from P without forming P⁻¹. The state stores L itself (the draws η = m + Lε,
-    the bound and S_d = LLᵀ read it), so the factor is needed as a matrix. With J the order-reversing permutation, the
-    Cholesky factor of JPJ = RRᵀ gives P = UUᵀ with U = JRJ upper triangular, so S = U⁻ᵀU⁻¹ and L = U⁻ᵀ is lower
-    triangular with positive diagonal: one triangular solve, whose error grows with cond(U) = cond(P)^(1/2), where the
-    inverse followed by a second factorisation works with cond(P)."""
-    R = cholesky(np.ascontiguousarray(P[::-1, ::-1]), name="document precision", check=False)
-    U = R[::-1, ::-1]
-    return solve_triangular(U, np.eye(P.shape[0]), trans="T", lower=False)
+    """The lower Cholesky factors L (b, n, n) of S = P⁻¹ for a stack of precisions P (b, n, n), without forming P⁻¹. The
+    state stores L itself (the draws η = m + Lε, the bound and S_d = LLᵀ read it), so the factor is needed as a matrix.
+    With J the order-reversing permutation, the Cholesky factor of JPJ = RRᵀ gives P = UUᵀ with U = JRJ upper
+    triangular, so S = U⁻ᵀU⁻¹ and L = U⁻ᵀ is lower triangular with positive diagonal: one stacked factorisation and one
+    stacked solve, whose error grows with cond(U) = cond(P)^(1/2), where the inverse followed by a second factorisation
+    works with cond(P)."""
+    U = stacked_cholesky(np.ascontiguousarray(P[:, ::-1, ::-1]), "document precision")[:, ::-1, ::-1]
+    return np.tril(np.linalg.solve(np.swapaxes(U, 1, 2), np.broadcast_to(np.eye(P.shape[1]), P.shape)))   # lower: rounding above cleared
 
-def doc_step(ids, cnts, m, L, P, prior: GaussianPrior, log_beta, method: str, cov: str, rho: float, eps, opt_m, opt_L=None):
-    """One update of q(η_d) = N(m, LLᵀ) of one document from the draws η_s = m + Lε_s (ε: (S, K−1)), all estimates at
-    the current (m, S) (Sheth & Khardon 2016b, §3.7, A.1, A.2):
+def docs_step(rows: DocRows, m, L, P, prior: GaussianPrior, log_beta, method: str, cov: str, rho: float, eps, opt_m, opt_L=None,
+              topics_grad: bool = True):
+    """One update of q(η_d) = N(m_d, L_dL_dᵀ) of every document of a batch (`rows`) from the draws η_s = m_d + L_dε_s
+    (ε: (b, S, K−1)), all estimates at the current (m_d, S_d) (Sheth & Khardon 2016b, §3.7, A.1, A.2); m (b, K−1), L and
+    P (b, K−1) (cov='diag': standard deviations and precisions) or (b, K−1, K−1):
 
-    - 'h-mc-ssvi': covariance (59), S⁻¹ ← (1 − ρ)S⁻¹ + ρ(Σ⁻¹ + Π_S++(−Ĥ)) with Ĥ = (1/S) Σ_s Σ_w c_w ∇²ξ_w(η_s) = 2 Σ_n D̂_n;
-      diagonal: 1/s_jj ← (1 − ρ)/s_jj + ρ((Σ⁻¹)_jj + max(0, −Ĥ_jj)); mean (69) by ADAGRAD on Σ⁻¹(μ − m) + ĝ.
+    - 'h-mc-ssvi': covariance (59), S⁻¹ ← (1 − ρ)S⁻¹ + ρ(Σ⁻¹ + Π_S++(−Ĥ)) with Ĥ = (1/S) Σ_s Σ_w c_w ∇²ξ_w(η_s) = 2 Σ_n D̂_n,
+      the blocks' batched natural step (`natural_step`, the mean held); diagonal: the same step on the diagonal,
+      1/s_jj ← (1 − ρ)/s_jj + ρ((Σ⁻¹)_jj + max(0, −Ĥ_jj)); mean (69) by ADAGRAD on Σ⁻¹(μ − m) + ĝ.
     - 's-dsvi': (71) corrected (E12): L ← L + ADAGRAD(tril(diag(1/L_jj) − Σ⁻¹L + (1/S) Σ_s ĝ_s ε_sᵀ)) (the estimate (72));
       a diagonal entry that would cross 0 is halved instead; mean (69).
     - 'simple': (74)-(77), the same steps with ξˢ of the simple bound (73).
 
-    Returns (m, L, P, n_projected, aux) with aux `XiStats.cr` (K, W) (optimal bound) or the draws of h (S, K) (simple)."""
-    k1 = m.size
+    `opt_m`, `opt_L`: ADAGRAD over the whole batch (elementwise, so one per document). Returns (m, L, P, n_projected, aux)
+    with aux `XiStats.cr` (K, R) by rows (optimal bound; None with `topics_grad=False`, a step at fixed topics) or the
+    draws of h (b, S, K) (simple)."""
+    k1 = m.shape[1]
     eta = _draw(m, L, eps, cov)
     need = None if method == "s-dsvi" else cov
     if method == "simple":
-        _, G, H, aux = simple_stats(eta, log_beta[:, ids] @ cnts, need)
+        a = block_sum(rows.doc, (log_beta[:, rows.ids] * rows.cnts).T, rows.b)
+        _, G, H, aux = simple_stats(eta, a, need)
     else:
-        st = xi_stats(eta, ids, cnts, log_beta, need); G, H, aux = st.grad, st.hess, st.cr
-    g = G.mean(0)
+        st = xi_stats_batch(eta, rows, log_beta, need, value=False, cr=topics_grad); G, H, aux = st.grad, st.hess, st.cr
+    g = G.mean(1)
     n_proj = 0
     if method == "s-dsvi":
         if cov == "diag":
-            GL = 1.0 / L - prior.precision_diag * L + np.mean(G * eps, 0)
+            GL = 1.0 / L - prior.precision_diag * L + np.mean(G * eps, 1)
             Ln = L + opt_L.step(GL); bad = Ln <= 0
             if np.any(bad): Ln[bad] = 0.5 * L[bad]; n_proj = int(bad.sum())
         else:
-            GL = np.tril(np.diag(1.0 / np.diag(L)) - prior.solve(L) + G.T @ eps / eps.shape[0])
-            Ln = L + np.tril(opt_L.step(GL)); dL, dn = np.diag(L), np.diag(Ln).copy(); bad = dn <= 0
-            if np.any(bad): dn[bad] = 0.5 * dL[bad]; Ln[np.diag_indices(k1)] = dn; n_proj = int(bad.sum())
+            i = np.arange(k1); dL = np.diagonal(L, axis1=1, axis2=2)
+            GL = -np.moveaxis(prior.solve(np.moveaxis(L, 0, 1).reshape(k1, -1)).reshape(k1, -1, k1), 1, 0)   # −Σ⁻¹L_d
+            GL[:, i, i] += 1.0 / dL
+            GL = np.tril(GL + np.swapaxes(G, 1, 2) @ eps / eps.shape[1])
+            Ln = L + np.tril(opt_L.step(GL)); dn = np.diagonal(Ln, axis1=1, axis2=2).copy(); bad = dn <= 0
+            if np.any(bad): dn[bad] = 0.5 * dL[bad]; Ln[:, i, i] = dn; n_proj = int(bad.sum())
         Pn = None
     else:
-        Hm = H.mean(0)
+        Hm = H.mean(1)
         if cov == "diag":
             neg = -Hm; n_proj = int(np.sum(neg < 0))
             Pn = (1 - rho) * P + rho * (prior.precision_diag + np.maximum(neg, 0.0)); Ln = 1.0 / np.sqrt(Pn)
         else:
             Pi, n_proj = psd_part(-Hm)
-            Pn = (1 - rho) * P + rho * (prior.precision + Pi); Pn = 0.5 * (Pn + Pn.T)
-            Ln = _cov_factor_from_precision(Pn)
-    mn = m + opt_m.step(prior.solve(prior.mu - m) + g)
+            Pn = natural_step(Blocks(m, P, None), Pi, np.zeros_like(m), prior, rho, mean=False).blocks.P
+            Pn = 0.5 * (Pn + np.swapaxes(Pn, 1, 2)); Ln = _cov_factor_from_precision(Pn)
+    mn = m + opt_m.step(prior.solve((prior.mu - m).T).T + g)
     return mn, Ln, Pn, n_proj, aux
 
 # %% ../../nbs/methods/17_ctm.ipynb #c35
@@ -352,53 +391,55 @@ def _positive_float(v, name):
         raise ValueError(f"{name} must be a positive finite number, got {v!r}")
     return float(v)
 
-HYPER = ("doc", "sweep")
-
 def fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: int = 10, tol: float = 1e-6,
-            max_iter: int = 20, max_seconds: float | None = None, callback=None, learn: bool = True, hyper: str = "doc",
+            max_iter: int = 20, max_seconds: float | None = None, callback=None, learn: bool = True, batch_size: int | None = None,
             lr: float = 1.0, lr_beta: float = 1.0, schedule="1/t", seed: int = 0, S0: float = 10.0,
             state0: CTMState | None = None, eval_every: int = 1, vlb_samples: int = 10, blas_threads: int | None = 1) -> "CTMPosterior":
     """Fit q(η) = Π_d N(m_d, S_d) and (with `learn`) μ, Σ, β of a `CTM` (Sheth & Khardon 2016b, §3.7, A.1, A.2):
-    sweeps over the documents in a fixed round-robin order, one `doc_step` per document, all words of a document used.
+    sweeps over the documents in a fixed order, `batch_size` documents updated together in one batched step (`docs_step`),
+    all words of a document used.
 
     - `method`: 'h-mc-ssvi' (59) + (69), 's-dsvi' (71, corrected per E12) + (69) on bound (56); 'simple': (74)-(77) on the
       simple bound (73), β in closed form. `cov`: 'diag' (the paper's experiments) or 'full' S_d.
     - `n_mc`: draws of η_d per document update (paper: 10).
+    - `batch_size`: documents per step (None: all of them, one step per sweep, the batch mode of the paper's Figure 7;
+      1: one document per step, the paper's per-document schedule). The model parameters follow every step.
     - `tol`: stop (`Stop.REL_TOL`) when the estimated bound changes by at most tol·(1 + |bound|) between evaluations;
-      `max_iter`: at most this many sweeps (`Stop.MAX_ITER`); `max_seconds`: time budget, tested after every document,
-      evaluations of the bound not counted (`Stop.MAX_SECONDS`); a budget stop inside a sweep skips that sweep's end-of-sweep
-      update of μ, Σ, β (with hyper='sweep' it would rest on the gradient of part of the documents and can lower the
-      bound), so the run ends at the documents' last q and the hyperparameters of the last full sweep (or of the last
-      document, hyper='doc'); `callback(record)` after every evaluation, True stops.
-    - `learn`: update μ, Σ by (60)-(61) and β (ADAGRAD on (62) with rate `lr_beta`; closed form for 'simple'); else keep
-      the model's. `hyper`: 'doc' (after every document, μ, Σ from running sums, β by the stochastic gradient (62) with the
-      factor D) or 'sweep' (after every sweep, β by the summed gradient). The simple method's closed-form β needs every
-      document's E[h(η_d)]: it is taken after every sweep from the draws of each
-      document's last update, which are draws of q(η_d) before that update (no extra draws at the updated q).
+      `max_iter`: at most this many sweeps (`Stop.MAX_ITER`); `max_seconds`: time budget, tested after every step,
+      evaluations of the bound not counted (`Stop.MAX_SECONDS`); a budget stop inside a sweep skips that sweep's closing
+      update (the simple method's closed-form β, which needs every document), so the run ends at the documents' last q
+      and the parameters of the last step; `callback(record)` after every evaluation, True stops.
+    - `learn`: after every step, μ, Σ by (60)-(61) (the blocks' closed form, `closed_form_prior`, over all documents) and
+      β by one ADAGRAD step (rate `lr_beta`) on the step's gradient (62) scaled by D / (its documents); the simple
+      method's β in closed form after every sweep from every document's E[h(η_d)], taken from the draws of its last update
+      (draws of q(η_d) before that update: no extra draws at the updated q). Else the model's μ, Σ, β are kept.
     - `lr`: ADAGRAD rate of the mean (69) and of the S-DSVI factor; `schedule`: ρ of (59), (74) (`step_size`); each
       document has its own counter t, which round-robin makes the sweep number.
-    - `seed`: the draws; `S0`: start S_d = S0·I (paper: 10) with m_d = 0; `state0`: start from this state instead (copied): a
-      warm start restarts every document's counter at t = 1 (ρ = 1 at the first sweep) and the ADAGRAD accumulators of
-      the means, the S-DSVI factors and the topics at zero, so it is not the continuation of the run that made the state.
+    - `seed`: the draws (one stream, document by document in order: the same draws for every `batch_size`); `S0`: start
+      S_d = S0·I (paper: 10) with m_d = 0; `state0`: start from this state instead (copied): a warm start restarts every
+      document's counter at t = 1 (ρ = 1 at the first sweep) and the ADAGRAD accumulators of the means, the S-DSVI factors
+      and the topics at zero, so it is not the continuation of the run that made the state.
     - `eval_every`, `vlb_samples`: sweeps between evaluations of bound (56) and draws per document in them (`ctm_vlb`).
       The record also holds the simple bound (73) for 'simple'.
-    - `blas_threads`: BLAS threads during the run (threadpoolctl; default 1: the per-document algebra is on (K−1) × (K−1)
+    - `blas_threads`: BLAS threads during the run (threadpoolctl; default 1: the algebra is on stacks of (K−1) × (K−1)
       matrices, where starting threads costs more than it saves); None leaves BLAS as it is."""
     kw = dict(locals()); bt = kw.pop("blas_threads")
     with (threadpool_limits(bt, user_api="blas") if bt is not None else nullcontext()):
         return _fit_ctm(**kw)
 
 def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: int = 10, tol: float = 1e-6,
-            max_iter: int = 20, max_seconds: float | None = None, callback=None, learn: bool = True, hyper: str = "doc",
+            max_iter: int = 20, max_seconds: float | None = None, callback=None, learn: bool = True, batch_size: int | None = None,
             lr: float = 1.0, lr_beta: float = 1.0, schedule="1/t", seed: int = 0, S0: float = 10.0,
             state0: CTMState | None = None, eval_every: int = 1, vlb_samples: int = 10) -> "CTMPosterior":
     "The body of `fit_ctm` (under its BLAS thread limit)."
     if not isinstance(model, CTM): raise ValueError(f"model must be a CTM, got {type(model).__name__}")
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if cov not in COVS: raise ValueError(f"cov must be one of {COVS}, got {cov!r}")
-    if hyper not in HYPER: raise ValueError(f"hyper must be one of {HYPER}, got {hyper!r}")
+    if not isinstance(learn, (bool, np.bool_)): raise ValueError(f"learn must be True or False, got {learn!r}")
     check_budget(tol, max_iter, max_seconds)
     n_mc, eval_every, vlb_samples = _positive_int(n_mc, "n_mc"), _positive_int(eval_every, "eval_every"), _positive_int(vlb_samples, "vlb_samples")
+    D, K, k1 = model.D, model.K, model.K - 1
+    bs = D if batch_size is None else min(_positive_int(batch_size, "batch_size"), D)
     lr, lr_beta = _positive_float(lr, "lr"), _positive_float(lr_beta, "lr_beta")
     step_size(1, schedule)
     if method == "simple" and learn:
@@ -409,16 +450,14 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
     else:
         if state0.cov != cov: raise ValueError(f"state0 has cov={state0.cov!r}, the run cov={cov!r}")
         st = state0.copy()
-        if natural and st.P is None:
-            if cov == "diag": st.P = 1.0 / st.L**2                          # precisions of a given start
-            else:
-                Li = np.stack([solve_triangular(L_, np.eye(L_.shape[0]), lower=True) for L_ in st.L])   # S⁻¹ = L⁻ᵀL⁻¹
-                st.P = np.swapaxes(Li, 1, 2) @ Li
+        if natural and st.P is None:                                        # precisions of a given start
+            st.P = 1.0 / st.L**2 if cov == "diag" else Blocks.from_factor(st.m, st.L).P
         if not natural: st.P = None
-    D, K, k1 = model.D, model.K, model.K - 1
     rng = np.random.default_rng(seed)
-    opt_m = [Adagrad(lr) for _ in range(D)]
-    opt_L = [Adagrad(lr) for _ in range(D)] if method == "s-dsvi" else [None] * D
+    batches = [(a, min(D, a + bs)) for a in range(0, D, bs)]
+    rows = [DocRows.of(model.counts, a, e) for a, e in batches]
+    opt_m = [Adagrad(lr) for _ in batches]                                  # elementwise: one accumulator per document
+    opt_L = [Adagrad(lr) for _ in batches] if method == "s-dsvi" else [None] * len(batches)
     alpha = np.log(st.beta) - np.log(st.beta[:, -1:]); opt_b = Adagrad(lr_beta)
     Eh = np.zeros((D, K)) if method == "simple" else None
     prior = GaussianPrior(st.mu, st.Sigma); log_beta = np.log(st.beta)
@@ -431,56 +470,38 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
         hist.t0 += time.perf_counter() - te
         return v, extra
 
-    Sd = lambda d: st.L[d]**2 if cov == "diag" else st.L[d] @ st.L[d].T
-    track = learn and hyper == "doc"                                       # μ, Σ updated after each document
     done = 0
 
     def sweep(cur, k):
-        "One sweep over the documents (`doc_step`), the prior and topics updated per document or per sweep; a FAILED flag ends the run."
+        "One sweep over the batches of documents (`docs_step`), the prior and topics updated after every step; a FAILED flag ends the run."
         nonlocal prior, log_beta, alpha, done
         t = k + 1; rho = step_size(t, schedule); n_proj = 0; events = []; failed = None
-        sums = PriorSums(st.m, st.S, cov) if track else None              # running sums: read only per document
-        Gb = np.zeros((K, model.V)) if hyper == "sweep" else None
         partial = False                                                     # the budget ended the sweep early
-        for d in range(D):
-            ids, cnts = model.doc(d)
-            old = (st.m[d].copy(), Sd(d)) if track else None
+        for j, (a, e) in enumerate(batches):
+            P = None if st.P is None else st.P[a:e]
             try:
-                mn, Ln, Pn, npj, aux = doc_step(ids, cnts, st.m[d], st.L[d], None if st.P is None else st.P[d], prior, log_beta,
-                                                method, cov, rho, rng.standard_normal((n_mc, k1)), opt_m[d], opt_L[d])
-            except ValueError as e:
-                events.append(Event(EventKind.FACTORISATION_FAILED, f"document {d}: {e}")); failed = f"document {d}: {e}"; break
+                mn, Ln, Pn, npj, aux = docs_step(rows[j], st.m[a:e], st.L[a:e], P, prior, log_beta, method, cov, rho,
+                                                 rng.standard_normal((e - a, n_mc, k1)), opt_m[j], opt_L[j], learn)
+            except ValueError as err:
+                events.append(Event(EventKind.FACTORISATION_FAILED, f"documents {a}..{e - 1}: {err}")); failed = f"documents {a}..{e - 1}: {err}"; break
             if not (np.all(np.isfinite(mn)) and np.all(np.isfinite(Ln))):
                 return Step(st, None, float("nan"), method, events, dict(sweep=t))
-            st.m[d], st.L[d] = mn, Ln
-            if Pn is not None: st.P[d] = Pn
-            n_proj += npj; done += 1
-            if method == "simple": Eh[d] = aux.mean(0)
+            st.m[a:e], st.L[a:e] = mn, Ln
+            if Pn is not None: st.P[a:e] = Pn
+            n_proj += npj; done += e - a
+            if method == "simple": Eh[a:e] = aux.mean(1)
             if learn:
-                if track: sums.replace(old[0], old[1], mn, Sd(d))
                 if method != "simple":
-                    Gd = alpha_grad(aux, ids, st.beta)
-                    if hyper == "doc":
-                        Gd *= D; alpha += opt_b.step(Gd); st.beta, log_beta = beta_from_alpha(alpha, with_log=True)
-                    else: Gb += Gd
-                if hyper == "doc":
-                    mu, Sig = sums.mu_sigma()
-                    try: prior = GaussianPrior(mu, Sig)
-                    except ValueError:                                      # running sums lost definiteness: recompute
-                        mu, Sig = mu_sigma_update(st.m, st.S, cov); prior = GaussianPrior(mu, Sig)
-                    st.mu, st.Sigma = mu, Sig
-            if hist.out_of_time(): partial = d < D - 1; break
-        if failed is None and learn and not partial:
-            st.mu, st.Sigma = mu_sigma_update(st.m, st.S, cov)              # per document: exact, clearing the running sums' rounding
-            if hyper == "sweep" and method != "simple":
-                alpha += opt_b.step(Gb); st.beta = beta_from_alpha(alpha)
-            if method == "simple":
-                A = np.asarray(model.counts.T @ Eh).T                         # α_ki = Σ_d c_di E[h_k(η_d)]
-                st.beta = A / A.sum(1, keepdims=True)
-            try: prior = GaussianPrior(st.mu, st.Sigma)
-            except ValueError as e:
-                events.append(Event(EventKind.FACTORISATION_FAILED, str(e))); failed = str(e)
-            log_beta = np.log(st.beta)
+                    alpha += opt_b.step(alpha_grad(aux, model.counts.indices[model.counts.indptr[a]:model.counts.indptr[e]], st.beta) * (D / (e - a)))
+                    st.beta, log_beta = beta_from_alpha(alpha, with_log=True)
+                try: prior = closed_form_prior(st.m, st.S, "full")
+                except ValueError as err:
+                    events.append(Event(EventKind.FACTORISATION_FAILED, str(err))); failed = str(err); break
+                st.mu, st.Sigma = prior.mu.copy(), prior.prior.dense()
+            if hist.out_of_time(): partial = e < D; break
+        if failed is None and learn and not partial and method == "simple":
+            A = np.asarray(model.counts.T @ Eh).T                             # α_ki = Σ_d c_di E[h_k(η_d)]
+            st.beta = A / A.sum(1, keepdims=True); log_beta = np.log(st.beta)
         if n_proj: events.append(Event(EventKind.PROJECTED, "curvature eigenvalues clipped by Π_S++ (59) / diagonal entries of L halved", n_proj))
         if failed is not None: return Step(st, None, None, method, events, dict(sweep=t, failed=failed))
         v, ex = (None, {})
@@ -497,7 +518,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
     last = hist[-1]
     if not np.isfinite(last.vlb) and stop not in (Stop.NOT_FINITE, Stop.FAILED): last.vlb, _ = evaluate()
     return CTMPosterior(model, st, method, last.vlb, stop, hist, f"{stop.value} after {t} sweeps ({done} document updates)", t,
-                        dict(n_mc=n_mc, learn=learn, hyper=hyper, lr=lr, lr_beta=lr_beta, schedule=schedule, seed=seed, S0=S0))
+                        dict(n_mc=n_mc, learn=learn, batch_size=batch_size, lr=lr, lr_beta=lr_beta, schedule=schedule, seed=seed, S0=S0))
 
 @register_posterior
 class CTMPosterior(StatePosterior):
@@ -563,24 +584,26 @@ def word_probs(theta, beta):
     return np.asarray(theta, dtype=float) @ np.asarray(beta, dtype=float)
 
 def fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag", method: str = "h-mc-ssvi",
-                  n_mc: int = 10, seed: int = 0, lr: float = 1.0, blas_threads: int | None = 1):
-    """q(η_d) for each row of `counts` at fixed (μ, Σ, β): `n_iter` batch updates per document (`doc_step`, all its words,
+                  n_mc: int = 10, seed: int = 0, lr: float = 1.0, blas_threads: int | None = 1, chunk: int = 64):
+    """q(η_d) for each row of `counts` at fixed (μ, Σ, β): `n_iter` batch updates per document (`docs_step`, all its words,
     ρ = 1/t), starting at m_d = μ and S_d = diag(Σ) (cov='diag') or Σ ('full'). The posterior of Sheth & Khardon (2016b,
-    A.5) for held-out documents: 100 iterations of batch H-MC-SSVI with diagonal covariance. Returns (m (D, K−1),
-    S: variances (D, K−1) or matrices (D, K−1, K−1)). `blas_threads` as in `fit_ctm`."""
+    A.5) for held-out documents: 100 iterations of batch H-MC-SSVI with diagonal covariance. The documents are updated
+    `chunk` at a time in one batched step; the draws, one stream taken document by document (all `n_iter` updates of a
+    document before the next), and so the result do not depend on `chunk` (memory O(chunk · n_iter · n_mc · K)). Returns
+    (m (D, K−1), S: variances (D, K−1) or matrices (D, K−1, K−1)). `blas_threads` as in `fit_ctm`."""
     kw = dict(locals()); bt = kw.pop("blas_threads")
     with (threadpool_limits(bt, user_api="blas") if bt is not None else nullcontext()):
         return _fit_documents(**kw)
 
 def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag", method: str = "h-mc-ssvi",
-                  n_mc: int = 10, seed: int = 0, lr: float = 1.0):
+                  n_mc: int = 10, seed: int = 0, lr: float = 1.0, chunk: int = 64):
     "The body of `fit_documents` (under its BLAS thread limit)."
     C = check_counts(counts); beta = np.asarray(beta, dtype=float)
     if beta.ndim != 2: raise ValueError(f"beta must be a (K, V) matrix, got shape {beta.shape}")
     K = beta.shape[0]; beta = check_beta(beta, K, C.shape[1]); k1 = K - 1
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if cov not in COVS: raise ValueError(f"cov must be one of {COVS}, got {cov!r}")
-    n_iter, n_mc, lr = _positive_int(n_iter, "n_iter"), _positive_int(n_mc, "n_mc"), _positive_float(lr, "lr")
+    n_iter, n_mc, lr, chunk = _positive_int(n_iter, "n_iter"), _positive_int(n_mc, "n_mc"), _positive_float(lr, "lr"), _positive_int(chunk, "chunk")
     mu = np.array(mu, dtype=float); Sigma = np.array(Sigma, dtype=float)
     if mu.shape != (k1,) or Sigma.shape != (k1, k1): raise ValueError(f"mu and Sigma must have shapes ({k1},) and ({k1}, {k1}), got {mu.shape}, {Sigma.shape}")
     prior = GaussianPrior(mu, Sigma); lb = np.log(beta); rng = np.random.default_rng(seed); D = C.shape[0]
@@ -588,24 +611,25 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
     if cov == "diag": L = np.tile(np.sqrt(np.diag(Sigma)), (D, 1)); P = 1.0 / L**2
     else: L = np.tile(prior.L, (D, 1, 1)); P = np.tile(prior.precision, (D, 1, 1))
     natural = method != "s-dsvi"
-    for d in range(D):
-        ids, cnts = C.indices[C.indptr[d]:C.indptr[d + 1]], C.data[C.indptr[d]:C.indptr[d + 1]]
+    for a in range(0, D, chunk):
+        e = min(D, a + chunk); rows = DocRows.of(C, a, e)
+        eps = rng.standard_normal((e - a, n_iter, n_mc, k1))                   # document by document, as one stream
         om, oL = Adagrad(lr), (None if natural else Adagrad(lr))
-        md, Ld, Pd = m[d], L[d], P[d] if natural else None
+        md, Ld, Pd = m[a:e], L[a:e], P[a:e] if natural else None
         for t in range(1, n_iter + 1):
-            md, Ld, Pd, _, _ = doc_step(ids, cnts, md, Ld, Pd, prior, lb, method, cov, 1.0 / t, rng.standard_normal((n_mc, k1)), om, oL)
-        m[d], L[d] = md, Ld
+            md, Ld, Pd, _, _ = docs_step(rows, md, Ld, Pd, prior, lb, method, cov, 1.0 / t, eps[:, t - 1], om, oL, False)
+        m[a:e], L[a:e] = md, Ld
     return m, (L**2 if cov == "diag" else L @ np.swapaxes(L, 1, 2))
 
 # %% ../../nbs/methods/17_ctm.ipynb #ctmreg2
 @dataclass(frozen=True)
 class CTMOptions:
     """The settings of a topic-model fit beyond `fit`'s common options, as `fit(model, method, options=CTMOptions(...))`;
-    each field is the argument of `fit_ctm` of the same name, with its default."""
+    each field is the argument of `fit_ctm` of the same name, with its default. Whether μ, Σ, β are learned is `fit`'s
+    `learn` (by default learned, as `fit_ctm` does; `learn=False` holds them), given to `fit_ctm` as its `learn`."""
     cov: str = "diag"                  # 'diag' or 'full' covariances S_d
     n_mc: int = 10                     # draws of η_d per document update
-    learn: bool = True                 # μ, Σ by (60)-(61) and β by (62) (closed form for 'simple')
-    hyper: str = "doc"                 # parameters updated after every document ('doc') or every sweep ('sweep')
+    batch_size: int | None = None      # documents per step (None: all, one step per sweep)
     lr: float = 1.0                    # ADAGRAD rate of the means (and of the S-DSVI factors)
     lr_beta: float = 1.0               # ADAGRAD rate of the topics
     schedule: object = "1/t"           # ρ of the natural steps
@@ -617,4 +641,4 @@ class CTMOptions:
 
 COMMON = ("tol", "max_iter", "max_seconds", "callback", "state0")
 
-for _m in METHODS: register_options_method(fit_ctm, _m, "ctm", CTMOptions, COMMON)
+for _m in METHODS: register_options_method(fit_ctm, _m, "ctm", CTMOptions, COMMON, learn_keyword="learn", learn_default=True)

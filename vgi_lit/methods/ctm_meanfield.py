@@ -15,7 +15,7 @@ from ..linalg import cholesky, chol_logdet
 from ..inference import Stop
 from ..corpora import Corpus
 from .ctm import init_beta, newton_direction, damped_newton
-from ..models import GaussianPrior
+from ..models import GaussianPrior, closed_form_prior
 
 # %% auto #0
 __all__ = ['doc_bound', 'estep_doc', 'estep', 'mstep', 'MeanFieldFit', 'fit_meanfield']
@@ -102,10 +102,10 @@ def estep(counts, mu, Sigma, beta, lam=None, nu2=None, var_tol: float = 1e-6, ma
     return lam, nu2, bounds, stats, cycles
 
 def mstep(lam, nu2, stats):
-    "Closed-form μ, Σ, β from the E-step's (λ, ν², word-topic statistics)."
-    mu = lam.mean(axis=0); r = lam - mu
-    Sigma = (r.T @ r + np.diag(nu2.sum(axis=0))) / lam.shape[0]
-    return mu, 0.5 * (Sigma + Sigma.T), stats / stats.sum(axis=1, keepdims=True)
+    """Closed-form μ, Σ, β from the E-step's (λ, ν², word-topic statistics): μ, Σ the blocks' closed form
+    (`closed_form_prior`, the documents' diagonal q(η_d) = N(λ_d, diag ν²_d) as the blocks), β the normalised statistics."""
+    pr = closed_form_prior(lam, nu2, "full")
+    return pr.mu.copy(), pr.prior.dense(), stats / stats.sum(axis=1, keepdims=True)
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #76919022
 @dataclass

@@ -10,6 +10,7 @@ from numpy.polynomial.laguerre import laggauss
 from scipy.special import logsumexp, gammaln
 from ..quadrature import gh_nodes
 from ..models.gme import GME
+from ..models.blocks import closed_form_prior
 from ..covariance import DenseCov, PrecisionCov, as_cov
 from ..vlb import kl_to_prior
 from dataclasses import dataclass
@@ -120,9 +121,11 @@ HYPER = ("mean", "var", "tau")
 
 def prior_closed_form(m, cov, sigma):
     """Hyperparameters that maximise the GME bound with q fixed (Sheth & Khardon 2016b, eqs. 60-61 and 68, with the d
-    coordinates of w₁ as the groups): μ̂₀ = mean_j m_j, δ̂ = (tr V + ‖m − μ̂₀1‖²)/d, and the Rayleigh scale τ̂ = σ."""
-    m = np.asarray(m, float); mu0 = float(m.mean())
-    return mu0, float((np.trace(as_cov(cov, "factor", name="cov").dense()) + np.sum((m - mu0)**2)) / m.size), float(sigma)
+    coordinates of w₁ as the groups): the blocks' closed form (`closed_form_prior`) over d blocks of dimension 1 with
+    means m_j and variances V_jj, μ̂₀ = mean_j m_j and δ̂ = (tr V + ‖m − μ̂₀1‖²)/d; and the Rayleigh scale τ̂ = σ."""
+    m = np.asarray(m, float)
+    p = closed_form_prior(m[:, None], np.diagonal(as_cov(cov, "factor", name="cov").dense())[:, None], "scalar")
+    return float(p.mu[0]), float(p.prior.diag()[0]), float(sigma)
 
 def _with_prior(model, st, mu0, delta, tau):
     "(the model with prior N(μ₀1, δI) and Rayleigh scale τ, the state with the same q): a precision state's Λ absorbs Σ⁻¹'s change."
@@ -303,7 +306,7 @@ def gme_log_pred(model, res, X_new, y_new, n_w=20):
 # %% ../../nbs/methods/14a_gme.ipynb #gmereg2
 @dataclass(frozen=True)
 class GMEOptions:
-    "The settings of a stochastic GME fit beyond `fit`'s common options; each field is the keyword of `gme_fit` of the same name, with its default."
+    "The settings of a stochastic GME fit beyond `fit`'s common options; each field is the keyword of `gme_fit` of the same name, with its default; `fit`'s `learn` is `gme_fit`'s `learn_prior` (True: μ₀, δ, τ in closed form)."
     bound: str = "optimal"             # 'optimal' (8) or 'suboptimal' (3)
     batch_size: int | None = None      # examples per step (None: min(100, n))
     n_outer: int = 10                  # draws of (u, w₂) per example
@@ -315,7 +318,6 @@ class GMEOptions:
     max_epochs: float = 5.0            # passes over the data (Stop.BUDGET)
     eval_every: int | None = None      # steps between evaluations of the bound (None: one epoch)
     sigma_init: float = 1.0            # the start σ
-    learn_prior: object = False        # False, True or a subset of HYPER
 
 @dataclass(frozen=True)
 class GMEMeanFieldOptions:
@@ -323,9 +325,10 @@ class GMEMeanFieldOptions:
     lr: float = 0.1                    # ADAGRAD rate of β, ς
     sigma_init: float = 1.0            # the start σ
 
-for _m in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): register_options_method(gme_fit, _m, "gme", GMEOptions, ("max_iter", "max_seconds", "callback", "m0", "V0"))
+for _m in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): register_options_method(gme_fit, _m, "gme", GMEOptions, ("max_iter", "max_seconds", "callback", "m0", "V0"), learn_keyword="learn_prior")
 
 @register_method("mean-field", models=("gme",))
-def gme_fit_mean_field(model, options: GMEMeanFieldOptions | None = None, **common) -> GMEPosterior:
-    "`fit(gme, 'mean-field', options=GMEMeanFieldOptions(...), max_iter=, tol=, max_seconds=, callback=)`: `gme_mean_field`."
+def gme_fit_mean_field(model, options: GMEMeanFieldOptions | None = None, learn: bool = False, **common) -> GMEPosterior:
+    "`fit(gme, 'mean-field', options=GMEMeanFieldOptions(...), max_iter=, tol=, max_seconds=, callback=)`: `gme_mean_field` (it learns no hyperparameters: `learn=True` is a ValueError)."
+    if learn: raise ValueError("learn=True: the mean-field GME fit (A.4) holds μ₀, δ and τ at the model's values; learn them with a stochastic method (e.g. 'h-mc-ssvi')")
     return gme_mean_field(model, **method_keywords(common, ("max_iter", "tol", "max_seconds", "callback"), options, GMEMeanFieldOptions))

@@ -10,5 +10,5 @@ Hand-maintained (not generated); every name below is exported from its notebook:
 from .lgm import PriorCov, ScalarPriorCov, DiagPriorCov, DensePriorCov, GaussianPrior, LGM, GLM, GP, inducing_prior, sparse_gp_site_map, SparseGP, dask_site_matrix
 from .blocks import Blocks, BlockStep, natural_step, block_kl, blocks_kl, block_sum, block_gram, closed_form_prior, stacked_cholesky, stacked_solve, try_stacked_cholesky
 from .pmf import PMF, check_indices
-from .ctm import CTM, check_counts, init_beta, check_beta
+from .ctm import CTM, DocRows, check_counts, init_beta, check_beta
 from .gme import GME

@@ -4,12 +4,13 @@
 
 # %% ../../nbs/models/03d_ctm.ipynb #cm01
 from __future__ import annotations
+from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse
 from ..linalg import cholesky
 
 # %% auto #0
-__all__ = ['check_counts', 'init_beta', 'check_beta', 'CTM']
+__all__ = ['check_counts', 'init_beta', 'check_beta', 'DocRows', 'CTM']
 
 # %% ../../nbs/models/03d_ctm.ipynb #cm06
 def check_counts(counts, name: str = "counts"):
@@ -52,6 +53,43 @@ def check_beta(beta, K: int, V: int, name: str = "beta"):
     return B
 
 
+# %% ../../nbs/models/03d_ctm.ipynb #16c456bc
+@dataclass
+class DocRows:
+    """A batch of b documents in the CSR layout (cost ∝ the number of distinct words): row r holds one (document, word)
+    pair, `doc` (R,) the position 0..b−1 of its document in the batch, `ids` (R,) the word id, `cnts` (R,) its count."""
+    doc: np.ndarray
+    ids: np.ndarray
+    cnts: np.ndarray
+    b: int
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    @classmethod
+    def of(cls, counts, start: int, stop: int):
+        "The documents start..stop−1 of a CSR matrix `counts` (checked by `check_counts`)."
+        s, e = counts.indptr[start], counts.indptr[stop]
+        return cls(np.repeat(np.arange(stop - start), np.diff(counts.indptr[start:stop + 1])), counts.indices[s:e],
+                   counts.data[s:e], stop - start)
+    def spread(self, X, n: int):
+        "The sparse (R, b·n) matrix whose row r holds X[r] (n entries) at the n columns of its document (indices kept per n)."
+        if n not in self._cache:
+            R = self.doc.size; self._cache[n] = ((self.doc[:, None] * n + np.arange(n)).ravel(), np.arange(0, R * n + 1, n))
+        idx, ptr = self._cache[n]
+        return sparse.csr_matrix((np.ascontiguousarray(X, dtype=float).ravel(), idx, ptr), shape=(self.doc.size, self.b * n))
+    def topics(self, log_beta, square: bool = False):
+        """For the rows' words: max_k log β_kw (R,), B = β_kw / max_k β_kw (K, R), B spread (`spread`, (R, b·K)) and, with
+        `square`, the spread of B² without its last topic. Kept for the last log β given (the same array, not modified
+        in place: a fit makes a new one when it learns β), so steps at fixed topics compute them once."""
+        top = self._cache.get("topics")
+        if top is None or top[0] is not log_beta:
+            lB = log_beta[:, self.ids]; lmax = lB.max(0); Bm = np.exp(lB - lmax)
+            top = self._cache["topics"] = [log_beta, lmax, Bm, self.spread(Bm.T, Bm.shape[0]), None]
+        if square and top[4] is None: top[4] = self.spread(top[2][:-1].T**2, top[2].shape[0] - 1)
+        return top[1], top[2], top[3], top[4]
+    def one(self, j: int):
+        "(ids, cnts) of document j of the batch."
+        sel = self.doc == j
+        return self.ids[sel], self.cnts[sel]
+
 # %% ../../nbs/models/03d_ctm.ipynb #cm12
 class CTM:
     """The correlated topic model (Blei & Lafferty 2007; Sheth & Khardon 2016b, §3.7): for each document d,
@@ -78,6 +116,11 @@ class CTM:
         "(distinct word ids (W_d,), their counts (W_d,)) of document d."
         s, e = self.counts.indptr[d], self.counts.indptr[d + 1]
         return self.counts.indices[s:e], self.counts.data[s:e]
+    def rows(self, start: int = 0, stop: int | None = None) -> "DocRows":
+        "The documents start..stop−1 (default all) as a batch of blocks in the CSR layout (`DocRows`)."
+        stop = self.D if stop is None else stop
+        if not 0 <= start < stop <= self.D: raise ValueError(f"documents {start}..{stop} are not a range inside 0..{self.D}")
+        return DocRows.of(self.counts, start, stop)
     def with_params(self, mu=None, Sigma=None, beta=None):
         "The same corpus with other parameters (those not given are kept)."
         return CTM(self.counts, self.K, self.mu if mu is None else mu, self.Sigma if Sigma is None else Sigma,
