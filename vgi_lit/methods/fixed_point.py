@@ -434,7 +434,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         it = 0 if p is None else p.sched['it'] + 1
         best = (s.vlb, it) if (p is None or s.vlb > p.sched['best']) else (p.sched['best'], p.sched['best_it'])
         if auto and isinstance(cov, SiteCovN):                            # the factors the step rule reads
-            dec = sched['dec'] = _decrement(model, cov, at, s.g, s.gamma)
+            dec = sched['dec'] = _decrement(model, cov, at, s.g, s.gamma, mean=False)   # the site term: O(n), no product with V
             d0 = None if p is None else p.sched.get('dec')
             if d0 is not None and d0 > 0:
                 gain = s.vlb - p.vlb                                      # the VLB gain of the step (the two's costs: _prefer_newton)
@@ -798,7 +798,7 @@ def _prefer_newton(sched: dict, n: int) -> bool:
     a plain step c_p = 2 (the Cholesky of B and L_B⁻¹), a Newton step c_N = c_p + c (its direction's cost from
     `_newton_dir_site`, the last one's; 3.5 before one is measured).
     Newton when either (i) the quadratic model predicts more gain per unit of cost, q̂ = min(1, C μ) < r^(c_N/c_p), with μ
-    the scale-free measure (`_decrement`), r the plain (or damped) steps' factor μ'/μ (geometric mean of the last three)
+    the site term of the scale-free measure (`_decrement` with mean=False, O(n) per state), r the plain (or damped) steps' factor μ'/μ (geometric mean of the last three)
     and C = μ'/μ² of the last Newton step (1 before one is measured); or (ii) the last Newton step raised the VLB by more per
     unit of cost than the last plain step did (far from the optimum, where μ need not fall)."""
     rs, mu = sched.get('r_plain'), sched.get('dec')
