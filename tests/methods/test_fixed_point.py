@@ -150,9 +150,13 @@ def test_fpi_counts_one_factorisation_per_iteration(monkeypatch):
     def counted(*a, **k):
         n[0] += 1; return potrf(*a, **k)
     monkeypatch.setattr(linalg, "dpotrf", counted)
-    r = fit(model, method="fpi", tol=1e-12, tol_rel=0.0, max_iter=10, polish=False)
+    r = fit(model, method="fpi", tol=1e-12, tol_rel=0.0, max_iter=10, polish=False, newton=False)   # the plain steps
     assert r.stop is Stop.MAX_ITER and len(r.history) == 11
     assert n[0] == 10, n[0]
+    n[0] = 0                                    # the default rule: one more per Newton step that was tried and refused
+    r = fit(model, method="fpi", tol=1e-12, tol_rel=0.0, max_iter=10, polish=False)
+    refused = sum(1 for rec in r.history if rec.get("newton") is False)
+    assert n[0] == r.n_iter + refused, (n[0], r.n_iter, refused)
 
 
 def test_two_cycle_detection():
@@ -436,8 +440,8 @@ def test_anderson_is_exact_on_an_affine_map_of_low_rank():
 def test_fpi_anderson_same_optimum_fewer_iterations():
     "Cold FPi on the large-variance GP: Anderson (memory 5) reaches the plain FPi's optimum in fewer iterations."
     gp = _ion_gp(n=80)
-    plain = fit(gp, "fpi", tol=1e-7, tol_rel=0.0)
-    acc = fit(gp, "fpi", tol=1e-7, tol_rel=0.0, anderson=5)
+    plain = fit(gp, "fpi", tol=1e-7, tol_rel=0.0, newton=False)
+    acc = fit(gp, "fpi", tol=1e-7, tol_rel=0.0, anderson=5, newton=False)
     assert plain.stop is Stop.GRAD_TOL and acc.stop is Stop.GRAD_TOL
     assert abs(acc.vlb - plain.vlb) <= 1e-10 * abs(plain.vlb)
     assert acc.n_iter < plain.n_iter
@@ -468,12 +472,15 @@ def test_newton_direction_is_the_newton_step_of_the_stationarity_equations():
 
 
 def test_fpi_newton_warm_start_converges_in_a_few_iterations():
-    "A warm start at a neighbouring kernel (variance +5%, lengthscale −2%): Newton in ≤ 4 iterations, plain FPi in > 15."
+    """A warm start at a neighbouring kernel (variance +5%, lengthscale −2%): Newton in ≤ 4 iterations, plain FPi in > 15;
+    the default step rule (Newton where it pays) in ≤ 5."""
     p = fit(_ion_gp(80), "fpi", tol=1e-9, tol_rel=0.0)
     b = _ion_gp(80, variance=155.0 * 1.05, lengthscale=8.5 * 0.98)
     nw = fit(b, "fpi", tol=1e-7, tol_rel=0.0, m0=p.m, lam0=p.cov.lam, newton=True)
-    pl = fit(b, "fpi", tol=1e-7, tol_rel=0.0, m0=p.m, lam0=p.cov.lam)
+    pl = fit(b, "fpi", tol=1e-7, tol_rel=0.0, m0=p.m, lam0=p.cov.lam, newton=False)
+    de = fit(b, "fpi", tol=1e-7, tol_rel=0.0, m0=p.m, lam0=p.cov.lam)
     assert nw.stop is Stop.GRAD_TOL and nw.n_iter <= 4 and pl.n_iter > 15, (nw.n_iter, pl.n_iter)
+    assert de.stop is Stop.GRAD_TOL and de.n_iter <= 5 and abs(de.vlb - pl.vlb) <= 1e-10 * abs(pl.vlb), de.n_iter
     assert abs(nw.vlb - pl.vlb) <= 1e-10 * abs(pl.vlb) and any(r.get("newton") for r in nw.history)
     with pytest.raises(ValueError, match="newton"): fit(b, "fpi", newton=1)
 
@@ -488,7 +495,7 @@ def _smooth_gp(kind):
 
 
 @pytest.mark.parametrize("kind", ["poisson", "logistic"])
-@pytest.mark.parametrize("opts", [dict(anderson=5), dict(newton=True)])
+@pytest.mark.parametrize("opts", [dict(anderson=5, newton=False), dict(newton=True)])
 def test_accelerated_fpi_never_lowers_the_vlb(kind, opts):
     """Every accepted Anderson or Newton step is an ascent up to rounding (10⁻¹² relative), and on these problems some
     proposed steps are refused (so the safeguard decides something)."""
@@ -521,12 +528,14 @@ def test_damped_step_at_the_rounding_floor_returns_the_old_iterate(monkeypatch):
 def test_fpi_stops_stalled_at_the_rounding_floor():
     """With `tol` below the attainable gradient (1.1e-8 here), FPi used to accept steps of ρ ≈ 10⁻⁹ up to max_iter (300
     iterations, 482 passes): steps of ρ < 10⁻⁶ without a new best VLB count for the stall rule, and the run stops STALLED
-    at the best state within about `stall` iterations of reaching the floor."""
+    at the best state within about `stall` iterations of reaching the floor (the plain steps, `newton=False`; the default
+    step rule's Newton steps get below that floor, and the default run converges)."""
     gp = _smooth_gp("logistic")
-    p = fit(gp, "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300)
+    p = fit(gp, "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300, newton=False)
     assert p.stop is Stop.STALLED and p.n_iter < 120, (p.stop, p.n_iter)
     assert p.history[-1].step == "best" and p.vlb == max(r.vlb for r in p.history)
-    assert fit(gp, "fpi", tol=1e-7, tol_rel=0.0, polish=False).stop is Stop.GRAD_TOL   # above the floor: converged
+    assert fit(gp, "fpi", tol=1e-7, tol_rel=0.0, polish=False, newton=False).stop is Stop.GRAD_TOL   # above the floor: converged
+    assert fit(gp, "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300).stop is Stop.GRAD_TOL  # Newton steps: below it
 
 
 def test_a_step_inside_the_rounding_band_is_judged_by_the_measure_or_by_both_gradient_sizes():

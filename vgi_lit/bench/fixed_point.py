@@ -11,13 +11,15 @@ from scipy.linalg.lapack import dpotrf
 from .. import linalg
 from ..inference import fit, EventKind
 from ..covariance import SiteCov
-from ..experiments.fp_experiments import make_problem, time_to
+from .. import datasets, models, likelihoods, kernels
+from ..experiments.fp_experiments import make_problem, time_to, subsample
 from ..methods.fixed_point import initial_state, AtCov, vlb_grad
 import vgi_lit.methods.fixed_point  # noqa: F401  (registers fpb / fpi)
 
 # %% auto #0
-__all__ = ['CHOLESKY_ROUTES', 'DEFAULT', 'count_factorisations', 'cholesky_seconds', 'cholesky_cpu_seconds', 'bench_problem',
-           'fpi_phase_seconds', 'fpi_iteration_seconds', 'format_result', 'ratio_sweep', 'format_sweep', 'run']
+__all__ = ['CHOLESKY_ROUTES', 'FLOOR', 'FLOOR_VARIANTS', 'DEFAULT', 'count_factorisations', 'cholesky_seconds',
+           'cholesky_cpu_seconds', 'bench_problem', 'fpi_phase_seconds', 'fpi_iteration_seconds', 'format_result',
+           'ratio_sweep', 'format_sweep', 'floor_problem', 'bench_floor', 'format_floor', 'run']
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #a4e20830
 def _spd(size: int, seed: int = 0):
@@ -190,24 +192,91 @@ def format_sweep(rows) -> str:
     lines += [f"  {r['n']:5d} {r['iteration_seconds'] * 1e3:13.3f} {r['cholesky_seconds'] * 1e3:12.3f} {r['ratio']:6.2f}" for r in rows]
     return "\n".join(lines)
 
+# %% ../../nbs/bench/98a_bench_fixed_point.ipynb #flr00002
+FLOOR = ("gp-logistic-a7a1000", "gp-logistic-a1a", "gp-logistic-a7a2000", "gp-logistic-a7a4000")
+
+def floor_problem(name: str, data_dir=None, seed: int = 0):
+    """(model, info) of a GP-logistic problem of `FLOOR`'s form: 'gp-logistic-a1a' (all 1,605 training rows of a1a) or
+    'gp-logistic-a7aN' (N seeded rows of a7a's 16,100), z-scored inputs, RBF kernel of variance 10 and lengthscale √D as in
+    `make_problem`."""
+    if name == "gp-logistic-a1a": model, _, _, info = make_problem("gp-logistic-a1a500", data_dir, n_max=1605, seed=seed); return model, info
+    if not name.startswith("gp-logistic-a7a") or not name[15:].isdigit():
+        raise ValueError(f"unknown floor problem {name!r}: 'gp-logistic-a1a' or 'gp-logistic-a7aN' with N rows of a7a, e.g. {FLOOR}")
+    n = int(name[15:])
+    ds = datasets.load_a7a(data_dir=data_dir if data_dir is not None else datasets.shared_data_dir())
+    if not 1 <= n <= len(ds.y): raise ValueError(f"a7a has {len(ds.y)} training rows; cannot take n = {n}")
+    idx = subsample(len(ds.y), n, seed)
+    X = datasets.zscore(ds.X[idx]).X
+    model = models.GP(X, ds.y[idx], likelihoods.Logistic(), kernels.RBF(variance=10.0, lengthscale=np.sqrt(X.shape[1])))
+    return model, dict(name=name, n=n, D=X.shape[1], kernel_variance=10.0)
+
+
+# %% ../../nbs/bench/98a_bench_fixed_point.ipynb #flr00003
+FLOOR_VARIANTS = {"FPi": {}, "plain": dict(newton=False), "Anderson": dict(newton=False, anderson=5)}
+
+def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> dict:
+    """Cost of each FPi variant (`FLOOR_VARIANTS`: the default rule, the plain steps, Anderson with memory 5) to the
+    optimum to `rtol` relative: wall seconds from the call to the first record within `rtol` of VLB* (a tight default run,
+    tol 1e-9), as Cholesky factorisations of order n (median bare Cholesky of the same run), the LAPACK `potrf` calls
+    until then, the iterations and Newton steps, and the final gap of the default run (default options)."""
+    variants = FLOOR_VARIANTS if variants is None else variants
+    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500)
+    runs = {}
+    for name, opts in variants.items():
+        at_record = []
+        with count_factorisations() as counts:
+            post = fit(model, method="fpi", callback=lambda rec: at_record.append(counts['cholesky']) and False, **opts)
+        runs[name] = (post, at_record)
+    vlb_opt = max([ref.vlb] + [p.vlb for p, _ in runs.values() if np.isfinite(p.vlb)])
+    t_chol = min(cholesky_seconds(model.n, repeats=repeats).values())
+    rows = {}
+    for name, (post, at_record) in runs.items():
+        t, k, rec = time_to(post.history, vlb_opt, rtol)
+        reached = rec is not None
+        rows[name] = dict(iterations=k if reached else None, seconds=t, chol_eq=t / t_chol if reached else np.nan,
+                          n_potrf=(at_record[k] if k < len(at_record) else np.nan) if reached else np.nan,
+                          newton=sum(1 for r in post.history[:k if reached else None] if r.get("newton")),
+                          final_gap=(vlb_opt - post.vlb) / abs(vlb_opt), run_iterations=post.n_iter, stop=post.stop.value)
+    return dict(n=model.n, vlb_opt=vlb_opt, t_chol=t_chol, rtol=rtol, rows=rows)
+
+def format_floor(name, res) -> str:
+    "One block of the floor table."
+    lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']}: {res['t_chol'] * 1e3:.1f} ms; "
+             f"to {res['rtol']:g} relative of VLB*:",
+             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'potrf':>5s} {'Cholesky-eq':>11s} {'seconds':>8s} {'final gap':>9s}  stop"]
+    for v, r in res['rows'].items():
+        it = "-" if r['iterations'] is None else str(r['iterations'])
+        nc = "-" if not np.isfinite(r['n_potrf']) else str(int(r['n_potrf']))
+        ce = "-" if not np.isfinite(r['chol_eq']) else f"{r['chol_eq']:.1f}"
+        sec = "-" if not np.isfinite(r['seconds']) else f"{r['seconds']:.3f}"
+        lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {nc:>5s} {ce:>11s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
+    return "\n".join(lines)
+
+
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #653679d2
 DEFAULT = ("gp-logistic-ionosphere", "gp-logistic-a1a500", "gp-logistic-sonar", "glm-logistic-a1a", "sgp-laplace-housing")
 
 def run(argv=None) -> int:
-    "Benchmark FP against GRAD; prints one block per problem."
+    "Benchmark FP against GRAD, one block per problem, then the floor table of the dense GP fit (`bench_floor`)."
     p = argparse.ArgumentParser(prog="python -m vgi_lit.bench fixed_point", description=run.__doc__)
-    p.add_argument("--problems", nargs="*", default=list(DEFAULT))
+    p.add_argument("--problems", nargs="*", default=None, help=f"default: {' '.join(DEFAULT)}, then the floor table")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--time-limit", type=float, default=600.0)
     p.add_argument("--grad-max-iter", type=int, default=5000, help="iteration cap of GRAD (L-BFGS)")
     p.add_argument("--sweep", type=int, nargs="*", default=None, metavar="N",
                    help="instead: FPi iteration / Cholesky for GP-logistic on N rows of a1a (no N: 200 250 300 350 400 500)")
+    p.add_argument("--floor", nargs="*", default=None, metavar="NAME",
+                   help=f"only the floor table (Cholesky factorisations to 1e-6 of the dense GP fit) on NAME (no NAME: {' '.join(FLOOR)})")
     a = p.parse_args(argv)
     import os
     print(f"vgi_lit fixed-point benchmark, numpy {np.__version__}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     if a.sweep is not None:
         print(format_sweep(ratio_sweep(a.sweep or (200, 250, 300, 350, 400, 500), a.data_dir)), flush=True)
         return 0
-    for name in a.problems:
-        print(format_result(bench_problem(name, a.data_dir, a.time_limit, grad_max_iter=a.grad_max_iter)), flush=True)
+    if a.floor is None:
+        for name in (a.problems or DEFAULT):
+            print(format_result(bench_problem(name, a.data_dir, a.time_limit, grad_max_iter=a.grad_max_iter)), flush=True)
+    if a.floor is not None or a.problems is None:                       # the default run ends with the floor table
+        for name in (a.floor or FLOOR):
+            print(format_floor(name, bench_floor(floor_problem(name, a.data_dir)[0])), flush=True)
     return 0

@@ -6,9 +6,11 @@
 from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
+from scipy.linalg.lapack import dlauum
+from scipy.sparse.linalg import LinearOperator, gmres
 from ..linalg import cholesky
 from ..vlb import grad_V, kl_cov_part, vlb_from
-from ..covariance import SiteCov, DenseCov
+from ..covariance import SiteCov, SiteCovN, DenseCov, SMALL_LAM_K
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
                                register_method, start_state)
 from ..driver import Halt, Step, halving, run
@@ -371,7 +373,7 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
 # %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
-        stall: int = 20, lam0=None, anderson: int = 0, newton: bool = False) -> VGPosterior:
+        stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
     m0: start mean, a scalar or a length-d vector (default 0, as in Sheth & Khardon 2016, §4).
@@ -400,13 +402,15 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         (m', λ') = `anderson` of the last k + 1 pairs ((m, λ), (m + Vg, γ)) of the FPi map is the step when it is an ascent (else
         the plain step is taken and the memory restarts); the record of each such iteration has `anderson` True/False.
         The memory holds k + 1 pairs of (d + n)-vectors in the caller's process.
-    newton: while steps are undamped, first try the Newton step on the stationarity equations in (m, λ) (
+    newton: True: while steps are undamped, first try the Newton step on the stationarity equations in (m, λ) (
         n × n dense matrices: sites 'identity' or 'dense' only), kept when it is an ascent (else Anderson or the plain
-        step); the record of each such iteration has `newton` True/False."""
+        step); the record of each such iteration has `newton` True/False. None (default): for a GP (H = I) the Newton
+        step is taken when `_prefer_newton` predicts more gain per flop than the plain step from the factors of the
+        scale-free measure measured on the run (records of those iterations have `newton`); False: never."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
-    if not isinstance(newton, (bool, np.bool_)): raise ValueError(f"newton must be True or False, got {newton!r}")
+    if newton is not None and not isinstance(newton, (bool, np.bool_)): raise ValueError(f"newton must be True, False or None, got {newton!r}")
     if newton and not model.sites.dense_array:
         raise ValueError(f"newton=True needs the sites as n × n dense matrices (a GP, or rows in memory), got sites '{model.sites.kind}'")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
@@ -416,6 +420,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
     cov, at, state, ev = _finite_start(model, m, cov, r, clip=not signed)  # (VLB, g, γ) at (m, cov)
     window = max(int(stall), 5)
+    auto = newton is None and model.sites.dense_array and model.H is None   # the step rule (a GP): Newton or plain per iteration
 
     def evaluate(m, r, cov, at, state, events, prev, sched):
         """The Step of the state reached from `prev` (None at the start), with the stall rule's record: did the VLB
@@ -428,6 +433,17 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         idle = fell or (sched['tiny'] and not s.vlb > p.sched['best'])
         it = 0 if p is None else p.sched['it'] + 1
         best = (s.vlb, it) if (p is None or s.vlb > p.sched['best']) else (p.sched['best'], p.sched['best_it'])
+        if auto and isinstance(cov, SiteCovN):                            # the factors the step rule reads
+            dec = sched['dec'] = _decrement(model, cov, at, s.g, s.gamma, mean=False)   # the site term: O(n), no product with V
+            d0 = None if p is None else p.sched.get('dec')
+            if d0 is not None and d0 > 0:
+                gain = s.vlb - p.vlb                                      # the VLB gain of the step (the two's costs: _prefer_newton)
+                if sched.get('took') == 'newton':
+                    sched['C_newton'], sched['gain_newton'] = dec / d0**2, gain   # μ' = C μ² (quadratic model)
+                else:
+                    sched['gain_plain'] = gain
+                    sched['r_plain'] = (sched.get('r_plain', ()) + (dec / d0,))[-3:]   # μ' = r μ (linear), the last three
+                    if sched.get('took') == 'newton_rejected': sched['C_newton'], sched['gain_newton'] = 1.0 / d0, 0.0   # no gain at μ = d0
         sched.update(it=it, best=best[0], best_it=best[1],
                      fell=(() if p is None else p.sched['fell'][1 - window:]) + (fell,),
                      idle=(() if p is None else p.sched['idle'][1 - window:]) + (idle,))
@@ -454,10 +470,11 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         m, r, cov, at, vlb, g, gamma, sc = s.m, s.r, s.cov, s.at, s.vlb, s.g, s.gamma, s.sched
         state, events = (vlb, g, gamma), []
         if line_search and isinstance(cov, _SITE_FORMS):                  # after the first iteration: the damped step
-            rho, pairs, res = sc['rho'], sc['pairs'], None
-            if newton and rho == 1.0:
-                res = _newton_step(model, m, r, cov, state, signed, at)
+            rho, pairs, res, took, cost = sc['rho'], sc['pairs'], None, 'plain', {}
+            if (newton and rho == 1.0) or (auto and isinstance(cov, SiteCovN) and _prefer_newton(sc, model.n)):
+                res = _newton_step(model, m, r, cov, state, signed, at, cost)
                 rec['newton'] = res is not None
+                took = 'newton' if res is not None else 'newton_rejected'
             if anderson and res is None:
                 x, Gx, w = _fp_pair(model, m, cov, g, gamma, at)
                 pairs = (pairs + [(x, Gx)])[-(int(anderson) + 1):] if rho == 1.0 else []
@@ -474,7 +491,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             if (gamma < 0).any() and not signed: events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int((gamma < 0).sum())))
             return evaluate(st.m, r + st.r_delta, st.cov, at_new, new, events + ev, cur,
                             dict(rho=min(1.0, 2.0 * rho) if rho_used == rho else rho_used,   # grow after an undamped step
-                                 full=rho_used >= 0.125, tiny=rho_used < 1e-6, pairs=pairs))
+                                 full=rho_used >= 0.125, tiny=rho_used < 1e-6, pairs=pairs, took=took,
+                                 **{**{k: sc[k] for k in ('r_plain', 'C_newton', 'c_dir', 'gain_plain', 'gain_newton') if k in sc}, **cost}))
         neg = gamma < 0
         if neg.any(): events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
         try:                                                              # the site step with ρ = 1: T(V_t) (one factorisation)
@@ -702,12 +720,17 @@ def _newton_dir(model, m, cov, g, gamma, at, W=None):
     return Wg - W.matvec(u if H is None else H.T @ u), dlam
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxnstp1
-def _newton_step(model, m, r, cov, state, signed: bool, at):
-    """The FPi step to the Newton point (m + δm, λ + δλ) of `_newton_dir` (λ < 0 set to 0 for the clipped iteration):
-    `(step, at, state, 1.0, [])` when V' is positive definite and the step is an ascent (`_rises`), else None."""
+def _newton_step(model, m, r, cov, state, signed: bool, at, cost: dict | None = None):
+    """The FPi step to the Newton point (m + δm, λ + δλ) of `_newton_dir` (`_newton_dir_site` for a GP whose V is an n-space
+    `SiteCov`; λ < 0 set to 0 for the clipped iteration): `(step, at, state, 1.0, [])` when V' is positive definite and the
+    step is an ascent (`_rises`), else None. `cost`: a dict that receives 'c_dir', the direction's cost in Cholesky factorisations (`_newton_dir_site`)."""
     vlb, g, gamma = state
     if not hasattr(cov, 'dense'): return None
-    try: dm, dlam = _newton_dir(model, m, cov, g, gamma, at)
+    try:
+        if model.H is None and isinstance(cov, SiteCovN):
+            dm, dlam, c = _newton_dir_site(model, m, cov, g, gamma, at)
+            if cost is not None: cost['c_dir'] = c
+        else: dm, dlam = _newton_dir(model, m, cov, g, gamma, at)
     except (ValueError, np.linalg.LinAlgError): return None
     m_new, lam = m + dm, cov.lam + dlam
     if not signed: lam = np.maximum(lam, 0.0)
@@ -720,3 +743,67 @@ def _newton_step(model, m, r, cov, state, signed: bool, at):
     if not (_finite(new) and _rises(vlb, new[0], lambda: _optimality(model, cov, at, g, gamma),
                                     lambda: _optimality(model, cov_new, at_new, new[1], new[2]))): return None
     return st, at_new, new, 1.0, []
+
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst002
+def _site_dense_V(model, cov):
+    """V (n × n) of an n-space `SiteCov` of a GP (H = I) from the inverse factor it holds, L_B⁻¹ (lower triangular, zero
+    above the diagonal): B⁻¹ = L_B⁻ᵀL_B⁻¹ (LAPACK lauum, n³/3 flops) and V = S⁻¹(I − B⁻¹)S⁻¹, S = diag(√λ); rows and
+    columns of sites with λ_iK_ii < `SMALL_LAM_K` from V = K − KSB⁻¹SK instead (no division by a small √λ_i)."""
+    X = dlauum(np.array(cov.LBi, order='F'), lower=1, overwrite_c=1)[0]    # lower triangle of B⁻¹, zero above
+    d = np.diag(X).copy()
+    V = X.T.copy(); V += X; V[np.diag_indices_from(V)] = d                 # B⁻¹, (n, n)
+    K, s = model.K_site(), cov.s
+    big = cov.lam * np.diag(K) >= SMALL_LAM_K
+    inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=big)
+    V *= -np.multiply.outer(inv_s, inv_s); V[np.diag_indices_from(V)] += inv_s**2   # S⁻¹(I − B⁻¹)S⁻¹ (0 on small sites)
+    rest = np.flatnonzero(~big)
+    if rest.size:
+        Binv = X + np.tril(X, -1).T                                         # B⁻¹ again (X is untouched above)
+        Vr = K[:, rest] - K @ (s[:, None] * (Binv @ (s[:, None] * K[:, rest])))   # (n, r): K − KSB⁻¹SK on those columns
+        V[:, rest] = Vr; V[rest, :] = Vr.T
+    return V
+
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst003
+def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylov: int = 60, direct_max: int = 100):
+    """(δm, δλ, c) of `_newton_dir` with W = V for a GP (H = I) whose V is an n-space `SiteCov`: V from `_site_dense_V`,
+    P = V∘V, and [A P − I]δλ = λ − γ + 2E_mv V g, A = 2(E_mv V E_mv + E_vv), by GMRES (at most `max_krylov` products
+    x ↦ A(Px) − x, two matrix-vector products with n × n matrices each) without an n × n product or solve; for
+    n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ).
+    c: the direction's cost in Cholesky factorisations of order n (n³/3 flops at the rate of a Cholesky): 2 for B⁻¹ and
+    the n × n passes; then 8 for the dense solve (2n³ + 2n³/3 flops), or 120(k + 2)/n for k GMRES products and the two of
+    δm (4n² flops each, at about a tenth of that rate: a matrix-vector product reads the matrix once per use)."""
+    V = _site_dense_V(model, cov)
+    e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site)
+    P = V * V                                                                  # −∂v/∂λ
+    Vg = V @ g
+    b = cov.lam - gamma + 2.0 * e_mv * Vg
+    n = model.n
+    if n <= direct_max:
+        M = 2.0 * (e_mv[:, None] * V * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(n)
+        dlam = np.linalg.solve(M, b)
+        return Vg - V @ (e_mv * (P @ dlam)), dlam, 10.0
+    k = [0]
+    def mv(x):
+        k[0] += 1; u = P @ x
+        return 2.0 * (e_mv * (V @ (e_mv * u)) + e_vv * u) - x
+    dlam, _ = gmres(LinearOperator((n, n), matvec=mv, dtype=float), b, rtol=rtol, atol=0.0, restart=min(n, max_krylov), maxiter=1)
+    return Vg - V @ (e_mv * (P @ dlam)), dlam, 2.0 + 120.0 * (k[0] + 2) / n
+
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #nwrul002
+def _prefer_newton(sched: dict, n: int) -> bool:
+    """Whether the next FPi step is the Newton step (the rule of 'Which step'). Costs in units of one Cholesky of order n:
+    a plain step c_p = 2 (the Cholesky of B and L_B⁻¹), a Newton step c_N = c_p + c (its direction's cost from
+    `_newton_dir_site`, the last one's; 3.5 before one is measured).
+    Newton when either (i) the quadratic model predicts more gain per unit of cost, q̂ = min(1, C μ) < r^(c_N/c_p), with μ
+    the site term of the scale-free measure (`_decrement` with mean=False, O(n) per state), r the plain (or damped) steps' factor μ'/μ (geometric mean of the last three)
+    and C = μ'/μ² of the last Newton step (1 before one is measured); or (ii) the last Newton step raised the VLB by more per
+    unit of cost than the last plain step did (far from the optimum, where μ need not fall)."""
+    rs, mu = sched.get('r_plain'), sched.get('dec')
+    if not rs or mu is None or not (mu > 0 and np.isfinite(mu)): return False
+    r = min(1.0, float(np.exp(np.mean(np.log(np.maximum(rs, 1e-300))))))
+    c_p = 2.0; c_N = c_p + sched.get('c_dir', 3.5)
+    if 'gain_newton' in sched and sched['gain_newton'] / c_N > sched.get('gain_plain', np.inf) / c_p: return True
+    return min(1.0, sched.get('C_newton', 1.0) * mu) < r ** (c_N / c_p)

@@ -389,8 +389,40 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         message = f"{message}: {stall_advice(method)}"
         hist[-1].events.append(Event(EventKind.SOLVER, message))
     hist.stop = stop
-    return HyperFit(state['model'], state['post'], hyper_values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed,
-                    edges=edges)
+    hf = HyperFit(state['model'], state['post'], hyper_values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed,
+                  edges=edges)
+    hf.box = (np.asarray(theta, dtype=float).copy(), -state['g'] if state.get('g') is not None else None, bound)   # read by _learn_wide
+    return hf
+
+def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
+                widen: int = 3):
+    """`_learn_once` in the box [−b, b] of the log-parameters, b = `bound`, widened by `bound` (up to `widen` times) while a
+    log-parameter ends at its edge with the VLB's gradient pointing out of the box and the widened run raises the VLB by
+    more than max(tol_rel, 1e-9)·|VLB|: the optimum lies outside the box. A widened run that gains less shows a VLB
+    without a finite maximum in that direction: the run in the narrower box is kept, with a BOUND_ACTIVE event saying so. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts every inner iteration."""
+    t0 = time.perf_counter()
+    res, b, n_inner, notes = _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict, tol_rel, window), bound, 0, []
+    for _ in range(int(widen)):
+        theta, g, _ = res.box
+        out = [j for j in np.flatnonzero(hp.is_log[hp.free]) if abs(abs(theta[j]) - b) < 1e-9 and g is not None and np.sign(g[j]) == np.sign(theta[j])]
+        if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
+        left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
+        if left is not None and left <= 0: break
+        new = _learn_once(hp, theta, method, tol, max_iter, left, callback, b + bound, inner, predict, tol_rel, window)
+        names = ", ".join(hp.free_names[j] for j in out)
+        gain = new.vlb - res.vlb
+        if not (gain > max(tol_rel, 1e-9) * max(1.0, abs(res.vlb))):
+            n_inner += new.n_inner                                         # the probe's solves; the box is kept
+            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{names}: in a box e^{bound:g} times wider the VLB rises by only "
+                                                f"{gain:.3g}: no finite maximum in that direction, the box is kept", len(out)))
+            break
+        notes.append(Event(EventKind.SOLVER, f"box widened from [-{b:g}, {b:g}] to [-{b + bound:g}, {b + bound:g}] in log space: "
+                                             f"{names} sat at the edge with the gradient pointing out; the VLB rose by {gain:.6g}", len(out)))
+        n_inner += res.n_inner; res, b = new, b + bound
+    res.history[-1].events.extend(notes)
+    res.n_inner += n_inner
+    res.box = res.box[:2] + (b,)
+    return res
 
 def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-5, max_iter: int = 200,
           max_seconds: float | None = None, callback=None, bound: float = 12.0, inner: dict | None = None,
@@ -406,7 +438,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     GP mean or the GLM's scalar prior mean, with `learn_inducing` a SparseGP's inducing inputs. The model's
     values are the start, not fixed values: StudentT(4.0, ...) starts df at 4 and learns it.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
-        options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 for fpi;
+        options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and the plain
+        steps (newton=False) for fpi;
         1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
@@ -418,10 +451,12 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     max_iter, max_seconds, callback: the outer budget (per run; each inner solve, and each runaway probe, gets
         at most the time left) and `callback(record)` (True stops); a `Progress` callback shows max_iter as its
         total (records carry `outer_iter`, the outer iterations done) and max_seconds as its time budget.
-    bound: log-parameters are kept in [−bound, bound] (natural values in [e^−bound, e^bound], about [6.1e-6, 1.6e5]
-        at 12); a parameter that ends there, or runs away inside the box with the VLB flat beyond, gets a
-        BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value and what the edge means (it is
-        listed in `edges` of the result).
+    bound: log-parameters start in the box [−bound, bound] (natural values in [e^−bound, e^bound], about [6.1e-6, 1.6e5]
+        at 12); a parameter that ends at its edge with the gradient pointing out has the box widened by `bound`
+        (up to three times, a SOLVER event each; `_learn_wide`) while that raises the VLB. A parameter that still ends
+        at the edge, where widening gains nothing (a VLB without a finite maximum that way), or that runs away inside
+        the box with the VLB flat beyond, gets a BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value
+        and what the edge means (it is listed in `edges` of the result).
     A result at a trivial optimum (`degenerate`: predictions that do not depend on the inputs) gets a DEGENERATE
     event and a `DegenerateFitWarning` saying what to try. A run that stalls (the outer line search finds no
     ascent step) says in its `message` what to try.
@@ -436,7 +471,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
     hp = HyperParams(model, learn_mean, fixed, learn_inducing)
-    inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5} if method == "fpi" else
+    inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5, "newton": False} if method == "fpi" else
                            {"tol": 1e-6, "tol_rel": 0.0} if method == "fpb" else {"tol": 1e-8}))
     rng = np.random.default_rng(seed)
     starts = [hp.theta0] + [hp.theta0 + rng.standard_normal(len(hp.theta0)) for _ in range(int(restarts))]
@@ -445,12 +480,12 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
         raise ValueError(f"window must be a positive integer, got {window!r}")
     if isinstance(callback, Progress): callback.budget(total=max_iter, max_seconds=max_seconds, position="outer_iter")
-    runs = [_learn_once(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner, bool(predict), tol_rel, int(window))
+    runs = [_learn_wide(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner, bool(predict), tol_rel, int(window))
             for t0 in starts]
     best = max(runs, key=lambda r: r.vlb if np.isfinite(r.vlb) else -np.inf)
     if restarts: best.runs = runs
     for name, value in best.edges.items():
-        warnings.warn(edge_text(name, value, bound), RunawayParameterWarning, stacklevel=2)
+        warnings.warn(edge_text(name, value, best.box[2]), RunawayParameterWarning, stacklevel=2)
     why = degenerate(best.posterior) if np.isfinite(best.vlb) else None
     if why is not None:
         best.history[-1].events.append(Event(EventKind.DEGENERATE, why))
