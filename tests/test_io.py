@@ -160,3 +160,29 @@ def test_count_likelihoods_round_trip(tmp_path, lik):
     back = vgi_lit.io.load(vgi_lit.io.save(post, tmp_path / "c.npz"))
     assert type(back.model.likelihood).__name__ == lik
     assert np.max(np.abs(back.predict_y(X) - post.predict_y(X))) == 0.0 and back.vlb == post.vlb
+
+
+def test_files_without_a_class_setting_load_as_before(tmp_path):
+    """The settings name the saved class (`class`); a file written before that setting existed (a posterior, a learned
+    fit) is read by its other fields and loads as the same class with the same predictions."""
+    for obj in (vgi_lit.fit(GLM(X, YB, Logistic())), vgi_lit.fit(GLM(X, YB, Logistic()), learn=True, max_iter=3)):
+        p = save(obj, tmp_path / "n.npz")
+        with np.load(p) as z: arrays = {k: z[k] for k in z.files}
+        settings = json.loads(str(arrays.pop("settings")))
+        assert settings["class"] == type(obj).__name__
+        del settings["class"]
+        np.savez(tmp_path / "old.npz", settings=np.array(json.dumps(settings)), **arrays)
+        old, new = load(tmp_path / "old.npz"), load(p)
+        assert type(old) is type(new) is type(obj) and np.array_equal(old.predict(XS)[0], new.predict(XS)[0])
+
+
+def test_one_table_of_formats():
+    "Every result class is one entry of `FORMATS`; a class registered twice replaces its entry; an object of no registered class is refused by name."
+    from vgi_lit.io import FORMATS, register_format
+    from vgi_lit.inference import VGPosterior
+    from vgi_lit.methods.hyper import HyperFit
+    assert FORMATS["VGPosterior"].cls is VGPosterior and FORMATS["HyperFit"].cls is HyperFit
+    assert {"PMFPosterior", "CTMPosterior", "GMEPosterior"} <= set(FORMATS)
+    with pytest.raises(TypeError, match="needs a class"): register_format("VGPosterior", print, print)
+    with pytest.raises(ValueError, match="marker"): register_format(VGPosterior, print, print, marker="settings")
+    with pytest.raises(TypeError, match="got dict"): save({}, "x.npz")

@@ -4,7 +4,8 @@
 
 # %% ../nbs/08_io.ipynb #io01
 from __future__ import annotations
-import json, zipfile
+import json, tempfile, zipfile
+from typing import Callable, NamedTuple
 from pathlib import Path
 import numpy as np
 from . import likelihoods as _liks, kernels as _kernels
@@ -15,10 +16,10 @@ from .inference import History, Stop, VGPosterior
 
 
 # %% auto #0
-__all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'SAVERS', 'RESULTS', 'MODEL_KINDS', 'POSTERIORS',
-           'likelihood_spec', 'likelihood_from_spec', 'kernel_spec', 'kernel_from_spec', 'register_saver', 'save',
-           'load', 'history_spec', 'history_from_spec', 'register_result', 'result_spec', 'result_from_spec',
-           'model_arrays', 'model_from_arrays', 'register_posterior', 'save_posterior', 'load_posterior']
+__all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'FORMATS', 'likelihood_spec', 'likelihood_from_spec',
+           'kernel_spec', 'kernel_from_spec', 'Format', 'register_format', 'register_saver', 'posterior_to_file',
+           'save', 'load', 'posterior_from_file', 'history_spec', 'history_from_spec', 'register_result',
+           'model_arrays', 'model_from_arrays', 'register_posterior']
 
 # %% ../nbs/08_io.ipynb #io05
 FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 1
@@ -89,15 +90,43 @@ class _Factor(FactorCov):
 
 
 # %% ../nbs/08_io.ipynb #io12s
-SAVERS: dict = {}
+class Format(NamedTuple):
+    """One entry of `FORMATS`: the class, `to_file(obj, labels) -> (settings, arrays)`, `from_file(settings, arrays, path)`
+    -> the object, and `marker`, the array entry that marks a file the object writes itself (None for the others)."""
+    cls: type
+    to_file: Callable
+    from_file: Callable
+    marker: str | None = None
+
+FORMATS: dict = {}   # class name -> Format: every class that `save` writes and `load` rebuilds
+
+def register_format(cls, to_file, from_file, marker: str | None = None):
+    """Register `cls` with `save` and `load` (one table for every result class): `to_file(obj, labels)` gives the object's
+    JSON-ready settings and named arrays (`labels` None unless `save` was given some), `from_file(settings, arrays, path)`
+    rebuilds it. `marker`: the name of an array entry that marks the class's files (a self-saving object whose file is
+    its posterior's plus entries of its own). Returns `cls`."""
+    if not isinstance(cls, type): raise TypeError(f"register_format needs a class, got {cls!r}")
+    if not (callable(to_file) and callable(from_file)): raise TypeError("to_file and from_file must be callables")
+    if marker is not None and not (isinstance(marker, str) and marker and marker != "settings"):
+        raise ValueError(f"marker must be a non-empty name other than 'settings', got {marker!r}")
+    FORMATS[cls.__name__] = Format(cls, to_file, from_file, marker)
+    return cls
+
+# %% ../nbs/08_io.ipynb #a1a3294c
+def _no_labels(labels, cls):
+    "A ValueError when `labels` are given for a class whose file does not hold them."
+    if labels is not None: raise ValueError(f"labels are saved with a GLM, GP or sparse GP posterior; a {cls.__name__} file does not hold them")
 
 def register_saver(cls, key: str, load_fn):
-    """Register a class whose objects save themselves: `save(obj, path)` calls `obj.save(path)`, which writes a file of
-    this format with an extra entry named `key`; `load(path)` of a file with that entry returns `load_fn(path)`. The
-    scikit-learn estimators register here (the apps tier), so this module needs nothing from them."""
+    """`register_format` for a class whose objects save themselves (the scikit-learn estimators, in the apps tier, so this
+    module needs nothing from them): `obj.save(path)` writes a file of this format with an extra entry named `key`
+    (`save(obj, path)` writes the same file); `load(path)` of a file with that entry returns `load_fn(path)`, and
+    `load(path, as_saved=False)` its posterior."""
     if not (isinstance(key, str) and key and key != "settings"): raise ValueError(f"key must be a non-empty name other than 'settings', got {key!r}")
-    SAVERS[cls.__name__] = (cls, key, load_fn)
-    return cls
+    def to_file(obj, labels=None):
+        _no_labels(labels, cls)
+        with tempfile.TemporaryDirectory() as tmp: return _read(obj.save(Path(tmp) / "saved.npz"))
+    return register_format(cls, to_file, lambda settings, arrays, path: load_fn(path), marker=key)
 
 # %% ../nbs/08_io.ipynb #io13
 def _labels(labels, lik):
@@ -117,25 +146,16 @@ def _labels(labels, lik):
     if len(set(out)) != n: raise ValueError(f"labels must be distinct, got {out}")
     return out
 
-def save(posterior, path, labels=None) -> Path:
-    """Write a fitted posterior (a `VGPosterior`, a `HyperFit` from `fit(..., learn=True)`, or the result of a two-level
-    model, `save_posterior`) to `path`
-    (`.npz`, no pickled objects): the model's settings and data, q(w) = N(m, V) and how the run ended; for a
-    result class registered by `register_result` (a `HyperFit`) its own fields too (`result_spec`).
-    `labels`: the class labels of the targets in the data's coding (ordinal: one per class 0..K-1; binary: those of
-    y = -1 and y = +1); default those the posterior carries from `load` (`posterior.info['labels']`), else none.
-    Returns the path written. An object of a class registered by `register_saver` (a scikit-learn estimator) writes
-    itself (`obj.save(path)`, this format plus its own entries)."""
-    for cls, _key, _ in SAVERS.values():
-        if isinstance(posterior, cls): return Path(posterior.save(path))
-    post = getattr(posterior, "posterior", posterior)
-    if POSTERIORS.get(type(post).__name__) is type(post): return save_posterior(post, path)      # a two-level model's result
-    if not isinstance(post, VGPosterior):
-        raise TypeError(f"save needs a result of fit: a VGPosterior, a HyperFit or one of {', '.join(sorted(POSTERIORS))}; got {type(posterior).__name__}")
+# %% ../nbs/08_io.ipynb #55577b62
+def posterior_to_file(post, labels=None) -> tuple[dict, dict]:
+    """(settings, arrays) of a `VGPosterior` of a GLM, GP or sparse GP: the model's settings and data, q(w) = N(m, V) and
+    how the run ended (the format above). `labels`: the class labels of the targets in the data's coding (ordinal: one per
+    class 0..K-1; binary: those of y = -1 and y = +1); default those the posterior carries from `load`
+    (`posterior.info['labels']`), else none."""
     M = post.model
     if type(M) not in (GLM, GP, SparseGP): raise ValueError(f"cannot save a posterior of a {type(M).__name__}: the format knows GLM, GP and SparseGP")
     arrays = {"X": np.asarray(M.X, float), "y": np.asarray(M.y, float), "m": post.m}
-    settings = {"format": FORMAT, "version": FORMAT_VERSION, "model": M.kind, "likelihood": likelihood_spec(M.likelihood),
+    settings = {"model": M.kind, "likelihood": likelihood_spec(M.likelihood),
                 "feature_names": None if M.feature_names is None else [str(c) for c in M.feature_names],
                 "method": post.method, "vlb": post.vlb, "stop": post.stop.value, "message": str(post.message),
                 "n_iter": int(post.n_iter), "objective": post.objective,
@@ -152,7 +172,31 @@ def save(posterior, path, labels=None) -> Path:
     settings["cov"] = kind
     if kind == "site": settings["cov_space"] = post.cov.space
     arrays.update(cov)
-    settings["result"] = result_spec(posterior)                          # a registered wrapper (a HyperFit), or None
+    settings["result"] = None                                            # a result around the posterior fills it (`register_result`)
+    return settings, arrays
+
+# %% ../nbs/08_io.ipynb #52a23814
+def _format_of(obj):
+    "The `Format` of the most specific registered class of `obj`, or None."
+    for c in type(obj).__mro__:
+        f = FORMATS.get(c.__name__)
+        if f is not None and f.cls is c: return f
+    return None
+
+def save(obj, path, labels=None) -> Path:
+    """Write a result of `fit` to `path` (`.npz`, no pickled objects) by its entry in `FORMATS`, found by the object's
+    class (the most specific registered one): a `VGPosterior` (`posterior_to_file`), a `HyperFit` from
+    `fit(..., learn=True)` (`register_result`), the result of a two-level model (`register_posterior`), a scikit-learn
+    estimator (`register_saver`); an object of no registered class that holds one as `.posterior` saves that posterior.
+    The settings name the class (`class`), which `load` rebuilds. `labels`: the class labels of a GLM, GP or sparse GP
+    posterior's targets (`posterior_to_file`; a ValueError for a file that does not hold them). Returns the path."""
+    f = _format_of(obj)
+    if f is None and _format_of(getattr(obj, "posterior", None)) is not None: obj = obj.posterior; f = _format_of(obj)
+    if f is None: raise TypeError(f"save needs a result of fit, one of {', '.join(sorted(FORMATS))}; got {type(obj).__name__}")
+    settings, arrays = f.to_file(obj, labels)
+    if "settings" in arrays: raise ValueError(f"the arrays of a {f.cls.__name__} name an entry 'settings', which the format keeps for itself")
+    settings.setdefault("class", f.cls.__name__)           # a self-saving object's file keeps its posterior's class (its marker names it)
+    settings.update(format=FORMAT, version=FORMAT_VERSION)
     path = Path(path)
     with open(path, "wb") as fh:
         np.savez_compressed(fh, settings=np.array(json.dumps(settings)), **arrays)
@@ -176,22 +220,34 @@ def _read(path):
         raise ValueError(f"{path} has format version {settings.get('version')!r}; this vgi_lit reads version {FORMAT_VERSION}")
     return settings, arrays
 
+# %% ../nbs/08_io.ipynb #818a0d22
+def _stored_class(s: dict, A: dict, as_saved: bool) -> str:
+    """The class name a file holds: that of a registered marker among its arrays (unless `as_saved` is False), else its
+    `class` setting; a file written before the setting existed is read by its other fields (`posterior` for a two-level
+    model, `result` for a result around a posterior, else a `VGPosterior`)."""
+    if as_saved:
+        for name, f in FORMATS.items():
+            if f.marker is not None and f.marker in A: return name
+    if "class" in s: return s["class"]
+    if "posterior" in s: return s["posterior"]
+    return (s.get("result") or {}).get("class", "VGPosterior")
+
 def load(path, as_saved: bool = True):
-    """The posterior saved by `save`, with its model rebuilt from the file: predictions (`predict`,
-    `predict_y`, `log_pred_density`) equal those of the saved posterior. The history is not saved: the
-    returned one is empty, with the run's stop reason, method, VLB and iteration count. The class labels
-    saved with it are `info['labels']` (an array; None for a file without them). A file written from a registered
-    result (a `HyperFit`) loads as that result, around the loaded posterior. A file written by a
-    registered saver (`register_saver`: a scikit-learn estimator) loads as that object; `as_saved=False` gives its
-    posterior alone."""
-    if as_saved and SAVERS and Path(path).is_file() and zipfile.is_zipfile(path):
-        try:
-            with np.load(Path(path), allow_pickle=False) as z: files = set(z.files)
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile): files = set()   # `_read` below says what is wrong
-        for _cls, key, load_fn in SAVERS.values():
-            if key in files: return load_fn(path)
+    """The object saved by `save`, rebuilt by its class's entry in `FORMATS` (the class named in the file), its model
+    rebuilt from the file: predictions (`predict`, `predict_y`, `log_pred_density`) equal those of the saved object.
+    The history of a posterior is not saved: the returned one is empty, with the run's stop reason, method, VLB and
+    iteration count. A file written from a registered result (a `HyperFit`) loads as that result, around the loaded
+    posterior; a file written by a self-saving object (`register_saver`: a scikit-learn estimator) loads as that
+    object, and with `as_saved=False` as its posterior alone."""
     s, A = _read(path)
-    if s["model"] in MODEL_KINDS: return load_posterior(s, A, path)                            # a two-level model's result
+    name = _stored_class(s, A, as_saved)
+    if name not in FORMATS:
+        raise ValueError(f"{path} holds a {name!r}, a class this session has not registered (import vgi_lit, which registers its result classes)")
+    return FORMATS[name].from_file(s, A, path)
+
+# %% ../nbs/08_io.ipynb #afa70a7c
+def _posterior(s: dict, A: dict, path) -> VGPosterior:
+    "The `VGPosterior` of a file written by `posterior_to_file`, its model rebuilt with the constructors a user calls."
     lik = likelihood_from_spec(s["likelihood"])
     X = A["X"]
     if s["model"] == "glm": M = GLM(X, A["y"], lik, prior_mean=A["prior_mean"], prior_cov=A["prior_cov"])
@@ -207,10 +263,18 @@ def load(path, as_saved: bool = True):
     else: raise ValueError(f"{path}: unknown covariance representation {kind!r}")
     labels = s.get("labels")                     # absent from files written before the field existed
     if labels is not None: labels = np.array(_labels(labels, lik))
-    hist = History()
-    post = VGPosterior(M, A["m"], cov, s["method"], s["vlb"], Stop(s["stop"]), hist, s["message"], n_iter=s["n_iter"],
+    return VGPosterior(M, A["m"], cov, s["method"], s["vlb"], Stop(s["stop"]), History(), s["message"], n_iter=s["n_iter"],
                        objective=s["objective"], labels=labels, loaded_from=str(path))
-    return result_from_spec(s.get("result"), post)                     # the saved HyperFit around it, if one was saved
+
+def posterior_from_file(s: dict, A: dict, path) -> VGPosterior:
+    "`from_file` of a `VGPosterior`; a ValueError naming the class of a result saved around it that is not registered."
+    res = s.get("result")
+    if res is not None:
+        raise ValueError(f"{path}: the file holds a {res.get('class')!r} result around its posterior, and no such class is registered "
+                         "(import vgi_lit, which registers HyperFit)")
+    return _posterior(s, A, path)
+
+register_format(VGPosterior, posterior_to_file, posterior_from_file)
 
 # %% ../nbs/08_io.ipynb #iohf2
 from .inference import Record, Event, EventKind           # the parts of a trace, for `history_from_spec`
@@ -246,31 +310,18 @@ def history_from_spec(spec: dict) -> History:
     return h
 
 # %% ../nbs/08_io.ipynb #iohf3
-RESULTS: dict = {}
-
 def register_result(cls, to_spec, from_spec):
-    """Register a result class that holds a posterior as `.posterior` (e.g. `HyperFit`): `to_spec(result)` gives its
-    other fields as JSON-ready data, `from_spec(spec, posterior)` rebuilds it around a loaded posterior."""
-    RESULTS[cls.__name__] = (cls, to_spec, from_spec)
-    return cls
-
-def result_spec(result):
-    "The registered wrapper `result` as {'class': name, **its data}, or None for a bare posterior or an unregistered class."
-    entry = RESULTS.get(type(result).__name__)
-    if entry is None or type(result) is not entry[0]: return None
-    return {"class": type(result).__name__, **entry[1](result)}
-
-def result_from_spec(spec, posterior):
-    "The result a `result_spec` describes, around the loaded `posterior`; the posterior itself when `spec` is None."
-    if spec is None: return posterior
-    name = spec.get("class")
-    if name not in RESULTS:
-        raise ValueError(f"the file holds a {name!r} result, and no such class is registered (import vgi_lit, which registers HyperFit)")
-    return RESULTS[name][2](spec, posterior)
+    """`register_format` for a result class that holds a `VGPosterior` as `.posterior` (e.g. `HyperFit`): its file is the
+    posterior's (`posterior_to_file`) with `{'class': name, **to_spec(result)}` under `result` in the settings, its other
+    fields as JSON-ready data; `from_spec(spec, posterior)` rebuilds it around the loaded posterior. Returns `cls`."""
+    name = cls.__name__
+    def to_file(result, labels=None):
+        settings, arrays = posterior_to_file(result.posterior, labels)
+        settings["result"] = {"class": name, **to_spec(result)}
+        return settings, arrays
+    return register_format(cls, to_file, lambda s, A, path: from_spec(s["result"], _posterior(s, A, path)))
 
 # %% ../nbs/08_io.ipynb #io2l2
-MODEL_KINDS = ("pmf", "ctm", "gme")
-
 def model_arrays(M) -> tuple[dict, dict]:
     "(settings, arrays) of a two-level model: everything its constructor needs, the likelihood as a `likelihood_spec`."
     if isinstance(M, PMF):
@@ -299,32 +350,23 @@ def model_from_arrays(s: dict, A: dict):
     raise ValueError(f"unknown two-level model kind {s['model']!r}")
 
 # %% ../nbs/08_io.ipynb #io2l3
-POSTERIORS: dict = {}   # class name -> a result class of a two-level model that `save` and `load` know
-
 def register_posterior(cls):
-    """Class decorator: results of class `cls` (a `Posterior` of a two-level model with `to_arrays()`, a dict of named
-    arrays, and the class method `from_arrays(model, arrays, **run)`) can be saved and loaded."""
+    """Class decorator, `register_format` for the result class of a two-level model (a `Posterior` with `to_arrays()`, a
+    dict of named arrays, and the class method `from_arrays(model, arrays, **run)`): its file holds the model
+    (`model_arrays`), the result's arrays and how the run ended."""
     if not (isinstance(cls, type) and callable(getattr(cls, "to_arrays", None)) and callable(getattr(cls, "from_arrays", None))):
         raise TypeError(f"register_posterior needs a class with to_arrays and from_arrays, got {cls!r}")
-    POSTERIORS[cls.__name__] = cls; return cls
-
-def save_posterior(post, path) -> Path:
-    "`save` for the result of a two-level model: the model (`model_arrays`), the result's arrays (`to_arrays`) and how the run ended."
-    settings, arrays = model_arrays(post.model)
-    own = post.to_arrays()
-    clash = set(own) & (set(arrays) | {"settings"})
-    if clash: raise ValueError(f"{type(post).__name__}.to_arrays names {sorted(clash)}, which the model's arrays use")
-    settings.update(format=FORMAT, version=FORMAT_VERSION, posterior=type(post).__name__, method=post.method, vlb=post.vlb,
-                    stop=post.stop.value, message=str(post.message), n_iter=int(post.n_iter), arrays=sorted(own))
-    path = Path(path)
-    with open(path, "wb") as fh:
-        np.savez_compressed(fh, settings=np.array(json.dumps(settings)), **arrays, **own)
-    return path
-
-def load_posterior(s: dict, A: dict, path):
-    "`load` for the result of a two-level model (the class must be registered: `import vgi_lit` registers them all)."
-    cls = POSTERIORS.get(s.get("posterior"))
-    if cls is None: raise ValueError(f"{path}: a {s.get('posterior')!r} result, a class this session has not registered (import vgi_lit first)")
-    model = model_from_arrays(s, A)
-    return cls.from_arrays(model, {k: A[k] for k in s["arrays"]}, method=s["method"], vlb=s["vlb"], stop=Stop(s["stop"]),
-                           history=History(), message=s["message"], n_iter=s["n_iter"], info=dict(loaded_from=str(path)))
+    def to_file(post, labels=None):
+        _no_labels(labels, cls)
+        settings, arrays = model_arrays(post.model)
+        own = post.to_arrays()
+        clash = set(own) & set(arrays)
+        if clash: raise ValueError(f"{cls.__name__}.to_arrays names {sorted(clash)}, which the model's arrays use")
+        settings.update(posterior=cls.__name__, method=post.method, vlb=post.vlb, stop=post.stop.value,
+                        message=str(post.message), n_iter=int(post.n_iter), arrays=sorted(own))
+        return settings, {**arrays, **own}
+    def from_file(s, A, path):
+        return cls.from_arrays(model_from_arrays(s, A), {k: A[k] for k in s["arrays"]}, method=s["method"], vlb=s["vlb"],
+                               stop=Stop(s["stop"]), history=History(), message=s["message"], n_iter=s["n_iter"],
+                               info=dict(loaded_from=str(path)))
+    return register_format(cls, to_file, from_file)

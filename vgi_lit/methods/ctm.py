@@ -14,7 +14,7 @@ from scipy.linalg.lapack import dtrtrs
 from threadpoolctl import threadpool_limits
 from ..linalg import cholesky
 from ..models import GaussianPrior
-from ..models.blocks import Blocks, block_sum, block_kl, natural_step, closed_form_prior, stacked_cholesky
+from ..models.blocks import Blocks, block_sum, block_kl, damped_precision, closed_form_prior, stacked_cholesky
 from ..models.ctm import CTM, DocRows, check_counts, init_beta, check_beta
 from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method
 from ..driver import Step, first_of, run, rel_tol_evaluated
@@ -336,7 +336,7 @@ def docs_step(rows: DocRows, m, L, P, prior: GaussianPrior, log_beta, method: st
     P (b, K−1) (cov='diag': standard deviations and precisions) or (b, K−1, K−1):
 
     - 'h-mc-ssvi': covariance (59), S⁻¹ ← (1 − ρ)S⁻¹ + ρ(Σ⁻¹ + Π_S++(−Ĥ)) with Ĥ = (1/S) Σ_s Σ_w c_w ∇²ξ_w(η_s) = 2 Σ_n D̂_n,
-      the blocks' batched natural step (`natural_step`, the mean held); diagonal: the same step on the diagonal,
+      the precision line of the blocks' natural step (`damped_precision`, the mean held); diagonal: the same step on the diagonal,
       1/s_jj ← (1 − ρ)/s_jj + ρ((Σ⁻¹)_jj + max(0, −Ĥ_jj)); mean (69) by ADAGRAD on Σ⁻¹(μ − m) + ĝ.
     - 's-dsvi': (71) corrected (E12): L ← L + ADAGRAD(tril(diag(1/L_jj) − Σ⁻¹L + (1/S) Σ_s ĝ_s ε_sᵀ)) (the estimate (72));
       a diagonal entry that would cross 0 is halved instead; mean (69).
@@ -372,10 +372,10 @@ def docs_step(rows: DocRows, m, L, P, prior: GaussianPrior, log_beta, method: st
         Hm = H.mean(1)
         if cov == "diag":
             neg = -Hm; n_proj = int(np.sum(neg < 0))
-            Pn = (1 - rho) * P + rho * (prior.precision_diag + np.maximum(neg, 0.0)); Ln = 1.0 / np.sqrt(Pn)
+            Pn = damped_precision(P, np.broadcast_to(prior.precision_diag + np.maximum(neg, 0.0), P.shape), rho, factorise=None)[0]; Ln = 1.0 / np.sqrt(Pn)
         else:
             Pi, n_proj = psd_part(-Hm)
-            Pn = natural_step(Blocks(m, P, None), Pi, np.zeros_like(m), prior, rho, mean=False).blocks.P
+            Pn = damped_precision(P, prior.precision + Pi, rho, factorise=None)[0]   # the natural step's precision line; S's factor below
             Pn = 0.5 * (Pn + np.swapaxes(Pn, 1, 2)); Ln = _cov_factor_from_precision(Pn)
     mn = m + opt_m.step(prior.solve((prior.mu - m).T).T + g)
     return mn, Ln, Pn, n_proj, aux

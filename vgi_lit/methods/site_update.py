@@ -9,6 +9,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from ..linalg import cholesky, chol_logdet, chol_solve
 from ..covariance import SiteCov, PrecisionCov
+from ..models.blocks import damped_precision
 
 # %% auto #0
 __all__ = ['SiteStep', 'site_step', 'SignedSiteCov', 'site_cov', 'PrecisionStep', 'precision_step', 'start_var_cap',
@@ -141,16 +142,21 @@ class PrecisionStep:
 def precision_step(model, cov, m, H, dE_dm, gamma, rho: float, scale: float = 1.0, mean: str | None = "natural") -> PrecisionStep:
     """One damped natural-gradient step in the full-precision form V = (Σ⁻¹ + Λ)⁻¹ from the rows `H` (b × d)
     of a mini-batch with per-site dE/dm and γ = −2dE/dv, scaled by `scale` = N/|B|:
-    Λ' = (1−ρ)Λ + ρ·scale·HᵀΓH and (`mean="natural"`) m' = m + ρV'ĝ, ĝ = scale·HᵀdE/dm − Σ⁻¹(m − μ).
-    If Σ⁻¹ + Λ' is not positive definite the step is redone with γ clipped at 0 (counted in `n_clipped`)."""
+    Λ' = (1−ρ)Λ + ρ·scale·HᵀΓH (`models.blocks.damped_precision` with one block) and (`mean="natural"`) m' = m + ρV'ĝ,
+    ĝ = scale·HᵀdE/dm − Σ⁻¹(m − μ). If Σ⁻¹ + Λ' is not positive definite the step is redone with γ clipped at 0 (counted
+    in `n_clipped`)."""
     if not (np.isfinite(rho) and 0 < rho <= 1): raise ValueError(f"rho must be in (0, 1], got {rho!r}")
     if mean not in ("natural", None): raise ValueError(f"mean must be 'natural' or None, got {mean!r}")
     gamma = np.asarray(gamma, dtype=float); H = np.asarray(H, dtype=float)
-    def step(g): return PrecisionCov(model.prior, (1.0 - rho) * cov.Lam + rho * scale * (H.T * g) @ H)
-    n_clipped = 0
-    try: new = step(gamma)
-    except ValueError:
-        n_clipped = int(np.sum(gamma < 0)); new = step(np.maximum(gamma, 0.0))
+    def factorise(Lam):                                          # (1, d, d): V' as a `PrecisionCov`, its one factorisation
+        out = np.empty(1, dtype=object)
+        try: out[0] = PrecisionCov(model.prior, Lam[0])
+        except ValueError: return out, np.zeros(1, dtype=bool)
+        return out, np.ones(1, dtype=bool)
+    def clipped(idx): return (scale * (H.T * np.maximum(gamma, 0.0)) @ H)[None], np.array([np.sum(gamma < 0)])
+    _, new, n_clipped = damped_precision(cov.Lam[None], (scale * (H.T * gamma) @ H)[None], rho, factorise, clipped,
+                                         what="precision Σ⁻¹ + Λ")   # the blocks' step with B = 1
+    new, n_clipped = new[0], int(n_clipped[0])
     m = np.asarray(m, dtype=float)
     if mean is None: return PrecisionStep(m, new, np.zeros_like(m), n_clipped)
     g_hat = scale * (H.T @ np.asarray(dE_dm, dtype=float)) - model.prior.solve(m - model.mu)

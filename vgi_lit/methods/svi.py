@@ -13,7 +13,7 @@ from ..linalg import cholesky
 from ..covariance import DenseCov, PrecisionCov
 from ..vlb import kl_to_prior, vlb_rows
 from ..inference import register_method, History, VGPosterior, Event, EventKind, Stop, start_state, check_budget
-from ..driver import Halt, Step, rel_tol, run
+from ..driver import Halt, Step, rel_tol_evaluated, run
 from .site_update import precision_step
 from ..models import GLM
 from .hyper import HyperParams, hyper_values
@@ -383,7 +383,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     each step is `svi_step` (or `backtracking_step`) on the next batch, scheduled by the driver (`driver.run`).
 
     - `m0`, `V0`: start (defaults μ and Σ; `V0` a positive scalar, diagonal or d × d matrix).
-    - `tol`: converged (`Stop.REL_TOL`, the driver's `rel_tol`) when the full-data VLB changes by at most tol·(1 + |VLB|)
+    - `tol`: converged (`Stop.REL_TOL`, the driver's `rel_tol_evaluated`) when the full-data VLB changes by at most tol·(1 + |VLB|)
       between two evaluations, the step was not damped, and (learning hyperparameters) their last update gained at most as much.
     - `max_iter`: at most this many steps (`Stop.MAX_ITER`; None: no limit besides `max_epochs`).
     - `max_seconds`: time budget, full-data evaluations not counted (`Stop.MAX_SECONDS`); `callback(record)`: called after
@@ -424,28 +424,28 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         if k >= n_steps: return Halt(Stop.BUDGET, f"{o.max_epochs:g} epochs spent")
         s, t = cur.state, k + 1
         model, st = s["model"], s["st"]
-        ref = cur if cur.value is not None and np.isfinite(cur.value) else s["ref"]   # the last finite evaluation
         if order["pos"] + bs > n: order.update(perm=epoch_order(model, rng, o.batch_order == "chunks"), pos=0)
         idx = np.sort(order["perm"][order["pos"]:order["pos"] + bs]); order["pos"] += bs
         rho = step_size(t, o.schedule, o.tau, o.kappa)
         if o.backtrack: st_new, events, gns, _ = backtracking_step(model, st, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten, 1.0)
         else: st_new, events, gns = svi_step(model, st, method, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten)
         if not np.all(np.isfinite(st_new.m)):                          # the last finite state stays the state
-            return Step(dict(s, ref=ref), np.nan, None, method, events, dict(points=t * bs))
+            return Step(s, np.nan, None, method, events, dict(points=t * bs))
         hyper, gain = {}, s["gain"]
         if learner is not None and t % learner.every == 0:             # hyperparameters with q held fixed
             model, st_new, g, hev = learner.update(model, st_new)
             events = events + hev; hyper = dict(prior_gain=g, hyper=learner.values(model)); gain = learner.progress
-        state, extra = dict(model=model, st=st_new, ref=ref, gain=gain), dict(grad_norm_stochastic=gns, points=t * bs, **hyper)
+        state, extra = dict(model=model, st=st_new, gain=gain), dict(grad_norm_stochastic=gns, points=t * bs, **hyper)
         return evaluated(state, events, method, extra) if t % o.eval_every == 0 else Step(state, None, None, method, events, extra)
 
-    relative = rel_tol(tol)
+    relative = rel_tol_evaluated(tol)
     def optimal(cur, prev):
-        "REL_TOL against the previous evaluation, unless this step was damped or the hyperparameters still move."
-        s = cur.state
-        if cur.value is None or s["ref"] is None or any(e.kind is EventKind.DAMPED for e in cur.events): return None
-        if learner is not None and not (s["gain"] is not None and s["gain"] <= tol * (1 + abs(cur.value))): return None
-        return relative(cur, s["ref"])
+        "The driver's REL_TOL against the last finite evaluation, unless this step was damped or the hyperparameters still move."
+        verdict = relative(cur, prev)                                  # every state, so the reference is the last evaluation
+        if verdict is None or any(e.kind is EventKind.DAMPED for e in cur.events): return None
+        gain = cur.state["gain"]
+        if learner is not None and not (gain is not None and gain <= tol * (1 + abs(cur.value))): return None
+        return verdict
 
     def finish(cur):
         "The full-data VLB of the last state when its step did not evaluate it."
@@ -453,7 +453,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         v, gn = vlb_stream(cur.state["model"], cur.state["st"].m, cur.state["st"].cov)
         return Step(cur.state, v, gn, cur.kind, cur.events, cur.extra)
 
-    start = evaluated(dict(model=model, st=st, ref=None, gain=None), start_events, "start", dict(points=0), charged=True)
+    start = evaluated(dict(model=model, st=st, gain=None), start_events, "start", dict(points=0), charged=True)
     r = run(step, start, tol=tol, max_iter=n_steps + 1 if max_iter is None else max_iter, max_seconds=max_seconds,
             optimal=optimal, keep_best=True, history=hist, finish=finish)
     stop, t, last = r.stop, r.n_iter, hist[-1]

@@ -11,7 +11,7 @@ from .lgm import GaussianPrior, PriorCov
 
 # %% auto #0
 __all__ = ['STRUCTURES', 'try_stacked_cholesky', 'stacked_cholesky', 'stacked_solve', 'Blocks', 'block_kl', 'blocks_kl',
-           'block_sum', 'block_gram', 'BlockStep', 'natural_step', 'closed_form_prior']
+           'block_sum', 'block_gram', 'damped_precision', 'BlockStep', 'natural_step', 'closed_form_prior']
 
 # %% ../../nbs/models/03b_blocks.ipynb #bk06
 def try_stacked_cholesky(A):
@@ -146,6 +146,32 @@ def block_gram(index, H, weights, n_blocks: int, chunk: int = 16384):
     G = G.reshape(n_blocks, K, K)
     return 0.5 * (G + np.swapaxes(G, 1, 2))
 
+# %% ../../nbs/models/03b_blocks.ipynb #41826897
+def damped_precision(X, T, rho: float, factorise=try_stacked_cholesky, T_clipped=None, what: str = "precision"):
+    """The precision line of the natural step on a stack of blocks, X' = (1−ρ)X + ρT (Sheth & Khardon 2016b, eqs. 24, 53),
+    with the γ-clipping fallback. X (B, K, K) the current precisions, T (B, K, K) their targets (Σ⁻¹ + G_b, or the site
+    parts alone, Λ and HᵀΓH); any stack with a leading block axis when `factorise` is None (diagonal precisions (B, K)).
+    `factorise(X')` -> (factors (B, ...), ok (B,) bool): blocks not ok are redone with `T_clipped(idx)` -> (targets of the
+    blocks idx with negative γ set to 0, how many were set per block); a ValueError naming the block when `T_clipped` is
+    None or the redone block still fails. `factorise=None`: X' unfactorised and unchecked.
+    Returns (X', factors or None, n_clipped (B,) int)."""
+    if not (np.isfinite(rho) and 0 < rho <= 1): raise ValueError(f"rho must be in (0, 1], got {rho!r}")
+    X, T = np.asarray(X, dtype=float), np.asarray(T, dtype=float)
+    if X.shape != T.shape or X.ndim < 2: raise ValueError(f"precisions {X.shape} and targets {T.shape} must be stacks of one shape (B, ...)")
+    Xn = (1.0 - rho) * X + rho * T
+    n_clipped = np.zeros(X.shape[0], dtype=int)
+    if factorise is None: return Xn, None, n_clipped
+    F, ok = factorise(Xn)
+    if not ok.all():
+        bad = np.flatnonzero(~ok)
+        if T_clipped is None: raise ValueError(f"the new {what} of block {bad[0]} is not positive definite ({bad.size} blocks)")
+        Tc, n_c = T_clipped(bad)
+        Xn[bad] = (1.0 - rho) * X[bad] + rho * np.asarray(Tc, dtype=float)
+        Fb, okb = factorise(Xn[bad])
+        if not okb.all(): raise ValueError(f"the {what} of block {bad[~okb][0]} is not positive definite even with γ clipped at 0")
+        F[bad], n_clipped[bad] = Fb, n_c
+    return Xn, F, n_clipped
+
 # %% ../../nbs/models/03b_blocks.ipynb #bk23
 @dataclass
 class BlockStep:
@@ -154,7 +180,7 @@ class BlockStep:
     n_clipped: np.ndarray
 
 def natural_step(blocks: Blocks, G, g_data, prior: GaussianPrior, rho: float, G_clipped=None, mean: bool = True) -> BlockStep:
-    """One damped natural-gradient step on every block: P' = (1−ρ)P + ρ(Σ⁻¹ + G), m' = m + ρ S'ĝ with
+    """One damped natural-gradient step on every block: P' = (1−ρ)P + ρ(Σ⁻¹ + G) (`damped_precision`), m' = m + ρ S'ĝ with
     ĝ = g_data − Σ⁻¹(m − μ). G (B, K, K) and g_data (B, K) are the (scaled) site sums of `block_gram` and `block_sum`.
     Blocks whose P' is not positive definite are redone with `G_clipped(idx)`, the sums with negative γ set to 0 for the
     blocks idx (a ValueError if it is not given, naming the block). `mean=False` keeps the means (a method stepping
@@ -164,16 +190,10 @@ def natural_step(blocks: Blocks, G, g_data, prior: GaussianPrior, rho: float, G_
     if G.shape != blocks.P.shape or g_data.shape != blocks.m.shape:
         raise ValueError(f"site sums {G.shape}, {g_data.shape} do not match the blocks {blocks.P.shape}, {blocks.m.shape}")
     Pi = prior.precision
-    P = (1.0 - rho) * blocks.P + rho * (Pi + G)
-    L, ok = try_stacked_cholesky(P)
-    n_clipped = np.zeros(blocks.B, dtype=int)
-    if not ok.all():
-        bad = np.flatnonzero(~ok)
-        if G_clipped is None: raise ValueError(f"the new precision of block {bad[0]} is not positive definite ({bad.size} blocks)")
+    def clipped(bad):
         Gc, n_c = G_clipped(bad)
-        P[bad] = (1.0 - rho) * blocks.P[bad] + rho * (Pi + np.asarray(Gc, dtype=float))
-        L[bad] = stacked_cholesky(P[bad], "precision after clipping γ")
-        n_clipped[bad] = n_c
+        return Pi + np.asarray(Gc, dtype=float), n_c
+    P, L, n_clipped = damped_precision(blocks.P, Pi + G, rho, try_stacked_cholesky, None if G_clipped is None else clipped)
     new = Blocks(blocks.m, P, L)
     if mean:
         g = g_data - (prior.solve((blocks.m - prior.mu).T)).T
