@@ -4,91 +4,121 @@
 
 # %% ../../nbs/methods/16_pmf.ipynb #4d24a65b
 from __future__ import annotations
-import time
+import time, warnings
 from dataclasses import dataclass
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import cho_solve
 from scipy.optimize import minimize
 from ..linalg import cholesky
 from ..models import PriorCov, GaussianPrior
 from ..models.pmf import PMF, check_indices
-from ..covariance import DenseCov, PrecisionCov
+from ..models.blocks import Blocks, block_kl, block_sum, block_gram, natural_step, closed_form_prior
 from ..likelihoods import Likelihood, Gaussian
-from ..vlb import kl, kl_gauss
-from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method
+from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method, DegenerateFitWarning
 from ..driver import Step, run, rel_tol_evaluated
 from ..io import register_posterior
-from .svi import SVIState, Adagrad, gauss_update, site_derivs, step_size
-
-# %% auto #0
-__all__ = ['EXPECTS', 'METHODS', 'COMMON', 'PMFState', 'init_pmf_state', 'latent_moments', 'expected_loglik', 'column_cov',
-           'kl_columns', 'pmf_vlb', 'ColumnTerms', 'column_terms', 'column_gradients', 'side_prior', 'column_step',
-           'lim_teh_step', 'prior_var_update', 'lik_grad', 'lik_update', 'fit_pmf', 'PMFPosterior', 'expected_class',
-           'most_probable_class', 'PMFOptions']
+from .svi import Adagrad, site_derivs, step_size
 
 # %% ../../nbs/methods/16_pmf.ipynb #c904941c
+def side_prior(model: PMF, factor_var: float, effect_var: float | None = None, effect_mean: float = 0.0) -> GaussianPrior:
+    """The prior of one side's blocks over their free coordinates: N(μ, σ²I) for the factor and, with offsets, the effect's
+    N(effect_mean, σ²_effect) as the last coordinate (b₀ for the row effects, 0 for the column effects); a diagonal `PriorCov`."""
+    if not model.offsets: return GaussianPrior(model.mu, PriorCov(float(factor_var), model.K))
+    return GaussianPrior(np.r_[model.mu, effect_mean], PriorCov(np.r_[np.full(model.K, float(factor_var)), effect_var], model.d))
+
 @dataclass
 class PMFState:
-    """q(U, V) = Π_i N(u_i | m_ui, S_ui) Π_j N(v_j | m_vj, S_vj), stored by side (0 = U, 1 = V): means m[s] (N_s, K),
-    square roots F[s] (N_s, K, K) with S = F Fᵀ, precisions P[s] = S⁻¹ (N_s, K, K) for the natural-gradient methods
-    (None for S-DSVI, whose F[s] is the lower Cholesky factor it updates), and the prior variances σ²_U, σ²_V."""
+    """q(U, V) = Π_i N(w_i | m_i, S_i) over the free coordinates of every block (d = K, or K + 1 with offsets: the factor and
+    the side's effect), stored by side (0 = U, 1 = V): means m[s] (N_s, d), square roots F[s] (N_s, d, d) with S = F Fᵀ,
+    precisions P[s] = S⁻¹ (N_s, d, d) for the natural-gradient methods (None for S-DSVI, whose F[s] is the lower Cholesky
+    factor it updates), the latent dimension K and the shared prior of each side's blocks `priors[s]` (`side_prior`)."""
     m: list
     F: list
     P: list | None
-    prior_var: list
+    priors: list
+    K: int
     def S(self, side: int, j=None):
-        "Covariances S (N_s, K, K), or S_j of one column."
+        "Covariances S (N_s, d, d), or S_j of one block."
         F = self.F[side] if j is None else self.F[side][j]
         return F @ np.swapaxes(F, -1, -2)
+    @property
+    def prior_var(self) -> list:
+        "[σ²_U, σ²_V], the prior variances of the factor coordinates (NaN when K = 0)."
+        return [float(p.prior.diag()[0]) if self.K else float("nan") for p in self.priors]
+    @property
+    def effect_var(self) -> list:
+        "[σ²_a, σ²_c], the prior variances of the row and column effects (empty without offsets)."
+        return [float(p.prior.diag()[self.K]) for p in self.priors] if self.priors[0].d > self.K else []
+    @property
+    def b0(self) -> float:
+        "The global level b₀, the prior mean of the row effects (0 without offsets)."
+        return float(self.priors[0].mu[self.K]) if self.priors[0].d > self.K else 0.0
     def copy(self):
-        return PMFState([a.copy() for a in self.m], [a.copy() for a in self.F],
-                        None if self.P is None else [a.copy() for a in self.P], list(self.prior_var))
+        return PMFState([a.copy() for a in self.m], [a.copy() for a in self.F], None if self.P is None else [a.copy() for a in self.P],
+                        list(self.priors), self.K)
 
 def init_pmf_state(model: PMF, natural: bool = True, m0_scale: float = 0.1, S0: float | None = None, seed: int = 0) -> PMFState:
-    """Start: means μ + m0_scale·ε (ε ~ N(0, I), seeded; the all-μ start is a saddle point of the bound, where every
-    mean gradient vanishes by symmetry), covariances S0·I (default the prior variance of the side)."""
+    """Start: factor means μ + m0_scale·ε (ε ~ N(0, I), seeded; the all-μ start is a saddle point of the bound, where every
+    factor gradient vanishes by symmetry), effect means at their prior means (b₀, 0), covariances S0·I (default the prior
+    variance of each coordinate)."""
     if not (m0_scale >= 0 and np.isfinite(m0_scale)): raise ValueError(f"m0_scale must be a finite number >= 0, got {m0_scale!r}")
     if S0 is not None and not (np.isfinite(S0) and S0 > 0): raise ValueError(f"S0 must be a positive number, got {S0!r}")
-    rng = np.random.default_rng(seed); K = model.K; m, F, P = [], [], []
+    rng = np.random.default_rng(seed); K, d = model.K, model.d; m, F, P, priors = [], [], [], []
     for s in (0, 1):
-        n, s0 = model.n(s), model.prior_var[s] if S0 is None else float(S0)
-        m.append(model.mu + m0_scale * rng.standard_normal((n, K)))
-        F.append(np.broadcast_to(np.sqrt(s0) * np.eye(K), (n, K, K)).copy())
-        P.append(np.broadcast_to(np.eye(K) / s0, (n, K, K)).copy())
-    return PMFState(m, F, P if natural else None, list(model.prior_var))
+        pr = side_prior(model, model.prior_var[s], model.effect_var[s], model.b0 if s == 0 else 0.0)
+        n, s0 = model.n(s), pr.prior.diag() if S0 is None else np.full(d, float(S0))
+        ms = np.broadcast_to(pr.mu, (n, d)).copy(); ms[:, :K] += m0_scale * rng.standard_normal((n, K))
+        m.append(ms); priors.append(pr)
+        F.append(np.broadcast_to(np.diag(np.sqrt(s0)), (n, d, d)).copy())
+        P.append(np.broadcast_to(np.diag(1.0 / s0), (n, d, d)).copy())
+    return PMFState(m, F, P if natural else None, priors, K)
 
 # %% ../../nbs/methods/16_pmf.ipynb #28ee7ec5
+def full_vectors(model: PMF, state: PMFState, side: int, idx):
+    """The full vectors of the blocks `idx` of one side under q: means (n, D) and factors (n, D, d) of ũ_i = (u_i, a_i, 1)
+    or ṽ_j = (v_j, 1, c_j), a coordinate fixed at 1 having mean 1 and a zero row in the factor (no variance)."""
+    m, F = state.m[side][idx], state.F[side][idx]
+    if not model.offsets: return m, F
+    n, d = m.shape; free, fixed = model.free(side), model.fixed(side)
+    M = np.empty((n, model.D)); M[:, free] = m; M[:, fixed] = 1.0
+    G = np.zeros((n, model.D, d)); G[:, free] = F
+    return M, G
+
 def latent_moments(model: PMF, state: PMFState, rows=None, cols=None, chunk: int = 4096):
-    """Mean and variance of f_ij = u_iᵀv_j under q (Sheth & Khardon 2016b, A.5): m_ij = m_uiᵀm_vj and
-    S_ij = tr(S_ui S_vj) + m_uiᵀS_vj m_ui + m_vjᵀS_ui m_vj, for the entries (rows, cols) (default: the observed ones)."""
+    """Mean and variance of f_ij = ũ_iᵀṽ_j under q (Sheth & Khardon 2016b, A.5, with the full vectors): m_ij = m̃_uiᵀm̃_vj
+    and S_ij = tr(S̃_ui S̃_vj) + m̃_uiᵀS̃_vj m̃_ui + m̃_vjᵀS̃_ui m̃_vj = tr(Q_ui Q_vj) − m_ij², Q = S̃ + m̃m̃ᵀ the second moments
+    of the blocks (one product per entry; the difference loses about log₁₀(m²/S) of 16 digits), for the entries (rows, cols)
+    (default: the observed ones)."""
     rows = model.rows if rows is None else check_indices(rows, "rows", model.n_rows)
     cols = model.cols if cols is None else check_indices(cols, "cols", model.n_cols)
     if rows.shape != cols.shape: raise ValueError(f"rows and cols must have one shape, got {rows.shape} and {cols.shape}")
+    (Mu, Fu), (Mv, Fv) = (full_vectors(model, state, s, np.arange(model.n(s))) for s in (0, 1))
+    Qu = Fu @ np.swapaxes(Fu, 1, 2) + Mu[:, :, None] * Mu[:, None, :]                 # E[ũũᵀ] = S̃ + m̃m̃ᵀ per block (N, D, D)
+    Qv = Fv @ np.swapaxes(Fv, 1, 2) + Mv[:, :, None] * Mv[:, None, :]
     mean, var = np.empty(rows.size), np.empty(rows.size)
     for s0 in range(0, rows.size, chunk):
         i, j = rows[s0:s0 + chunk], cols[s0:s0 + chunk]
-        mu_, mv, Fu, Fv = state.m[0][i], state.m[1][j], state.F[0][i], state.F[1][j]
-        mean[s0:s0 + chunk] = np.einsum('nk,nk->n', mu_, mv)
-        var[s0:s0 + chunk] = (np.sum(np.einsum('nkl,nkm->nlm', Fu, Fv)**2, (1, 2))      # tr(S_u S_v) = ‖F_uᵀF_v‖²_F
-                              + np.sum(np.einsum('nk,nkl->nl', mu_, Fv)**2, 1)            # m_uᵀS_v m_u = ‖F_vᵀm_u‖²
-                              + np.sum(np.einsum('nk,nkl->nl', mv, Fu)**2, 1))            # m_vᵀS_u m_v = ‖F_uᵀm_v‖²
+        mean[s0:s0 + chunk] = m = np.einsum('nk,nk->n', Mu[i], Mv[j])
+        var[s0:s0 + chunk] = np.einsum('nkl,nkl->n', Qu[i], Qv[j]) - m * m          # E[f²] − m², E[f²] = tr(E[ũũᵀ]E[ṽṽᵀ])
     return mean, var
 
 # %% ../../nbs/methods/16_pmf.ipynb #dc8cb1b2
 def _draws(model: PMF, state: PMFState, n_samples: int, rng, idx=None, chunk: int = 2048):
     """For the observations `idx` (default all), in chunks: (positions, α (b, n_samples), β (b, n_samples)) with
-    f_ij | u_i^a ~ N(α, β), α = u_i^aᵀm_vj, β = u_i^aᵀS_vj u_i^a, for `n_samples` draws u_i^a ~ q(u_i) from `rng`."""
-    idx = np.arange(model.nnz) if idx is None else idx; K = model.K
+    f_ij | ũ_i^a ~ N(α, β), α = ũ_i^aᵀm̃_vj, β = ũ_i^aᵀS̃_vj ũ_i^a, for `n_samples` draws ũ_i^a ~ q(u_i) from `rng`."""
+    idx = np.arange(model.nnz) if idx is None else idx
     for s0 in range(0, idx.size, chunk):
-        k = idx[s0:s0 + chunk]; i, j = model.rows[k], model.cols[k]; b = k.size
-        u = state.m[0][i][:, None, :] + np.einsum('nkl,nal->nak', state.F[0][i], rng.standard_normal((b, n_samples, K)))
-        yield k, np.einsum('nak,nk->na', u, state.m[1][j]), np.sum(np.einsum('nak,nkl->nal', u, state.F[1][j])**2, 2)
+        k = idx[s0:s0 + chunk]; b = k.size
+        Mu, Fu = full_vectors(model, state, 0, model.rows[k]); Mv, Fv = full_vectors(model, state, 1, model.cols[k])
+        u = Mu[:, None, :] + np.einsum('nkl,nal->nak', Fu, rng.standard_normal((b, n_samples, model.d)))
+        yield k, np.einsum('nak,nk->na', u, Mv), np.sum(np.einsum('nak,nkl->nal', u, Fv)**2, 2)
 
 def expected_loglik(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0, chunk: int = 2048):
-    """E_q[log p(y_ij | u_iᵀv_j)] for every observed entry (the data term of bound (47)). Gaussian likelihood: exact,
-    from the moments of f_ij. Otherwise: f_ij | u_i ~ N(u_iᵀm_vj, u_iᵀS_vj u_i) is integrated by the likelihood's
-    quadrature and u_i by `n_samples` draws (seeded: the same draws at every evaluation, so that differences between
-    evaluations are not Monte Carlo noise); unbiased."""
+    """E_q[log p(y_ij | f_ij)] for every observed entry (the data term of bound (47)). Gaussian likelihood: exact, from the
+    moments of f_ij. Otherwise: f_ij | ũ_i ~ N(ũ_iᵀm̃_vj, ũ_iᵀS̃_vj ũ_i) is integrated by the likelihood's quadrature and
+    u_i by `n_samples` draws (seeded: the same draws at every evaluation, so that differences between evaluations are not
+    Monte Carlo noise); unbiased."""
     lik = model.likelihood
     if isinstance(lik, Gaussian):
         mean, var = latent_moments(model, state)
@@ -99,105 +129,165 @@ def expected_loglik(model: PMF, state: PMFState, n_samples: int = 10, seed: int 
         out[k] = E.reshape(k.size, n_samples).mean(1)
     return out
 
-def column_cov(model: PMF, state: PMFState, side: int, j: int):
-    "S_j of one column as a library covariance: `DenseCov` of its Cholesky factor (S-DSVI) or `PrecisionCov` of Λ = S⁻¹ − Σ⁻¹."
-    if state.P is None: return DenseCov(state.F[side][j])
-    return PrecisionCov(PriorCov(state.prior_var[side], model.K), state.P[side][j] - np.eye(model.K) / state.prior_var[side])
+def kl_sides(state: PMFState):
+    "Σ_j KL(q(w_j) ‖ p(w_j)) of each side (2,), by the batched KL of the blocks (`block_kl`); fixed coordinates have none."
+    return np.array([block_kl(state.m[s], state.F[s], state.priors[s]).sum() for s in (0, 1)])
 
-def kl_columns(model: PMF, state: PMFState, side: int):
-    "KL(q(w_j) ‖ N(μ, σ²I)) of every column of one side, by the library's one KL (`vgi_lit.vlb.kl`)."
-    prior = PriorCov(state.prior_var[side], model.K)
-    return np.array([kl(state.m[side][j], column_cov(model, state, side, j), model.mu, prior) for j in range(model.n(side))])
+def gaussian_data_term(model: PMF, state: PMFState) -> float:
+    """Σ_(i,j)∈O E_q[log N(y_ij | f_ij, σ²)] = −½|O| log 2πσ² − (Σ (y_ij − m_ij)² + Σ E[f_ij²] − m_ij²)/(2σ²), with
+    Σ_O E[f_ij²] = Σ_j ⟨Q_vj, Σ_i∈O_j Q_ui⟩ summed through the sparse pattern of O (no product per entry)."""
+    s2, n = model.likelihood.variance, model.nnz
+    (Mu, Fu), (Mv, Fv) = (full_vectors(model, state, s, np.arange(model.n(s))) for s in (0, 1))
+    Qu = (Fu @ np.swapaxes(Fu, 1, 2) + Mu[:, :, None] * Mu[:, None, :]).reshape(len(Mu), -1)
+    Qv = (Fv @ np.swapaxes(Fv, 1, 2) + Mv[:, :, None] * Mv[:, None, :]).reshape(len(Mv), -1)
+    A = sp.csr_matrix((np.ones(n), (model.cols, model.rows)), shape=(model.n_cols, model.n_rows))
+    m = np.einsum('nk,nk->n', Mu[model.rows], Mv[model.cols])
+    Ef2 = float(np.sum(Qv * np.asarray(A @ Qu)))
+    return -0.5 * n * np.log(2 * np.pi * s2) - (np.sum((model.y - m)**2) + Ef2 - np.sum(m * m)) / (2 * s2)
 
 def pmf_vlb(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0) -> float:
-    "Bound (47): Σ_(i,j)∈O E_q[log p(y_ij | f_ij)] − Σ_i KL(q(u_i) ‖ p(u_i)) − Σ_j KL(q(v_j) ‖ p(v_j)) (estimated, see `expected_loglik`)."
-    return float(np.sum(expected_loglik(model, state, n_samples, seed)) - kl_columns(model, state, 0).sum() - kl_columns(model, state, 1).sum())
+    """Bound (47): Σ_(i,j)∈O E_q[log p(y_ij | f_ij)] − Σ_i KL(q(u_i) ‖ p(u_i)) − Σ_j KL(q(v_j) ‖ p(v_j)) (estimated, see
+    `expected_loglik`; exact for a Gaussian likelihood, by `gaussian_data_term`)."""
+    data = gaussian_data_term(model, state) if isinstance(model.likelihood, Gaussian) else float(np.sum(expected_loglik(model, state, n_samples, seed)))
+    return float(data - kl_sides(state).sum())
 
 # %% ../../nbs/methods/16_pmf.ipynb #4c16dd63
-EXPECTS = ("mc", "quad", "exact")
+EXPECTS = ("auto", "mc", "quad", "exact")
 
 @dataclass
-class ColumnTerms:
-    """The Monte Carlo estimate (52) of the gradients of Σ_(i,j)∈O_j E_q[log p(y_ij | u_iᵀv_j)] for one column v_j, as the
-    rows of a mini-batch of the linear-Gaussian model f = Hv: ∂/∂m_vj ≈ scale·Hᵀ dE_dm and ∂/∂S_vj ≈ −½·scale·Hᵀdiag(γ)H
-    (γ = −2 dE/dv, the convention of `precision_step`)."""
-    H: np.ndarray        # (r, K) rows: draws u_i^a of the partner columns (or the exact rows of a Gaussian likelihood)
-    dE_dm: np.ndarray    # (r,) ∂B/∂α at each row: the mean of ℓ'(y_ij, f) over f | u_i^a
-    gamma: np.ndarray    # (r,) −2 ∂B/∂β = −(mean of ℓ'') at each row
-    scale: float         # |O_j| / (|𝓜| k₁)
-    n_obs: int           # |𝓜|
+class SideSums:
+    """The estimates (52) of the gradients of the data term for every block of one side, summed per block:
+    ∂/∂m_j ≈ g[j] and ∂/∂S_j ≈ −½ G[j] (G[j] = Σ_rows w γ h hᵀ, γ = −2 dE/dv, the convention of `precision_step`);
+    G_neg[j] the part of G[j] from rows with γ < 0 and n_neg[j] their number (the clipped sums are G − G_neg)."""
+    g: np.ndarray        # (N, d)
+    G: np.ndarray        # (N, d, d)
+    G_neg: np.ndarray    # (N, d, d)
+    n_neg: np.ndarray    # (N,)
+    n_obs: np.ndarray    # (N,) observations used per block, |𝓜_j|
 
-def column_terms(model: PMF, state: PMFState, side: int, j: int, rng, batch_size: int | None = None,
-                 n_u: int = 10, n_f: int = 10, expect: str = "mc") -> ColumnTerms:
-    """Estimates (52) for column j of side `side` (0: u_j, 1: v_j) from a sub-sample 𝓜 ⊆ O_j of at most `batch_size`
-    observations (all when None): k₁ = `n_u` draws u_i^a ~ q(u_i) per observation, then (expect='mc') k₂ = `n_f` draws
-    f ~ N(u_i^aᵀm_vj, u_i^aᵀS_vj u_i^a), or (expect='quad') the likelihood's quadrature for the expectation over f | u_i^a.
-    expect='exact' (Gaussian likelihood only): the rows m_ui and the columns of F_ui with targets y_ij and 0, which give
-    the expectations over q(u_i) exactly, because the integrand is quadratic in u_i."""
-    if expect not in EXPECTS: raise ValueError(f"expect must be one of {EXPECTS}, got {expect!r}")
-    k, partner = model.observations(side, j)
-    n_obs = k.size
-    if batch_size is not None and n_obs > batch_size:
-        sel = np.sort(rng.choice(n_obs, size=batch_size, replace=False)); k, partner = k[sel], partner[sel]
-    o, K, y, b = 1 - side, model.K, model.y[k], k.size
-    m_j, F_j = state.m[side][j], state.F[side][j]
-    if expect == "exact":
-        if not isinstance(model.likelihood, Gaussian): raise ValueError("expect='exact' needs a Gaussian likelihood")
-        H = np.concatenate([state.m[o][partner][:, None, :], np.swapaxes(state.F[o][partner], 1, 2)], 1).reshape(-1, K)
-        yy = np.concatenate([y[:, None], np.zeros((b, K))], 1).ravel()                         # (b(K+1),)
-        _, dE_dm, dE_dv = model.likelihood.expected_log_lik(yy, H @ m_j, np.zeros(yy.size))
-        return ColumnTerms(H, dE_dm, -2.0 * dE_dv, n_obs / max(b, 1), b)
-    U = state.m[o][partner][:, None, :] + np.einsum('nkl,nal->nak', state.F[o][partner], rng.standard_normal((b, n_u, K)))
-    H = U.reshape(-1, K)                                                                         # (b k₁, K) draws u_i^a
-    alpha, beta = H @ m_j, np.sum((H @ F_j)**2, 1)                                               # f | u_i^a ~ N(α, β)
-    dE_dm, dE_dv = site_derivs(model.likelihood, np.repeat(y, n_u), alpha, beta, "mc" if expect == "mc" else "gh", n_f, rng)
-    return ColumnTerms(H, dE_dm, -2.0 * dE_dv, n_obs / max(b * n_u, 1), b)
+def side_observations(model: PMF, side: int, rng=None, batch_size: int | None = None):
+    """The observations a sweep of one side uses, ordered by block: (positions k, block of each, partner of each, scale w of
+    each = |O_j|/|𝓜_j|), with at most `batch_size` per block drawn without replacement from `rng` (all when None)."""
+    ptr, order = model.groups[side]
+    counts = np.diff(ptr); blk = np.repeat(np.arange(model.n(side)), counts)
+    k = order
+    if batch_size is not None and counts.max(initial=0) > batch_size:
+        key = rng.uniform(size=k.size)
+        perm = np.lexsort((key, blk)); k, blk = k[perm], blk[perm]        # a random order inside each block
+        rank = np.arange(k.size) - ptr[blk]
+        keep = rank < batch_size; k, blk = k[keep], blk[keep]
+    used = np.bincount(blk, minlength=model.n(side))
+    w = counts[blk] / used[blk]
+    return k, blk, (model.cols if side == 0 else model.rows)[k], w
 
-def column_gradients(terms: ColumnTerms):
-    "(∂/∂m_vj, ∂/∂S_vj) of the data term estimated by (52): (scale·Hᵀ dE_dm, −½ scale·Hᵀdiag(γ)H)."
-    H = terms.H
-    return terms.scale * (H.T @ terms.dE_dm), -0.5 * terms.scale * (H.T * terms.gamma) @ H
+def side_sums(model: PMF, state: PMFState, side: int, rng=None, batch_size: int | None = None, n_u: int = 10, n_f: int = 10,
+              expect: str = "mc", chunk: int = 8192) -> SideSums:
+    """Estimates (52) for all blocks of side `side` (0: u_i, 1: v_j) at once, on the observations of `side_observations`:
+    k₁ = `n_u` draws ũ^a of the partner's full vector per observation, split into the row h = ũ^a[free] and the offset
+    o = ũ^a[fixed] of a linear site f = o + hᵀw; then (expect='mc') k₂ = `n_f` draws of f ~ N(o + hᵀm_j, hᵀS_j h) or
+    (expect='quad') the likelihood's quadrature; summed per block by `block_sum` and `block_gram`. expect='exact' (Gaussian
+    likelihood): the expectations over the partner exactly, from E[hhᵀ] and E[h(y − o)], the integrand being quadratic.
+    The draws are taken chunk by chunk in the order of the observations (`chunk` observations each)."""
+    if expect not in EXPECTS[1:]: raise ValueError(f"expect must be one of {EXPECTS[1:]}, got {expect!r}")
+    lik, N, d = model.likelihood, model.n(side), model.d
+    if expect == "exact" and not isinstance(lik, Gaussian): raise ValueError("expect='exact' needs a Gaussian likelihood")
+    k, blk, partner, w = side_observations(model, side, rng, batch_size)
+    free, fixed, o_side = model.free(side), model.fixed(side), 1 - side
+    g, G, G_neg, n_neg = np.zeros((N, d)), np.zeros((N, d, d)), np.zeros((N, d, d)), np.zeros(N, dtype=int)
+    m_s, F_s = state.m[side], state.F[side]
+    if expect == "exact":                                  # Σ_i w E[h hᵀ] and Σ_i w E[h (y − o)] through the partners' own moments
+        M, Fp = full_vectors(model, state, o_side, np.arange(model.n(o_side)))
+        Eh, Fh = M[:, free], Fp[:, free]
+        Eo, Fo = (M[:, fixed], Fp[:, fixed]) if fixed is not None else (np.zeros(len(M)), np.zeros((len(M), d)))
+        Ehh = (Eh[:, :, None] * Eh[:, None, :] + Fh @ np.swapaxes(Fh, 1, 2)).reshape(len(M), d * d)   # E[h hᵀ] per partner
+        Eho = Eh * Eo[:, None] + np.einsum('nkl,nl->nk', Fh, Fo)                                    # E[h o] per partner
+        A = sp.csr_matrix((w / lik.variance, (blk, partner)), shape=(N, len(M)))                 # w_ij/σ² at (j, i)
+        Ay = sp.csr_matrix((w * model.y[k] / lik.variance, (blk, partner)), shape=(N, len(M)))
+        G = np.asarray(A @ Ehh).reshape(N, d, d)
+        g = np.asarray(Ay @ Eh - A @ Eho) - np.einsum('nkl,nl->nk', G, m_s)
+        return SideSums(g, 0.5 * (G + np.swapaxes(G, 1, 2)), G_neg, n_neg, np.bincount(blk, minlength=N))
+    for s0 in range(0, k.size, chunk):
+        kk, bb, pp, ww = k[s0:s0 + chunk], blk[s0:s0 + chunk], partner[s0:s0 + chunk], w[s0:s0 + chunk]
+        M, Fp = full_vectors(model, state, o_side, pp)                                     # (b, D), (b, D, d)
+        y = model.y[kk]
+        U = M[:, None, :] + np.einsum('nkl,nal->nak', Fp, rng.standard_normal((kk.size, n_u, d)))   # (b, k₁, D) draws
+        H = U[:, :, free].reshape(-1, d)
+        o = U[:, :, fixed].ravel() if fixed is not None else np.zeros(H.shape[0])
+        rb = np.repeat(bb, n_u)
+        alpha = o + np.einsum('nk,nk->n', H, m_s[rb])
+        beta = np.sum(np.einsum('nk,nkl->nl', H, F_s[rb])**2, 1)
+        dE_dm, dE_dv = site_derivs(lik, np.repeat(y, n_u), alpha, beta, "mc" if expect == "mc" else "gh", n_f, rng)
+        wr = np.repeat(ww, n_u) / n_u; gamma = -2.0 * dE_dv
+        g += block_sum(rb, H * (wr * dE_dm)[:, None], N)
+        G += block_gram(rb, H, wr * gamma, N)
+        neg = gamma < 0
+        if neg.any():
+            G_neg += block_gram(rb[neg], H[neg], (wr * gamma)[neg], N); n_neg += np.bincount(rb[neg], minlength=N)
+    return SideSums(g, 0.5 * (G + np.swapaxes(G, 1, 2)), G_neg, n_neg, np.bincount(blk, minlength=N))
 
 # %% ../../nbs/methods/16_pmf.ipynb #337b001a
 METHODS = ("mc-ssvi", "h-mc-ssvi", "s-dsvi")
 
-def side_prior(model: PMF, state: PMFState, side: int) -> GaussianPrior:
-    "The prior N(μ, σ²I) of one side's columns, in the form `gauss_update` and `precision_step` read (`.prior`, `.mu`)."
-    return GaussianPrior(model.mu, PriorCov(state.prior_var[side], model.K))
-
-def column_step(model: PMF, state: PMFState, side: int, j: int, method: str, terms: ColumnTerms, rho: float,
-                opt_m=None, opt_L=None):
-    """Update q(w_j) of column j in place from the estimates `terms` (Sheth & Khardon 2016b, eqs. 53, 65 corrected, 66, 67):
-    the mini-batch update of the linear-Gaussian LGM (`vgi_lit.methods.svi.gauss_update`, which takes its natural step by
-    `precision_step`) with the rows H of `terms`. Returns (events, ‖ĝ_m‖)."""
-    sp = side_prior(model, state, side)
-    new, events, gn = gauss_update(sp, SVIState(state.m[side][j], column_cov(model, state, side, j)), method, terms.H, terms.dE_dm, terms.gamma, rho, terms.scale,
-                                   opt_m, opt_L, whiten=False)
-    if not np.all(np.isfinite(new.m)): return events, np.inf
-    state.m[side][j] = new.m
-    if method == "s-dsvi": state.F[side][j] = new.cov.L
-    else:
-        state.F[side][j] = new.cov.F
-        state.P[side][j] = new.cov.Lam + np.eye(model.K) / state.prior_var[side]
+def side_step(model: PMF, state: PMFState, side: int, method: str, sums: SideSums, rho: float, opt_m=None, opt_L=None):
+    """Update q(w_j) of every block of one side in place from the sums `sums` (Sheth & Khardon 2016b, eqs. 53, 65 corrected,
+    66, 67), all blocks at once. MC-SSVI: the natural step (53) + (65) (`natural_step`); H-MC-SSVI: (53) for the precisions,
+    the ADAGRAD step (66) on ĝ_m = g − Σ⁻¹(m − μ) for the means; S-DSVI: ADAGRAD steps (67) on the lower Cholesky factors
+    C_j, ∂/∂C = tril(diag(1/C_jj) − Σ⁻¹C − G C), and (66) on the means, a diagonal entry that would cross 0 halved instead.
+    `opt_m`, `opt_L`: one `Adagrad` per side on the stacked arrays (elementwise, so the same as one per block).
+    Returns (events, ‖ĝ_m‖ over all blocks)."""
+    prior, events = state.priors[side], []
+    if not (np.all(np.isfinite(sums.g)) and np.all(np.isfinite(sums.G))): return events, np.inf
+    m = state.m[side]
+    g_m = sums.g - prior.solve(m.T - prior.mu[:, None]).T                               # ĝ_m per block
+    gn = float(np.linalg.norm(g_m))
+    if method == "s-dsvi":
+        C = state.F[side]; pinv = prior.precision_diag
+        diag = np.diagonal(C, axis1=1, axis2=2)
+        gC = np.tril(np.eye(model.d) / diag[:, :, None] - pinv[None, :, None] * C - sums.G @ C)
+        C_new = np.tril(C + opt_L.step(gC))
+        dn = np.diagonal(C_new, axis1=1, axis2=2).copy(); bad = dn <= 0
+        if bad.any():
+            dn[bad] = 0.5 * diag[bad]; ii = np.arange(model.d)
+            C_new[:, ii, ii] = dn
+            events.append(Event(EventKind.PROJECTED, "diagonal entries of C halved instead of crossing 0", int(bad.sum())))
+        state.F[side], state.m[side] = C_new, m + opt_m.step(g_m)
+        return events, gn
+    blocks = Blocks(m, state.P[side], np.linalg.cholesky(state.P[side]))
+    def clipped(idx): return sums.G[idx] - sums.G_neg[idx], sums.n_neg[idx]
+    step = natural_step(blocks, sums.G, sums.g, prior, rho, G_clipped=clipped, mean=method == "mc-ssvi")
+    if step.n_clipped.any():
+        events.append(Event(EventKind.CLIPPED_GAMMA, "block updates redone with negative γ set to 0", int((step.n_clipped > 0).sum())))
+    new = step.blocks
+    state.P[side], state.F[side] = new.P, new.F
+    state.m[side] = new.m if method == "mc-ssvi" else m + opt_m.step(g_m)
     return events, gn
 
 # %% ../../nbs/methods/16_pmf.ipynb #7189c47c
 def lim_teh_step(model: PMF, state: PMFState, side: int, j: int):
-    """Lim & Teh (2007) closed-form coordinate update of q(v_j) for a Gaussian likelihood N(y | f, σ²), prior N(μ, σ²_V I):
-    S_vj = (σ_V⁻²I + σ⁻² Σ_i∈O_j (m_ui m_uiᵀ + S_ui))⁻¹ and m_vj = S_vj (σ_V⁻²μ + σ⁻² Σ_i∈O_j y_ij m_ui). Returns (m, S)."""
+    """Lim & Teh (2007) closed-form coordinate update of q(v_j) for a Gaussian likelihood N(y | f, σ²), prior N(μ, σ²_V I),
+    the model without offsets: S_vj = (σ_V⁻²I + σ⁻² Σ_i∈O_j (m_ui m_uiᵀ + S_ui))⁻¹ and m_vj = S_vj (σ_V⁻²μ + σ⁻² Σ_i∈O_j y_ij m_ui).
+    Returns (m, S)."""
     lik = model.likelihood
     if not isinstance(lik, Gaussian): raise ValueError("the closed form of Lim & Teh (2007) needs a Gaussian likelihood")
-    k, partner = model.observations(side, j); o = 1 - side
+    if model.offsets: raise ValueError("the closed form of Lim & Teh (2007) is for the model without offsets (offsets=False)")
+    k, partner = model.observations(side, j); o = 1 - side; s2 = state.prior_var[side]
     M, Fp = state.m[o][partner], state.F[o][partner]
-    A = np.eye(model.K) / state.prior_var[side] + (M.T @ M + np.einsum('nkl,nml->km', Fp, Fp)) / lik.variance
-    r = model.mu / state.prior_var[side] + M.T @ model.y[k] / lik.variance
+    A = np.eye(model.K) / s2 + (M.T @ M + np.einsum('nkl,nml->km', Fp, Fp)) / lik.variance
+    r = model.mu / s2 + M.T @ model.y[k] / lik.variance
     L = cholesky(A, name="posterior precision of the column")
     return cho_solve((L, True), r), cho_solve((L, True), np.eye(model.K))
 
 # %% ../../nbs/methods/16_pmf.ipynb #4d02438b
-def prior_var_update(model: PMF, state: PMFState, side: int) -> float:
-    "Eq. (68), with a prior mean μ: σ² = (1/(N K)) Σ_j [tr(S_j) + ‖m_j − μ‖²] over the N columns of the side."
-    return float((np.sum(state.F[side]**2) + np.sum((state.m[side] - model.mu)**2)) / (model.n(side) * model.K))
+def prior_update(model: PMF, state: PMFState, side: int) -> GaussianPrior:
+    """The side's prior that maximises the bound with q fixed (Sheth & Khardon 2016b, eqs. 60-61 and 68, by
+    `closed_form_prior`): σ² of the factor = mean over blocks and factor coordinates of S_j,kk + (m_j,k − μ_k)² (68);
+    with offsets σ²_effect the same over the effect coordinate, and for the row effects the mean b₀ = mean_j m_j,K (60)."""
+    m, S, K = state.m[side], state.S(side), model.K
+    mean = np.asarray(state.priors[side].mu, float).copy()
+    if model.offsets and side == 0: mean[K] = m[:, K].mean()                           # (60): b₀, the row effects' mean
+    v = closed_form_prior(m, S, "diag", mean=mean).prior.diag()                          # (61) per coordinate
+    var = np.r_[np.full(K, v[:K].mean()), v[K:]] if K else v                             # (68): one σ² for the factor coordinates
+    return GaussianPrior(mean, PriorCov(var if model.offsets else float(var[0]), model.d))
 
 # %% ../../nbs/methods/16_pmf.ipynb #lik02
 def lik_grad(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0) -> np.ndarray:
@@ -240,19 +330,47 @@ def lik_update(model: PMF, state: PMFState, n_samples: int = 1, seed: int = 0, b
     res = minimize(negA, theta0, jac=True, method="L-BFGS-B", bounds=bounds, options=dict(maxiter=int(max_iter)))
     return lik.with_params(res.x) if np.isfinite(res.fun) and res.fun < f0 else lik
 
+# %% ../../nbs/methods/16_pmf.ipynb #collapse
+COLLAPSE_ADVICE = ("hold the noise variance fixed (learn_lik=False) below the variance of the ratings, keep the priors fixed "
+                   "for a few more sweeps (warmup), or use a smaller K; compare the test error of the fits: the bound alone does not choose")
+
+def collapse(model: PMF, state: PMFState, rel: float = 0.02) -> str | None:
+    """Why the fit sits at the trivial optimum where the factors carry nothing, or None: the spread (standard deviation over
+    the observed entries) of the factor part m_uiᵀm_vj of the latent means is below `rel` times the spread of the whole
+    latent mean and of the offsets' part, or (Gaussian likelihood) the noise variance explains at least 95% of var(y)."""
+    why = []
+    if model.K:
+        K = model.K
+        part = np.einsum('nk,nk->n', state.m[0][model.rows, :K], state.m[1][model.cols, :K])
+        mean = latent_moments(model, state)[0]
+        ref = max(float(np.std(mean)), float(np.std(mean - part)))
+        if float(np.std(part)) < rel * ref:
+            why.append(f"the factors' part of the latent means spreads {np.std(part):.3g} against {ref:.3g} for the whole "
+                       f"(σ²_U = {state.prior_var[0]:.3g}, σ²_V = {state.prior_var[1]:.3g})")
+    lik = model.likelihood
+    if isinstance(lik, Gaussian) and lik.variance >= 0.95 * float(np.var(model.y)):
+        why.append(f"the noise variance {lik.variance:.4g} is {lik.variance / np.var(model.y):.0%} of the variance of y")
+    return "; ".join(why) or None
+
 # %% ../../nbs/methods/16_pmf.ipynb #f8073934
 def _positive_int(v, name, allow_none=False):
     if v is None and allow_none: return None
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
     return int(v)
 
-def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_iter: int = 20, max_seconds: float | None = None,
-            callback=None, batch_size: int | None = None, n_u: int = 10, n_f: int = 10, expect: str = "mc", schedule="1/t",
+STOP_TEXT = {Stop.REL_TOL: "converged: the bound changed by at most tol·(1 + |bound|) in the last sweep",
+             Stop.MAX_ITER: "not converged: max_iter sweeps done (raise max_iter, or tol)",
+             Stop.MAX_SECONDS: "not converged: the time budget max_seconds was spent",
+             Stop.CALLBACK: "stopped by the callback", Stop.NOT_FINITE: "stopped: a step gave a non-finite value"}
+
+def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-4, max_iter: int = 100, max_seconds: float | None = None,
+            callback=None, batch_size: int | None = None, n_u: int = 10, n_f: int = 10, expect: str = "auto", schedule="auto",
             lr: float | None = None, learn_prior: bool = True, seed: int = 0, m0_scale: float = 0.1, S0: float | None = None,
             eval_every: int = 1, vlb_samples: int = 10, state0: PMFState | None = None, learn_lik: bool = False,
-            lik_batch: int | None = 20_000, lik_iter: int = 5) -> "PMFPosterior":
-    """Fit q(U, V) to a `PMF` by `method` (Sheth & Khardon 2016b, §3.6): sweeps over the columns of U, then of V, each
-    column updated from the estimates (52) on a sub-sample of its observations, σ²_U and σ²_V by (68) after every column.
+            lik_batch: int | None = 20_000, lik_iter: int = 5, warmup: int = 3) -> "PMFPosterior":
+    """Fit q(U, V) (and the offsets) to a `PMF` by `method` (Sheth & Khardon 2016b, §3.6): sweeps over the blocks of U, then
+    of V, all blocks of a side at once from the estimates (52) on a sub-sample of their observations (`side_sums`,
+    `side_step`), the side's prior by (60)-(61), (68) after it (`prior_update`).
 
     - `method`: 'mc-ssvi' (53) + (65, corrected: with the prior term Σ⁻¹μ and −2D̂_ij m_vj inside the scaled sum),
       'h-mc-ssvi' (53) + (66), 's-dsvi' (67) + (66); the standard-gradient steps (66), (67) use ADAGRAD with rate `lr`
@@ -261,14 +379,19 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
     - `tol`: stop (`Stop.REL_TOL`) when the estimated bound changes by at most tol·(1 + |bound|) between evaluations.
     - `max_iter`: at most this many sweeps (`Stop.MAX_ITER`); `max_seconds`: time budget, evaluations of the bound
       not counted (`Stop.MAX_SECONDS`); `callback(record)`: called after every sweep, True stops (`Stop.CALLBACK`).
-    - `batch_size`: observations per column update (|𝓜|; None: all of O_j); `n_u`, `n_f`: k₁ and k₂ of (52);
-      `expect`: 'mc' (52), 'quad' (the expectation over f | u_i^a by quadrature), 'exact' (Gaussian likelihood only).
-    - `schedule`: ρ of the natural steps (`step_size`: '1/t', 'rm' or a constant); round-robin updates every column once
-      per sweep, so each column's counter t is the sweep number.
-    - `learn_prior`: update σ²_U, σ²_V by (68) after every column (else they stay at the model's values).
+    - `batch_size`: observations per block update (|𝓜_j|; None: all of O_j); `n_u`, `n_f`: k₁ and k₂ of (52);
+      `expect`: 'mc' (52), 'quad' (the expectation over f | u_i^a by quadrature), 'exact' (Gaussian likelihood only),
+      'auto' (default: 'exact' for a Gaussian likelihood, else 'mc').
+    - `schedule`: ρ of the natural steps (`step_size`: '1/t', 'rm' or a constant); 'auto' (default): 1.0 with exact
+      expectations on all observations (the coordinate ascent of Lim & Teh 2007 for MC-SSVI), else '1/t'. Every block is
+      updated once per sweep, so each block's counter t is the sweep number.
+    - `learn_prior`: update each side's prior after the side (else the model's values stay).
+    - `warmup`: sweeps before the priors and the likelihood are learned (default 3): learned from the first sweep, σ²_U
+      and σ²_V follow the small start means down and the factors can collapse (`collapse`).
     - `learn_lik`: after every sweep, the likelihood's parameters by `lik_update` (Gaussian noise variance in closed
       form; otherwise at most `lik_iter` L-BFGS-B iterations on `lik_batch` observations, one draw of u_i each); the
-      result's `model` carries the learned likelihood.
+      result's `model` carries the learned likelihood. A fit whose factors collapse (`collapse`) gets a DEGENERATE event
+      and a `DegenerateFitWarning` with advice.
     - `seed`: start, sub-samples and Monte Carlo draws; `m0_scale`, `S0`: the start (`init_pmf_state`); `state0`: start
       from this state instead (copied).
     - `eval_every`, `vlb_samples`: sweeps between evaluations of the bound, and draws of u_i per entry in them."""
@@ -278,8 +401,12 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
     n_u, n_f = _positive_int(n_u, "n_u"), _positive_int(n_f, "n_f")
     eval_every, vlb_samples = _positive_int(eval_every, "eval_every"), _positive_int(vlb_samples, "vlb_samples")
     lik_batch, lik_iter = _positive_int(lik_batch, "lik_batch", allow_none=True), _positive_int(lik_iter, "lik_iter")
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0: raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
     if expect not in EXPECTS: raise ValueError(f"expect must be one of {EXPECTS}, got {expect!r}")
-    if expect == "exact" and not isinstance(model.likelihood, Gaussian): raise ValueError("expect='exact' needs a Gaussian likelihood")
+    gaussian = isinstance(model.likelihood, Gaussian)
+    if expect == "exact" and not gaussian: raise ValueError("expect='exact' needs a Gaussian likelihood")
+    if expect == "auto": expect = "exact" if gaussian else "mc"
+    if isinstance(schedule, str) and schedule == "auto": schedule = 1.0 if expect == "exact" and batch_size is None else "1/t"
     step_size(1, schedule)                                                       # validates the schedule
     if lr is None: lr = 0.3 if method == "s-dsvi" else 1.0
     if not (isinstance(lr, (int, float)) and lr > 0): raise ValueError(f"lr must be positive, got {lr!r}")
@@ -291,8 +418,8 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
         if natural and st.P is None: raise ValueError(f"state0 has no precisions: it cannot start {method}")
         if not natural:                                                           # S-DSVI updates a lower Cholesky factor
             st.F = [np.linalg.cholesky(st.S(s)) for s in (0, 1)]; st.P = None
-    opt_m = [[Adagrad(lr) for _ in range(model.n(s))] for s in (0, 1)] if method != "mc-ssvi" else [[None] * model.n(s) for s in (0, 1)]
-    opt_L = [[Adagrad(lr) for _ in range(model.n(s))] for s in (0, 1)] if method == "s-dsvi" else [[None] * model.n(s) for s in (0, 1)]
+    opt_m = [Adagrad(lr) if method != "mc-ssvi" else None for _ in (0, 1)]
+    opt_L = [Adagrad(lr) if method == "s-dsvi" else None for _ in (0, 1)]
     hist = History(callback=callback, max_seconds=max_seconds)
 
     def bound(model, st):
@@ -301,32 +428,23 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
         return v
 
     def extra(model, st, t, **kw):
-        return dict(sweep=t, **kw, prior_var_u=st.prior_var[0], prior_var_v=st.prior_var[1], lik_params=model.likelihood.params)
+        return dict(sweep=t, **kw, prior_var_u=st.prior_var[0], prior_var_v=st.prior_var[1], effect_var=st.effect_var, b0=st.b0,
+                    lik_params=model.likelihood.params)
 
     def sweep(cur, k):
-        "One sweep: every column of U, then of V, by `column_step`; σ²_U, σ²_V by (68) after every column; then the likelihood."
+        "One sweep: all blocks of U at once, then the prior of U; the same for V; then the likelihood."
         model, st = cur.state; t = k + 1; rho = step_size(t, schedule)
-        n_clip = n_proj = 0; gns = []
+        events, gns = [], []
         for side in (0, 1):
-            T = np.sum(st.F[side]**2) + np.sum((st.m[side] - model.mu)**2)          # Σ_j tr(S_j) + ‖m_j − μ‖², kept current
-            for j in range(model.n(side)):
-                old = np.sum(st.F[side][j]**2) + np.sum((st.m[side][j] - model.mu)**2)
-                terms = column_terms(model, st, side, j, rng, batch_size, n_u, n_f, expect)
-                events, gn = column_step(model, st, side, j, method, terms, rho, opt_m[side][j], opt_L[side][j])
-                gns.append(gn)
-                if not np.isfinite(gn): break
-                for e in events:
-                    if e.kind is EventKind.CLIPPED_GAMMA: n_clip += 1
-                    elif e.kind is EventKind.PROJECTED: n_proj += 1
-                T += np.sum(st.F[side][j]**2) + np.sum((st.m[side][j] - model.mu)**2) - old
-                if learn_prior: st.prior_var[side] = float(T / (model.n(side) * model.K))      # eq. (68)
-            if not np.isfinite(gns[-1] if gns else 0.0): break
-        events = ([Event(EventKind.CLIPPED_GAMMA, "column updates redone with negative γ set to 0", n_clip)] if n_clip else []) + \
-                 ([Event(EventKind.PROJECTED, "diagonal entries of L halved instead of crossing 0", n_proj)] if n_proj else [])
-        if gns and not np.isfinite(gns[-1]): return Step((model, st), None, float("nan"), method, events, dict(sweep=t))
-        if learn_lik: model = model.with_likelihood(lik_update(model, st, 1, seed + t, lik_batch, lik_iter))
+            sums = side_sums(model, st, side, rng, batch_size, n_u, n_f, expect)
+            ev, gn = side_step(model, st, side, method, sums, rho, opt_m[side], opt_L[side])
+            events += ev; gns.append(gn)
+            if not np.isfinite(gn) or not all(np.all(np.isfinite(a)) for a in (st.m[side], st.F[side])):
+                return Step((model, st), None, float("nan"), method, events, dict(sweep=t))
+            if learn_prior and t > warmup: st.priors[side] = prior_update(model, st, side)
+        if learn_lik and t > warmup: model = model.with_likelihood(lik_update(model, st, 1, seed + t, lik_batch, lik_iter))
         v = bound(model, st) if (t % eval_every == 0 or t == max_iter) else None
-        return Step((model, st), v, float(np.sqrt(np.mean(np.square(gns)))) if gns else None, method, events,
+        return Step((model, st), v, float(np.sqrt(np.sum(np.square(gns)))), method, events,
                     extra(model, st, t, rho=rho), vlb=np.nan if v is None else v)
 
     r = run(sweep, Step((model, st), bound(model, st), None, "start", [], extra(model, st, 0)), tol=tol, max_iter=max_iter,
@@ -334,37 +452,47 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-5, max_ite
     (model, st), t, stop = r.state, r.n_iter, r.stop
     last = hist[-1]
     if not np.isfinite(last.vlb) and stop is not Stop.NOT_FINITE: last.vlb = bound(model, st)
-    return PMFPosterior(model, st, method, last.vlb, stop, hist, f"{stop.value} after {t} sweeps", t,
+    message = f"{STOP_TEXT.get(stop, stop.value)} (after {t} sweeps)"
+    why = collapse(model, st) if stop is not Stop.NOT_FINITE else None
+    if why:
+        last.events.append(Event(EventKind.DEGENERATE, f"{why}. What to do: {COLLAPSE_ADVICE}"))
+        warnings.warn(DegenerateFitWarning(f"the PMF fit collapsed towards its offsets: {why}. What to do: {COLLAPSE_ADVICE}"), stacklevel=2)
+        message += f"; degenerate: {why}"
+    return PMFPosterior(model, st, method, last.vlb, stop, hist, message, t,
                         dict(batch_size=batch_size, n_u=n_u, n_f=n_f, expect=expect, schedule=schedule, lr=lr,
-                             learn_prior=learn_prior, learn_lik=learn_lik, seed=seed))
+                             learn_prior=learn_prior, learn_lik=learn_lik, seed=seed, warmup=warmup))
 
 # %% ../../nbs/methods/16_pmf.ipynb #3ec29c55
 @register_posterior
 class PMFPosterior(StatePosterior):
-    """Result of `fit_pmf`: q(U, V) (`state`; `m_u`, `S_u`, `m_v`, `S_v`), the learned σ²_U, σ²_V, the estimated bound (47),
-    why the run stopped, its history, and predictions of new entries (Sheth & Khardon 2016b, A.5). The constructor is
-    `StatePosterior`'s: (model, state, method, vlb, stop, history, message, n_iter, info)."""
-    m_u = property(lambda self: self.state.m[0], doc="(N_U, K) means of the columns of U.")
-    m_v = property(lambda self: self.state.m[1], doc="(N_V, K) means of the columns of V.")
-    S_u = property(lambda self: self.state.S(0), doc="(N_U, K, K) covariances of the columns of U.")
-    S_v = property(lambda self: self.state.S(1), doc="(N_V, K, K) covariances of the columns of V.")
+    """Result of `fit_pmf`: q(U, V) over the free coordinates (`state`; `m_u`, `S_u`, `m_v`, `S_v`: with offsets the last
+    coordinate is the row effect a_i or the column effect c_j), the learned priors (σ²_U, σ²_V; σ²_a, σ²_c and b₀), the
+    estimated bound (47), why the run stopped, its history, and predictions of new entries (Sheth & Khardon 2016b, A.5).
+    The constructor is `StatePosterior`'s: (model, state, method, vlb, stop, history, message, n_iter, info)."""
+    m_u = property(lambda self: self.state.m[0], doc="(N_U, d) means of the blocks of U: u_i, and a_i last with offsets.")
+    m_v = property(lambda self: self.state.m[1], doc="(N_V, d) means of the blocks of V: v_j, and c_j last with offsets.")
+    S_u = property(lambda self: self.state.S(0), doc="(N_U, d, d) covariances of the blocks of U.")
+    S_v = property(lambda self: self.state.S(1), doc="(N_V, d, d) covariances of the blocks of V.")
     prior_var = property(lambda self: tuple(self.state.prior_var), doc="(σ²_U, σ²_V) at the end of the run.")
+    effect_var = property(lambda self: tuple(self.state.effect_var), doc="(σ²_a, σ²_c) at the end of the run (empty without offsets).")
+    b0 = property(lambda self: self.state.b0, doc="The global level b₀ at the end of the run (0 without offsets).")
     def predict(self, rows, cols):
-        "Mean and variance of f_ij = u_iᵀv_j under q at the entries (rows, cols) (A.5)."
+        "Mean and variance of f_ij = ũ_iᵀṽ_j under q at the entries (rows, cols) (A.5)."
         return latent_moments(self.model, self.state, rows, cols)
     latent = predict
     def log_pred_density(self, rows, cols, y, n_samples: int | None = None, seed: int = 0):
         """log p(y_ij | data) per entry: with `n_samples` None, f_ij ~ N(m_ij, S_ij) by moment matching and the
-        likelihood's quadrature over f (A.5); with `n_samples` = k, log of the mean over k draws u_i^a of the exact
-        ∫ p(y | f) N(f | u_i^aᵀm_vj, u_i^aᵀS_vj u_i^a) df (consistent as k grows; f_ij is not Gaussian under q)."""
+        likelihood's quadrature over f (A.5); with `n_samples` = k, log of the mean over k draws ũ_i^a of the exact
+        ∫ p(y | f) N(f | ũ_i^aᵀm̃_vj, ũ_i^aᵀS̃_vj ũ_i^a) df (consistent as k grows; f_ij is not Gaussian under q)."""
         lik = self.model.likelihood
         if n_samples is None: return lik.log_pred_density(y, *self.latent(rows, cols))
         n_samples = _positive_int(n_samples, "n_samples")
         rows = check_indices(rows, "rows", self.model.n_rows); cols = check_indices(cols, "cols", self.model.n_cols)
-        y = lik.check_y(y); st, K = self.state, self.model.K
-        rng = np.random.default_rng(seed); b = rows.size
-        u = st.m[0][rows][:, None, :] + np.einsum('nkl,nal->nak', st.F[0][rows], rng.standard_normal((b, n_samples, K)))
-        alpha = np.einsum('nak,nk->na', u, st.m[1][cols]); beta = np.sum(np.einsum('nak,nkl->nal', u, st.F[1][cols])**2, 2)
+        y = lik.check_y(y); b = rows.size
+        Mu, Fu = full_vectors(self.model, self.state, 0, rows); Mv, Fv = full_vectors(self.model, self.state, 1, cols)
+        rng = np.random.default_rng(seed)
+        u = Mu[:, None, :] + np.einsum('nkl,nal->nak', Fu, rng.standard_normal((b, n_samples, self.model.d)))
+        alpha = np.einsum('nak,nk->na', u, Mv); beta = np.sum(np.einsum('nak,nkl->nal', u, Fv)**2, 2)
         lp = lik.log_pred_density(np.repeat(y, n_samples), alpha.ravel(), beta.ravel()).reshape(b, n_samples)
         top = lp.max(1, keepdims=True)
         return (top + np.log(np.mean(np.exp(lp - top), 1, keepdims=True)))[:, 0]
@@ -372,16 +500,22 @@ class PMFPosterior(StatePosterior):
         "The likelihood's prediction under f_ij ~ N(m_ij, S_ij): mean (Gaussian, counts), P(y = +1) (binary), class probabilities (ordinal)."
         return self.model.likelihood.predict_y(*self.latent(rows, cols), **kw)
     def to_arrays(self) -> dict:
-        "The state as named arrays (what `vgi_lit.io.save` writes)."
+        "The state as named arrays (what `vgi_lit.io.save` writes): means, factors, precisions and each side's prior."
         st = self.state
-        out = {"m_u": st.m[0], "m_v": st.m[1], "F_u": st.F[0], "F_v": st.F[1], "state_prior_var": np.array(st.prior_var, float)}
+        out = {"m_u": st.m[0], "m_v": st.m[1], "F_u": st.F[0], "F_v": st.F[1],
+               "prior_mean_u": st.priors[0].mu, "prior_mean_v": st.priors[1].mu,
+               "prior_diag_u": st.priors[0].prior.diag(), "prior_diag_v": st.priors[1].prior.diag()}
         if st.P is not None: out.update(P_u=st.P[0], P_v=st.P[1])
         return out
     @classmethod
     def from_arrays(cls, model, arrays, **run):
-        "The result `to_arrays` describes, for `model`; `run`: the other arguments of the constructor (method, vlb, stop, ...)."
+        """The result `to_arrays` describes, for `model`; `run`: the other arguments of the constructor (method, vlb, stop, ...).
+        A model whose offsets do not match the stored blocks' dimension is taken with the offsets the state has."""
+        d = arrays["m_u"].shape[1]
+        if d != model.d and d == model.K + (not model.offsets): model = model.with_offsets(not model.offsets)
         P = [arrays["P_u"], arrays["P_v"]] if "P_u" in arrays else None
-        st = PMFState([arrays["m_u"], arrays["m_v"]], [arrays["F_u"], arrays["F_v"]], P, [float(v) for v in arrays["state_prior_var"]])
+        priors = [GaussianPrior(arrays[f"prior_mean_{s}"], PriorCov(arrays[f"prior_diag_{s}"], d)) for s in "uv"]
+        st = PMFState([arrays["m_u"], arrays["m_v"]], [arrays["F_u"], arrays["F_v"]], P, priors, model.K)
         return cls(model, st, **run)
     def __repr__(self):
         return (f"PMFPosterior(method={self.method!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, n_iter={self.n_iter}, "
