@@ -15,7 +15,7 @@ from ..models import PriorCov, GaussianPrior
 from ..models.pmf import PMF, check_indices
 from ..models.blocks import Blocks, block_kl, block_sum, block_gram, natural_step, closed_form_prior
 from ..likelihoods import Likelihood, Gaussian
-from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method, DegenerateFitWarning
+from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method, DegenerateFitWarning, CONVERGED_STOPS
 from ..driver import Step, run, rel_tol_evaluated
 from ..io import register_posterior
 from .svi import Adagrad, site_derivs, step_size
@@ -396,8 +396,8 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-4, max_ite
       and σ²_V follow the small start means down and the factors can collapse (`collapse`).
     - `learn_lik`: after every sweep, the likelihood's parameters by `lik_update` (Gaussian noise variance in closed
       form; otherwise at most `lik_iter` L-BFGS-B iterations on `lik_batch` observations, one draw of u_i each); the
-      result's `model` carries the learned likelihood. A fit whose factors collapse (`collapse`) gets a DEGENERATE event
-      and a `DegenerateFitWarning` with advice.
+      result's `model` carries the learned likelihood. A converged fit whose factors collapse (`collapse`) gets a DEGENERATE
+      event and a `DegenerateFitWarning` with advice.
     - `seed`: start, sub-samples and Monte Carlo draws; `m0_scale`, `S0`: the start (`init_pmf_state`); `state0`: start
       from this state instead (copied).
     - `eval_every`, `vlb_samples`: sweeps between evaluations of the bound, and draws of u_i per entry in them."""
@@ -459,7 +459,7 @@ def fit_pmf(model: PMF, method: str = "h-mc-ssvi", *, tol: float = 1e-4, max_ite
     last = hist[-1]
     if not np.isfinite(last.vlb) and stop is not Stop.NOT_FINITE: last.vlb = bound(model, st)
     message = f"{STOP_TEXT.get(stop, stop.value)} (after {t} sweeps)"
-    why = collapse(model, st) if stop is not Stop.NOT_FINITE else None
+    why = collapse(model, st) if stop in CONVERGED_STOPS else None                 # a run cut short is not at an optimum
     if why:
         last.events.append(Event(EventKind.DEGENERATE, f"{why}. What to do: {COLLAPSE_ADVICE}"))
         warnings.warn(DegenerateFitWarning(f"the PMF fit collapsed towards its offsets: {why}. What to do: {COLLAPSE_ADVICE}"), stacklevel=2)
