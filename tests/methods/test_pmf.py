@@ -9,7 +9,7 @@ from vgi_lit.inference import History, Stop, Record, EventKind, DegenerateFitWar
 from vgi_lit.vlb import kl_gauss
 from vgi_lit.methods.pmf import (PMF, METHODS, fit_pmf, init_pmf_state, side_sums, side_step, side_observations, full_vectors,
                                  lim_teh_step, latent_moments, prior_update, expected_class, kl_sides,
-                                 lik_update, lik_grad, collapse)
+                                 lik_update, lik_grad, collapse, column_terms, column_step)
 
 DATA = ds.shared_data_dir(Path(__file__).resolve().parents[2])
 
@@ -74,6 +74,20 @@ def test_exact_sums_are_the_mean_of_mc_sums():
     d, D = np.array([r.g for r in reps]), np.array([r.G for r in reps])
     assert np.all(np.abs(d.mean(0) - ex.g) < 5 * d.std(0) / np.sqrt(150) + 1e-12)
     assert np.all(np.abs(D.mean(0) - ex.G) < 5 * D.std(0) / np.sqrt(150) + 1e-12)
+
+
+def test_a_subset_of_blocks_is_the_same_update():
+    "side_sums / side_step on some blocks (column_terms / column_step) give those blocks' rows of the whole side's update."
+    model = _problem(Gaussian(0.5), seed=2, offsets=True)
+    st = init_pmf_state(model, m0_scale=0.8, S0=0.3, seed=4)
+    full, part = side_sums(model, st, 1, expect="exact"), column_terms(model, st, 1, [1, 4, 9], expect="exact")
+    np.testing.assert_allclose(part.g, full.g[[1, 4, 9]], rtol=1e-12); np.testing.assert_allclose(part.G, full.G[[1, 4, 9]], rtol=1e-12)
+    a, b = st.copy(), st.copy()
+    side_step(model, a, 1, "mc-ssvi", full, 0.7)
+    column_step(model, b, 1, [1, 4, 9], "mc-ssvi", part, 0.7)
+    np.testing.assert_allclose(b.m[1][[1, 4, 9]], a.m[1][[1, 4, 9]], rtol=1e-12)
+    assert np.array_equal(b.m[1][0], st.m[1][0])
+    with pytest.raises(ValueError, match="increasing"): column_terms(model, st, 1, [4, 1])
 
 
 def test_subsample_scale():

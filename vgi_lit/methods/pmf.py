@@ -23,8 +23,9 @@ from .svi import Adagrad, site_derivs, step_size
 # %% auto #0
 __all__ = ['EXPECTS', 'METHODS', 'COLLAPSE_ADVICE', 'STOP_TEXT', 'COMMON', 'side_prior', 'PMFState', 'init_pmf_state',
            'full_vectors', 'latent_moments', 'expected_loglik', 'kl_sides', 'gaussian_data_term', 'pmf_vlb', 'SideSums',
-           'side_observations', 'side_sums', 'side_step', 'lim_teh_step', 'prior_update', 'lik_grad', 'lik_update',
-           'collapse', 'fit_pmf', 'PMFPosterior', 'expected_class', 'most_probable_class', 'PMFOptions']
+           'side_observations', 'side_sums', 'side_step', 'column_terms', 'column_step', 'lim_teh_step', 'prior_update',
+           'lik_grad', 'lik_update', 'collapse', 'fit_pmf', 'PMFPosterior', 'expected_class', 'most_probable_class',
+           'PMFOptions']
 
 # %% ../../nbs/methods/16_pmf.ipynb #c904941c
 def side_prior(model: PMF, factor_var: float, effect_var: float | None = None, effect_mean: float = 0.0) -> GaussianPrior:
@@ -171,36 +172,48 @@ class SideSums:
     n_neg: np.ndarray    # (N,)
     n_obs: np.ndarray    # (N,) observations used per block, |𝓜_j|
 
-def side_observations(model: PMF, side: int, rng=None, batch_size: int | None = None):
+def side_observations(model: PMF, side: int, rng=None, batch_size: int | None = None, blocks=None):
     """The observations a sweep of one side uses, ordered by block: (positions k, block of each, partner of each, scale w of
-    each = |O_j|/|𝓜_j|), with at most `batch_size` per block drawn without replacement from `rng` (all when None)."""
+    each = |O_j|/|𝓜_j|), with at most `batch_size` per block drawn without replacement from `rng` (all when None). `blocks`:
+    only the observations of these blocks (indices, increasing), the block of each numbered 0..len(blocks)−1."""
     ptr, order = model.groups[side]
-    counts = np.diff(ptr); blk = np.repeat(np.arange(model.n(side)), counts)
-    k = order
+    counts = np.diff(ptr)
+    if blocks is None: blk, k, n_b = np.repeat(np.arange(model.n(side)), counts), order, model.n(side)
+    else:
+        blocks = np.asarray(blocks, dtype=np.intp).reshape(-1)
+        if blocks.size == 0 or np.any(np.diff(blocks) <= 0) or blocks[0] < 0 or blocks[-1] >= model.n(side):
+            raise ValueError(f"blocks must be increasing indices in 0..{model.n(side) - 1}, got {blocks!r}")
+        counts = counts[blocks]; n_b = blocks.size
+        k = order[np.isin(np.repeat(np.arange(model.n(side)), np.diff(ptr)), blocks)]   # positions sorted by block
+        blk = np.repeat(np.arange(n_b), counts)
+    ptr = np.concatenate([[0], np.cumsum(counts)])
     if batch_size is not None and counts.max(initial=0) > batch_size:
         key = rng.uniform(size=k.size)
         perm = np.lexsort((key, blk)); k, blk = k[perm], blk[perm]        # a random order inside each block
         rank = np.arange(k.size) - ptr[blk]
         keep = rank < batch_size; k, blk = k[keep], blk[keep]
-    used = np.bincount(blk, minlength=model.n(side))
+    used = np.bincount(blk, minlength=n_b)
     w = counts[blk] / used[blk]
     return k, blk, (model.cols if side == 0 else model.rows)[k], w
 
 def side_sums(model: PMF, state: PMFState, side: int, rng=None, batch_size: int | None = None, n_u: int = 10, n_f: int = 10,
-              expect: str = "mc", chunk: int = 8192) -> SideSums:
+              expect: str = "mc", chunk: int = 8192, blocks=None) -> SideSums:
     """Estimates (52) for all blocks of side `side` (0: u_i, 1: v_j) at once, on the observations of `side_observations`:
     k₁ = `n_u` draws ũ^a of the partner's full vector per observation, split into the row h = ũ^a[free] and the offset
     o = ũ^a[fixed] of a linear site f = o + hᵀw; then (expect='mc') k₂ = `n_f` draws of f ~ N(o + hᵀm_j, hᵀS_j h) or
     (expect='quad') the likelihood's quadrature; summed per block by `block_sum` and `block_gram`. expect='exact' (Gaussian
     likelihood): the expectations over the partner exactly, from E[hhᵀ] and E[h(y − o)], the integrand being quadratic.
-    The draws are taken chunk by chunk in the order of the observations (`chunk` observations each)."""
+    The draws are taken chunk by chunk in the order of the observations (`chunk` observations each). `blocks`: the sums of
+    these blocks only (increasing indices; default all), in their order."""
     if expect not in EXPECTS[1:]: raise ValueError(f"expect must be one of {EXPECTS[1:]}, got {expect!r}")
-    lik, N, d = model.likelihood, model.n(side), model.d
+    lik, d = model.likelihood, model.d
+    sel = slice(None) if blocks is None else np.asarray(blocks, dtype=np.intp).reshape(-1)
     if expect == "exact" and not isinstance(lik, Gaussian): raise ValueError("expect='exact' needs a Gaussian likelihood")
-    k, blk, partner, w = side_observations(model, side, rng, batch_size)
+    k, blk, partner, w = side_observations(model, side, rng, batch_size, blocks)
+    N = model.n(side) if blocks is None else sel.size
     free, fixed, o_side = model.free(side), model.fixed(side), 1 - side
     g, G, G_neg, n_neg = np.zeros((N, d)), np.zeros((N, d, d)), np.zeros((N, d, d)), np.zeros(N, dtype=int)
-    m_s, F_s = state.m[side], state.F[side]
+    m_s, F_s = state.m[side][sel], state.F[side][sel]
     if expect == "exact":                                  # Σ_i w E[h hᵀ] and Σ_i w E[h (y − o)] through the partners' own moments
         M, Fp = full_vectors(model, state, o_side, np.arange(model.n(o_side)))
         Eh, Fh = M[:, free], Fp[:, free]
@@ -234,20 +247,21 @@ def side_sums(model: PMF, state: PMFState, side: int, rng=None, batch_size: int 
 # %% ../../nbs/methods/16_pmf.ipynb #337b001a
 METHODS = ("mc-ssvi", "h-mc-ssvi", "s-dsvi")
 
-def side_step(model: PMF, state: PMFState, side: int, method: str, sums: SideSums, rho: float, opt_m=None, opt_L=None):
+def side_step(model: PMF, state: PMFState, side: int, method: str, sums: SideSums, rho: float, opt_m=None, opt_L=None, blocks=None):
     """Update q(w_j) of every block of one side in place from the sums `sums` (Sheth & Khardon 2016b, eqs. 53, 65 corrected,
     66, 67), all blocks at once. MC-SSVI: the natural step (53) + (65) (`natural_step`); H-MC-SSVI: (53) for the precisions,
     the ADAGRAD step (66) on ĝ_m = g − Σ⁻¹(m − μ) for the means; S-DSVI: ADAGRAD steps (67) on the lower Cholesky factors
     C_j, ∂/∂C = tril(diag(1/C_jj) − Σ⁻¹C − G C), and (66) on the means, a diagonal entry that would cross 0 halved instead.
     `opt_m`, `opt_L`: one `Adagrad` per side on the stacked arrays (elementwise, so the same as one per block).
-    Returns (events, ‖ĝ_m‖ over all blocks)."""
+    `blocks`: update these blocks only (the indices `sums` was computed for; default all). Returns (events, ‖ĝ_m‖ over the blocks)."""
+    sel = slice(None) if blocks is None else np.asarray(blocks, dtype=np.intp).reshape(-1)
     prior, events = state.priors[side], []
     if not (np.all(np.isfinite(sums.g)) and np.all(np.isfinite(sums.G))): return events, np.inf
-    m = state.m[side]
+    m = state.m[side][sel]
     g_m = sums.g - prior.solve(m.T - prior.mu[:, None]).T                               # ĝ_m per block
     gn = float(np.linalg.norm(g_m))
     if method == "s-dsvi":
-        C = state.F[side]; pinv = prior.precision_diag
+        C = state.F[side][sel]; pinv = prior.precision_diag
         diag = np.diagonal(C, axis1=1, axis2=2)
         gC = np.tril(np.eye(model.d) / diag[:, :, None] - pinv[None, :, None] * C - sums.G @ C)
         C_new = np.tril(C + opt_L.step(gC))
@@ -256,17 +270,27 @@ def side_step(model: PMF, state: PMFState, side: int, method: str, sums: SideSum
             dn[bad] = 0.5 * diag[bad]; ii = np.arange(model.d)
             C_new[:, ii, ii] = dn
             events.append(Event(EventKind.PROJECTED, "diagonal entries of C halved instead of crossing 0", int(bad.sum())))
-        state.F[side], state.m[side] = C_new, m + opt_m.step(g_m)
+        state.F[side][sel], state.m[side][sel] = C_new, m + opt_m.step(g_m)
         return events, gn
-    blocks = Blocks(m, state.P[side], np.linalg.cholesky(state.P[side]))
+    P = state.P[side][sel]
+    cur = Blocks(m, P, np.linalg.cholesky(P))
     def clipped(idx): return sums.G[idx] - sums.G_neg[idx], sums.n_neg[idx]
-    step = natural_step(blocks, sums.G, sums.g, prior, rho, G_clipped=clipped, mean=method == "mc-ssvi")
+    step = natural_step(cur, sums.G, sums.g, prior, rho, G_clipped=clipped, mean=method == "mc-ssvi")
     if step.n_clipped.any():
         events.append(Event(EventKind.CLIPPED_GAMMA, "block updates redone with negative γ set to 0", int((step.n_clipped > 0).sum())))
     new = step.blocks
-    state.P[side], state.F[side] = new.P, new.F
-    state.m[side] = new.m if method == "mc-ssvi" else m + opt_m.step(g_m)
+    state.P[side][sel], state.F[side][sel] = new.P, new.F
+    state.m[side][sel] = new.m if method == "mc-ssvi" else m + opt_m.step(g_m)
     return events, gn
+
+def column_terms(model: PMF, state: PMFState, side: int, j, rng=None, batch_size: int | None = None, n_u: int = 10, n_f: int = 10,
+                 expect: str = "mc") -> SideSums:
+    "`side_sums` of the blocks `j` (one index or increasing indices) of one side: the sums a block-by-block schedule updates from."
+    return side_sums(model, state, side, rng, batch_size, n_u, n_f, expect, blocks=np.atleast_1d(j))
+
+def column_step(model: PMF, state: PMFState, side: int, j, method: str, sums: SideSums, rho: float, opt_m=None, opt_L=None):
+    "`side_step` of the blocks `j` (as in `column_terms`) from their sums."
+    return side_step(model, state, side, method, sums, rho, opt_m, opt_L, blocks=np.atleast_1d(j))
 
 # %% ../../nbs/methods/16_pmf.ipynb #7189c47c
 def lim_teh_step(model: PMF, state: PMFState, side: int, j: int):
