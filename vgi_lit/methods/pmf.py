@@ -230,11 +230,10 @@ def side_sums(model: PMF, state: PMFState, side: int, rng=None, batch_size: int 
         M, Fp = full_vectors(model, state, o_side, pp)                                     # (b, D), (b, D, d)
         y = model.y[kk]
         U = M[:, None, :] + np.einsum('nkl,nal->nak', Fp, rng.standard_normal((kk.size, n_u, d)))   # (b, k₁, D) draws
-        H = U[:, :, free].reshape(-1, d)
-        o = U[:, :, fixed].ravel() if fixed is not None else np.zeros(H.shape[0])
-        rb = np.repeat(bb, n_u)
-        alpha = o + np.einsum('nk,nk->n', H, m_s[rb])
-        beta = np.sum(np.einsum('nk,nkl->nl', H, F_s[rb])**2, 1)
+        H3 = U[:, :, free]                                                                   # (b, k₁, d) rows h
+        alpha = np.einsum('nak,nk->na', H3, m_s[bb]) + (U[:, :, fixed] if fixed is not None else 0.0)   # o + hᵀm_j
+        beta = np.sum(np.einsum('nak,nkl->nal', H3, F_s[bb])**2, 2)                         # hᵀS_j h, one gather per observation
+        H, alpha, beta, rb = H3.reshape(-1, d), alpha.ravel(), beta.ravel(), np.repeat(bb, n_u)
         dE_dm, dE_dv = site_derivs(lik, np.repeat(y, n_u), alpha, beta, "mc" if expect == "mc" else "gh", n_f, rng)
         wr = np.repeat(ww, n_u) / n_u; gamma = -2.0 * dE_dv
         g += block_sum(rb, H * (wr * dE_dm)[:, None], N)
