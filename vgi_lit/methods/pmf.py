@@ -188,6 +188,7 @@ def side_observations(model: PMF, side: int, rng=None, batch_size: int | None = 
         blk = np.repeat(np.arange(n_b), counts)
     ptr = np.concatenate([[0], np.cumsum(counts)])
     if batch_size is not None and counts.max(initial=0) > batch_size:
+        if rng is None: raise ValueError("a sub-sample (batch_size) is drawn at random: pass rng, a numpy Generator")
         key = rng.uniform(size=k.size)
         perm = np.lexsort((key, blk)); k, blk = k[perm], blk[perm]        # a random order inside each block
         rank = np.arange(k.size) - ptr[blk]
@@ -209,6 +210,7 @@ def side_sums(model: PMF, state: PMFState, side: int, rng=None, batch_size: int 
     lik, d = model.likelihood, model.d
     sel = slice(None) if blocks is None else np.asarray(blocks, dtype=np.intp).reshape(-1)
     if expect == "exact" and not isinstance(lik, Gaussian): raise ValueError("expect='exact' needs a Gaussian likelihood")
+    if expect != "exact" and rng is None: raise ValueError(f"expect={expect!r} draws the partners: pass rng, a numpy Generator")
     k, blk, partner, w = side_observations(model, side, rng, batch_size, blocks)
     N = model.n(side) if blocks is None else sel.size
     free, fixed, o_side = model.free(side), model.fixed(side), 1 - side
