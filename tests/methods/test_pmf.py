@@ -87,7 +87,7 @@ def test_a_subset_of_blocks_is_the_same_update():
     column_step(model, b, 1, [1, 4, 9], "mc-ssvi", part, 0.7)
     np.testing.assert_allclose(b.m[1][[1, 4, 9]], a.m[1][[1, 4, 9]], rtol=1e-12)
     assert np.array_equal(b.m[1][0], st.m[1][0])
-    with pytest.raises(ValueError, match="increasing"): column_terms(model, st, 1, [4, 1])
+    with pytest.raises(ValueError, match="increasing"): column_terms(model, st, 1, [4, 1], expect="exact")
     with pytest.raises(ValueError, match="rng"): side_sums(model, st, 1, expect="mc")
     with pytest.raises(ValueError, match="rng"): side_sums(model, st, 1, batch_size=1, expect="exact")
 
