@@ -95,14 +95,14 @@ def test_io_round_trip(kind, method, tmp_path):
 
 def test_default_methods_and_clear_errors():
     pmf, ctm, gme = _pmf(), _ctm(), _gme()
-    assert fit(pmf, max_iter=1).method == fit(ctm, max_iter=1).method == fit(gme, max_iter=1).method == "h-mc-ssvi"
+    assert fit(ctm, max_iter=1).method == fit(gme, max_iter=1).method == "h-mc-ssvi" and fit(pmf, max_iter=1).method == "mc-ssvi"
     with pytest.raises(ValueError, match=r"unknown method 'fpi' for a PMF; available: h-mc-ssvi, mc-ssvi, s-dsvi"): fit(pmf, "fpi")
     with pytest.raises(ValueError, match=r"'simple' is a method of the kinds ctm"): fit(pmf, "simple")
     with pytest.raises(ValueError, match="mean-field"): fit(gme, "no-such")
     with pytest.raises(TypeError, match=r"options=PMFOptions\(batch_size=...\)"): fit(pmf, batch_size=3)
     with pytest.raises(TypeError, match="options must be a CTMOptions"): fit(ctm, options=vgi_lit.PMFOptions())
     with pytest.raises(TypeError, match="unexpected option 'tol'"): fit(gme, "s-dsvi", tol=1e-3)
-    with pytest.raises(ValueError, match="learn=True"): fit(pmf, learn=True)
+    with pytest.raises(TypeError, match="learn"): fit(pmf, learn_prior=True)      # the priors' switch is fit's learn
     with pytest.raises(TypeError, match="two-level model"): fit("a model")
 
 
@@ -112,7 +112,7 @@ def test_options_reach_the_algorithms():
     from vgi_lit.methods.ctm import fit_ctm
     from vgi_lit.methods.gme import gme_fit
     pmf, ctm, gme = _pmf(), _ctm(), _gme()
-    a = fit(pmf, "mc-ssvi", max_iter=2, options=vgi_lit.PMFOptions(batch_size=3, seed=5, learn_prior=False))
+    a = fit(pmf, "mc-ssvi", learn=False, max_iter=2, options=vgi_lit.PMFOptions(batch_size=3, seed=5))
     b = fit_pmf(pmf, "mc-ssvi", max_iter=2, batch_size=3, seed=5, learn_prior=False)
     assert a.vlb == b.vlb and a.prior_var == b.prior_var == pmf.prior_var
     a = fit(ctm, "simple", learn=False, max_iter=2, tol=0, options=vgi_lit.CTMOptions(cov="full", seed=2))
