@@ -142,7 +142,7 @@ def test_natural_step_of_length_one_on_all_rows_is_the_collapsed_optimum():
     m_star, cov = collapsed_q(mod); P = mod.prior.solve(np.eye(6)); m0 = np.random.default_rng(0).normal(size=6)
     a, c, H = mod.rows(np.arange(50))
     _, gm, gv = mod.likelihood.expected_log_lik(mod.y, a + H @ m0, c + np.sum((H @ mod.prior.dense()) * H, 1))
-    P1, e1, L1, ev = natural_step(P, P @ m0, mod.prior, 0.0, H, gm, gv, 1.0, 1.0)
+    P1, e1, L1, ev = natural_step(P, P @ m0, m0, P, 0.0, H, gm, gv, 1.0, 1.0)
     assert not ev and np.allclose(np.linalg.solve(P1, e1), m_star, atol=1e-9) and np.allclose(P1, np.linalg.inv(cov.dense()), rtol=1e-8)
 
 

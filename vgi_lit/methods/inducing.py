@@ -85,18 +85,19 @@ def kernel_adjoint(kernel, X, Z, Abar, same: bool = False):
     return g, (2.0 * g_Z if same else g_Z)
 
 # %% ../../nbs/methods/15a_inducing.ipynb #db44c18e
-def sites_adjoint(kernel, Z, prior, likelihood, X, y, mean, m, V, scale: float = 1.0):
+def sites_adjoint(kernel, Z, prior, likelihood, X, y, mean, m, V, scale: float = 1.0, sites=None, Ki=None):
     """s·Σ_i E_i over the rows X, y (s = `scale`) of a sparse GP at fixed q(u) = N(m, V), and its derivatives in what the
     hyperparameters move (eqs. A, B, D): Ā = ∂/∂K_xz (b × M), B̄ = ∂/∂K̃ (M × M, symmetric), ∂/∂k_ii (b,), the likelihood's
-    parameters, the constant mean. Returns dict(E, Abar, Bbar, dkdiag, dlik, dmean). O(bM² + M³)."""
-    a, c, H = sparse_gp_site_map(kernel, Z, prior, X, mean)        # (b,), (b,), (b, M)
+    parameters, the constant mean. Returns dict(E, Abar, Bbar, dkdiag, dlik, dmean). O(bM² + M³).
+    `sites`: the rows (a, c, H) of X when already computed; `Ki`: K̃⁻¹ when already formed."""
+    a, c, H = sparse_gp_site_map(kernel, Z, prior, X, mean) if sites is None else sites    # (b,), (b,), (b, M)
     u = np.asarray(m, float) - mean; HV = H @ V
     m_site, v_site = mean + H @ u, c + np.sum(HV * H, 1)
     E, gm, gv = likelihood.expected_log_lik(y, m_site, v_site)
     gm, gv = scale * np.asarray(gm, float), scale * np.asarray(gv, float)
     r = prior.solve(u)                                               # K̃⁻¹u
-    VKi = prior.solve(V).T                                            # V K̃⁻¹
-    Abar = np.outer(gm, r) + 2.0 * gv[:, None] * (prior.solve(HV.T).T - H)   # (A): g_m rᵀ + 2 diag(g_v)(H V K̃⁻¹ − H)
+    VKi = V @ (prior.solve(np.eye(prior.d)) if Ki is None else Ki)     # V K̃⁻¹ (M × M)
+    Abar = np.outer(gm, r) + 2.0 * gv[:, None] * (H @ VKi - H)          # (A): g_m rᵀ + 2 diag(g_v)(H V K̃⁻¹ − H)
     C = (H.T * gv) @ H                                                # Hᵀ diag(g_v) H
     Bl = -np.outer(H.T @ gm, r) - 2.0 * C @ VKi + C                   # (B): −(Hᵀg_m) rᵀ − 2C V K̃⁻¹ + C
     names = getattr(likelihood, "param_names", [])
@@ -105,13 +106,13 @@ def sites_adjoint(kernel, Z, prior, likelihood, X, y, mean, m, V, scale: float =
                 dmean=float(gm @ (1.0 - H.sum(1))))
 
 # %% ../../nbs/methods/15a_inducing.ipynb #802b545d
-def kl_adjoint(prior, m, V, mean):
+def kl_adjoint(prior, m, V, mean, Ki=None):
     """(KL, B̄_KL, ∂/∂mean) of −KL(N(m, V) ‖ N(mean·1, K̃)) (eq. C): KL = ½[tr(K̃⁻¹V) − M + log|K̃| − log|V| + uᵀK̃⁻¹u],
-    ∂(−KL)/∂K̃ = ½(rrᵀ − K̃⁻¹ + K̃⁻¹VK̃⁻¹), ∂(−KL)/∂mean = 1ᵀr, with u = m − mean·1, r = K̃⁻¹u."""
+    ∂(−KL)/∂K̃ = ½(rrᵀ − K̃⁻¹ + K̃⁻¹VK̃⁻¹), ∂(−KL)/∂mean = 1ᵀr, with u = m − mean·1, r = K̃⁻¹u (`Ki`: K̃⁻¹ when formed)."""
     u = np.asarray(m, float) - mean; r = prior.solve(u)
     LV = cholesky(V, name="V")
-    kl = 0.5 * (float(np.sum(prior.half_solve(LV) ** 2)) - prior.d + prior.logdet() - 2.0 * float(np.sum(np.log(np.diag(LV)))) + float(u @ r))
-    Ki = prior.solve(np.eye(prior.d)); KiV = prior.solve(V)
+    Ki = prior.solve(np.eye(prior.d)) if Ki is None else Ki; KiV = Ki @ V
+    kl = 0.5 * (float(np.trace(KiV)) - prior.d + prior.logdet() - 2.0 * float(np.sum(np.log(np.diag(LV)))) + float(u @ r))
     B = 0.5 * (np.outer(r, r) - Ki + KiV @ Ki)
     return kl, 0.5 * (B + B.T), float(r.sum())
 
@@ -147,18 +148,20 @@ class InducingParams:
         "Every parameter by name on its natural scale (exp of a log-parameter), as `hyper.learn` names them."
         t = self.hp.full(theta)
         return {n: float(np.exp(v)) if lg else float(v) for n, v, lg in zip(self.hp.names, t, self.hp.is_log)}
-    def grad(self, theta, m, V, idx=None, chunk: int = 4096):
+    def grad(self, theta, m, V, idx=None, chunk: int = 4096, parts=None, sites=None):
         """(F, ∂F/∂θ (free)) at fixed q = N(m, V): F the VLB (`idx` None, all rows in chunks of `chunk`) or its
-        mini-batch estimate (n/|idx|)Σ_{i∈idx} E_i − KL on the rows `idx`."""
-        kern, lik, Z, mean, P = self.parts(theta); M = self.model
+        mini-batch estimate (n/|idx|)Σ_{i∈idx} E_i − KL on the rows `idx`; `parts` = `self.parts(theta)` and `sites` =
+        the rows (a, c, H) of `idx` when the caller holds them."""
+        kern, lik, Z, mean, P = self.parts(theta) if parts is None else parts; M = self.model
+        Ki = P.solve(np.eye(P.d)); Ki = 0.5 * (Ki + Ki.T)                  # K̃⁻¹: B̄ is a matrix in it
         rows = [np.arange(s, min(s + int(chunk), M.n)) for s in range(0, M.n, int(chunk))] if idx is None else [np.asarray(idx)]
         scale = 1.0 if idx is None else M.n / len(rows[0])
         k, l, nz = self.k, self.l, self.hp.n_z
-        kl, Bbar, dmean = kl_adjoint(P, m, V, mean)
+        kl, Bbar, dmean = kl_adjoint(P, m, V, mean, Ki)
         g = np.zeros(len(self.hp.names)); F = -kl
         if self.learn_mean: g[-1] = dmean
         for b in rows:
-            X = np.asarray(M.X[b]); a = sites_adjoint(kern, Z, P, lik, X, M.y[b], mean, m, V, scale)
+            X = np.asarray(M.X[b]); a = sites_adjoint(kern, Z, P, lik, X, M.y[b], mean, m, V, scale, sites if idx is not None else None, Ki)
             F += a["E"]; Bbar = Bbar + a["Bbar"]
             gx, gzx = kernel_adjoint(kern, X, Z, a["Abar"])
             g[:k] += gx; g[l:l + nz] += gzx.ravel()
@@ -266,17 +269,16 @@ def sparse_vlb(ip, theta, m, V, chunk: int = 4096) -> float:
     return tot - kl_adjoint(P, m, V, mean)[0]
 
 # %% ../../nbs/methods/15a_inducing.ipynb #513a89a4
-def natural_step(P, eta1, Kt, mean, H, dE_dm, dE_dv, rho, scale):
+def natural_step(P, eta1, m, Ki, mean, H, dE_dm, dE_dv, rho, scale):
     """One natural-gradient step on q(u) = N(m, V) in its natural parameters (P = V⁻¹, η₁ = V⁻¹m) from a mini-batch with
-    rows H (b × M) and ∂E/∂m, ∂E/∂v at the sites, scaled by s = N/b (Hensman et al. 2013; eq. G):
-    P' = (1 − ρ)P + ρ(K̃⁻¹ − 2s Hᵀdiag(∂E/∂v)H), η₁' = (1 − ρ)η₁ + ρ(K̃⁻¹μ + s Hᵀ(∂E/∂m − 2 ∂E/∂v ∘ Hm))
-    with m = P⁻¹η₁ the current mean; when P' is not positive definite, positive ∂E/∂v are set to 0 (a CLIPPED_GAMMA event).
-    Returns (P', η₁', L_P' (lower Cholesky factor), events)."""
-    m = chol_solve(cholesky(P, name="V^-1", check=False), eta1)
-    Ki = Kt.solve(np.eye(Kt.d)); mu = np.full(Kt.d, mean); events = []
+    rows H (b × M) and ∂E/∂m, ∂E/∂v at the sites (at the current m), scaled by s = N/b (Hensman et al. 2013; eq. G), with
+    `Ki` = K̃⁻¹ and the prior mean mean·1: P' = (1 − ρ)P + ρ(K̃⁻¹ − 2s Hᵀdiag(∂E/∂v)H),
+    η₁' = (1 − ρ)η₁ + ρ(K̃⁻¹μ + s Hᵀ(∂E/∂m − 2 ∂E/∂v ∘ Hm)); when P' is not positive definite, positive ∂E/∂v are set to 0
+    (a CLIPPED_GAMMA event). Returns (P', η₁', L_P' (lower Cholesky factor), events)."""
+    events, prior_term = [], Ki @ np.full(len(m), mean)
     def step(gv):
         Pn = (1.0 - rho) * P + rho * (Ki - 2.0 * scale * (H.T * gv) @ H)
-        return 0.5 * (Pn + Pn.T), (1.0 - rho) * eta1 + rho * (Kt.solve(mu) + scale * H.T @ (dE_dm - 2.0 * dE_dv * (H @ m)))
+        return 0.5 * (Pn + Pn.T), (1.0 - rho) * eta1 + rho * (prior_term + scale * H.T @ (dE_dm - 2.0 * dE_dv * (H @ m)))
     Pn, e1 = step(dE_dv)
     try: Lp = cholesky(Pn, name="V^-1")
     except ValueError:
@@ -341,13 +343,14 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
         s = cur.state
         if order["pos"] + bs > n: order.update(perm=rng.permutation(n), pos=0)
         idx = np.sort(order["perm"][order["pos"]:order["pos"] + bs]); order["pos"] += bs
-        kern, lik, Z, mean, Kt = ip.parts(s["theta"])
-        a, c, H = sparse_gp_site_map(kern, Z, Kt, np.asarray(model.X[idx]), mean)
+        parts = ip.parts(s["theta"]); kern, lik, Z, mean, Kt = parts
+        rows = sparse_gp_site_map(kern, Z, Kt, np.asarray(model.X[idx]), mean); a, c, H = rows
         _, gm, gv = lik.expected_log_lik(model.y[idx], a + H @ s["m"], c + np.sum((H @ s["V"]) * H, 1))
-        try: P, eta1, Lp, events = natural_step(s["P"], s["eta1"], Kt, mean, H, np.asarray(gm, float), np.asarray(gv, float), rho, n / bs)
+        Ki = Kt.solve(np.eye(Kt.d))
+        try: P, eta1, Lp, events = natural_step(s["P"], s["eta1"], s["m"], 0.5 * (Ki + Ki.T), mean, H, np.asarray(gm, float), np.asarray(gv, float), rho, n / bs)
         except ValueError as e: return Halt(Stop.FAILED, f"natural step: {e}")
         m, V = chol_solve(Lp, eta1), cov_of(Lp)
-        _, g = ip.grad(s["theta"], m, V, idx=idx)
+        _, g = ip.grad(s["theta"], m, V, idx=idx, parts=parts, sites=rows)
         theta = np.clip(s["theta"] + adam.step(g), lo, -lo)
         new = dict(theta=theta, P=P, eta1=eta1, m=m, V=V)
         extra = dict(points=(k + 1) * bs, grad_norm_stochastic=float(np.max(np.abs(g), initial=0.0)))
