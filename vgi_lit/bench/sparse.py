@@ -9,12 +9,12 @@ import numpy as np
 from ..models import SparseGP
 from ..kernels import RBF
 from ..likelihoods import Gaussian, Probit
-from ..datasets import load_a7a, random_split
+from ..datasets import load_a7a, random_split, shared_data_dir
 from ..experiments.scale import california
 from ..methods.inducing import kmeans_inducing, fit_inducing, svi_inducing
 
 # %% auto #0
-__all__ = ['PEERS', 'problem', 'time_to', 'ours', 'gpflow_fit', 'gpytorch_fit', 'measure', 'run']
+__all__ = ['PEERS', 'problem', 'time_to', 'ours', 'gpflow_fit', 'gpytorch_fit', 'print_row', 'measure', 'run']
 
 # %% ../../nbs/bench/98k_bench_sparse.ipynb #89df32a7
 def problem(name: str, n_max: int | None = None, seed: int = 0):
@@ -25,7 +25,7 @@ def problem(name: str, n_max: int | None = None, seed: int = 0):
         X, y = california(); y = y / y.std()
         s = random_split(X, y, frac=0.8, seed=seed); out = (s.X, s.y, s.X_test, s.y_test, "gaussian", 1.0)
     elif name == "a7a":
-        d = load_a7a(); S = d.X[:500]
+        d = load_a7a(data_dir=shared_data_dir(globals().get('__file__')) or shared_data_dir(None)); S = d.X[:500]
         D2 = np.sum(S**2, 1)[:, None] + np.sum(S**2, 1)[None, :] - 2 * S @ S.T
         ell = float(np.sqrt(np.median(D2[np.triu_indices(500, 1)])))
         out = (d.X, d.y, d.X_test, d.y_test, "probit", ell)
@@ -159,7 +159,20 @@ def gpytorch_fit(X, y, Xt, yt, lik: str, ell: float, Z0, mode: str, batch: int, 
         lpd = sum(float(L.log_marginal(tYt[s:s + 4096], model(tXt[s:s + 4096])).sum()) for s in range(0, len(Xt), 4096)) / len(Xt)
     return dict(trace=trace, vlb=trace[-1][1], lpd=lpd, seconds=clock, wall=clock)
 
-# %% ../../nbs/bench/98k_bench_sparse.ipynb #5bba5d0a
+# %% ../../nbs/bench/98k_bench_sparse.ipynb #bb883e95
+def print_row(r, peer):
+    "Print the package's line of a result row (`peer` None) or the line of one peer."
+    ts = lambda t: "not reached" if t is None else f"{t:.1f} s"
+    if peer is None:
+        o = r["ours"]
+        print(f"{r['problem']} (n = {r['n']}, test {r['n_test']}) {'stochastic' if r['mode'] == 'svi' else 'collapsed'}")
+        print(f"  {'vgi_lit':9s} VLB {o['vlb']:.2f}, held-out log density {o['lpd']:.4f}, {o['seconds']:.1f} s", flush=True); return
+    g = r["peers"][peer]; extra = f" (+{g['compile_seconds']:.1f} s tracing the step)" if "compile_seconds" in g else ""
+    print(f"  {peer:9s} VLB {g['vlb']:.2f}, held-out log density {g['lpd']:.4f}, {g['seconds']:.1f} s{extra}; "
+          f"time to VLB {g['target']:.2f}: vgi_lit {ts(g['t_ours'])}, {peer} {ts(g['t_peer'])}"
+          + (f", ratio {g['speedup']:.2f}x" if g["speedup"] else ""), flush=True)
+
+# %% ../../nbs/bench/98k_bench_sparse.ipynb #c4416762
 PEERS = {"gpflow": gpflow_fit, "gpytorch": gpytorch_fit}
 
 def measure(argv=None):
@@ -175,6 +188,9 @@ def measure(argv=None):
     ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=list(PEERS)); ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     out = dict(M=a.M, batch=a.batch, epochs=a.epochs, rho=a.rho, lr=a.lr, results=[])
+    if not a.json:
+        print(f"sparse GP, learned Z, kernel and likelihood; M = {a.M}, k-means start (seed {a.seed}), one BLAS/TF/torch thread; "
+              f"stochastic: batch {a.batch}, {a.epochs:g} epochs, natural-gradient step {a.rho:g}, Adam {a.lr:g}; batch: L-BFGS, ≤ {a.max_iter} iterations", flush=True)
     for name in a.problems:
         X, y, Xt, yt, lik, ell = problem(name, a.n_max, a.seed)
         Z0 = kmeans_inducing(X, a.M, seed=a.seed)                         # the one start of every method
@@ -182,6 +198,7 @@ def measure(argv=None):
             if mode == "batch" and lik != "gaussian": continue             # the collapsed bound needs a Gaussian likelihood
             kw = dict(mode=mode, batch=a.batch, epochs=a.epochs, rho=a.rho, lr=a.lr, max_iter=a.max_iter, seed=a.seed)
             row = dict(problem=name, n=len(X), n_test=len(Xt), mode=mode, ours=ours(X, y, Xt, yt, lik, ell, Z0, **kw), peers={})
+            if not a.json: print_row(row, None)
             best = max(v for _, v in row["ours"]["trace"])
             for peer in a.peers:
                 res = PEERS[peer](X, y, Xt, yt, lik, ell, Z0, **kw)
@@ -190,28 +207,17 @@ def measure(argv=None):
                 t_o, t_p = time_to(row["ours"]["trace"], target), time_to(res["trace"], target)
                 res.update(target=target, t_ours=t_o, t_peer=t_p, speedup=(t_p / t_o) if t_o and t_p else None)
                 row["peers"][peer] = res
+                if not a.json: print_row(row, peer)
             out["results"].append(row)
-    if a.json: print(json.dumps(out, indent=1, default=float)); return out
-    print(f"sparse GP, learned Z, kernel and likelihood; M = {a.M}, k-means start (seed {a.seed}), one BLAS/TF/torch thread; "
-          f"stochastic: batch {a.batch}, {a.epochs:g} epochs, natural-gradient step {a.rho:g}, Adam {a.lr:g}; batch: L-BFGS, ≤ {a.max_iter} iterations")
-    ts = lambda t: "not reached" if t is None else f"{t:.1f} s"
-    for r in out["results"]:
-        o = r["ours"]
-        print(f"{r['problem']} (n = {r['n']}, test {r['n_test']}) {'stochastic' if r['mode'] == 'svi' else 'collapsed'}")
-        print(f"  {'vgi_lit':9s} VLB {o['vlb']:.2f}, held-out log density {o['lpd']:.4f}, {o['seconds']:.1f} s")
-        for peer, g in r["peers"].items():
-            extra = f" (+{g['compile_seconds']:.1f} s tracing the step)" if "compile_seconds" in g else ""
-            print(f"  {peer:9s} VLB {g['vlb']:.2f}, held-out log density {g['lpd']:.4f}, {g['seconds']:.1f} s{extra}; "
-                  f"time to VLB {g['target']:.2f}: vgi_lit {ts(g['t_ours'])}, {peer} {ts(g['t_peer'])}"
-                  + (f", ratio {g['speedup']:.2f}x" if g["speedup"] else ""))
+    if a.json: print(json.dumps(out, indent=1, default=float))
     return out
 
-# %% ../../nbs/bench/98k_bench_sparse.ipynb #5652dea2
+# %% ../../nbs/bench/98k_bench_sparse.ipynb #2c9859c9
 def run(argv=None):
     "Entry point of `python -m vgi_lit.bench sparse`: runs `measure(argv)`, prints the table, returns 0."
     measure(argv); return 0
 
-# %% ../../nbs/bench/98k_bench_sparse.ipynb #4e749f3f
+# %% ../../nbs/bench/98k_bench_sparse.ipynb #90b5319e
 #| eval: false
 # `python -m vgi_lit.bench.sparse`: not run when this notebook executes (kernel) or when nbdev renders it
 if __name__ == "__main__" and "ipykernel" not in __import__("sys").modules: run()
