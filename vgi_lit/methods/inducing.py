@@ -148,12 +148,14 @@ class InducingParams:
         "Every parameter by name on its natural scale (exp of a log-parameter), as `hyper.learn` names them."
         t = self.hp.full(theta)
         return {n: float(np.exp(v)) if lg else float(v) for n, v, lg in zip(self.hp.names, t, self.hp.is_log)}
-    def grad(self, theta, m, V, idx=None, chunk: int = 4096, parts=None, sites=None):
+    def grad(self, theta, m, V, idx=None, chunk: int = 4096, parts=None, sites=None, Ki=None):
         """(F, ∂F/∂θ (free)) at fixed q = N(m, V): F the VLB (`idx` None, all rows in chunks of `chunk`) or its
-        mini-batch estimate (n/|idx|)Σ_{i∈idx} E_i − KL on the rows `idx`; `parts` = `self.parts(theta)` and `sites` =
-        the rows (a, c, H) of `idx` when the caller holds them."""
+        mini-batch estimate (n/|idx|)Σ_{i∈idx} E_i − KL on the rows `idx`. What the caller already holds at θ:
+        `parts` = `self.parts(theta)`, `Ki` = K̃⁻¹, `sites` = the rows (a, c, H) of `idx` (of all rows, in one chunk,
+        when `idx` is None)."""
         kern, lik, Z, mean, P = self.parts(theta) if parts is None else parts; M = self.model
-        Ki = P.solve(np.eye(P.d)); Ki = 0.5 * (Ki + Ki.T)                  # K̃⁻¹: B̄ is a matrix in it
+        if Ki is None: Ki = P.solve(np.eye(P.d)); Ki = 0.5 * (Ki + Ki.T)   # K̃⁻¹: B̄ is a matrix in it
+        if idx is None and sites is not None: chunk = M.n                  # the rows are given: one chunk
         rows = [np.arange(s, min(s + int(chunk), M.n)) for s in range(0, M.n, int(chunk))] if idx is None else [np.asarray(idx)]
         scale = 1.0 if idx is None else M.n / len(rows[0])
         k, l, nz = self.k, self.l, self.hp.n_z
@@ -161,7 +163,7 @@ class InducingParams:
         g = np.zeros(len(self.hp.names)); F = -kl
         if self.learn_mean: g[-1] = dmean
         for b in rows:
-            X = np.asarray(M.X[b]); a = sites_adjoint(kern, Z, P, lik, X, M.y[b], mean, m, V, scale, sites if idx is not None else None, Ki)
+            X = np.asarray(M.X[b]); a = sites_adjoint(kern, Z, P, lik, X, M.y[b], mean, m, V, scale, sites, Ki)
             F += a["E"]; Bbar = Bbar + a["Bbar"]
             gx, gzx = kernel_adjoint(kern, X, Z, a["Abar"])
             g[:k] += gx; g[l:l + nz] += gzx.ravel()
@@ -194,9 +196,9 @@ def grad_tol_rel(cur, prev, tol, tol_rel):
 # %% ../../nbs/methods/15a_inducing.ipynb #0afe8aba
 def _inner(model, method, inner, post):
     "The optimal q at `model`: closed form ('collapsed'), else `fit(model, method)` warm-started at the previous optimum `post`."
-    if method == "collapsed":
+    if method == "collapsed":                                          # its VLB is the value `InducingParams.grad` returns
         m, cov = collapsed_q(model)
-        return VGPosterior(model, m, cov, "collapsed", vlb(model, m, cov), Stop.GRAD_TOL, History(), "closed form", n_iter=0)
+        return VGPosterior(model, m, cov, "collapsed", np.nan, Stop.GRAD_TOL, History(), "closed form", n_iter=0)
     start = {}
     lam = None if post is None else getattr(post.cov, "lam", None)
     if post is not None and method in ("fpi", "fpb") and lam is not None and np.all(np.asarray(lam) >= 0): start = dict(m0=post.m, lam0=lam)
@@ -232,7 +234,8 @@ def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fix
         if key in cache: return cache[key]
         mod = ip.model_at(theta)
         post = _inner(mod, method, inner, st["last"][1] if st["last"] else None)
-        F, g = ip.grad(theta, post.m, post.cov.dense())
+        F, g = ip.grad(theta, post.m, post.cov.dense(), sites=(mod.a, mod.c, mod.H) if mod.sites.dense_array else None)
+        if method == "collapsed": post.vlb = F                          # the VLB at q*, from the same pass
         st["n_inner"] += post.n_iter or 0
         gb = g.copy(); gb[(theta >= hi) & (gb > 0)] = 0.0; gb[(theta <= lo) & (gb < 0)] = 0.0
         cache.clear(); cache[key] = (-post.vlb, -g); st["last"] = (theta.copy(), post, float(np.max(np.abs(gb), initial=0.0)))
@@ -346,11 +349,11 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
         parts = ip.parts(s["theta"]); kern, lik, Z, mean, Kt = parts
         rows = sparse_gp_site_map(kern, Z, Kt, np.asarray(model.X[idx]), mean); a, c, H = rows
         _, gm, gv = lik.expected_log_lik(model.y[idx], a + H @ s["m"], c + np.sum((H @ s["V"]) * H, 1))
-        Ki = Kt.solve(np.eye(Kt.d))
-        try: P, eta1, Lp, events = natural_step(s["P"], s["eta1"], s["m"], 0.5 * (Ki + Ki.T), mean, H, np.asarray(gm, float), np.asarray(gv, float), rho, n / bs)
+        Ki = Kt.solve(np.eye(Kt.d)); Ki = 0.5 * (Ki + Ki.T)
+        try: P, eta1, Lp, events = natural_step(s["P"], s["eta1"], s["m"], Ki, mean, H, np.asarray(gm, float), np.asarray(gv, float), rho, n / bs)
         except ValueError as e: return Halt(Stop.FAILED, f"natural step: {e}")
         m, V = chol_solve(Lp, eta1), cov_of(Lp)
-        _, g = ip.grad(s["theta"], m, V, idx=idx, parts=parts, sites=rows)
+        _, g = ip.grad(s["theta"], m, V, idx=idx, parts=parts, sites=rows, Ki=Ki)
         theta = np.clip(s["theta"] + adam.step(g), lo, -lo)
         new = dict(theta=theta, P=P, eta1=eta1, m=m, V=V)
         extra = dict(points=(k + 1) * bs, grad_norm_stochastic=float(np.max(np.abs(g), initial=0.0)))
