@@ -74,14 +74,18 @@ def kernel_adjoint(kernel, X, Z, Abar, same: bool = False):
     O(nMp) time, no (n, M, p) array."""
     X, Z, Abar = np.asarray(X, float), np.asarray(Z, float), np.asarray(Abar, float)
     ell2 = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (Z.shape[1],)) ** 2
-    r2 = np.zeros(Abar.shape)                                          # (n, M) scaled squared distances, per input
-    for j in range(Z.shape[1]): r2 += (X[:, j, None] - Z[None, :, j]) ** 2 / ell2[j]
-    W = Abar * radial_weight(kernel, r2)
+    if type(kernel) is Matern12:                                       # w ~ 1/r at 0: squared distances summed per input
+        r2 = np.zeros(Abar.shape)
+        for j in range(Z.shape[1]): r2 += (X[:, j, None] - Z[None, :, j]) ** 2 / ell2[j]
+    else: r2 = kernel.sqdist(X, Z)                                     # (n, M) by one matrix product (w smooth at 0)
+    sw = radial_weight(kernel, r2)
+    W = Abar * sw
     if same: np.fill_diagonal(W, 0.0)
     rw, cw = W.sum(1), W.sum(0)
     g_ell = (rw @ X**2 - 2.0 * np.sum((W @ Z) * X, 0) + cw @ Z**2) / ell2
     g_Z = (W.T @ X - cw[:, None] * Z) / ell2
-    g = np.concatenate([[float(np.sum(Abar * kernel.K(X, Z)))], g_ell if kernel.ard else [g_ell.sum()]])
+    K = sw if type(kernel) is RBF else kernel.K(X, Z)                # RBF: s·w(r²) is k itself
+    g = np.concatenate([[float(np.sum(Abar * K))], g_ell if kernel.ard else [g_ell.sum()]])
     return g, (2.0 * g_Z if same else g_Z)
 
 # %% ../../nbs/methods/15a_inducing.ipynb #db44c18e
