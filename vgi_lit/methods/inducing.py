@@ -101,8 +101,9 @@ def sites_adjoint(kernel, Z, prior, likelihood, X, y, mean, m, V, scale: float =
     gm, gv = scale * np.asarray(gm, float), scale * np.asarray(gv, float)
     r = prior.solve(u)                                               # K̃⁻¹u
     VKi = V @ (prior.solve(np.eye(prior.d)) if Ki is None else Ki)     # V K̃⁻¹ (M × M)
-    Abar = np.outer(gm, r) + 2.0 * gv[:, None] * (H @ VKi - H)          # (A): g_m rᵀ + 2 diag(g_v)(H V K̃⁻¹ − H)
-    C = (H.T * gv) @ H                                                # Hᵀ diag(g_v) H
+    Abar = H @ (VKi - np.eye(prior.d)); Abar *= 2.0 * gv[:, None]      # (A): g_m rᵀ + 2 diag(g_v) H(V K̃⁻¹ − I)
+    Abar += gm[:, None] * r[None, :]
+    C = H.T @ (gv[:, None] * H)                                       # Hᵀ diag(g_v) H
     Bl = -np.outer(H.T @ gm, r) - 2.0 * C @ VKi + C                   # (B): −(Hᵀg_m) rᵀ − 2C V K̃⁻¹ + C
     names = getattr(likelihood, "param_names", [])
     dlik = scale * np.sum(likelihood.expected_dparams(y, m_site, v_site), axis=1) if names else np.zeros(0)
