@@ -1,0 +1,157 @@
+"""Learned inducing inputs (methods.inducing): the adjoint gradient against the per-coordinate route of `hyper` and against
+finite differences, the mini-batch estimate, the greedy start, the batch and stochastic fits, and bad input."""
+import numpy as np
+import pytest
+
+from vgi_lit.models import SparseGP
+from vgi_lit.kernels import RBF, Matern12, Matern32, Matern52, Linear
+from vgi_lit.likelihoods import Gaussian, Logistic, Probit, StudentT, Poisson
+from vgi_lit.covariance import DenseCov
+from vgi_lit.vlb import vlb
+from vgi_lit.inference import Stop
+from vgi_lit.methods.hyper import HyperParams, HyperFit
+from vgi_lit.methods.inducing import (InducingParams, greedy_inducing, kmeans_inducing, collapsed_q, fit_inducing,
+                                      svi_inducing, sparse_vlb, natural_step, Adam, radial_weight)
+
+
+def _problem(kern, lik, seed=0, n=30, M=5, p=2, mean=0.2):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p)); f = np.sin(2 * X[:, 0]) + 0.5 * X[:, -1]
+    y = {Gaussian: f + 0.2 * rng.normal(size=n), Logistic: np.where(f > 0, 1.0, -1.0), Probit: np.where(f > 0, 1.0, -1.0),
+         StudentT: f + 0.2 * rng.standard_t(3, size=n), Poisson: rng.poisson(np.exp(0.5 * f)).astype(float)}[type(lik)]
+    mod = SparseGP(X, y, lik, kern, rng.normal(size=(M, p)), mean=mean)
+    m = rng.normal(size=M); A = rng.normal(size=(M, M)); V = A @ A.T / M + 0.1 * np.eye(M)
+    return mod, m, V
+
+
+KERNELS = [lambda: RBF(1.3, np.array([0.8, 1.4])), lambda: Matern12(0.9, 1.2), lambda: Matern32(0.7, np.array([1.1, 0.6])),
+           lambda: Matern52(1.1, 0.9)]
+LIKS = [lambda: Gaussian(0.3), lambda: Probit(), lambda: StudentT(4.0, 0.5), lambda: Poisson()]
+
+
+@pytest.mark.parametrize("kern", KERNELS)
+@pytest.mark.parametrize("lik", LIKS)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_adjoint_gradient_equals_the_per_coordinate_route(kern, lik, seed):
+    mod, m, V = _problem(kern(), lik(), seed)
+    ip = InducingParams(mod, learn_mean=True)
+    F, g = ip.grad(ip.theta0, m, V, chunk=7)
+    cov = DenseCov(np.linalg.cholesky(V))
+    assert abs(F - vlb(mod, m, cov)) <= 1e-10 * abs(F)
+    ref = HyperParams(mod, True, learn_inducing=True).grad(mod, m, cov)
+    assert np.max(np.abs(ref - g)) <= 1e-9 * np.max(np.abs(ref))
+
+
+@pytest.mark.parametrize("fixed", [None, {"Z"}, {"kernel.lengthscale", "likelihood"}, {"Z[0,1]", "kernel.variance"}])
+def test_adjoint_gradient_by_finite_differences_with_fixed_parameters(fixed):
+    mod, m, V = _problem(RBF(1.0, np.array([0.9, 1.3])), StudentT(5.0, 0.4), seed=3)
+    ip = InducingParams(mod, fixed=fixed)
+    _, g = ip.grad(ip.theta0, m, V)
+    cov = DenseCov(np.linalg.cholesky(V))
+    fd = np.array([(vlb(ip.model_at(ip.theta0 + e), m, cov) - vlb(ip.model_at(ip.theta0 - e), m, cov)) / 2e-6
+                   for e in 1e-6 * np.eye(len(g))])
+    assert len(g) == len(ip.free_names) and np.max(np.abs(fd - g)) <= 1e-5 * max(1.0, np.max(np.abs(g)))
+
+
+def test_minibatch_estimates_average_to_the_full_gradient():
+    "Over a partition of the rows into equal batches, the mean of the (n/b)-scaled estimates is the full-data VLB and gradient."
+    mod, m, V = _problem(Matern32(1.0, 0.8), Logistic(), seed=2, n=40)
+    ip = InducingParams(mod)
+    F, g = ip.grad(ip.theta0, m, V)
+    parts = [ip.grad(ip.theta0, m, V, idx=np.arange(s, s + 10)) for s in range(0, 40, 10)]
+    assert abs(np.mean([p[0] for p in parts]) - F) <= 1e-10 * abs(F)
+    assert np.allclose(np.mean([p[1] for p in parts], 0), g, rtol=1e-9, atol=1e-9 * np.max(np.abs(g)))
+    F1, g1 = ip.grad(ip.theta0, m, V, idx=np.arange(40))
+    assert abs(F1 - F) <= 1e-10 * abs(F) and np.allclose(g1, g)
+
+
+def test_envelope_gradient_of_the_collapsed_bound():
+    "At q* (closed form, Gaussian) the fixed-q gradient is the derivative of the optimal VLB (finite differences)."
+    mod, _, _ = _problem(Matern52(1.2, np.array([0.7, 1.2])), Gaussian(0.15), seed=4, n=40)
+    ip = InducingParams(mod, learn_mean=True)
+    m, cov = collapsed_q(mod)
+    _, g = ip.grad(ip.theta0, m, cov.dense())
+    def opt(t):
+        mm = ip.model_at(t); a, c = collapsed_q(mm); return vlb(mm, a, c)
+    fd = np.array([(opt(ip.theta0 + e) - opt(ip.theta0 - e)) / 2e-6 for e in 1e-6 * np.eye(len(g))])
+    assert np.max(np.abs(fd - g)) <= 1e-5 * max(1.0, np.max(np.abs(g)))
+
+
+def test_greedy_is_pivoted_cholesky_and_stops_at_rank():
+    rng = np.random.default_rng(0)
+    X = np.repeat(rng.normal(size=(4, 2)), 5, axis=0)                 # 4 distinct points: rank 4
+    Z, idx, d = greedy_inducing(RBF(1.0, 1.0), X, 10, tol=1e-10)
+    assert len(idx) == 4 and len(np.unique(X[idx], axis=0)) == 4 and np.all(d <= 1e-8)
+    Z2, idx2, d2 = greedy_inducing(RBF(1.0, 1.0), X, 2)
+    assert len(idx2) == 2 and idx2[0] == 0                            # equal variances: the first row
+    assert np.all(d2 >= 0)
+
+
+def test_kmeans_start_is_seeded():
+    X = np.random.default_rng(1).normal(size=(200, 3))
+    assert np.array_equal(kmeans_inducing(X, 7, seed=3), kmeans_inducing(X, 7, seed=3))
+    assert kmeans_inducing(X, 7).shape == (7, 3)
+
+
+def test_bad_input():
+    X = np.random.default_rng(0).normal(size=(20, 2)); y = X[:, 0]
+    for M in (0, 21, 2.5, True):
+        with pytest.raises(ValueError, match="M must be"): greedy_inducing(RBF(), X, M)
+        with pytest.raises(ValueError, match="M must be"): kmeans_inducing(X, M)
+    with pytest.raises(TypeError, match="RBF or Matern"): radial_weight(Linear(), np.zeros(2))
+    with pytest.raises(TypeError, match="RBF or Matern"): InducingParams(SparseGP(X, y, Gaussian(), Linear(), X[:3]))
+    with pytest.raises(TypeError, match="SparseGP"): InducingParams(object())
+    lg = SparseGP(X, np.sign(y), Probit(), RBF(), X[:3])
+    with pytest.raises(ValueError, match="Gaussian"): collapsed_q(lg)
+    with pytest.raises(ValueError, match="Gaussian"): fit_inducing(lg, method="collapsed")
+    g = SparseGP(X, y, Gaussian(), RBF(), X[:3])
+    with pytest.raises(ValueError, match="batch_size"): svi_inducing(g, batch_size=0)
+    with pytest.raises(ValueError, match="rho"): svi_inducing(g, rho=1.5)
+    with pytest.raises(ValueError, match="max_epochs"): svi_inducing(g, max_epochs=0)
+    with pytest.raises(ValueError, match="unknown parameter"): fit_inducing(g, fixed={"Q"})
+    with pytest.raises(ValueError, match="lr"): Adam(lr=-1.0)
+
+
+def test_batch_fit_raises_the_optimal_vlb_above_fixed_inputs():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-3, 3, size=(120, 1)); y = np.where(np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=120) > 0, 1.0, -1.0)
+    mod = SparseGP(X, y, Probit(), RBF(1.0, 1.0), greedy_inducing(RBF(1.0, 1.0), X, 5)[0])
+    held = fit_inducing(mod, fixed={"Z"}, max_iter=60)
+    free = fit_inducing(mod, max_iter=60)
+    assert isinstance(free, HyperFit) and free.posterior.model is free.model
+    assert free.vlb > held.vlb and np.isfinite(free.vlb)
+    assert free.history[-1].vlb == pytest.approx(free.vlb) and free.stop in (Stop.GRAD_TOL, Stop.REL_TOL, Stop.MAX_ITER)
+    assert set(free.theta) >= {"kernel.variance", "kernel.lengthscale", "Z[0,0]", "Z[4,0]"}
+    assert np.allclose(free.model.Z.ravel(), [free.theta[f"Z[{i},0]"] for i in range(5)])
+
+
+def test_stochastic_fit_on_a_blocked_model_keeps_o_m2_state():
+    "A SparseGP whose rows are computed per block (no n × M array) fits; the VLB rises from the prior start."
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-3, 3, size=(300, 2)); y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.normal(size=300)
+    mod = SparseGP(X, y, Gaussian(0.1), RBF(1.0, 1.0), kmeans_inducing(X, 6), block_size=64)
+    r = svi_inducing(mod, batch_size=50, rho=0.3, lr=0.03, max_epochs=4)
+    vl = r.history.vlb[np.isfinite(r.history.vlb)]
+    assert r.stop is Stop.BUDGET and vl[-1] > vl[0] and len(vl) >= 5
+    assert r.model.sites.kind == "blocked" and r.posterior.m.shape == (6,)
+    assert sparse_vlb(InducingParams(r.model), InducingParams(r.model).theta0, r.posterior.m, r.posterior.V) == pytest.approx(r.vlb, rel=1e-10)
+
+
+def test_natural_step_of_length_one_on_all_rows_is_the_collapsed_optimum():
+    mod, _, _ = _problem(RBF(1.0, np.array([1.0, 0.7])), Gaussian(0.2), seed=7, n=50, M=6, mean=0.0)
+    m_star, cov = collapsed_q(mod); P = mod.prior.solve(np.eye(6)); m0 = np.random.default_rng(0).normal(size=6)
+    a, c, H = mod.rows(np.arange(50))
+    _, gm, gv = mod.likelihood.expected_log_lik(mod.y, a + H @ m0, c + np.sum((H @ mod.prior.dense()) * H, 1))
+    P1, e1, L1, ev = natural_step(P, P @ m0, m0, P, 0.0, H, gm, gv, 1.0, 1.0)
+    assert not ev and np.allclose(np.linalg.solve(P1, e1), m_star, atol=1e-9) and np.allclose(P1, np.linalg.inv(cov.dense()), rtol=1e-8)
+
+
+@pytest.mark.slow
+def test_batch_fit_on_california_housing_beats_fixed_inputs():
+    from vgi_lit.experiments.scale import california
+    X, y = california(n_max=3000); y = y / y.std()
+    mod = SparseGP(X[:2500], y[:2500], Gaussian(0.5), RBF(1.0, np.ones(8)), kmeans_inducing(X[:2500], 20))
+    held = fit_inducing(mod, fixed={"Z"}, max_iter=150)
+    free = fit_inducing(mod, max_iter=150)
+    lp = lambda r: float(np.mean(r.log_pred_density(X[2500:], y[2500:])))
+    assert free.vlb > held.vlb and lp(free) > lp(held)
