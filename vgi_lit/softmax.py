@@ -63,14 +63,16 @@ def _check_site_moments(m, V, C: int):
 class Softmax:
     """Multinomial logit: p(y | f) = exp(f_y) / Σ_k exp(f_k), f ∈ ℝ^C, y ∈ {0, …, C−1}.
 
-    Gaussian expectations over N(m_i, V_i) (V_i a full C × C covariance) by the rule `mvn_rule(C, n_gh, n_qmc, seed)`;
-    derivatives by Bonnet's and Price's theorems: ∂E/∂m = e_y − E[p], Γ = −2 ∂E/∂V = E[diag p − ppᵀ] ⪰ 0."""
+    Gaussian expectations over N(m_i, V_i) (V_i a full C × C covariance) in the C − 1 differences f_k − f_y, by the rule
+    `mvn_rule(C − 1, n_gh, n_qmc, seed)`; derivatives by Bonnet's and Price's theorems: ∂E/∂m = e_y − E[p],
+    Γ = −2 ∂E/∂V = E[diag p − ppᵀ] ⪰ 0. Predictions (E[softmax(f)]) use the C-dimensional rule."""
     log_concave = True
     def __init__(self, n_classes: int, n_gh: int | None = None, n_qmc: int = 2048, seed: int = 0, block: int = 2_000_000):
         if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
             raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
         self.C, self.n_gh, self.n_qmc, self.seed, self.block = int(n_classes), n_gh, n_qmc, seed, int(block)
-        self.z, self.w = mvn_rule(self.C, n_gh, n_qmc, seed)
+        self.zr, self.wr = mvn_rule(self.C - 1, n_gh, n_qmc, seed)              # the rule of the differences
+        self.z, self.w = mvn_rule(self.C, n_gh if self.C <= 3 else None, n_qmc, seed)   # the rule of f, for predictions
     def check_y(self, y):
         "Labels as an int array; a ValueError for anything that is not an integer in 0..C−1 (strings, NaN, fractions, out of range)."
         a = np.asarray(y)
@@ -89,8 +91,8 @@ class Softmax:
         "log p(y_i | f_i) = f_{i,y_i} − logsumexp(f_i) for F (n, C)."
         F = np.asarray(F, dtype=float)
         return np.take_along_axis(F, np.asarray(y)[:, None], 1)[:, 0] - logsumexp(F, axis=1)
-    def _blocks(self, n):
-        b = max(1, self.block // (len(self.w) * self.C))
+    def _blocks(self, n, S=None):
+        b = max(1, self.block // ((len(self.w) if S is None else S) * self.C))
         return [slice(s, min(s + b, n)) for s in range(0, n, b)]
     def _nodes(self, m, V):
         "f at the rule's nodes (n, S, C) and its logsumexp (n, S)."
@@ -99,17 +101,27 @@ class Softmax:
     def expected_log_lik(self, y, m, V):
         """(E (n,), ∂E/∂m (n, C), ∂E/∂V (n, C, C)) at site means `m` (n, C) and covariances `V` (n, C, C)
         for labels `y` (n,) already checked by `check_y`."""
-        m, V = _check_site_moments(m, V, self.C); n = m.shape[0]
-        E, dm, dV = np.empty(n), np.empty((n, self.C)), np.empty((n, self.C, self.C))
-        for sl in self._blocks(n):
-            F, lse = self._nodes(m[sl], V[sl])
-            P = np.exp(F - lse[..., None])                                        # (b, S, C) softmax at the nodes
-            pbar = np.matmul(self.w, P)                                            # (b, C)
-            E[sl] = np.take_along_axis(m[sl], y[sl, None], 1)[:, 0] - lse @ self.w   # E[f_y] = m_y exactly
-            dm[sl] = -pbar; dm[sl, :][np.arange(sl.stop - sl.start), y[sl]] += 1.0
-            G = -np.matmul(np.swapaxes(P, 1, 2) * self.w, P)                    # −Σ_s w_s p_s p_sᵀ
-            G[:, np.arange(self.C), np.arange(self.C)] += pbar                    # Γ = E[diag p − ppᵀ]
-            dV[sl] = -0.5 * G
+        m, V = _check_site_moments(m, V, self.C); n, C = m.shape
+        y = np.asarray(y)
+        E, dm, dV = np.empty(n), np.zeros((n, C)), np.zeros((n, C, C))
+        for sl in self._blocks(n, len(self.wr)):
+            yb, mb, Vb = y[sl], m[sl], V[sl]; b = len(yb); i = np.arange(b)[:, None]
+            O = np.arange(C - 1)[None, :]; O = np.where(O < yb[:, None], O, O + 1)   # (b, C−1) the classes k ≠ y
+            mu_d = mb[i, O] - mb[i, yb[:, None]]                                  # D m
+            Vyo = Vb[i, yb[:, None], O]                                           # V_{y,k}, (b, C−1)
+            S_d = Vb[i[:, :, None], O[:, :, None], O[:, None, :]] - Vyo[:, :, None] - Vyo[:, None, :] + Vb[np.arange(b), yb, yb][:, None, None]
+            Fd = mu_d[:, None, :] + np.matmul(self.zr, _site_roots(S_d))          # (b, S, C−1) differences at the nodes
+            lse = logsumexp(np.concatenate([np.zeros(Fd.shape[:2] + (1,)), Fd], 2), axis=2)   # log(1 + Σ e^δ)
+            Q = np.exp(Fd - lse[..., None])                                       # (b, S, C−1) p_k, k ≠ y
+            qbar = np.matmul(self.wr, Q)
+            G = -np.matmul(np.swapaxes(Q, 1, 2) * self.wr, Q)
+            G[:, np.arange(C - 1), np.arange(C - 1)] += qbar                      # Γ_δ = E[diag q − qqᵀ]
+            E[sl] = -(lse @ self.wr)
+            dmb = np.zeros((b, C)); dmb[i, O] = -qbar; dmb[np.arange(b), yb] = qbar.sum(1)   # Dᵀ ∂E/∂μ_δ
+            Gb = np.zeros((b, C, C)); rs = G.sum(2)                               # Γ = Dᵀ Γ_δ D
+            Gb[i[:, :, None], O[:, :, None], O[:, None, :]] = G
+            Gb[i, O, yb[:, None]] = -rs; Gb[i, yb[:, None], O] = -rs; Gb[np.arange(b), yb, yb] = rs.sum(1)
+            dm[sl], dV[sl] = dmb, -0.5 * Gb
         return E, dm, dV
     def predict_y(self, m, V, return_std: bool = False):
         "Class probabilities E[softmax(f)] (n, C) under N(m_i, V_i); with `return_std` also their standard deviations under q."
@@ -134,4 +146,4 @@ class Softmax:
         rng = np.random.default_rng(rng); F = np.asarray(F, dtype=float)
         P = np.exp(F - logsumexp(F, axis=1, keepdims=True))
         return (rng.random(len(F))[:, None] > np.cumsum(P, 1)).sum(1).clip(0, self.C - 1)
-    def __repr__(self): return f"Softmax(n_classes={self.C}, nodes={len(self.w)})"
+    def __repr__(self): return f"Softmax(n_classes={self.C}, nodes={len(self.wr)})"
