@@ -122,9 +122,12 @@ class MultiCov:
     def site_cov(self):
         "V_i = diag c_i + H_i V H_iᵀ, (n, C, C)."
         md, C, n, p = self.model, self.model.C, self.model.n, self.model.p
-        Vb = self.dense().reshape(C, p, C, p)
-        if md.X is None: out = np.einsum('cidi->icd', Vb).copy()
-        else: out = np.einsum('ip,cpdq,iq->icd', md.X, Vb, md.X)
+        if self.space == 'n':                                                    # δ_cc' K_c[i, i] − W[:, (c, i)]ᵀ W[:, (c', i)], no d × d V
+            W3 = self._W.reshape(-1, C, n)
+            out = -np.einsum('kci,kdi->icd', W3, W3)
+            out[:, np.arange(C), np.arange(C)] += np.stack([np.diag(P.dense()) for P in md.priors], 1)
+        elif md.X is None: out = np.einsum('cidi->icd', self.dense().reshape(C, p, C, p)).copy()
+        else: out = np.einsum('ip,cpdq,iq->icd', md.X, self.dense().reshape(C, p, C, p), md.X)
         out[:, np.arange(C), np.arange(C)] += md.c
         return 0.5 * (out + np.swapaxes(out, 1, 2))
     def logdet(self) -> float:
