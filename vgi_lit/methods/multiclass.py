@@ -88,8 +88,10 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
             try: cov = MultiCov(model, lam, s['cov'].space)
             except ValueError: return None
             return _multi_state(model, s['m'] + rho * cov.matvec(s['g']), cov, s['r'] + rho * cov.prior_solve_matvec(s['g']))
-        out = halving(propose, lambda c: c is not None and c.finite() and c.value >= s['vlb'] - 1e-12 * abs(s['vlb']), rho=rho0, max_halvings=30)
-        if out is None: return Halt(Stop.STALLED, "no damped natural-gradient step down to ρ = 1e-9 keeps the VLB")
+        def accept(c):                                                          # the VLB rises, or the stationarity residual falls
+            return c is not None and c.finite() and (c.value >= s['vlb'] - 1e-12 * abs(s['vlb']) or c.grad_norm < cur.grad_norm)
+        out = halving(propose, accept, rho=rho0, max_halvings=30)
+        if out is None: return Halt(Stop.STALLED, "no damped natural-gradient step down to ρ = 1e-9 raises the VLB or lowers the residual")
         nxt, rho, h = out
         nxt.kind = "fpi"; nxt.extra['rho'] = min(1.0, 2.0 * rho); nxt.extra['rho_taken'] = rho
         if rho < 1.0: nxt.events = [Event(EventKind.DAMPED, f"ρ = {rho:g}", count=h)]
