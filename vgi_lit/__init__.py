@@ -1,6 +1,6 @@
 __version__ = "0.1.0"
 # Hand-maintained (not generated). The package has five tiers, each importing only the tiers before it:
-#   foundation (this folder): linalg, quadrature, likelihoods, kernels, sites, models/ (every model: GLM, GP, SparseGP, PMF, CTM, GME), covariance, vlb, inference, datasets,
+#   foundation (this folder): linalg, quadrature, likelihoods, softmax, kernels, sites, models/ (every model: GLM, GP, SparseGP, PMF, CTM, GME), covariance, vlb, inference, datasets,
 #               corpora, io; dask_sites (a dask-array site matrix) is imported only when a dask array is given, so dask stays optional
 #   methods/      inference methods; importing them registers each with `fit` for the model kinds it accepts
 #   experiments/  the papers' figures and tables, the demo
@@ -16,6 +16,9 @@ from .methods import grad, fixed_point, dual, proximal, laplace, svi   # registe
 from .methods import hyper                                           # fit(model, learn=True)
 from .models import PMF, CTM, GME                                    # the two-level models (vgi_lit/models/): fit(PMF(...)), ...
 from .methods import pmf, ctm, gme                                   # their algorithms, registered with `fit` for their model kinds
+from . import softmax                                                # the softmax likelihood (a C-vector per site)
+from .models import MultiGLM, MultiGP                                # several latent functions per site (models/multi.py)
+from .methods import multiclass                                      # their FPi and GRAD, registered with `fit` for the kind 'multi'
 from .methods import ctm_meanfield, ctm_eval                         # the topic model's mean-field baseline and evaluation
 from .methods.pmf import PMFOptions, PMFPosterior
 from .methods.ctm import CTMOptions, CTMPosterior

@@ -4,6 +4,7 @@
 
 # %% ../nbs/07_inference.ipynb #43eb1ea6
 from __future__ import annotations
+import inspect
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -408,7 +409,13 @@ def fit(model, method: str | None = None, learn: bool | None = None, progress: b
         if total is not None: total += 1           # the start is a record too
         with Progress(f"{'learn' if learn else 'fit'} {method}", total=total, max_seconds=secs, callback=options.get('callback')) as bar:
             return fit(model, method, learn, **{**options, 'callback': bar})
-    if not lgm: return table[method](model, learn=learn, **options)   # a two-level model learns by its own method
+    if not lgm:                                    # a two-level model learns by its own method
+        fn = table[method]
+        if learn is None: return fn(model, **options)
+        if 'learn' not in inspect.signature(fn, follow_wrapped=False).parameters:
+            if learn: raise ValueError(f"learn=True: method {method!r} learns no hyperparameters of a {name}")
+            return fn(model, **options)
+        return fn(model, learn=learn, **options)
     if learn:
         if not LEARNERS: raise RuntimeError("no hyperparameter learner is registered (import vgi_lit.methods.hyper)")
         return LEARNERS[0](model, method, **options)

@@ -219,7 +219,10 @@ def test_save_and_load_without_pickle(make, tmp_path):
 def test_count_errors_suggest_and_tags():
     X = np.random.default_rng(7).normal(size=(10, 2))
     with pytest.raises(ValueError, match="VGRegressor"): VGPoissonRegressor(latent="glm").fit(X, np.linspace(-1, 1, 10))
-    with pytest.raises(ValueError, match="VGPoissonRegressor"): VGClassifier(latent="glm").fit(X, np.arange(10) % 4)
+    with pytest.warns(UserWarning, match="not learned"): clf = VGClassifier(latent="glm").fit(X, np.arange(10) % 4)
+    P = clf.predict_proba(X); assert P.shape == (10, 4) and np.allclose(P.sum(1), 1) and list(clf.classes_) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="two classes"): VGClassifier(latent="glm", likelihood="probit").fit(X, np.arange(10) % 4)
+    with pytest.raises(ValueError, match="one class"): VGClassifier(latent="glm").fit(X, np.zeros(10))
     assert VGPoissonRegressor().__sklearn_tags__().target_tags.positive_only
     assert not VGRegressor().__sklearn_tags__().target_tags.positive_only
 

@@ -22,10 +22,13 @@ from ..models import GLM, GP, SparseGP
 from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, runaway_parameters,
                                  DegenerateFitWarning, RunawayParameterWarning, DEGENERATE_ADVICE, RUNAWAY_ADVICE)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
+from ..softmax import Softmax
+from ..models.multi import MultiGLM, MultiGP
+from ..methods.multiclass import MultiPosterior
 
 # %% auto #0
-__all__ = ['LATENTS', 'EXPECTED_FAILED_CHECKS', 'VGClassifier', 'latent_cov', 'VGRegressor', 'VGPoissonRegressor',
-           'VGOrdinalRegressor', 'load_estimator']
+__all__ = ['LATENTS', 'MULTICLASS_VARIANCE', 'EXPECTED_FAILED_CHECKS', 'VGClassifier', 'latent_cov', 'VGRegressor',
+           'VGPoissonRegressor', 'VGOrdinalRegressor', 'load_estimator']
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk04
 LATENTS = ("gp", "sparse_gp", "glm")
@@ -126,7 +129,8 @@ class _VGEstimator(BaseEstimator):
         "Validated test inputs (columns and feature names as at fit), standardised, with the intercept column for a GLM."
         check_is_fitted(self, "posterior_")
         X = self.scaler_.transform(_finite(validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=False)))
-        if self.posterior_.model.kind == "glm" and self.fit_intercept: X = np.hstack([X, np.ones((len(X), 1))])
+        glm = self.posterior_.model.kind == "glm" or isinstance(self.posterior_.model, MultiGLM)
+        if glm and self.fit_intercept: X = np.hstack([X, np.ones((len(X), 1))])
         return X
 
     def predict_latent(self, X, return_cov=False):
@@ -211,13 +215,19 @@ _COMMON_DOC = """
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk06
 _BINARY = {"logistic": Logistic, "probit": Probit}
+MULTICLASS_VARIANCE = 4.0     # the kernel variance of each class's GP with C > 2 classes (fixed: not learned)
 
 class VGClassifier(ClassifierMixin, _VGEstimator):
-    __doc__ = """Binary classifier with a latent Gaussian model: p(y = classes_[1] | f) = σ(f) (logistic) or Φ(f) (probit),
-    f a GP, sparse GP or linear function, q(f) fitted by variational Gaussian inference.
+    __doc__ = """Classifier with a latent Gaussian model. Two classes: p(y = classes_[1] | f) = σ(f) (logistic) or Φ(f)
+    (probit), f a GP, sparse GP or linear function. C > 2 classes: the multinomial logit p(y = k | f) = softmax_k(f) of
+    C latent functions fitted jointly (`vgi_lit.models.multi`: C GPs sharing the kernel, or a weight matrix with
+    `latent="glm"`), so the probabilities come from one joint posterior, not from C one-vs-rest fits.
 
-    likelihood: "logistic" or "probit" (no parameter to learn). Labels: any two values scikit-learn accepts
-    (numbers, strings, booleans); `classes_` holds them sorted, and the second is the positive class.""" + _COMMON_DOC
+    likelihood: "logistic" or "probit" (no parameter to learn; with C > 2 classes "logistic" means the softmax).
+    Labels: any values scikit-learn accepts (numbers, strings, booleans); `classes_` holds them sorted (with two
+    classes the second is the positive class). With C > 2 classes the kernel's hyperparameters are not learned yet:
+    the kernel is the given one, or an RBF with its lengthscale at the median distance between standardised inputs
+    and variance `MULTICLASS_VARIANCE`; `learn_hyperparameters=True` then warns that it is ignored.""" + _COMMON_DOC
     _default_restarts = 2
     def __init__(self, likelihood="logistic", latent="gp", kernel=None, standardize=True, method=None,
                  learn_hyperparameters=True, n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0,
@@ -228,38 +238,73 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         self.fit_options, self.progress = fit_options, progress
 
     def fit(self, X, y, sample_weight=None):
-        "Fit the classifier to inputs X (n, p) and two-class labels y (n,); `sample_weight`: whole-number row counts."
+        "Fit the classifier to inputs X (n, p) and class labels y (n,); `sample_weight`: whole-number row counts."
         X, y = self._fit_data(X, y, sample_weight)
         check_classification_targets(y)
         kind = type_of_target(y, input_name="y", raise_unknown=True)
-        if kind != "binary":
-            n_cls = len(np.unique(y))
-            if n_cls < 2: raise ValueError(f"VGClassifier needs two classes; y has only one class ({np.unique(y)[0]!r})")
-            raise ValueError(f"Only binary classification is supported. The type of the target is {kind} ({n_cls} classes)"
-                             + ("; for counts use VGPoissonRegressor, for ordered classes VGOrdinalRegressor" if kind == "multiclass" else ""))
+        n_cls = len(np.unique(y))
+        if n_cls < 2: raise ValueError(f"VGClassifier needs at least two classes; y has only one class ({np.unique(y)[0]!r})")
+        if kind not in ("binary", "multiclass"):
+            raise ValueError(f"VGClassifier takes one label per row (binary or multiclass targets); the type of the target is {kind}")
         if self.likelihood not in _BINARY: raise ValueError(f"likelihood must be one of {', '.join(_BINARY)}, got {self.likelihood!r}")
         enc = LabelEncoder().fit(y); self.classes_ = enc.classes_
+        if kind == "multiclass": return self._fit_multiclass(X, enc.transform(y))
         self._fit_model(self._model(X, 2.0 * enc.transform(y) - 1.0, _BINARY[self.likelihood]()))
         return self
 
-    def predict_proba(self, X):
-        "Predictive probabilities (n, 2) of `classes_[0]` and `classes_[1]`, with the latent uncertainty integrated out."
-        X = self._inputs(X); p1 = np.clip(self.posterior_.predict_y(X), 0.0, 1.0)
+    def _fit_multiclass(self, X, k):
+        "C > 2 classes: the softmax likelihood on C latent functions, fitted jointly by `vgi_lit.fit` (FPi by default)."
+        C = len(self.classes_)
+        if self.likelihood != "logistic":
+            raise ValueError(f"likelihood={self.likelihood!r} is for two classes; with {C} classes the multinomial logit (softmax) "
+                             "is used: pass likelihood='logistic'")
+        latent = str(self.latent).replace("-", "_")
+        if latent not in LATENTS: raise ValueError(f"latent must be one of {', '.join(LATENTS)}, got {self.latent!r}")
+        if latent == "sparse_gp": raise NotImplementedError(f"latent='sparse_gp' with {C} classes is not implemented yet; use 'gp' or 'glm'")
+        Z, lik = self.scaler_.transform(X), Softmax(C)
+        if latent == "glm":
+            model = MultiGLM(np.hstack([Z, np.ones((len(Z), 1))]) if self.fit_intercept else Z, k, lik, prior_cov=self.prior_var)
+        else:
+            if self.kernel is None: kernel = data_kernel(RBF(), Z, MULTICLASS_VARIANCE)
+            elif isinstance(self.kernel, Kernel): kernel = self.kernel
+            else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
+            model = MultiGP(Z, k, lik, kernel)
+        if self.learn_hyperparameters:
+            warnings.warn(f"VGClassifier: with {C} classes the hyperparameters are not learned (not implemented yet); the "
+                          "kernel (or the GLM's prior variance) is kept as given or started from the data. Pass "
+                          "learn_hyperparameters=False to silence this.", UserWarning, stacklevel=3)
+        opts = dict(self.fit_options or {})
+        post = _fit(model, self.method, progress=bool(self.progress), **opts)
+        self.fit_result_, self.posterior_, self.hyperparameters_ = post, post, {}
+        self.n_iter_, self.log_marginal_likelihood_value_ = int(post.n_iter), float(post.vlb)
+        self.kernel_ = model.kernels[0] if latent == "gp" else None
+        return self
+
+    def predict_proba(self, X, return_std=False):
+        """Predictive probabilities (n, C) of the classes in `classes_`, with the latent uncertainty integrated out; with
+        `return_std` (C > 2 classes) also the standard deviation of each class probability under q."""
+        X = self._inputs(X)
+        if isinstance(self.posterior_, MultiPosterior): return self.posterior_.predict_proba(X, return_std=return_std)
+        if return_std: raise ValueError("return_std is available with more than two classes (the binary classifier gives predict_latent)")
+        p1 = np.clip(self.posterior_.predict_y(X), 0.0, 1.0)
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X):
-        "The more probable class of each row."
+        "The most probable class of each row."
         P = self.predict_proba(X)
+        if P.shape[1] > 2: return self.classes_[np.argmax(P, 1)]
         return self.classes_[(P[:, 1] > 0.5).astype(int)]
 
     def decision_function(self, X):
-        "The predictive log-odds log P(classes_[1]) − log P(classes_[0]) at each row (positive: `classes_[1]` is predicted)."
+        """Two classes: the predictive log-odds log P(classes_[1]) − log P(classes_[0]) at each row (positive: `classes_[1]`
+        is predicted). C > 2 classes: the predictive log-probabilities (n, C)."""
         P = self.predict_proba(X)
-        with np.errstate(divide="ignore"): return np.log(P[:, 1]) - np.log(P[:, 0])
+        with np.errstate(divide="ignore"):
+            return np.log(P) if P.shape[1] > 2 else np.log(P[:, 1]) - np.log(P[:, 0])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = True
         return tags
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk07b

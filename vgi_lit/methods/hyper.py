@@ -283,11 +283,15 @@ def _warm(method, post) -> dict:
     site precisions carry over to the new prior, V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹, no dense V; positive definite for every
     prior when λ ≥ 0), (m, V) for GRAD, or when the posterior holds no site precisions or some are negative (a
     likelihood that is not log-concave: Σ'⁻¹ + Hᵀdiag(λ)H need not be positive definite at the new prior Σ');
-    nothing for the other methods (their own default start)."""
+    nothing for the other methods (their own default start), nor V0 when the dense V is not positive definite in
+    floating point."""
     if post is None or method not in ("fpi", "fpb", "grad"): return {}
     lam = getattr(post.cov, "lam", None)
     if method in ("fpi", "fpb") and lam is not None and np.all(np.asarray(lam) >= 0): return dict(m0=post.m, lam0=lam)
-    return dict(m0=post.m, V0=post.cov.dense())
+    V = post.cov.dense(); V = 0.5 * (V + V.T)
+    try: np.linalg.cholesky(V)
+    except np.linalg.LinAlgError: return dict(m0=post.m)                 # V at the rounding edge (a tiny prior variance): the method's own start
+    return dict(m0=post.m, V0=V)
 
 def predict_start(optima, theta):
     """(m, λ) at `theta` from earlier inner optima `optima` = [(θ_j, m_j, λ_j)]: the least-squares linear model
@@ -327,8 +331,10 @@ def _budget(inner: dict, hist) -> dict:
     own = inner.get("max_seconds")
     return {**inner, "max_seconds": left if own is None else min(own, left)}
 
-def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5):
-    """One outer L-BFGS-B run from the free values `theta0`. Each record carries `outer_iter`, the outer iterations done;
+def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
+                origin=None):
+    """One outer L-BFGS-B run from the free values `theta0`; a parameter's run-away is measured from `origin` (default
+    `theta0`; a widened box's run starts where the narrower one ended, and the distance counts from the first start). Each record carries `outer_iter`, the outer iterations done;
     with `tol_rel` > 0 the run stops (`Stop.REL_TOL`, a PLATEAU event) when the VLB of the outer iterates has risen by at
     most tol_rel·|VLB| over the last `window` of them."""
     hist = History(callback=callback, max_seconds=max_seconds)
@@ -379,7 +385,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
     edges = {}
     if stop not in (Stop.CALLBACK, Stop.MAX_SECONDS) and len(theta):
-        edges = _runaway(hp, theta0, theta, -state['g'], state['post'], hist, method, inner, bound)
+        edges = _runaway(hp, theta0 if origin is None else origin, theta, -state['g'], state['post'], hist, method, inner, bound)
     at_bound = [n for n, t, a in zip(hp.free_names, theta, lo) if np.isfinite(a) and abs(abs(t) - bound) < 1e-9]
     if at_bound:
         vals = ", ".join(f"{n} = {np.exp(t):.3g}" for n, t, a in zip(hp.free_names, theta, lo) if n in at_bound)
@@ -402,13 +408,14 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     without a finite maximum in that direction: the run in the narrower box is kept, with a BOUND_ACTIVE event saying so. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts every inner iteration."""
     t0 = time.perf_counter()
     res, b, n_inner, notes = _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict, tol_rel, window), bound, 0, []
+    grew = set()                                                       # the parameters the box was widened for
     for _ in range(int(widen)):
         theta, g, _ = res.box
         out = [j for j in np.flatnonzero(hp.is_log[hp.free]) if abs(abs(theta[j]) - b) < 1e-9 and g is not None and np.sign(g[j]) == np.sign(theta[j])]
         if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: break
-        new = _learn_once(hp, theta, method, tol, max_iter, left, callback, b + bound, inner, predict, tol_rel, window)
+        new = _learn_once(hp, theta, method, tol, max_iter, left, callback, b + bound, inner, predict, tol_rel, window, origin=theta0)
         names = ", ".join(hp.free_names[j] for j in out)
         gain = new.vlb - res.vlb
         if not (gain > max(tol_rel, 1e-9) * max(1.0, abs(res.vlb))):
@@ -418,7 +425,13 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             break
         notes.append(Event(EventKind.SOLVER, f"box widened from [-{b:g}, {b:g}] to [-{b + bound:g}, {b + bound:g}] in log space: "
                                              f"{names} sat at the edge with the gradient pointing out; the VLB rose by {gain:.6g}", len(out)))
-        n_inner += res.n_inner; res, b = new, b + bound
+        n_inner += res.n_inner; res, b = new, b + bound; grew.update(out)
+    theta, g, _ = res.box
+    still = [j for j in sorted(grew) if g is not None and np.sign(g[j]) == np.sign(theta[j])]
+    if still and res.stop is not Stop.GRAD_TOL and not any(e.kind is EventKind.BOUND_ACTIVE for e in res.history[-1].events):
+        vals = ", ".join(f"{hp.free_names[j]} = {np.exp(theta[j]):.3g}" for j in still)   # past the first box, still rising, not converged
+        notes.append(Event(EventKind.BOUND_ACTIVE, f"beyond the box [-{bound:g}, {bound:g}] in log space and still rising when learning "
+                                                   f"ended ({res.stop.value}): {vals}; the VLB may have no finite maximum that way", len(still)))
     res.history[-1].events.extend(notes)
     res.n_inner += n_inner
     res.box = res.box[:2] + (b,)

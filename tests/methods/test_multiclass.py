@@ -1,0 +1,59 @@
+"""FPi and GRAD for the multi-latent models (`vgi_lit.methods.multiclass`): `fit` dispatch and its errors; (slow) the
+optimum of FPi against GRAD and against the independent Newton-Krylov solver of the stationarity conditions, on iris
+(GLM and GP) and on a digits subset (GLM, 10 classes)."""
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris, load_digits
+import vgi_lit
+from vgi_lit.softmax import Softmax
+from vgi_lit.models.multi import MultiGLM, MultiGP
+from vgi_lit.kernels import RBF
+from vgi_lit.methods.multiclass import fpi_multi, grad_multi, solve_stationarity, MultiPosterior
+
+
+def _iris(rows=None):
+    X, y = load_iris(return_X_y=True); X = (X - X.mean(0)) / X.std(0)
+    return (X, y) if rows is None else (X[rows], y[rows])
+
+
+def test_fit_dispatch_and_errors():
+    X, y = _iris(np.r_[0:4, 50:54, 100:104])
+    mod = MultiGLM(X, y, Softmax(3, n_gh=8))
+    post = vgi_lit.fit(mod, tol=1e-6)
+    assert isinstance(post, MultiPosterior) and post.method == "fpi" and post.converged
+    assert post.predict_proba(X).shape == (12, 3)
+    with pytest.raises(ValueError, match="available: fpi, grad"): vgi_lit.fit(mod, "dual")
+    with pytest.raises(ValueError, match="learn=True"): vgi_lit.fit(mod, learn=True)
+    with pytest.raises(TypeError, match="MultiLGM"): fpi_multi(object())
+    with pytest.raises(ValueError, match="max_iter"): fpi_multi(mod, max_iter=-1)
+
+
+def _agree(a, b, tol):
+    return np.max(np.abs(a - b)) / np.max(np.abs(b))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("latent", ["glm", "gp"])
+def test_optimum_on_iris(latent):
+    "FPi, GRAD (GLM) and Newton-Krylov agree to 1e-6 relative in m and V on iris (60 rows for the GP)."
+    X, y = _iris() if latent == "glm" else _iris(np.r_[0:20, 50:70, 100:120])
+    mod = MultiGLM(np.c_[np.ones(len(X)), X], y, Softmax(3)) if latent == "glm" else MultiGP(X, y, Softmax(3), RBF(variance=4.0, lengthscale=2.0))
+    post = fpi_multi(mod, tol=1e-9, tol_rel=0, max_iter=3000)
+    assert post.converged, post.message
+    m, V, res = solve_stationarity(mod)
+    assert res < 1e-9 and _agree(m, post.m, 0) < 1e-6 and _agree(V, post.V, 0) < 1e-6, (_agree(m, post.m, 0), _agree(V, post.V, 0))
+    if latent == "glm":
+        pg = grad_multi(mod, tol=1e-8)
+        assert abs(pg.vlb - post.vlb) < 1e-9 * abs(post.vlb) and _agree(pg.m, post.m, 0) < 1e-5
+
+
+@pytest.mark.slow
+def test_optimum_on_digits_glm():
+    "Ten classes (a 150-row digits subset, 8 principal directions and an intercept): FPi and Newton-Krylov agree to 1e-6."
+    X, y = load_digits(return_X_y=True); idx = np.random.default_rng(0).choice(len(y), 150, replace=False)
+    Xs = X[idx] - X[idx].mean(0); U, s, Vt = np.linalg.svd(Xs, full_matrices=False); Z = U[:, :8] * np.sqrt(len(idx))
+    mod = MultiGLM(np.c_[np.ones(len(idx)), Z], y[idx], Softmax(10), prior_cov=1.0)
+    post = fpi_multi(mod, tol=1e-9, tol_rel=0, max_iter=3000)
+    assert post.converged, post.message
+    m, V, res = solve_stationarity(mod, f_tol=1e-9)
+    assert _agree(m, post.m, 0) < 1e-6 and _agree(V, post.V, 0) < 1e-6, (res, _agree(m, post.m, 0), _agree(V, post.V, 0))
