@@ -16,6 +16,7 @@ from ..inference import register_method, History, VGPosterior, Event, EventKind,
 from ..driver import Halt, Step, rel_tol_evaluated, run
 from .site_update import precision_step
 from ..models import GLM
+from ..models.blocks import closed_form_prior
 from .hyper import HyperParams, hyper_values
 
 # %% auto #0
@@ -187,7 +188,9 @@ def glm_prior_closed_form(model, m, cov, learn_mean: bool = False, learn_var: bo
         if not np.allclose(mu, mu[0]): raise ValueError("learn_prior: learning the prior mean needs a constant prior mean (all entries equal)")
         w = 1.0 / delta
         mu = np.full(model.d, float(w @ m / w.sum()))
-    v = P.fit_variances(cov.var_at(None) + (m - mu)**2) if learn_var else P.variances()   # r_j = V_jj + (m_j − μ̂_j)²
+    if not learn_var: return mu, P.cov_with_variances(P.variances())
+    r2 = closed_form_prior(m[None, :], cov.var_at(None)[None, :], "diag", mean=mu).prior.diag()   # r_j = V_jj + (m_j − μ̂_j)², one block of size d
+    v = P.fit_variances(r2)                                           # Σ's structure: r itself, or its mean for δI
     return mu, P.cov_with_variances(v)
 
 def with_prior_state(old, new, st):
