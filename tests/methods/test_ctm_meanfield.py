@@ -1,9 +1,50 @@
 "Mean-field CTM: every block update raises the bound (E-step cycles, EM iterations), the M-step maximises it, bad input."
 import numpy as np, pytest, scipy.sparse as sp
 from vgi_lit.models import GaussianPrior
-from vgi_lit.methods.ctm_meanfield import (_lambda_newton, _phi, _expz, doc_bound, estep_doc, estep, mstep, fit_meanfield, init_beta,
+from scipy.special import xlogy
+from vgi_lit.methods.ctm import newton_direction, damped_newton
+from vgi_lit.methods.ctm_meanfield import (_lambda_newton, _nu2_newton, _phi, _expz, doc_bound, estep, mstep, fit_meanfield, init_beta,
                                            MeanFieldFit)
 from vgi_lit.inference import Stop
+
+
+def _ref_lambda(lam, nu2, phibar, N, zeta, pr, tol=1e-10, max_iter=50):
+    "Reference: one document's λ update by the scalar `damped_newton` (one K−1 system per call)."
+    f = lambda l: -0.5 * pr.maha(l - pr.mu) + l @ phibar - N / zeta * np.exp(l + 0.5 * nu2).sum()
+    def direction(l):
+        e = N / zeta * np.exp(l + 0.5 * nu2)
+        g = -pr.solve(l - pr.mu) + phibar - e
+        return g, newton_direction(pr.L, e, g)
+    return damped_newton(f, direction, lam, tol, max_iter, 1e-12)
+
+
+def _ref_nu2(lam, nu2, N, zeta, pr, tol=1e-12, max_iter=100):
+    "Reference: one document's ν² update, Newton in t = log ν²."
+    p = pr.precision_diag; b = N / zeta * np.exp(lam); t = np.log(nu2)
+    for _ in range(max_iter):
+        et = np.exp(t); ex = b * et * np.exp(0.5 * et)
+        step = np.minimum(-(0.5 - 0.5 * p * et - 0.5 * ex) / (-0.5 * p * et - 0.5 * ex * (1 + 0.5 * et)), 2.0)
+        t = t + step
+        if np.abs(step).max() < tol: break
+    return np.exp(t)
+
+
+def _ref_phi(lam, lbw):
+    a = np.append(lam, 0.0)[:, None] + lbw; p = np.exp(a - a.max(axis=0)); return p / p.sum(axis=0)
+
+
+def estep_doc(ids, cnts, lbeta, pr, lam, nu2, var_tol=1e-6, max_iter=20):
+    "Reference: one document's E-step, the document-by-document loop (λ, ν², ζ, φ (K, W), L_d, cycles)."
+    lbw = lbeta[:, ids]; c = np.asarray(cnts, dtype=np.float64); N = c.sum()
+    lam, nu2 = lam.copy(), nu2.copy(); old = -np.inf; phi = _ref_phi(lam, lbw)
+    for it in range(1, max_iter + 1):
+        zeta = 1 + np.exp(lam + 0.5 * nu2).sum(); lam = _ref_lambda(lam, nu2, (phi * c).sum(axis=1)[:-1], N, zeta, pr)
+        zeta = 1 + np.exp(lam + 0.5 * nu2).sum(); nu2 = _ref_nu2(lam, nu2, N, zeta, pr)
+        zeta = 1 + np.exp(lam + 0.5 * nu2).sum(); phi = _ref_phi(lam, lbw)
+        bnd = doc_bound(c, lbw, pr, lam, nu2, zeta, phi)
+        if abs(bnd - old) <= var_tol * abs(bnd): break
+        old = bnd
+    return lam, nu2, zeta, phi, bnd, it
 
 
 def _synthetic(seed=0, D=40, K=4, V=30, N=60):
@@ -82,7 +123,7 @@ def test_estep_bounds_match_doc_bound_and_callback_stops():
     pr = GaussianPrior(np.zeros(K - 1), np.eye(K - 1))
     for d in range(3):
         ids, c = C[d].indices, C[d].data
-        phi = _phi(lam[d], np.log(beta)[:, ids])
+        phi = _phi(lam[d], np.log(beta)[:, ids].T).T
         assert np.isclose(bounds[d], doc_bound(c.astype(float), np.log(beta)[:, ids], pr, lam[d], nu2[d], _expz(lam[d], nu2[d]), phi))
     assert np.isclose(stats.sum(), C.sum())
     fit = fit_meanfield(C, K, max_iter=10, callback=lambda it, f: it == 2)
@@ -99,3 +140,43 @@ def test_bad_input():
     with pytest.raises(ValueError, match="beta0 must"): fit_meanfield(C, K, beta0=np.full((K, 3), 1 / 3))
     with pytest.raises(ValueError, match="strictly positive"): estep(C, np.zeros(K - 1), np.eye(K - 1), np.zeros((K, C.shape[1])))
     with pytest.raises(ValueError, match="positive definite"): estep(C, np.zeros(K - 1), -np.eye(K - 1), init_beta(C, K))
+
+
+@pytest.mark.parametrize("seed, var_tol, max_iter", [(0, 1e-6, 20), (1, 1e-9, 40), (2, 0.0, 3)])
+def test_batched_estep_equals_the_document_loop(seed, var_tol, max_iter):
+    """The stacked E-step (all documents at once, each stopping on its own tests) against the reference loop over documents:
+    λ, ν², L_d, the word-topic statistics and the cycles agree to rounding, with an empty and a one-word document."""
+    C, K = _synthetic(seed, D=20, N=50)
+    C = C.tolil(); C[3, :] = 0; C[5, :] = 0; C[5, 2] = 7; C = C.tocsr(); C.eliminate_zeros()
+    rng = np.random.default_rng(seed); D, V = C.shape
+    beta = rng.dirichlet(np.ones(V), size=K)
+    A = rng.normal(size=(K - 1, K - 1)); Sig = A @ A.T / K + 0.5 * np.eye(K - 1); mu = rng.normal(size=K - 1) * 0.3
+    lam0, nu20 = rng.normal(size=(D, K - 1)), rng.uniform(0.1, 10, (D, K - 1))
+    lam, nu2, bounds, stats, cycles = estep(C, mu, Sig, beta, lam0, nu20, var_tol, max_iter)
+    pr = GaussianPrior(mu, Sig); lbeta = np.log(beta); st = np.zeros_like(beta); cyc = []
+    for d in range(D):
+        ids, c = C[d].indices, C[d].data
+        l, v, _, phi, b, it = estep_doc(ids, c, lbeta, pr, lam0[d], nu20[d], var_tol, max_iter)
+        np.testing.assert_allclose(lam[d], l, rtol=1e-10, atol=1e-10); np.testing.assert_allclose(nu2[d], v, rtol=1e-10)
+        np.testing.assert_allclose(bounds[d], b, rtol=1e-12, atol=1e-10); st[:, ids] += phi * c; cyc.append(it)
+    np.testing.assert_allclose(stats, st, rtol=1e-10, atol=1e-12)
+    assert cycles == sum(cyc) and (max_iter == 3 or len(set(cyc)) > 1), cyc     # documents stop at different cycles
+
+
+def test_stacked_updates_equal_one_document_at_a_time():
+    "_lambda_newton and _nu2_newton on a stack equal the reference update of each row; _phi rows equal the column softmax."
+    rng = np.random.default_rng(7); D, n = 9, 5
+    A = rng.normal(size=(n, n)); pr = GaussianPrior(rng.normal(size=n), A @ A.T / n + 0.3 * np.eye(n))
+    lam, nu2 = rng.normal(size=(D, n)) * 2, rng.uniform(1e-3, 20, (D, n)); phibar = rng.uniform(0, 30, (D, n))
+    N = phibar.sum(1) + rng.uniform(0, 30, D); N[0] = 0.0; zeta = 1 + np.exp(lam + 0.5 * nu2).sum(1)
+    L1 = _lambda_newton(lam, nu2, phibar, N, zeta, pr); V1 = _nu2_newton(L1, nu2, N, zeta, pr)
+    for d in range(D):
+        np.testing.assert_allclose(L1[d], _ref_lambda(lam[d], nu2[d], phibar[d], N[d], zeta[d], pr), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(V1[d], _ref_nu2(L1[d], nu2[d], N[d], zeta[d], pr), rtol=1e-10)
+    lbw = np.log(rng.dirichlet(np.ones(8), size=n + 1))
+    np.testing.assert_allclose(_phi(lam[2], lbw.T).T, _ref_phi(lam[2], lbw), rtol=1e-13)
+
+
+def test_estep_max_iter_must_be_positive():
+    C, K = _synthetic(6, D=5)
+    with pytest.raises(ValueError, match="max_iter"): estep(C, np.zeros(K - 1), np.eye(K - 1), init_beta(C, K), max_iter=0)

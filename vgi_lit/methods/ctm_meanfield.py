@@ -14,16 +14,16 @@ from scipy.special import logsumexp, xlogy
 from ..linalg import cholesky, chol_logdet
 from ..inference import Stop
 from ..corpora import Corpus
-from .ctm import init_beta, newton_direction, damped_newton
-from ..models import GaussianPrior, closed_form_prior
+from .ctm import init_beta
+from ..models import GaussianPrior, closed_form_prior, stacked_cholesky, stacked_solve
 
 # %% auto #0
-__all__ = ['doc_bound', 'estep_doc', 'estep', 'mstep', 'MeanFieldFit', 'fit_meanfield']
+__all__ = ['doc_bound', 'estep', 'mstep', 'MeanFieldFit', 'fit_meanfield']
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #be7534da
 def _expz(lam, nu2):
-    "Σ_k exp(λ̄_k + ν̄²_k/2), the last term exp(0) = 1."
-    return 1.0 + np.exp(lam + 0.5 * nu2).sum()
+    "Σ_k exp(λ̄_k + ν̄²_k/2), the last term exp(0) = 1; for a stack lam, nu2 (D, K−1), one value per row."
+    return 1.0 + np.exp(lam + 0.5 * nu2).sum(axis=-1)
 
 def doc_bound(cnts, lbw, pr: GaussianPrior, lam, nu2, zeta, phi) -> float:
     """Blei & Lafferty's per-document bound L_d above. cnts (W,) counts of the distinct words, lbw (K, W) = log β[:, ids],
@@ -37,46 +37,63 @@ def doc_bound(cnts, lbw, pr: GaussianPrior, lam, nu2, zeta, phi) -> float:
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #01d01fda
 def _phi(lam, lbw):
-    "φ_wk ∝ β_kw exp(λ̄_k): (K, W), columns on the simplex (a column-wise softmax, shifted by its maximum)."
-    a = np.append(lam, 0.0)[:, None] + lbw
-    p = np.exp(a - a.max(axis=0))
-    return p / p.sum(axis=0)
+    """φ_wk ∝ β_kw exp(λ̄_k) for a stack of rows: lam (R, K−1) each row's document's λ (or one (K−1,) for all rows),
+    lbw (R, K) = log β_kw of each row's word; (R, K), rows on the simplex (a softmax, shifted by its maximum)."""
+    a = np.concatenate([lam, np.zeros(lam.shape[:-1] + (1,))], axis=-1) + lbw
+    p = np.exp(a - a.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)
 
-def _lambda_newton(lam, nu2, phibar, N, zeta, pr: GaussianPrior, tol=1e-10, max_iter=50):
-    "Maximiser of the concave f(λ) above by Newton's method with step halving (`damped_newton`, A = Σ⁻¹ + diag(e))."
-    f = lambda l: -0.5 * pr.maha(l - pr.mu) + l @ phibar - N / zeta * np.exp(l + 0.5 * nu2).sum()
-    def direction(l):
-        e = N / zeta * np.exp(l + 0.5 * nu2)
-        g = -pr.solve(l - pr.mu) + phibar - e
-        return g, newton_direction(pr.L, e, g)
-    return damped_newton(f, direction, lam, tol, max_iter, 1e-12)
+def _lambda_newton(lam, nu2, phibar, N, zeta, pr: GaussianPrior, tol=1e-10, max_iter=50, min_step=1e-12):
+    """Maximiser of the concave f(λ_d) above for every row d of lam (D, K−1) (or one (K−1,)) at once, by Newton's method
+    with step halving: step s = (Σ⁻¹ + diag e)⁻¹g through the stacked Cholesky factors C_d of I + Lᵀdiag(e_d)L (Σ = LLᵀ),
+    s = L(C_dC_dᵀ)⁻¹Lᵀg; a document stops on its own when its Newton decrement gᵀs/2 ≤ `tol`, when no step length
+    t ≥ `min_step` (halved from 1) keeps f from decreasing, or after `max_iter` steps, and is frozen from then on."""
+    one = np.ndim(lam) == 1
+    lam, nu2, phibar = (np.atleast_2d(np.asarray(a, dtype=np.float64)) for a in (lam, nu2, phibar))
+    w = np.asarray(N, dtype=np.float64).reshape(-1) / np.asarray(zeta, dtype=np.float64).reshape(-1)   # N_d / ζ_d (D,)
+    L = pr.L; I = np.eye(L.shape[0])
+    def f(x, i):
+        u = pr.prior.half_solve((x - pr.mu).T)
+        return -0.5 * (u * u).sum(axis=0) + (x * phibar[i]).sum(axis=1) - w[i] * np.exp(x + 0.5 * nu2[i]).sum(axis=1)
+    def direction(x, i):
+        e = w[i, None] * np.exp(x + 0.5 * nu2[i])
+        g = -pr.solve((x - pr.mu).T).T + phibar[i] - e
+        LtEL = (L.T[None] * e[:, None, :]) @ L
+        C = stacked_cholesky(I + 0.5 * (LtEL + np.swapaxes(LtEL, 1, 2)), "I + LᵀEL")
+        return g, stacked_solve(C, g @ L) @ L.T
+    x = lam.copy(); fx = f(x, np.arange(x.shape[0])); act = np.arange(x.shape[0])
+    for _ in range(max_iter):
+        if act.size == 0: break
+        g, s = direction(x[act], act)
+        go = (g * s).sum(axis=1) > 2 * tol                 # the decrement test, document by document
+        act, s = act[go], s[go]
+        t = np.ones(act.size); pend = np.arange(act.size); moved = np.zeros(act.size, dtype=bool)
+        while pend.size:                                   # step halving, each document on its own
+            d = act[pend]; xn = x[d] + t[pend, None] * s[pend]; fn = f(xn, d)
+            ok = fn >= fx[d]
+            x[d[ok]], fx[d[ok]], moved[pend[ok]] = xn[ok], fn[ok], True
+            pend = pend[~ok]; t[pend] *= 0.5; pend = pend[t[pend] > min_step]
+        act = act[moved]
+    return x[0] if one else x
 
 def _nu2_newton(lam, nu2, N, zeta, pr: GaussianPrior, tol=1e-12, max_iter=100):
-    "Root of the ν² stationarity condition, every coordinate at once, by Newton's method in t = log ν² (step capped at +2)."
-    p = pr.precision_diag; b = N / zeta * np.exp(lam); t = np.log(nu2)
+    """Root of the ν² stationarity condition, every coordinate of every row of nu2 (D, K−1) (or one (K−1,)) at once, by
+    Newton's method in t = log ν² (step capped at +2); a document stops when its largest step is below `tol`."""
+    one = np.ndim(lam) == 1
+    lam, nu2 = np.atleast_2d(lam), np.atleast_2d(nu2)
+    w = np.asarray(N, dtype=np.float64).reshape(-1) / np.asarray(zeta, dtype=np.float64).reshape(-1)
+    p = pr.precision_diag; b = w[:, None] * np.exp(lam); t = np.log(nu2); act = np.arange(t.shape[0])
     for _ in range(max_iter):
-        et = np.exp(t); ex = b * et * np.exp(0.5 * et)
+        if act.size == 0: break
+        et = np.exp(t[act]); ex = b[act] * et * np.exp(0.5 * et)
         d1 = 0.5 - 0.5 * p * et - 0.5 * ex
         d2 = -0.5 * p * et - 0.5 * ex * (1 + 0.5 * et)
         step = np.minimum(-d1 / d2, 2.0)
-        t = t + step
-        if np.abs(step).max() < tol: break
-    return np.exp(t)
+        t[act] = t[act] + step
+        act = act[np.abs(step).max(axis=1) >= tol]
+    return np.exp(t[0]) if one else np.exp(t)
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #6afbe971
-def estep_doc(ids, cnts, lbeta, pr: GaussianPrior, lam, nu2, var_tol: float = 1e-6, max_iter: int = 20):
-    "One document's E-step from (λ, ν²): returns λ, ν², ζ, φ (K, W), the bound L_d and the number of cycles."
-    lbw = lbeta[:, ids]; c = np.asarray(cnts, dtype=np.float64); N = c.sum()
-    lam, nu2 = lam.copy(), nu2.copy(); old = -np.inf; phi = _phi(lam, lbw)
-    for it in range(1, max_iter + 1):
-        zeta = _expz(lam, nu2); lam = _lambda_newton(lam, nu2, (phi * c).sum(axis=1)[:-1], N, zeta, pr)
-        zeta = _expz(lam, nu2); nu2 = _nu2_newton(lam, nu2, N, zeta, pr)
-        zeta = _expz(lam, nu2); phi = _phi(lam, lbw)
-        bnd = doc_bound(c, lbw, pr, lam, nu2, zeta, phi)
-        if abs(bnd - old) <= var_tol * abs(bnd): break
-        old = bnd
-    return lam, nu2, zeta, phi, bnd, it
-
 def _counts(x):
     C = x.counts if isinstance(x, Corpus) else x
     if not sp.issparse(C) or not np.issubdtype(C.dtype, np.integer): raise ValueError("counts must be a Corpus or an integer scipy.sparse matrix")
@@ -84,22 +101,51 @@ def _counts(x):
     if C.nnz and C.data.min() < 0: raise ValueError("counts must be non-negative")
     return C
 
+def _bounds(c, lbw, doc, rows, pr: GaussianPrior, lam, nu2, zeta, phi):
+    """`doc_bound` for a stack of D documents: c (R,), lbw (R, K), phi (R, K) the rows (distinct words) of all of them,
+    doc (R,) each row's document, rows (D, R) the sparse 0/1 matrix summing rows into documents; lam, nu2 (D, K−1), zeta (D,)."""
+    n = lam.shape[1]; u = pr.prior.half_solve((lam - pr.mu).T); N = rows @ c
+    prior = -0.5 * pr.logdet() - 0.5 * n * np.log(2 * np.pi) - 0.5 * nu2 @ pr.precision_diag - 0.5 * (u * u).sum(axis=0)
+    lbar = np.concatenate([lam, np.zeros((lam.shape[0], 1))], axis=1)
+    words = rows @ (c * (phi * (lbar[doc] + lbw) - xlogy(phi, phi)).sum(axis=1))
+    norm = -N * (_expz(lam, nu2) / zeta - 1.0 + np.log(zeta))
+    return prior + words + norm + 0.5 * np.sum(1.0 + np.log(2 * np.pi) + np.log(nu2), axis=1)
+
 def estep(counts, mu, Sigma, beta, lam=None, nu2=None, var_tol: float = 1e-6, max_iter: int = 20):
-    """The E-step for every row of `counts` at fixed (μ, Σ, β): λ (D, K−1), ν² (D, K−1), the bounds L_d (D,), the word-topic
-    statistics Σ_d c_dw φ_dwk (K, V), and the E-step cycles used. Start λ = μ, ν² = 1 unless given."""
+    """The E-step for every row of `counts` at fixed (μ, Σ, β), all documents at once: each cycle updates ζ, λ (`_lambda_newton`,
+    stacked), ζ, ν² (`_nu2_newton`), ζ, φ (over the distinct words of all documents, cost ∝ nnz) for the documents still active;
+    a document stops when the relative change of its L_d is ≤ `var_tol` or after `max_iter` cycles, and is frozen from then on.
+    Returns λ (D, K−1), ν² (D, K−1), the bounds L_d (D,), the word-topic statistics Σ_d c_dw φ_dwk (K, V), and the E-step
+    cycles used (summed over documents). Start λ = μ, ν² = 1 unless given."""
     C = _counts(counts); beta = np.asarray(beta, dtype=np.float64); K, V = beta.shape; n = K - 1
     if C.shape[1] != V: raise ValueError(f"counts has {C.shape[1]} words, beta {V}")
     if not (np.all(np.isfinite(beta)) and beta.min() > 0): raise ValueError("beta must be finite and strictly positive")
-    pr = GaussianPrior(mu, Sigma); lbeta = np.log(beta); D = C.shape[0]
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1: raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    pr = GaussianPrior(mu, Sigma); D = C.shape[0]
     lam = np.tile(pr.mu, (D, 1)) if lam is None else np.array(lam, dtype=np.float64)
     nu2 = np.ones((D, n)) if nu2 is None else np.array(nu2, dtype=np.float64)
     if lam.shape != (D, n) or nu2.shape != (D, n) or nu2.min(initial=1) <= 0: raise ValueError(f"lam, nu2 must be ({D}, {n}), nu2 > 0")
-    stats = np.zeros((K, V)); bounds = np.empty(D); cycles = 0
-    for d in range(D):
-        a, b = C.indptr[d], C.indptr[d + 1]; ids, c = C.indices[a:b], C.data[a:b]
-        lam[d], nu2[d], _, phi, bounds[d], it = estep_doc(ids, c, lbeta, pr, lam[d], nu2[d], var_tol, max_iter)
-        stats[:, ids] += phi * c; cycles += it
-    return lam, nu2, bounds, stats, cycles
+    lens = np.diff(C.indptr); doc = np.repeat(np.arange(D), lens); c = C.data.astype(np.float64)
+    lbw = np.log(beta)[:, C.indices].T                                         # (R, K): log β_kw of every (document, word) row
+    N = np.bincount(doc, weights=c, minlength=D)
+    phi = _phi(lam[doc], lbw); bounds = np.empty(D); cycles = np.zeros(D, dtype=int); old = np.full(D, -np.inf)
+    act = np.arange(D)
+    for it in range(1, max_iter + 1):
+        if act.size == 0: break
+        on = np.zeros(D, dtype=bool); on[act] = True; r = np.flatnonzero(on[doc])        # the rows of the active documents
+        la_len = lens[act]; ldoc = np.repeat(np.arange(act.size), la_len)
+        rows = sp.csr_matrix((np.ones(r.size), np.arange(r.size), np.r_[0, np.cumsum(la_len)]), shape=(act.size, r.size))
+        cr, lr = c[r], lbw[r]; la, va, Na = lam[act], nu2[act], N[act]
+        phibar = (rows @ (phi[r] * cr[:, None]))[:, :-1]
+        zeta = _expz(la, va); la = _lambda_newton(la, va, phibar, Na, zeta, pr)
+        zeta = _expz(la, va); va = _nu2_newton(la, va, Na, zeta, pr)
+        zeta = _expz(la, va); ph = _phi(la[ldoc], lr)
+        b = _bounds(cr, lr, ldoc, rows, pr, la, va, zeta, ph)
+        lam[act], nu2[act], phi[r], bounds[act], cycles[act] = la, va, ph, b, it
+        done = np.abs(b - old[act]) <= var_tol * np.abs(b); old[act] = b
+        act = act[~done]
+    stats = (sp.csr_matrix((c, (C.indices, np.arange(c.size))), shape=(V, c.size)) @ phi).T
+    return lam, nu2, bounds, np.ascontiguousarray(stats), int(cycles.sum())
 
 def mstep(lam, nu2, stats):
     """Closed-form μ, Σ, β from the E-step's (λ, ν², word-topic statistics): μ, Σ the blocks' closed form
