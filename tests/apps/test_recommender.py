@@ -22,7 +22,7 @@ def _ratings(seed=0, nu=20, ni=12, values=(1, 2, 3, 4, 5)):
 @pytest.fixture(scope="module")
 def fitted():
     rows, cols, r = _ratings()
-    return VGRecommender(K=2, max_iter=2).fit(rows, cols, r), (rows, cols, r)
+    return VGRecommender(K=2, max_iter=2, offsets=False).fit(rows, cols, r), (rows, cols, r)     # the paper's model
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_bad_input_is_an_error_naming_it(args, match):
 def test_bad_settings_are_errors():
     rows, cols, r = _ratings()
     with pytest.raises(ValueError, match="likelihood must be one of"): VGRecommender(likelihood="laplace").fit(rows, cols, r)
-    with pytest.raises(ValueError, match="K must be a positive integer"): VGRecommender(K=0).fit(rows, cols, r)
+    with pytest.raises(ValueError, match="K must be an integer >= 1"): VGRecommender(K=0, offsets=False).fit(rows, cols, r)
     with pytest.raises(ValueError, match="PMFOptions does not know"): VGRecommender(fit_options={"nu": 3}).fit(rows, cols, r)
     with pytest.raises(ValueError, match="exactly two"): VGRecommender(likelihood="binary").fit(rows, cols, r)
     with pytest.raises(ValueError, match="at most 20 distinct"): VGRecommender().fit(rows, cols, r + np.linspace(0, 0.5, r.size))
@@ -103,6 +103,18 @@ def test_unseen_ids_get_the_prior_prediction_and_one_warning(fitted):
         warnings.simplefilter("ignore", UnseenIdWarning)
         p = rec.predict(["nobody"], [999])
     assert r.min() <= p[0] <= r.max()
+
+
+def test_unseen_ids_with_the_default_offsets(gaussian):
+    rec, (rows, cols, r) = gaussian
+    with pytest.warns(UnseenIdWarning, match="1 have a row id not seen"):
+        m, v = rec.latent(["nobody"], [999])
+    st = rec.posterior_.state
+    b0 = getattr(st, "b0", 0.0) if rec.offsets_ else 0.0             # the global level where the model has offsets
+    assert m[0] == pytest.approx(b0 + rec.posterior_.model.mu @ rec.posterior_.model.mu, abs=1e-12) and v[0] > 0
+    with pytest.warns(UnseenIdWarning):
+        p = rec.predict(["u0", "u1"], [999, 999])
+    if rec.offsets_: assert p[0] != p[1]               # a new column: the seen rows' effects still tell them apart
 
 
 def test_recommend_ranks_and_leaves_out_what_the_row_rated(fitted):

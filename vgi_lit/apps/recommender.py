@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, json, sys, warnings
 from dataclasses import fields as _dc_fields
+from inspect import signature
 import numpy as np
 from .. import io as vio
 from ..inference import fit as _fit
@@ -116,7 +117,8 @@ class VGRecommender:
       'binary' (two rating values, logistic), 'poisson' (counts).
     - `learn_likelihood`: learn the likelihood's parameters (cut points, noise variance) by the bound; `noise_var`: the
       Gaussian noise variance (its start when learned; None: half the training variance of the ratings).
-    - `offsets`: a global level and row and column effects, where the installed `PMF` has them (`offsets_` says what was used).
+    - `offsets`: a global level and row and column effects with learned prior variances, passed to `PMF` where it takes
+      them (`offsets_` says whether the fitted model has them); with offsets `K = 0` is the bias model.
     - `method`, `max_iter`, `tol`, `max_seconds`: as in `vgi_lit.fit` (None: its defaults); `fit_options`: other fields of
       `PMFOptions`; `random_state`: the seed of the start and the Monte Carlo draws; `progress`: a progress bar.
     - `columns`: the names of the row, column and rating columns when `fit` is given one table."""
@@ -159,26 +161,27 @@ class VGRecommender:
         return r - self.center_, Gaussian(float(s2))
 
     def _model_options(self):
-        "(keyword arguments of `PMF`, fields of `PMFOptions`) for the offsets, as far as the installed model has them."
-        return {}, {}
+        """Keyword arguments of `PMF` for the offsets: `offsets` passed through where the installed `PMF` takes it (a
+        global level, row and column effects with learned prior variances), none otherwise."""
+        return {"offsets": bool(self.offsets)} if "offsets" in signature(PMF).parameters else {}
 
     def fit(self, rows, cols=None, ratings=None):
         """Fit to ratings: `rows`, `cols`, `ratings` of one length (ids any hashable values; ratings numbers, none missing),
         or one table (a DataFrame or a mapping) with the columns named by `columns`. Returns self."""
         rows, cols, ratings = _triples(rows, cols, ratings, self.columns)
         r = check_ratings(ratings)
-        if isinstance(self.K, bool) or not isinstance(self.K, (int, np.integer)) or self.K < 1:
-            raise ValueError(f"K must be a positive integer, got {self.K!r}")
+        model_kw = self._model_options(); kmin = 0 if model_kw.get("offsets") else 1       # K = 0: the offsets alone
+        if isinstance(self.K, bool) or not isinstance(self.K, (int, np.integer)) or self.K < kmin:
+            raise ValueError(f"K must be an integer >= {kmin}{' (0 only with offsets)' if kmin else ''}, got {self.K!r}")
         self.rows_, self.cols_ = IdIndex(rows), IdIndex(cols)
         ri, _ = self.rows_.lookup(rows, "rows"); ci, _ = self.cols_.lookup(cols, "cols")
         y, lik = self._encode(r)
-        model_kw, opt_kw = self._model_options()
         model = PMF(ri, ci, y, lik, int(self.K), len(self.rows_), len(self.cols_), **model_kw)
         names = {f.name for f in _dc_fields(PMFOptions)}
         extra = dict(self.fit_options or {})
         unknown = sorted(set(extra) - names)
         if unknown: raise ValueError(f"fit_options has fields PMFOptions does not know: {unknown}; it knows {sorted(names)}")
-        opts = dict(seed=int(self.random_state), learn_lik=bool(self.learn_likelihood)) | opt_kw | extra
+        opts = dict(seed=int(self.random_state), learn_lik=bool(self.learn_likelihood)) | extra
         common = {k: v for k, v in (("max_iter", self.max_iter), ("tol", self.tol), ("max_seconds", self.max_seconds)) if v is not None}
         self.posterior_ = _fit(model, self.method, progress=bool(self.progress), options=PMFOptions(**opts), **common)
         self.n_ratings_ = int(r.size)
@@ -191,30 +194,42 @@ class VGRecommender:
     n_iter_ = property(lambda self: int(self.posterior_.n_iter), doc="Sweeps of the fit.")
     stop_ = property(lambda self: self.posterior_.stop, doc="Why the fit stopped (`Stop`).")
     converged_ = property(lambda self: bool(self.posterior_.converged), doc="Whether the fit reached its stop rule (not a budget).")
+    offsets_ = property(lambda self: bool(getattr(self.posterior_.model, "offsets", False)),
+                        doc="Whether the fitted model has offsets (a global level, row and column effects).")
+
+    def _blocks(self, side: int, idx, seen):
+        """Means (n, D) and factors (n, D, d) of the full vectors of one side at `idx`: q where `seen`, the side's prior
+        elsewhere; with offsets the vectors (u, a, 1) of a row and (v, 1, c) of a column, the coordinate fixed at 1 with no
+        variance."""
+        post = self.posterior_; model, st = post.model, post.state
+        if hasattr(st, "priors"): mu_p, sd_p = st.priors[side].mu, np.sqrt(st.priors[side].prior.diag())
+        else: mu_p, sd_p = model.mu, np.full(model.K, np.sqrt(post.prior_var[side]))
+        j = np.where(seen, idx, 0)
+        m = np.where(seen[:, None], st.m[side][j], mu_p); F = np.where(seen[:, None, None], st.F[side][j], np.diag(sd_p))
+        if not self.offsets_: return m, F
+        n, d = m.shape; free = model.free(side)
+        M = np.empty((n, model.D)); M[:, free] = m; M[:, model.fixed(side)] = 1.0
+        G = np.zeros((n, model.D, d)); G[:, free] = F
+        return M, G
 
     def latent(self, rows, cols, who: str = "predict"):
-        """Mean and variance (n,) of the latent f at the pairs: from q for seen ids, from the prior of the factors for an
+        """Mean and variance (n,) of the latent f at the pairs: from q for seen ids, from the prior of its side for an
         unseen row or column id (an `UnseenIdWarning` says how many)."""
         self._check_fitted()
         rows, cols, _ = _triples(rows, cols, None, self.columns, need_ratings=False)
         ri, rs = self.rows_.lookup(rows, "rows"); ci, cs = self.cols_.lookup(cols, "cols")
-        post = self.posterior_; st, model = post.state, post.model
+        post = self.posterior_
         seen = rs & cs; mean, var = np.empty(ri.size), np.empty(ri.size)
         if seen.any(): mean[seen], var[seen] = post.predict(ri[seen], ci[seen])
         if not seen.all():
-            K, s2u, s2v, mu = model.K, *post.prior_var, model.mu
-            u, v = ~seen & rs, ~seen & cs
             o = np.flatnonzero(~seen)
-            mu_u = np.where(rs[o, None], st.m[0][np.maximum(ri[o], 0)], mu); mu_v = np.where(cs[o, None], st.m[1][np.maximum(ci[o], 0)], mu)
-            F_u = np.where(rs[o, None, None], st.F[0][np.maximum(ri[o], 0)], np.sqrt(s2u) * np.eye(K))
-            F_v = np.where(cs[o, None, None], st.F[1][np.maximum(ci[o], 0)], np.sqrt(s2v) * np.eye(K))
-            mean[o], var[o] = _pair_moments(mu_u, F_u, mu_v, F_v)
+            mean[o], var[o] = _pair_moments(*self._blocks(0, ri[o], rs[o]), *self._blocks(1, ci[o], cs[o]))
             r_ids = sorted({str(x) for x, s in zip(_id_list(rows, "rows"), rs) if not s})
             c_ids = sorted({str(x) for x, s in zip(_id_list(cols, "cols"), cs) if not s})
             parts = ([f"{int((~rs).sum())} have a row id not seen in fit ({len(r_ids)} distinct, e.g. {r_ids[:3]})"] if r_ids else []) + \
                     ([f"{int((~cs).sum())} have a column id not seen in fit ({len(c_ids)} distinct, e.g. {c_ids[:3]})"] if c_ids else [])
             warnings.warn(UnseenIdWarning(f"{who}: of {ri.size} pairs, " + " and ".join(parts) +
-                                          "; they get the prior prediction (the prior of the unseen factor)"), stacklevel=3)
+                                          "; they get the prior prediction (the prior of the unseen side: its offsets' prior mean where the model has offsets)"), stacklevel=3)
         return mean, var
 
     def predict_dist(self, rows, cols):

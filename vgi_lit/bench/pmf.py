@@ -73,7 +73,8 @@ def sweep_floor(model: PMF, n_u: int, n_f: int, rate: float, lik_cost: float) ->
     K, n = model.K, model.nnz; cols = model.n_rows + model.n_cols
     flops = cols * (2.0 / 3.0) * K**3 + n * 2 * n_u * (6 * K * K + 6 * K)
     evals = n * 2 * n_u * n_f
-    return dict(flops=flops, likelihood_evals=evals, seconds=flops / rate + evals * lik_cost)
+    return dict(flops=flops, likelihood_evals=evals, flop_seconds=flops / rate, likelihood_seconds=evals * lik_cost,
+                seconds=flops / rate + evals * lik_cost)
 
 def sweep_throughput(model: PMF, method: str = "h-mc-ssvi", sweeps: int = 1, n_u: int = 10, n_f: int = 10, seed: int = 0) -> dict:
     """Wall seconds of `sweeps` full sweeps of `fit` (every column of U, then of V; the bound's evaluations not counted):
@@ -83,7 +84,9 @@ def sweep_throughput(model: PMF, method: str = "h-mc-ssvi", sweeps: int = 1, n_u
     fl = sweep_floor(model, n_u, n_f, flop_rate(model.K), likelihood_eval_cost(model.likelihood, model.y))
     return dict(K=model.K, method=method, n_u=n_u, n_f=n_f, ratings=model.nnz, sweep_seconds=round(t, 3),
                 ratings_per_second=round(model.nnz / t, 1), floor_seconds=round(fl["seconds"], 4),
-                floor_ratings_per_second=round(model.nnz / fl["seconds"], 1), sweep_over_floor=round(t / fl["seconds"], 1))
+                floor_ratings_per_second=round(model.nnz / fl["seconds"], 1), sweep_over_floor=round(t / fl["seconds"], 1),
+                floor_flop_seconds=round(fl["flop_seconds"], 4), floor_likelihood_seconds=round(fl["likelihood_seconds"], 4),
+                sweep_over_flop_floor=round(t / fl["flop_seconds"], 1))
 
 # %% ../../nbs/bench/98h_bench_pmf.ipynb #7dd0bb5d
 def surprise_data(rows, cols, ratings, scale=(1, 5)):
