@@ -355,7 +355,7 @@ def comparison_estimators(data: str = "movielens", **rec_kw) -> dict:
 
 def compare(argv=None) -> dict:
     """Command line: `python -m vgi_lit.apps.recommender [movielens|generated] [--folds 0,1,2,3,4] [--subset USERS,ITEMS]
-    [--max-iter N] [--K K]`: test RMSE, test NLL per rating and fit seconds of `comparison_estimators` on seeded 80/20
+    [--max-iter N] [--K K] [--estimators NAME,...]`: test RMSE, test NLL per rating and fit seconds of `comparison_estimators` on seeded 80/20
     folds (`rating_cv`), one JSON line per fit, then the summary. BLAS single-threaded (threadpoolctl)."""
     from threadpoolctl import threadpool_limits
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.apps.recommender")
@@ -365,6 +365,7 @@ def compare(argv=None) -> dict:
     ap.add_argument("--max-iter", type=int, default=None, help="sweeps of the VGRecommender fits (default: its own)")
     ap.add_argument("--K", type=int, default=10)
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--estimators", default=None, help="comma-separated names of the estimators to run (default all; see the first line printed)")
     a = ap.parse_args(argv)
     if a.data == "generated": ratings = effects_ratings()
     else:
@@ -376,6 +377,11 @@ def compare(argv=None) -> dict:
                               name=f"{ratings.name}[:{nu}, :{ni}]")
     print(json.dumps({"data": repr(ratings)}), flush=True)
     est = comparison_estimators(a.data, K=a.K, max_iter=a.max_iter)
+    print(json.dumps({"estimators": list(est)}), flush=True)
+    if a.estimators:
+        want = [n.strip() for n in a.estimators.split(",")]
+        if set(want) - set(est): ap.error(f"unknown estimators {sorted(set(want) - set(est))}; known: {list(est)}")
+        est = {n: est[n] for n in want}
     ref = "surprise SVD" if "surprise SVD" in est else "bias LS"
     with threadpool_limits(1, user_api="blas"):
         rows = rating_cv(ratings, est, folds=[int(k) for k in a.folds.split(",")], reference=ref,
