@@ -177,3 +177,12 @@ def test_bias_baseline_and_discretised_gaussian():
     b = BiasLS().fit(np.array([1, 1, 2]), np.array([1, 2, 1]), np.array([4.0, 2.0, 5.0]))
     assert b.predict(np.array([9]), np.array([9]))[0] == pytest.approx(11 / 3)     # unseen: the global mean
     with pytest.raises(ValueError, match="among"): discretised_gaussian_logp(np.array([3.5]), np.array([3.0]), 1.0, np.arange(1.0, 6.0))
+
+
+def test_bias_ls_is_surprises_baseline_model():
+    pytest.importorskip("surprise")
+    from vgi_lit.bench.pmf import SurpriseModel, effects_ratings
+    g = effects_ratings(60, 40, seed=1)
+    mine = BiasLS().fit(g.users, g.items, g.ratings)                                       # λ_u = 15, λ_i = 10, as surprise's
+    theirs = SurpriseModel("BaselineOnly").fit(g.users, g.items, g.ratings)
+    np.testing.assert_allclose(mine.predict(g.users, g.items), theirs.predict(g.users, g.items), atol=1e-3)

@@ -121,7 +121,11 @@ class VGRecommender:
       them (`offsets_` says whether the fitted model has them); with offsets `K = 0` is the bias model.
     - `method`, `max_iter`, `tol`, `max_seconds`: as in `vgi_lit.fit` (None: its defaults); `fit_options`: other fields of
       `PMFOptions`; `random_state`: the seed of the start and the Monte Carlo draws; `progress`: a progress bar.
-    - `columns`: the names of the row, column and rating columns when `fit` is given one table."""
+    - `columns`: the names of the row, column and rating columns when `fit` is given one table.
+
+    After `fit`: `rows_`, `cols_` (`IdIndex`: the ids and their indices), `rating_values_` (the distinct training ratings,
+    when at most 20), `center_` (the training mean a Gaussian likelihood subtracts; 0 otherwise), `posterior_` (the
+    `PMFPosterior`), `likelihood_` (with its learned parameters), `n_iter_`, `stop_`, `converged_`, `offsets_`."""
     def __init__(self, K: int = 10, likelihood: str = "ordinal", learn_likelihood: bool = True, noise_var=None, offsets: bool = True,
                  method=None, max_iter=None, tol=None, max_seconds=None, fit_options=None, random_state: int = 0,
                  progress: bool = False, columns=("user", "item", "rating")):

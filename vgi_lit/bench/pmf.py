@@ -117,15 +117,26 @@ class BiasLS:
 
 class SurpriseModel:
     """A scikit-surprise algorithm (`SVD`, `BaselineOnly`) with its defaults behind the same three calls; its NLL from a
-    Gaussian with its training residual variance, discretised on the training rating values."""
+    Gaussian with its training residual variance, discretised on the training rating values. Its predictions go through
+    surprise's `predict`, one pair at a time."""
     def __init__(self, algorithm: str = "SVD"):
         import surprise
         self.name = f"surprise {algorithm}"; self.algo = getattr(surprise, algorithm)(**({"random_state": 0} if algorithm == "SVD" else {}))
     def fit(self, rows, cols, ratings):
+        "Fit; `fit_seconds_` is the algorithm's own training time (the trainset's construction not counted)."
         r = np.asarray(ratings, float); lo, hi = float(r.min()), float(r.max())
-        with contextlib.redirect_stdout(io.StringIO()): self.algo.fit(surprise_data(rows, cols, r, (lo, hi)))
-        self.values = np.unique(r); self.sd = float(np.sqrt(np.mean((r - self.predict(rows, cols))**2)))
+        data = surprise_data(rows, cols, r, (lo, hi))
+        t = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()): self.algo.fit(data)
+        self.fit_seconds_ = time.perf_counter() - t
+        self.values, self._train = np.unique(r), (rows, cols, r)
         return self
+    @property
+    def sd(self) -> float:
+        "The training residual standard deviation (computed at first use, outside the fit's time)."
+        if not hasattr(self, "_sd"):
+            rows, cols, r = self._train; self._sd = float(np.sqrt(np.mean((r - self.predict(rows, cols))**2)))
+        return self._sd
     def predict(self, rows, cols):
         return np.array([self.algo.predict(str(u), str(i)).est for u, i in zip(np.asarray(rows).tolist(), np.asarray(cols).tolist())])
     def log_density(self, rows, cols, ratings, discrete=True):
@@ -134,7 +145,8 @@ class SurpriseModel:
 # %% ../../nbs/bench/98h_bench_pmf.ipynb #d61fecf4
 def rating_cv(ratings: Ratings, estimators: dict, n_folds: int = 5, folds=None, seed: int = 0, reference: str | None = None, out=print) -> list:
     """Each estimator (name → a function returning an unfitted object with `fit(rows, cols, ratings)`, `predict(rows, cols)`
-    and `log_density(rows, cols, ratings, discrete=True)`) on the `folds` (default all) of `n_folds` seeded folds
+    and `log_density(rows, cols, ratings, discrete=True)`; its `fit_seconds_`, where it has one, is the fit's time, else the
+    wall time of `fit`) on the `folds` (default all) of `n_folds` seeded folds
     (`rating_folds`): test RMSE, test NLL per rating, fit wall seconds and their ratio to the `reference` estimator's on
     the same fold, one JSON line per fit and per fold through `out`. Ids are the data's own (1-based, as in the file)."""
     labels = rating_folds(len(ratings.ratings), n_folds, seed); rows = []
@@ -145,7 +157,7 @@ def rating_cv(ratings: Ratings, estimators: dict, n_folds: int = 5, folds=None, 
             est = make()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                t = time.perf_counter(); est.fit(u[tr], i[tr], r[tr]); t = time.perf_counter() - t
+                t = time.perf_counter(); est.fit(u[tr], i[tr], r[tr]); t = getattr(est, "fit_seconds_", time.perf_counter() - t)
                 pred = est.predict(u[te], i[te]); lp = est.log_density(u[te], i[te], r[te], discrete=True)
             row = dict(fold=k, estimator=name, fit_seconds=t, rmse=float(np.sqrt(np.mean((pred - r[te])**2))),
                        nll=float(-np.mean(lp)), n_train=len(tr), n_test=len(te))
