@@ -43,6 +43,7 @@ def likelihood_spec(lik) -> dict:
     return {"class": name, "params": {p: _num(getattr(lik, p)) for p in LIKELIHOOD_PARAMS[name]},
             "method": lik.method, "n_gh": int(lik.n_gh)}
 
+# %% ../nbs/08_io.ipynb #50da3540
 def likelihood_from_spec(spec: dict):
     "The likelihood a `likelihood_spec` describes."
     name = spec.get("class")
@@ -50,7 +51,6 @@ def likelihood_from_spec(spec: dict):
     params = {k: (None if v is None else (np.array(v, dtype=float) if isinstance(v, list) else float(v)))
               for k, v in spec["params"].items()}
     return getattr(_liks, name)(**params, method=spec["method"], n_gh=spec["n_gh"])
-
 
 # %% ../nbs/08_io.ipynb #io06
 KERNELS = ("RBF", "Matern12", "Matern32", "Matern52", "Linear", "Periodic", "Constant", "White")
@@ -64,13 +64,13 @@ def kernel_spec(k) -> dict:
         raise ValueError(f"cannot save a {name} kernel: the format knows {', '.join(KERNELS)}, Sum and Product")
     return {"class": name, "params": {n: _num(k._values[n]) for n in k._names}}
 
+# %% ../nbs/08_io.ipynb #4dfaa805
 def kernel_from_spec(spec: dict):
     "The kernel a `kernel_spec` describes."
     name = spec.get("class")
     if name in ("Sum", "Product"): return getattr(_kernels, name)(*[kernel_from_spec(p) for p in spec["parts"]])
     if name not in KERNELS: raise ValueError(f"unknown kernel class {name!r} in the file")
     return getattr(_kernels, name)(**{n: (np.array(v) if isinstance(v, list) else v) for n, v in spec["params"].items()})
-
 
 # %% ../nbs/08_io.ipynb #io11
 def _cov_arrays(post) -> tuple[str, dict]:
@@ -98,6 +98,7 @@ class Format(NamedTuple):
     from_file: Callable
     marker: str | None = None
 
+# %% ../nbs/08_io.ipynb #6a01dbe8
 FORMATS: dict = {}   # class name -> Format: every class that `save` writes and `load` rebuilds
 
 def register_format(cls, to_file, from_file, marker: str | None = None):
@@ -279,6 +280,7 @@ register_format(VGPosterior, posterior_to_file, posterior_from_file)
 # %% ../nbs/08_io.ipynb #iohf2
 from .inference import Record, Event, EventKind           # the parts of a trace, for `history_from_spec`
 
+# %% ../nbs/08_io.ipynb #a3ae7d71
 def _plain(v, where: str):
     "A record's extra value as JSON: a number, string, bool or None as itself, an array as {'array': list, 'dtype': name}."
     if v is None or isinstance(v, (bool, str, int, float)): return v
@@ -296,6 +298,7 @@ def history_spec(hist: History) -> dict:
              {k: _plain(v, f"record {r.iter}'s {k!r}") for k, v in r.extra.items()}] for r in hist]
     return {"stop": None if hist.stop is None else hist.stop.value, "records": recs}
 
+# %% ../nbs/08_io.ipynb #f5764eda
 def history_from_spec(spec: dict) -> History:
     "The trace a `history_spec` describes (its clock starts at loading; the records keep their times)."
     def value(v):
@@ -337,6 +340,7 @@ def model_arrays(M) -> tuple[dict, dict]:
                 {"X": M.X, "y": np.asarray(M.y, float)})
     raise ValueError(f"cannot save a {type(M).__name__}: the two-level models the format knows are PMF, CTM and GME")
 
+# %% ../nbs/08_io.ipynb #524954c3
 def model_from_arrays(s: dict, A: dict):
     "The model `model_arrays` describes."
     if s["model"] == "pmf":

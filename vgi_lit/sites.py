@@ -230,10 +230,12 @@ def site_indices(idx, n):
     if idx.size and (idx.min() < 0 or idx.max() >= n): raise ValueError(f"site indices must lie in [0, {n}), got range [{idx.min()}, {idx.max()}]")
     return idx
 
+# %% ../nbs/03a_sites.ipynb #cffdd6a3
 def is_dask_array(H) -> bool:
     "Whether H is a dask collection (told by its type's module, so that dask need not be imported to ask)."
     return type(H).__module__.split(".")[0] == "dask"
 
+# %% ../nbs/03a_sites.ipynb #a9a50e5e
 def as_sites(H, n: int | None = None) -> SiteMatrix:
     """The `SiteMatrix` for H: a `SiteMatrix` as it is; None → `IdentitySites(n)`; a NumPy array → `DenseSites`;
     a scipy.sparse CSR matrix → `CSRSites` (another sparse format is a TypeError: convert with `.tocsr()`);

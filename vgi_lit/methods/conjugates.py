@@ -15,8 +15,6 @@ __all__ = ['LAM_FLOOR', 'P_EPS', 'SiteConjugate', 'ExpTypeConjugate', 'poisson_c
            'hessian_min_eig', 'numeric_conjugate', 'conjugate_for', 'BohningLogistic']
 
 # %% ../../nbs/methods/12_dual_conjugates.ipynb #d5e27fb8
-LAM_FLOOR = 1e-300   # lower bound on lambda handed to box-constrained solvers (f* has slope log(lam/c) -> -inf at 0)
-
 class SiteConjugate:
     """Per-site convex f_n(h, rho) and its Fenchel conjugate f*_n(alpha, lam) = max alpha h + lam rho/2 - f_n (Khan et al. 2013, eq. 19),
     on an affine parametrisation of the effective domain: alpha = a_al*x + b_al, lam = a_lam*x + b_lam, lo <= x <= hi."""
@@ -39,6 +37,9 @@ class SiteConjugate:
         fh, fr = self.f_grad(h, rho); x, ok = self.x_of(fh, 2 * fr, tol=1e-8)
         if not np.all(ok): raise ValueError(f"{self.name}: the gradient of f_n at {int(np.sum(~ok))} site(s) is off the effective domain (non-finite h or rho?)")
         return x
+
+# %% ../../nbs/methods/12_dual_conjugates.ipynb #d118e214
+LAM_FLOOR = 1e-300   # lower bound on lambda handed to box-constrained solvers (f* has slope log(lam/c) -> -inf at 0)
 
 class ExpTypeConjugate(SiteConjugate):
     "f = k + b h + c exp(sigma h + rho/2); S = {lam >= 0, alpha = sigma lam + b}; f* = lam log(lam/c) - lam - k, x = lam."
@@ -72,6 +73,7 @@ class ExpTypeConjugate(SiteConjugate):
         ok = (lam >= 0) & (np.abs(alpha - self.sigma * lam - self.b) <= tol * (1 + np.abs(alpha)))
         return lam.copy(), ok
 
+# %% ../../nbs/methods/12_dual_conjugates.ipynb #f4f83e34
 def _as_sites(y, name):
     y = np.asarray(y, float)
     if y.ndim != 1: raise ValueError(f"{name}: y must be a 1-d array of site observations, got shape {y.shape}")
@@ -86,12 +88,14 @@ def poisson_conjugate(y, exposure=None):
     if np.any(~np.isfinite(E)) or np.any(E <= 0): raise ValueError("Poisson conjugate: exposure must be positive and finite")
     return ExpTypeConjugate(gammaln(y + 1) - y * np.log(E), -y, E, 1.0, name="Poisson")
 
+# %% ../../nbs/methods/12_dual_conjugates.ipynb #ee6450ba
 def exponential_conjugate(y):
     "Exponential with rate e^f (Sheth & Khardon 2016, Remark 1): f_n = -h + y e^{h+rho/2}."
     y = _as_sites(y, "exponential conjugate")
     if np.any(y <= 0): raise ValueError("exponential conjugate: observations y must be positive")
     return ExpTypeConjugate(np.zeros_like(y), -1.0, y, 1.0, name="exponential")
 
+# %% ../../nbs/methods/12_dual_conjugates.ipynb #275cccb8
 def stochvol_conjugate(y):
     "Stochastic volatility p(y|f) = N(y|0, e^f): f_n = log(2 pi)/2 + h/2 + (y^2/2) e^{-h+rho/2}."
     y = _as_sites(y, "stochastic-volatility conjugate")
@@ -99,8 +103,6 @@ def stochvol_conjugate(y):
     return ExpTypeConjugate(np.full_like(y, 0.5 * np.log(2 * np.pi)), 0.5, 0.5 * y**2, -1.0, name="stochastic volatility")
 
 # %% ../../nbs/methods/12_dual_conjugates.ipynb #a530b812
-P_EPS = 1e-12   # solver bound for p = -y alpha in Boehning's conjugate: p in [P_EPS, 1 - P_EPS]
-
 class FixedCurvatureConjugate(SiteConjugate):
     "f = g(h) + lam0 rho/2; S = {lam = lam0, alpha in dom g*}; f*(alpha, lam0) = g*(alpha), x = alpha."
     def _setup(self, lam0, lo, hi):
@@ -121,6 +123,7 @@ class FixedCurvatureConjugate(SiteConjugate):
         ok = (np.abs(lam - self.lam0) <= tol * (1 + self.lam0)) & self.in_dom(alpha)
         return alpha.copy(), ok
 
+# %% ../../nbs/methods/12_dual_conjugates.ipynb #8bc8407d
 class GaussianConjugate(FixedCurvatureConjugate):
     "Gaussian N(y|f, s): g = (y-h)^2/(2s) + log(2 pi s)/2, lam0 = 1/s, g*(alpha) = alpha y + s alpha^2/2 - log(2 pi s)/2."
     name = "Gaussian"
@@ -140,6 +143,9 @@ class GaussianConjugate(FixedCurvatureConjugate):
     def conj_dx(self, x): return self.hstar(x)
     def conj_dx2(self, x): return self.s * np.ones_like(x)
     def in_dom(self, a): return np.isfinite(a)
+
+# %% ../../nbs/methods/12_dual_conjugates.ipynb #d5a8e94d
+P_EPS = 1e-12   # solver bound for p = -y alpha in Boehning's conjugate: p in [P_EPS, 1 - P_EPS]
 
 class BohningConjugate(FixedCurvatureConjugate):
     "Logistic through Boehning's bound f_B = log(1+e^{-yh}) + rho/8 (y in {-1,+1}); g*(alpha) = p log p + (1-p) log(1-p), p = -y alpha."
@@ -188,6 +194,7 @@ def _site(conj, i):
         if isinstance(val, np.ndarray) and val.shape == conj.lo.shape: setattr(s, key, val[i:i+1])
     return s
 
+# %% ../../nbs/methods/12_dual_conjugates.ipynb #7db17eb7
 def hessian_min_eig(f_hess, h, rho):
     "Smallest eigenvalue of the 2x2 Hessian [[f_hh, f_hr], [f_hr, f_rr]] at each (h, rho)."
     a, b, d = f_hess(h, rho)

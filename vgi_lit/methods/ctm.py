@@ -40,6 +40,7 @@ def log_logistic_map(eta):
     z = np.concatenate([eta, np.zeros(eta.shape[:-1] + (1,))], -1)
     return z - _logsumexp(z, axis=-1, keepdims=True)
 
+# %% ../../nbs/methods/17_ctm.ipynb #7a9273b4
 def logistic_map(eta):
     "h(η) (eq. 54): h_k = e^(η_k) / (1 + Σ_(l<K) e^(η_l)) for k < K and h_K = 1 / (1 + Σ_l e^(η_l)); η (..., K−1) → (..., K)."
     return np.exp(log_logistic_map(eta))
@@ -57,6 +58,7 @@ class XiStats:
     cr: np.ndarray
     h: np.ndarray
 
+# %% ../../nbs/methods/17_ctm.ipynb #d6d6991a
 def xi_stats(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats:
     """ξ_w(η) = log Σ_k h_k(η) β_kw and its derivatives (Sheth & Khardon 2016b, §3.7), summed over the distinct words of
     a document with their counts as weights, for S samples at once. With r̃_w and h̃ the first K−1 entries of the
@@ -85,6 +87,7 @@ def xi_stats(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats:
     cr = B * (h.T @ q) / eta.shape[0]                      # (K, W): mean over samples of c_w r_kw
     return XiStats((np.log(p) + lmax) @ cnts, grad, H, cr, h)
 
+# %% ../../nbs/methods/17_ctm.ipynb #0b2adb14
 def xi_stats_log(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats:
     "`xi_stats` in log space: log h_k + log β_kw and a log-sum-exp over topics per word; O(S K W) exponentials."
     eta = np.atleast_2d(np.asarray(eta, dtype=float))
@@ -104,6 +107,7 @@ def xi_stats_log(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats
     elif hess is not None: raise ValueError(f"hess must be 'full', 'diag' or None, got {hess!r}")
     return XiStats(xi @ cnts, grad, H, (r * cnts).mean(0), h)
 
+# %% ../../nbs/methods/17_ctm.ipynb #bd8344f1
 def doc_loglik(ids, cnts, eta, beta):
     """log p(w_d | η_s, β) = Σ_w c_w log Σ_k h_k(η_s) β_kw for S samples η (S, K−1) → (S,): the words of the document
     in a fixed order (no multinomial coefficient). ids (W,) distinct word ids, cnts (W,) their counts; beta (K, V)."""
@@ -113,6 +117,7 @@ def doc_loglik(ids, cnts, eta, beta):
     with np.errstate(divide="ignore"): lb = np.log(B)
     return xi_stats(eta, np.arange(B.shape[1]), cnts, lb, None).value      # matrix products; log space only when needed
 
+# %% ../../nbs/methods/17_ctm.ipynb #6fbdef68
 def corpus_loglik(counts, eta, beta):
     "`doc_loglik` for every row d of `counts` (CSR, D × V) with its own samples eta[d] (D, S, K−1) → (D, S)."
     C = check_counts(counts); eta = np.asarray(eta, dtype=float)
@@ -172,8 +177,6 @@ def xi_stats_batch(eta, rows: DocRows, log_beta, hess: str | None = "full", valu
     return XiStats(value, grad, H, cr, h)
 
 # %% ../../nbs/methods/17_ctm.ipynb #c15
-COVS = ("diag", "full")
-
 @dataclass
 class CTMState:
     """q(η) = Π_d N(m_d, S_d) and the model parameters. `m` (D, K−1); `L`: the standard deviations (D, K−1) when
@@ -193,6 +196,9 @@ class CTMState:
     def copy(self):
         return CTMState(self.m.copy(), self.L.copy(), None if self.P is None else self.P.copy(), self.mu.copy(),
                         self.Sigma.copy(), self.beta.copy(), self.cov)
+
+# %% ../../nbs/methods/17_ctm.ipynb #e1c0f4e2
+COVS = ("diag", "full")
 
 def init_state(model: CTM, cov: str = "diag", natural: bool = True, S0: float = 10.0, m0=None) -> CTMState:
     """Start of Sheth & Khardon (2016b, §4): m_d = 0 (or `m0`, (D, K−1) or (K−1,)), S_d = S0·I (paper: 10), and the
@@ -266,6 +272,7 @@ def alpha_grad(cr, ids, beta):
     G[:, -1] = 0.0
     return G
 
+# %% ../../nbs/methods/17_ctm.ipynb #511271bd
 def beta_from_alpha(alpha, with_log: bool = False):
     """β_k = h(α_k): each row by the logistic map (54) of its first V−1 entries (α_kV ≡ 0), i.e. a softmax of the row;
     with `with_log`, (β, log β) from one log-sum-exp per row."""
@@ -288,11 +295,13 @@ def newton_direction(L, W, g):
     z = dtrtrs(C, L.T @ g, lower=1)[0]
     return L @ dtrtrs(C, z, lower=1, trans=1)[0]
 
+# %% ../../nbs/methods/17_ctm.ipynb #1b7a2a10
 def newton_cov_factor(L, W):
     "M = C⁻¹Lᵀ (n, n) with MᵀM = (Σ⁻¹ + W)⁻¹, C as in `newton_direction`: the Laplace covariance at a mode is MᵀM."
     L = np.asarray(L, dtype=float)
     return solve_triangular(_metric_factor(L, np.asarray(W, dtype=float)), L.T, lower=True)
 
+# %% ../../nbs/methods/17_ctm.ipynb #58251d4d
 def damped_newton(f, direction, x, tol: float, max_iter: int, min_step: float):
     """Maximise f from x by Newton's method with step halving. `direction(x)` returns (g, s): the gradient and the step
     s = A⁻¹g for a positive definite A (`newton_direction`). Stops when the Newton decrement gᵀs/2 ≤ `tol`, when no step
@@ -310,7 +319,6 @@ def damped_newton(f, direction, x, tol: float, max_iter: int, min_step: float):
         x, fx = x + t * s, fn
     return x
 
-
 # %% ../../nbs/methods/17_ctm.ipynb #c28
 METHODS = ("h-mc-ssvi", "s-dsvi", "simple")
 
@@ -319,6 +327,7 @@ def psd_part(A):
     w, U = np.linalg.eigh(0.5 * (A + np.swapaxes(A, -1, -2)))
     return (U * np.maximum(w, 0.0)[..., None, :]) @ np.swapaxes(U, -1, -2), int(np.sum(w < 0))
 
+# %% ../../nbs/methods/17_ctm.ipynb #6448a78a
 def _cov_factor_from_precision(P):
     """The lower Cholesky factors L (b, n, n) of S = P⁻¹ for a stack of precisions P (b, n, n), without forming P⁻¹. The
     state stores L itself (the draws η = m + Lε, the bound and S_d = LLᵀ read it), so the factor is needed as a matrix.
@@ -520,6 +529,7 @@ def _fit_ctm(model: CTM, method: str = "h-mc-ssvi", cov: str = "diag", *, n_mc: 
     return CTMPosterior(model, st, method, last.vlb, stop, hist, f"{stop.value} after {t} sweeps ({done} document updates)", t,
                         dict(n_mc=n_mc, learn=learn, batch_size=batch_size, lr=lr, lr_beta=lr_beta, schedule=schedule, seed=seed, S0=S0))
 
+# %% ../../nbs/methods/17_ctm.ipynb #713c9359
 @register_posterior
 class CTMPosterior(StatePosterior):
     """Result of `fit_ctm`: q(η_d) = N(m_d, S_d) for every document, the learned μ, Σ, β, the estimated bound (56), why the
@@ -579,10 +589,12 @@ def topic_proportions(m, S, n_mc: int = 100, seed: int = 0, chunk: int = 64):
         out[a:b] = logistic_map(eta).mean(1)
     return out
 
+# %% ../../nbs/methods/17_ctm.ipynb #ec8c59df
 def word_probs(theta, beta):
     "Predicted word distribution of each document, p(w | d) = Σ_k θ_dk β_kw, from proportions θ (D, K): (D, V)."
     return np.asarray(theta, dtype=float) @ np.asarray(beta, dtype=float)
 
+# %% ../../nbs/methods/17_ctm.ipynb #93670abe
 def fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag", method: str = "h-mc-ssvi",
                   n_mc: int = 10, seed: int = 0, lr: float = 1.0, blas_threads: int | None = 1, chunk: int = 64):
     """q(η_d) for each row of `counts` at fixed (μ, Σ, β): `n_iter` batch updates per document (`docs_step`, all its words,

@@ -147,6 +147,7 @@ def estep(counts, mu, Sigma, beta, lam=None, nu2=None, var_tol: float = 1e-6, ma
     stats = (sp.csr_matrix((c, (C.indices, np.arange(c.size))), shape=(V, c.size)) @ phi).T
     return lam, nu2, bounds, np.ascontiguousarray(stats), int(cycles.sum())
 
+# %% ../../nbs/methods/17a_ctm_meanfield.ipynb #20508b32
 def mstep(lam, nu2, stats):
     """Closed-form μ, Σ, β from the E-step's (λ, ν², word-topic statistics): μ, Σ the blocks' closed form
     (`closed_form_prior`, the documents' diagonal q(η_d) = N(λ_d, diag ν²_d) as the blocks), β the normalised statistics."""
@@ -167,6 +168,7 @@ class MeanFieldFit:
     stop: Stop = Stop.MAX_ITER
     n_iter: int = 0
 
+# %% ../../nbs/methods/17a_ctm_meanfield.ipynb #10e8045b
 def fit_meanfield(counts, K: int, beta0=None, seed=0, S0: float = 10.0, tol: float = 1e-5, max_iter: int = 100, max_seconds: float = np.inf,
                   var_tol: float = 1e-6, var_max_iter: int = 20, callback=None) -> MeanFieldFit:
     """Blei & Lafferty's variational EM for the CTM on `counts` (Corpus or integer CSR, D × V) with K topics.

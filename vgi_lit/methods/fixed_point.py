@@ -36,6 +36,7 @@ class AtCov:
         "The Gram sum of the fused pass if it has the weights a step needs (γ₊ when `clip`, else the signed γ), else None."
         return self.gram_next if (self.gram_next is not None and self.gram_clip == clip) else None
 
+# %% ../../nbs/methods/11_fixed_point.ipynb #c0a2baeb
 def _site(model, m, at: AtCov):
     "E, dE/dm, γ at the sites for mean `m` (d,) and cached covariance quantities `at`."
     E, dE_dm, dE_dv = model.likelihood.expected_log_lik(model.y, model.site_mean(m), at.v_site)

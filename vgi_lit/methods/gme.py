@@ -20,8 +20,8 @@ from ..io import register_posterior
 from .svi import Adagrad, init_state, gauss_update, step_size
 
 # %% auto #0
-__all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'gme_bound', 'gme_site_terms', 'prior_closed_form',
-           'gme_fit', 'GMEPosterior', 'mf_bound', 'gme_mean_field', 'gme_log_pred', 'GMEOptions', 'GMEMeanFieldOptions',
+__all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'gme_bound', 'gme_site_terms', 'gme_fit', 'GMEPosterior',
+           'prior_closed_form', 'mf_bound', 'gme_mean_field', 'gme_log_pred', 'GMEOptions', 'GMEMeanFieldOptions',
            'gme_fit_mean_field']
 
 # %% ../../nbs/methods/14a_gme.ipynb #5303e7fb
@@ -31,6 +31,7 @@ def kl_rayleigh(sigma, tau):
     r = (sigma / tau)**2
     return -np.log(r) + r - 1.0
 
+# %% ../../nbs/methods/14a_gme.ipynb #0e303c7b
 def rayleigh_nodes(sigma, n: int = 20):
     "Nodes x_k and weights (sum 1) for E over Rayl(σ²): x = σ√(2t), t ~ Exp(1), Gauss-Laguerre in t (exact for polynomials in t)."
     if int(n) != n or not 1 <= n <= 180: raise ValueError(f"number of Gauss-Laguerre nodes must be an integer in [1, 180], got {n!r}")
@@ -116,16 +117,8 @@ def gme_site_terms(model, m_site, s_site, y, sigma, bound, n_outer=10, n_inner=3
     else: raise ValueError(f"bound must be 'optimal' or 'suboptimal', got {bound!r}")
     return d1.mean(1), -d2.mean(1), (w2 * dw).mean(1)
 
-# %% ../../nbs/methods/14a_gme.ipynb #46d66ba6
+# %% ../../nbs/methods/14a_gme.ipynb #2c4faeae
 HYPER = ("mean", "var", "tau")
-
-def prior_closed_form(m, cov, sigma):
-    """Hyperparameters that maximise the GME bound with q fixed (Sheth & Khardon 2016b, eqs. 60-61 and 68, with the d
-    coordinates of w₁ as the groups): the blocks' closed form (`closed_form_prior`) over d blocks of dimension 1 with
-    means m_j and variances V_jj, μ̂₀ = mean_j m_j and δ̂ = (tr V + ‖m − μ̂₀1‖²)/d; and the Rayleigh scale τ̂ = σ."""
-    m = np.asarray(m, float)
-    p = closed_form_prior(m[:, None], np.diagonal(as_cov(cov, "factor", name="cov").dense())[:, None], "scalar")
-    return float(p.mu[0]), float(p.prior.diag()[0]), float(sigma)
 
 def _with_prior(model, st, mu0, delta, tau):
     "(the model with prior N(μ₀1, δI) and Rayleigh scale τ, the state with the same q): a precision state's Λ absorbs Σ⁻¹'s change."
@@ -245,6 +238,15 @@ class GMEPosterior(Posterior):
     def __repr__(self):
         return f"GMEPosterior(method={self.method!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, sigma={self.sigma:.4g}, n_iter={self.n_iter}, model={self.model!r})"
 
+# %% ../../nbs/methods/14a_gme.ipynb #46d66ba6
+def prior_closed_form(m, cov, sigma):
+    """Hyperparameters that maximise the GME bound with q fixed (Sheth & Khardon 2016b, eqs. 60-61 and 68, with the d
+    coordinates of w₁ as the groups): the blocks' closed form (`closed_form_prior`) over d blocks of dimension 1 with
+    means m_j and variances V_jj, μ̂₀ = mean_j m_j and δ̂ = (tr V + ‖m − μ̂₀1‖²)/d; and the Rayleigh scale τ̂ = σ."""
+    m = np.asarray(m, float)
+    p = closed_form_prior(m[:, None], np.diagonal(as_cov(cov, "factor", name="cov").dense())[:, None], "scalar")
+    return float(p.mu[0]), float(p.prior.diag()[0]), float(sigma)
+
 # %% ../../nbs/methods/14a_gme.ipynb #6297a6e4
 _EULER = 0.5772156649015329
 
@@ -259,6 +261,7 @@ def mf_bound(model, m, cov, sigma, beta, sd):
     return float(np.sum(E - 0.5*(Elog + np.log(2*np.pi) + c*z) + 0.5*np.log(2*np.pi*np.e*sd**2))) \
         - kl_to_prior(model.glm, m, cov) - kl_rayleigh(sigma, model.tau)
 
+# %% ../../nbs/methods/14a_gme.ipynb #565fd92f
 def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9, max_seconds=None, callback=None):
     """Mean-field coordinate ascent for GME (Sheth & Khardon 2016b, A.4, eqs. 100-104 with c = √(π/2)/σ): returns a
     `GMEPosterior` (q(w₁) = N(m, V), σ, and the factors N(β_i, ς_i²) of the f_i as `info['beta']`, `info['sd']`), `stop`
@@ -319,14 +322,16 @@ class GMEOptions:
     eval_every: int | None = None      # steps between evaluations of the bound (None: one epoch)
     sigma_init: float = 1.0            # the start σ
 
+for _m in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): register_options_method(gme_fit, _m, "gme", GMEOptions, ("max_iter", "max_seconds", "callback", "m0", "V0"), learn_keyword="learn_prior")
+
+# %% ../../nbs/methods/14a_gme.ipynb #d35a036e
 @dataclass(frozen=True)
 class GMEMeanFieldOptions:
     "The settings of the mean-field GME fit beyond `fit`'s common options (the keywords of `gme_mean_field`)."
     lr: float = 0.1                    # ADAGRAD rate of β, ς
     sigma_init: float = 1.0            # the start σ
 
-for _m in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): register_options_method(gme_fit, _m, "gme", GMEOptions, ("max_iter", "max_seconds", "callback", "m0", "V0"), learn_keyword="learn_prior")
-
+# %% ../../nbs/methods/14a_gme.ipynb #0b115c0b
 @register_method("mean-field", models=("gme",))
 def gme_fit_mean_field(model, options: GMEMeanFieldOptions | None = None, learn: bool = False, **common) -> GMEPosterior:
     "`fit(gme, 'mean-field', options=GMEMeanFieldOptions(...), max_iter=, tol=, max_seconds=, callback=)`: `gme_mean_field` (it learns no hyperparameters: `learn=True` is a ValueError)."

@@ -34,6 +34,7 @@ def side_prior(model: PMF, factor_var: float, effect_var: float | None = None, e
     if not model.offsets: return GaussianPrior(model.mu, PriorCov(float(factor_var), model.K))
     return GaussianPrior(np.r_[model.mu, effect_mean], PriorCov(np.r_[np.full(model.K, float(factor_var)), effect_var], model.d))
 
+# %% ../../nbs/methods/16_pmf.ipynb #acdc8b47
 @dataclass
 class PMFState:
     """q(U, V) = Π_i N(w_i | m_i, S_i) over the free coordinates of every block (d = K, or K + 1 with offsets: the factor and
@@ -65,6 +66,7 @@ class PMFState:
         return PMFState([a.copy() for a in self.m], [a.copy() for a in self.F], None if self.P is None else [a.copy() for a in self.P],
                         list(self.priors), self.K)
 
+# %% ../../nbs/methods/16_pmf.ipynb #ee8f626e
 def init_pmf_state(model: PMF, natural: bool = True, m0_scale: float = 0.1, S0: float | None = None, seed: int = 0) -> PMFState:
     """Start: factor means μ + m0_scale·ε (ε ~ N(0, I), seeded; the all-μ start is a saddle point of the bound, where every
     factor gradient vanishes by symmetry), effect means at their prior means (b₀, 0), covariances S0·I (default the prior
@@ -92,6 +94,7 @@ def full_vectors(model: PMF, state: PMFState, side: int, idx):
     G = np.zeros((n, model.D, d)); G[:, free] = F
     return M, G
 
+# %% ../../nbs/methods/16_pmf.ipynb #d06f9a6e
 def latent_moments(model: PMF, state: PMFState, rows=None, cols=None, chunk: int = 4096):
     """Mean and variance of f_ij = ũ_iᵀṽ_j under q (Sheth & Khardon 2016b, A.5, with the full vectors): m_ij = m̃_uiᵀm̃_vj
     and S_ij = tr(S̃_ui S̃_vj) + m̃_uiᵀS̃_vj m̃_ui + m̃_vjᵀS̃_ui m̃_vj = tr(Q_ui Q_vj) − m_ij², Q = S̃ + m̃m̃ᵀ the second moments
@@ -136,10 +139,12 @@ def expected_loglik(model: PMF, state: PMFState, n_samples: int = 10, seed: int 
         out[k] = E.reshape(k.size, n_samples).mean(1)
     return out
 
+# %% ../../nbs/methods/16_pmf.ipynb #592f5ee6
 def kl_sides(state: PMFState):
     "Σ_j KL(q(w_j) ‖ p(w_j)) of each side (2,), by the batched KL of the blocks (`block_kl`); fixed coordinates have none."
     return np.array([block_kl(state.m[s], state.F[s], state.priors[s]).sum() for s in (0, 1)])
 
+# %% ../../nbs/methods/16_pmf.ipynb #db8365b0
 def gaussian_data_term(model: PMF, state: PMFState) -> float:
     """Σ_(i,j)∈O E_q[log N(y_ij | f_ij, σ²)] = −½|O| log 2πσ² − (Σ (y_ij − m_ij)² + Σ E[f_ij²] − m_ij²)/(2σ²), with
     Σ_O E[f_ij²] = Σ_j ⟨Q_vj, Σ_i∈O_j Q_ui⟩ summed through the sparse pattern of O (no product per entry)."""
@@ -152,6 +157,7 @@ def gaussian_data_term(model: PMF, state: PMFState) -> float:
     Ef2 = float(np.sum(Qv * np.asarray(A @ Qu)))
     return -0.5 * n * np.log(2 * np.pi * s2) - (np.sum((model.y - m)**2) + Ef2 - np.sum(m * m)) / (2 * s2)
 
+# %% ../../nbs/methods/16_pmf.ipynb #78c235a0
 def pmf_vlb(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0) -> float:
     """Bound (47): Σ_(i,j)∈O E_q[log p(y_ij | f_ij)] − Σ_i KL(q(u_i) ‖ p(u_i)) − Σ_j KL(q(v_j) ‖ p(v_j)) (estimated, see
     `expected_loglik`; exact for a Gaussian likelihood, by `gaussian_data_term`)."""
@@ -159,8 +165,6 @@ def pmf_vlb(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0) -> 
     return float(data - kl_sides(state).sum())
 
 # %% ../../nbs/methods/16_pmf.ipynb #4c16dd63
-EXPECTS = ("auto", "mc", "quad", "exact")
-
 @dataclass
 class SideSums:
     """The estimates (52) of the gradients of the data term for every block of one side, summed per block:
@@ -172,6 +176,7 @@ class SideSums:
     n_neg: np.ndarray    # (N,)
     n_obs: np.ndarray    # (N,) observations used per block, |𝓜_j|
 
+# %% ../../nbs/methods/16_pmf.ipynb #819a314b
 def side_observations(model: PMF, side: int, rng=None, batch_size: int | None = None, blocks=None):
     """The observations a sweep of one side uses, ordered by block: (positions k, block of each, partner of each, scale w of
     each = |O_j|/|𝓜_j|), with at most `batch_size` per block drawn without replacement from `rng` (all when None). `blocks`:
@@ -196,6 +201,9 @@ def side_observations(model: PMF, side: int, rng=None, batch_size: int | None = 
     used = np.bincount(blk, minlength=n_b)
     w = counts[blk] / used[blk]
     return k, blk, (model.cols if side == 0 else model.rows)[k], w
+
+# %% ../../nbs/methods/16_pmf.ipynb #4f0c63ae
+EXPECTS = ("auto", "mc", "quad", "exact")
 
 def side_sums(model: PMF, state: PMFState, side: int, rng=None, batch_size: int | None = None, n_u: int = 10, n_f: int = 10,
               expect: str = "mc", chunk: int = 8192, blocks=None) -> SideSums:
@@ -284,11 +292,13 @@ def side_step(model: PMF, state: PMFState, side: int, method: str, sums: SideSum
     state.m[side][sel] = new.m if method == "mc-ssvi" else m + opt_m.step(g_m)
     return events, gn
 
+# %% ../../nbs/methods/16_pmf.ipynb #1bc4596c
 def column_terms(model: PMF, state: PMFState, side: int, j, rng=None, batch_size: int | None = None, n_u: int = 10, n_f: int = 10,
                  expect: str = "mc") -> SideSums:
     "`side_sums` of the blocks `j` (one index or increasing indices) of one side: the sums a block-by-block schedule updates from."
     return side_sums(model, state, side, rng, batch_size, n_u, n_f, expect, blocks=np.atleast_1d(j))
 
+# %% ../../nbs/methods/16_pmf.ipynb #4973e00a
 def column_step(model: PMF, state: PMFState, side: int, j, method: str, sums: SideSums, rho: float, opt_m=None, opt_L=None):
     "`side_step` of the blocks `j` (as in `column_terms`) from their sums."
     return side_step(model, state, side, method, sums, rho, opt_m, opt_L, blocks=np.atleast_1d(j))
@@ -332,6 +342,7 @@ def lik_grad(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0) ->
         g += lik.expected_dparams(np.repeat(model.y[k], n_samples), alpha.ravel(), beta.ravel()).sum(1) / n_samples
     return g
 
+# %% ../../nbs/methods/16_pmf.ipynb #286f10e9
 def lik_update(model: PMF, state: PMFState, n_samples: int = 1, seed: int = 0, batch: int | None = None,
                max_iter: int = 20, bound: float = 12.0) -> Likelihood:
     """The likelihood whose parameters maximise the data term of (47) with q fixed. Gaussian: the closed form
@@ -559,6 +570,7 @@ def expected_class(probs, labels=None):
     labels = np.arange(probs.shape[-1], dtype=float) if labels is None else np.asarray(labels, float)
     return probs @ labels
 
+# %% ../../nbs/methods/16_pmf.ipynb #8a2a36b5
 def most_probable_class(probs):
     "argmax_k p_k of class probabilities (n, C): the ordinal class prediction."
     return np.argmax(np.asarray(probs, float), axis=-1)

@@ -26,6 +26,7 @@ class SiteStep:
     r_delta: np.ndarray    # (d,) Σ⁻¹(m' − m): callers track Σ⁻¹(m − μ) without a solve with Σ
     n_clipped: int         # sites with γ < 0 set to 0
 
+# %% ../../nbs/methods/09_site_update.ipynb #6140d8f2
 def _combined(rho, gram_lam, gram_gamma):
     "(1−ρ)·Hᵀdiag(λ)H + ρ·Hᵀdiag(γ)H = Hᵀdiag((1−ρ)λ + ργ)H from the two sums, or None when one that is needed is missing."
     if gram_gamma is None or (rho != 1.0 and gram_lam is None): return None
@@ -123,12 +124,12 @@ class SignedSiteCov:
         return self.pos.dense() + Z.T @ Z
     def __repr__(self): return f"SignedSiteCov(d={self.d}, n={self.n}, negative sites={self.neg.size})"
 
+# %% ../../nbs/methods/09_site_update.ipynb #547a30f2
 def site_cov(model, lam, gram=None):
     """V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹: a `SiteCov` when λ ≥ 0 (built from `gram` = Hᵀdiag(λ)H when given), else a
     `SignedSiteCov` (ValueError when not positive definite)."""
     lam = np.asarray(lam, dtype=float)
     return SiteCov(model, lam, gram=gram) if (lam.size == 0 or not np.any(lam < 0)) else SignedSiteCov(model, lam)
-
 
 # %% ../../nbs/methods/09_site_update.ipynb #b578d05b
 @dataclass
@@ -139,6 +140,7 @@ class PrecisionStep:
     delta: np.ndarray
     n_clipped: int
 
+# %% ../../nbs/methods/09_site_update.ipynb #298f49d2
 def precision_step(model, cov, m, H, dE_dm, gamma, rho: float, scale: float = 1.0, mean: str | None = "natural") -> PrecisionStep:
     """One damped natural-gradient step in the full-precision form V = (Σ⁻¹ + Λ)⁻¹ from the rows `H` (b × d)
     of a mini-batch with per-site dE/dm and γ = −2dE/dv, scaled by `scale` = N/|B|:

@@ -34,6 +34,7 @@ class SVIState:
     m: np.ndarray
     cov: object
 
+# %% ../../nbs/methods/14_svi.ipynb #76ca3222
 def init_state(model, method, m0=None, V0=None) -> SVIState:
     """Start at (m0, V0) (defaults μ and Σ): Λ₀ = V0⁻¹ − Σ⁻¹ for the natural methods (the representation
     stores the precision, so a given V0 is inverted once, by its Cholesky factor), L₀ = chol(V0) for S-DSVI."""
@@ -69,6 +70,7 @@ def step_size(t: int, schedule="1/t", tau: float = 1.0, kappa: float = 0.6):
     if isinstance(schedule, numbers.Real) and not isinstance(schedule, bool) and 0 < schedule <= 1: return float(schedule)
     raise ValueError(f"schedule must be '1/t', 'rm' or a constant in (0, 1], got {schedule!r}")
 
+# %% ../../nbs/methods/14_svi.ipynb #9767985c
 def _positive_real(v, what):
     "`v` as a float if it is a positive finite real scalar (Python or NumPy; not a bool, an array or a string); a ValueError naming `what` otherwise."
     if isinstance(v, bool) or not isinstance(v, numbers.Real): raise ValueError(f"{what} must be a real number, got {v!r}")
@@ -123,6 +125,7 @@ def gauss_update(model, st, method, H, dE_dm, gamma, rho, scale, opt_m=None, opt
         return SVIState(m + _mean_step(model, opt_m, g_m, whiten), step.cov), events, float(np.linalg.norm(g_m))
     return SVIState(step.m, step.cov), events, float(np.linalg.norm(g_m))
 
+# %% ../../nbs/methods/14_svi.ipynb #3ee816df
 def batch_objective(model, st, idx):
     """The mini-batch estimate (N/|𝓜|)Σ_{i∈𝓜} E_i − KL(q‖p) of the VLB at the state `st`, site terms by the likelihood's
     quadrature: its gradient is what a standard-gradient step follows (−inf where q is not finite or not valid)."""
@@ -131,6 +134,7 @@ def batch_objective(model, st, idx):
         except (ValueError, np.linalg.LinAlgError): return -np.inf
     return v if np.isfinite(v) else -np.inf
 
+# %% ../../nbs/methods/14_svi.ipynb #857da095
 def backtracking_step(model, st, idx, rho, expect, n_samples, rng, opt_m, opt_L, whiten, frac, max_halvings=30):
     """One S-DSVI step whose ADAGRAD steps are scaled by `frac` ≤ 1, halved (and the step redone with the same
     Monte Carlo draws and ADAGRAD memory) until the mini-batch objective does not fall by more than 10·(1 + |objective|) (a divergence);
@@ -151,6 +155,7 @@ def backtracking_step(model, st, idx, rho, expect, n_samples, rng, opt_m, opt_L,
     opt_m.lr = opt_L.lr = lr
     return new, events, gn, frac
 
+# %% ../../nbs/methods/14_svi.ipynb #48bbf6de
 def svi_step(model, st, method, idx, rho, expect="gh", n_samples=10, rng=None, opt_m=None, opt_L=None, whiten=False):
     "One stochastic step of `method` on the mini-batch `idx` of `model.rows`: (new state, events, ‖ĝ_m‖)."
     a, c, H = model.rows(idx)                                          # (b,), (b,), (b, d)
@@ -193,6 +198,7 @@ def glm_prior_closed_form(model, m, cov, learn_mean: bool = False, learn_var: bo
     v = P.fit_variances(r2)                                           # Σ's structure: r itself, or its mean for δI
     return mu, P.cov_with_variances(v)
 
+# %% ../../nbs/methods/14_svi.ipynb #aa5691f1
 def with_prior_state(old, new, st):
     """The state `st` of q under `old`'s prior re-expressed under `new`'s prior with q = N(m, V) unchanged: m and a
     `DenseCov` factor L do not refer to the prior; a `PrecisionCov` stores Λ = V⁻¹ − Σ⁻¹, so Λ' = Λ + Σ⁻¹ − Σ'⁻¹."""
@@ -200,6 +206,7 @@ def with_prior_state(old, new, st):
     I = np.eye(old.d)
     return SVIState(st.m, PrecisionCov(new.prior, st.cov.Lam + old.prior.solve(I) - new.prior.solve(I)))
 
+# %% ../../nbs/methods/14_svi.ipynb #37450304
 class PriorLearner:
     """Hyperparameter updates with q held fixed, interleaved with a stochastic method every `every` steps.
     GLM: the closed forms `glm_prior_closed_form` (variance; constant mean with `learn_mean`), then, when its likelihood

@@ -179,6 +179,7 @@ class BlockStep:
     blocks: Blocks
     n_clipped: np.ndarray
 
+# %% ../../nbs/models/03b_blocks.ipynb #3ea7d8af
 def natural_step(blocks: Blocks, G, g_data, prior: GaussianPrior, rho: float, G_clipped=None, mean: bool = True) -> BlockStep:
     """One damped natural-gradient step on every block: P' = (1−ρ)P + ρ(Σ⁻¹ + G) (`damped_precision`), m' = m + ρ S'ĝ with
     ĝ = g_data − Σ⁻¹(m − μ). G (B, K, K) and g_data (B, K) are the (scaled) site sums of `block_gram` and `block_sum`.
