@@ -61,9 +61,11 @@ def _id_list(ids, name):
 LIKELIHOODS = ("ordinal", "gaussian", "binary", "poisson")
 MAX_LEVELS = 20          # at most this many distinct rating values for an ordinal scale (and a discretised Gaussian)
 
+# %% ../../nbs/apps/52_recommender.ipynb #596e0aef
 class UnseenIdWarning(UserWarning):
     "Pairs at prediction whose row or column id was not seen in `fit`: they get the prior prediction."
 
+# %% ../../nbs/apps/52_recommender.ipynb #8e06a42f
 def check_ratings(r, name: str = "ratings") -> np.ndarray:
     "Ratings as a 1-D float64 array, or a ValueError naming the first missing or non-numeric value."
     a = np.asarray(r)
@@ -357,6 +359,7 @@ def comparison_estimators(data: str = "movielens", **rec_kw) -> dict:
     except ImportError: pass
     return est
 
+# %% ../../nbs/apps/52_recommender.ipynb #a0bf3c50
 def compare(argv=None) -> dict:
     """Command line: `python -m vgi_lit.apps.recommender [movielens|generated] [--folds 0,1,2,3,4] [--subset USERS,ITEMS]
     [--max-iter N] [--K K] [--estimators NAME,...]`: test RMSE, test NLL per rating and fit seconds of `comparison_estimators` on seeded 80/20

@@ -16,6 +16,7 @@ def suites():
     import vgi_lit.bench
     return sorted(m.name for m in pkgutil.iter_modules(vgi_lit.bench.__path__) if m.name not in ("core", "__main__"))
 
+# %% ../../nbs/bench/98_bench.ipynb #aaf1a846
 def median_time(fn, repeat: int = 5):
     "Median wall seconds of `fn()` over `repeat` calls (after one warm-up call)."
     fn(); ts = []
@@ -23,11 +24,13 @@ def median_time(fn, repeat: int = 5):
         t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
     return float(np.median(ts))
 
+# %% ../../nbs/bench/98_bench.ipynb #06972e75
 def reference_costs(n: int, seed: int = 0, repeat: int = 5):
     "Median seconds of one n × n Cholesky and one n × n matrix product on this machine, now."
     rng = np.random.default_rng(seed); A = rng.normal(size=(n, n)); S = A @ A.T + n * np.eye(n)
     return dict(cholesky=median_time(lambda: np.linalg.cholesky(S), repeat), matmul=median_time(lambda: A @ A, repeat))
 
+# %% ../../nbs/bench/98_bench.ipynb #1c33a829
 def main(argv=None):
     """Command line: python -m vgi_lit.bench SUITE [suite options]; without SUITE, list the suites.
 

@@ -30,6 +30,7 @@ def factorisation_cost(n: int, reps: int = 200, seed: int = 0) -> dict:
 
 FACTORISATIONS = {"diag": dict(chol=0, eigh=0), "full": dict(chol=2, eigh=1)}   # per H-MC-SSVI document update (59)
 
+# %% ../../nbs/bench/98i_bench_ctm.ipynb #ccd30a27
 def document_throughput(counts, K: int, cov: str = "diag", n_iter: int = 3, n_docs: int = 100, seed: int = 0) -> dict:
     """Document updates per second of H-MC-SSVI at fixed parameters (`fit_documents`, `n_iter` updates of each of the first
     `n_docs` documents) and of one `fit_ctm` sweep (all documents in one batched step, the parameters learned after it), against the factorisations' cost."""
@@ -47,6 +48,7 @@ def document_throughput(counts, K: int, cov: str = "diag", n_iter: int = 3, n_do
                 factorisations_needed=need, update_over_needed=(round(t_fixed / t_need, 1) if t_need else None),
                 update_over_chol_plus_eigh=round(t_fixed / one, 1))
 
+# %% ../../nbs/bench/98i_bench_ctm.ipynb #3391866f
 def measure(argv=None) -> list:
     "Command line: `python -m vgi_lit.bench ctm [--K 10 50] [--cov diag full] [--docs N] [--iters n] [--corpus reuters|news]`; returns the rows."
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench ctm")
@@ -63,6 +65,7 @@ def measure(argv=None) -> list:
                 print(json.dumps(r), flush=True)
     return rows
 
+# %% ../../nbs/bench/98i_bench_ctm.ipynb #dfcddcb7
 def run(argv=None):
     "Entry point of `python -m vgi_lit.bench ctm`."
     measure(argv); return 0

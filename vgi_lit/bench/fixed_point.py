@@ -54,6 +54,7 @@ def cholesky_seconds(size: int, repeats: int = 21, seed: int = 0) -> dict:
         out[name] = float(np.median(ts))
     return out
 
+# %% ../../nbs/bench/98a_bench_fixed_point.ipynb #f05fa069
 def cholesky_cpu_seconds(size: int, repeats: int = 50, seed: int = 0) -> dict:
     "CPU seconds (`time.process_time`) of one bare Cholesky of order `size`, averaged over `repeats`, per route."
     A, out = _spd(size, seed), {}
@@ -214,6 +215,7 @@ def floor_problem(name: str, data_dir=None, seed: int = 0):
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #flr00003
 FLOOR_VARIANTS = {"FPi": {}, "plain": dict(newton=False), "Anderson": dict(newton=False, anderson=5)}
 
+# %% ../../nbs/bench/98a_bench_fixed_point.ipynb #ef2d67ef
 def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> dict:
     """Cost of each FPi variant (`FLOOR_VARIANTS`: the default rule, the plain steps, Anderson with memory 5) to the
     optimum to `rtol` relative: wall seconds from the call to the first record within `rtol` of VLB* (a tight default run,
@@ -239,6 +241,7 @@ def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> d
                           final_gap=(vlb_opt - post.vlb) / abs(vlb_opt), run_iterations=post.n_iter, stop=post.stop.value)
     return dict(n=model.n, vlb_opt=vlb_opt, t_chol=t_chol, rtol=rtol, rows=rows)
 
+# %% ../../nbs/bench/98a_bench_fixed_point.ipynb #2b4f0f5e
 def format_floor(name, res) -> str:
     "One block of the floor table."
     lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']}: {res['t_chol'] * 1e3:.1f} ms; "
@@ -251,7 +254,6 @@ def format_floor(name, res) -> str:
         sec = "-" if not np.isfinite(r['seconds']) else f"{r['seconds']:.3f}"
         lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {nc:>5s} {ce:>11s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
     return "\n".join(lines)
-
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #653679d2
 DEFAULT = ("gp-logistic-ionosphere", "gp-logistic-a1a500", "gp-logistic-sonar", "glm-logistic-a1a", "sgp-laplace-housing")

@@ -67,6 +67,7 @@ def bench_pair(hard, easy, repeats: int = 3, grad_seconds: float = 120.0, method
     for row in rows.values(): row["gap"] = (vlb_opt - row["vlb"]) / abs(vlb_opt)
     return dict(t_easy=t_easy, easy_iterations=r_easy.n_iter, vlb_opt=vlb_opt, rows=rows)
 
+# %% ../../nbs/bench/98f_bench_hard.ipynb #b47406df
 def format_pair(name, res) -> str:
     "One block of the table."
     lines = [f"{name}: VLB* = {res['vlb_opt']:.10g}; easy partner (FPi): {res['t_easy'] * 1e3:.1f} ms, {res['easy_iterations']} iterations",

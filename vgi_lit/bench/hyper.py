@@ -33,6 +33,7 @@ def generated_gp(n: int = 500, d: int = 5, seed: int = 0, variance: float = 4.0,
 
 PROBLEMS = ("ionosphere", "sonar", "generated500")
 
+# %% ../../nbs/bench/98g_bench_hyper.ipynb #624f1c57
 def problems(data_dir=None, which=PROBLEMS, n_max: int | None = None) -> dict:
     """GP-logistic models at the start θ0 = (variance 1, lengthscale √d): ionosphere and sonar with training and test
     rows together (351 and 208 rows), inputs z-scored; `generated500` from `generated_gp` (n = 500, d = 5).
@@ -95,6 +96,7 @@ def joint_lbfgs(model, max_seconds: float = 600.0, gtol: float = 1e-6, maxcor: i
     th = None if x is None else dict(zip([f"kernel.{k}" for k in kern.param_names], np.exp(x[:p]).tolist()))
     return dict(vlb=best, theta=th, seconds=trace[-1][0], nit=nit, nfev=nfev, trace=trace, stop=stop)
 
+# %% ../../nbs/bench/98g_bench_hyper.ipynb #46bc54a6
 def joint_white(model, max_seconds: float = 600.0, gtol: float = 1e-7, maxcor: int = 30):
     """Reference: the same joint L-BFGS-B in whitened variables (`hyper.joint_lbfgs(whiten=True)`: m = μ + L_θ a,
     L = L_θ T, L_θ = chol K(θ)), started at the prior at θ0 (a = 0, T = I). Returns the dict of `joint_lbfgs`."""
@@ -103,6 +105,7 @@ def joint_white(model, max_seconds: float = 600.0, gtol: float = 1e-7, maxcor: i
     best = max(v for _, v in trace)
     return dict(vlb=best, theta=r["theta"], seconds=trace[-1][0], nit=r["nit"], nfev=r["nfev"], trace=trace, stop=r["message"])
 
+# %% ../../nbs/bench/98g_bench_hyper.ipynb #b756efc3
 def time_to(trace, target):
     "First time in `trace` [(seconds, vlb)] with vlb ≥ target, or None."
     for t, v in trace:
@@ -144,6 +147,7 @@ def bench_problem(name: str, model, joint: bool = True, joint_seconds: float = 6
             + (f"{t_learn:.2f} / {tj:.2f} = {t_learn / tj:.3f}" if tj else f"joint never reached it in {j['seconds']:.0f} s"))
     return row
 
+# %% ../../nbs/bench/98g_bench_hyper.ipynb #4b9a2579
 def compare_inner(name: str, model, repeat: int = 5, log=print) -> dict:
     """CPU seconds of `learn` with each inner iteration of `INNERS` (median of `repeat` runs, interleaved) over the CPU
     seconds of one plain cold FPi solve at the learned θ (median of 7): a yardstick less sensitive to the machine's
@@ -161,6 +165,7 @@ def compare_inner(name: str, model, repeat: int = 5, log=print) -> dict:
         + ", ".join(f"{k} {v:.1f}" for k, v in out.items()))
     return out
 
+# %% ../../nbs/bench/98g_bench_hyper.ipynb #d1dacf4e
 def run(argv=None):
     "`python -m vgi_lit.bench hyper [--problems ionosphere sonar generated500] [--no-joint] [--unwhitened] [--joint-seconds S] [--inner anderson|plain|newton]`"
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench hyper",

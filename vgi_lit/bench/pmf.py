@@ -27,11 +27,13 @@ def flop_rate(K: int, n: int = 20_000, reps: int = 5, seed: int = 0) -> float:
         t = time.perf_counter(); A @ B; ts.append(time.perf_counter() - t)
     return 2.0 * n * K * K / max(float(np.median(ts)), 1e-9)
 
+# %% ../../nbs/bench/98h_bench_pmf.ipynb #6b0117c9
 def likelihood_eval_cost(lik, y, n: int = 100_000, seed: int = 0) -> float:
     "Wall seconds of one evaluation of the likelihood's (log p, ∂f, ∂²f) at one point, vectorised over `n` points."
     rng = np.random.default_rng(seed); yy = rng.choice(np.asarray(y, float), n); f = rng.standard_normal(n)
     t = time.perf_counter(); lik.derivs(yy, f); return (time.perf_counter() - t) / n
 
+# %% ../../nbs/bench/98h_bench_pmf.ipynb #ed82f062
 def sweep_floor(model: PMF, n_u: int, n_f: int, rate: float, lik_cost: float) -> dict:
     """The floor of one sweep: flops of its K × K algebra, (2/3)K³ per column (a Cholesky factor of the new precision
     and a triangular inverse), and of its per-rating terms, 2 k₁ (6K² + 6K) per rating (each rating enters one update of
@@ -43,6 +45,7 @@ def sweep_floor(model: PMF, n_u: int, n_f: int, rate: float, lik_cost: float) ->
     return dict(flops=flops, likelihood_evals=evals, flop_seconds=flops / rate, likelihood_seconds=evals * lik_cost,
                 seconds=flops / rate + evals * lik_cost)
 
+# %% ../../nbs/bench/98h_bench_pmf.ipynb #26d606cf
 def sweep_throughput(model: PMF, method: str = "h-mc-ssvi", sweeps: int = 1, n_u: int = 10, n_f: int = 10, seed: int = 0) -> dict:
     """Wall seconds of `sweeps` full sweeps of `fit` (every column of U, then of V; the bound's evaluations not counted):
     ratings per second, and against `sweep_floor` at this machine's rate measured in the same run."""
@@ -66,6 +69,7 @@ def surprise_data(rows, cols, ratings, scale=(1, 5)):
         data = surprise.Dataset.load_from_file(p, surprise.Reader(line_format="user item rating", sep=" ", rating_scale=scale))
         return data.build_full_trainset()
 
+# %% ../../nbs/bench/98h_bench_pmf.ipynb #16d85379
 def surprise_throughput(rows, cols, ratings) -> dict | None:
     "Wall seconds of scikit-surprise's SVD with its defaults (20 epochs) on the ratings, and ratings per second per epoch; None without surprise."
     ts = surprise_data(rows, cols, ratings)
@@ -89,6 +93,7 @@ def discretised_gaussian_logp(r, mean, sd, values):
     la, lb = log_ndtr(a), log_ndtr(b)
     with np.errstate(divide="ignore"): return lb + np.log1p(-np.exp(la - lb))
 
+# %% ../../nbs/bench/98h_bench_pmf.ipynb #6eb93bb7
 class BiasLS:
     """r ≈ μ + b_u + b_i, minimising Σ (r − μ − b_u − b_i)² + λ_u Σ b_u² + λ_i Σ b_i² by alternating closed-form updates to
     convergence (μ the training mean); unseen ids get effect 0. Predictive distribution for the NLL: a Gaussian with the
@@ -115,6 +120,7 @@ class BiasLS:
     def log_density(self, rows, cols, ratings, discrete=True):
         return discretised_gaussian_logp(np.asarray(ratings, float), self.predict(rows, cols), self.sd, self.values)
 
+# %% ../../nbs/bench/98h_bench_pmf.ipynb #00a9161d
 class SurpriseModel:
     """A scikit-surprise algorithm (`SVD`, `BaselineOnly`) with its defaults behind the same three calls; its NLL from a
     Gaussian with its training residual variance, discretised on the training rating values. Its predictions go through
@@ -169,6 +175,7 @@ def rating_cv(ratings: Ratings, estimators: dict, n_folds: int = 5, folds=None, 
         rows += fold
     return rows
 
+# %% ../../nbs/bench/98h_bench_pmf.ipynb #1f333896
 def summarise_cv(rows) -> dict:
     "Mean and standard deviation over folds of test RMSE, NLL, fit seconds and time ratio, by estimator."
     by = {}
@@ -176,7 +183,6 @@ def summarise_cv(rows) -> dict:
     return {k: {m: (round(float(np.mean([x[m] for x in v])), 4), round(float(np.std([x[m] for x in v])), 4))
                 for m in v[0] if m in ("rmse", "nll", "fit_seconds") or m.startswith("time_over_")} | {"folds": len(v)}
             for k, v in by.items()}
-
 
 # %% ../../nbs/bench/98h_bench_pmf.ipynb #f97a84c8
 def effects_ratings(n_rows: int = 400, n_cols: int = 300, density: float = 0.15, effect_sd: float = 0.7, factor_sd: float = 0.2,
@@ -221,6 +227,7 @@ def measure(argv=None) -> list:
         rows.append(r); print(json.dumps(r), flush=True)
     return rows
 
+# %% ../../nbs/bench/98h_bench_pmf.ipynb #73f1a476
 def run(argv=None):
     "Entry point of `python -m vgi_lit.bench pmf`."
     measure(argv); return 0

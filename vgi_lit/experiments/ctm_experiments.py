@@ -21,6 +21,7 @@ __all__ = ['METHODS', 'train_method', 'evaluate', 'dirichlet_neg_kl', 'lda_refer
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #38173e0d
 METHODS = ("h-mc-ssvi", "s-dsvi", "simple", "meanfield")
 
+# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #a39f5180
 def train_method(train: Corpus, K: int, method: str, max_seconds: float, max_iter: int = 1000, seed: int = 0,
                  vlb_samples: int = 10, hyper: str = "sweep") -> dict:
     """Fit one method on the training corpus: the final (μ, Σ, β), and the trace of the bound (56) against the method's
@@ -49,6 +50,7 @@ def train_method(train: Corpus, K: int, method: str, max_seconds: float, max_ite
     return dict(method=method, K=K, mu=mu, Sigma=Sigma, beta=beta, seconds=[float(s) for s in secs], vlb=[float(v) for v in vlb],
                 own=[float(v) for v in own], stop=stop.value, n_iter=int(n_iter), documents=documents, wall=time.perf_counter() - t0)
 
+# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #3fc459a3
 def evaluate(res: dict, test: Corpus, n_samples: int = 10_000, fit_iter: int = 100, seed: int = 0) -> dict:
     "Test NLL per word of a fitted method: (105) with the +0.1I proposal, and document completion (106)."
     fit = partial(fit_documents, n_iter=fit_iter, seed=seed)
@@ -67,6 +69,7 @@ def dirichlet_neg_kl(lam, eta: float) -> float:
     Elog = digamma(lam) - digamma(lam.sum(axis=1, keepdims=True))
     return float(np.sum((eta - lam) * Elog) + np.sum(gammaln(lam) - gammaln(eta)) + K * gammaln(V * eta) - np.sum(gammaln(lam.sum(axis=1))))
 
+# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #3a8e2258
 def lda_reference(train: Corpus, test: Corpus, K: int, max_iter: int = 50, seed: int = 0) -> dict:
     "scikit-learn LDA with K topics: log perplexity of the test documents, and the same without the topic-word KL term."
     from sklearn.decomposition import LatentDirichletAllocation   # here, not at the top: importing scikit-learn takes seconds
@@ -154,6 +157,7 @@ def claims_table(result: dict) -> str:
     lines += [f"| {c['K']} | {c['claim']} | {'yes' if c['held'] else 'no'} | {c['numbers']} |" for c in result["claims"]]
     return "\n".join(lines)
 
+# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #02a858c3
 def compact(result: dict, digits: int = 6) -> dict:
     """A smaller copy of a run's result for keeping beside the page: trace times to 0.01 s, bounds to 0.1 nat, of the `own`
     bounds only the last (what `table` shows), every other float to `digits` significant digits (the claims, computed from the
@@ -171,7 +175,6 @@ def compact(result: dict, digits: int = 6) -> dict:
         if r.get("own"): r["own"] = r["own"][-1:]
     return out
 
-
 # %% ../../nbs/experiments/97a_ctm_experiments.ipynb #bfcc7be9
 def table(result: dict) -> str:
     """Markdown table of a run: per (K, method) the sweeps, seconds, final bound (56), the final bound the method maximises
@@ -188,6 +191,7 @@ def table(result: dict) -> str:
                      f"{l['doc_bound_nll']:.4f} (doc bound) | |")
     return "\n".join(lines)
 
+# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #d736e291
 def plot_traces(result: dict, prefix: str) -> list:
     "One figure per K: the bound (56) per training token against seconds for every method; written to `prefix`_K<K>.png."
     from matplotlib.figure import Figure   # here, not at the top: only the figures need matplotlib, and it takes a second to import
@@ -203,6 +207,7 @@ def plot_traces(result: dict, prefix: str) -> list:
         path = f"{prefix}_K{K}.png"; fig.savefig(path, dpi=110); paths.append(path)
     return paths
 
+# %% ../../nbs/experiments/97a_ctm_experiments.ipynb #8319941e
 def main(argv=None):
     "Command line: the small Reuters run by default; --full: the news corpus, K = 10, 20, 50."
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.experiments.ctm_experiments")

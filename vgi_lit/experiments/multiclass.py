@@ -32,6 +32,7 @@ def split_data(name: str, n_digits: int = 200, seed: int = 0):
     mu, sd = Xtr.mean(0), Xtr.std(0); keep = sd > 0
     return (Xtr[:, keep] - mu[keep]) / sd[keep], (Xte[:, keep] - mu[keep]) / sd[keep], ytr, yte
 
+# %% ../../nbs/experiments/92_multiclass.ipynb #f609e662
 def _scores(P, y):
     "(log-loss, accuracy) of class probabilities P (n, C) for labels y."
     P = np.clip(P, 1e-15, 1.0)

@@ -19,6 +19,7 @@ __all__ = ['KINDS', 'GAUSSIAN_NOISE_VAR', 'ordinal_cutpoints', 'make_task', 'run
 KINDS = ("ordinal", "gaussian", "binary")
 GAUSSIAN_NOISE_VAR = 0.8     # σ² of the Gaussian likelihood on mean-centred ratings (about the residual variance of MF on this data)
 
+# %% ../../nbs/experiments/96_pmf_experiments.ipynb #bf21ae43
 def ordinal_cutpoints(train_ratings) -> np.ndarray:
     """Cut points c_k = logit P(rating ≤ k+1) of the training ratings (k = 1..4): with slope 1 and f = 0 the cumulative-logit
     model gives the training marginal of the five classes; held fixed."""
@@ -26,6 +27,7 @@ def ordinal_cutpoints(train_ratings) -> np.ndarray:
     try: return frequency_cutpoints(r - 1, 5)
     except ValueError as e: raise ValueError("every rating 1..5 must occur in the training set") from e
 
+# %% ../../nbs/experiments/96_pmf_experiments.ipynb #d2dbaa4d
 def make_task(ratings, kind: str, train, test):
     """(model data, likelihood, test data, to-rating map) for one split of a `Ratings`: 'ordinal' (classes 0..4 = rating − 1,
     cumulative logit with `ordinal_cutpoints`), 'gaussian' (ratings minus their training mean, noise variance
@@ -60,6 +62,7 @@ def run_split(ratings, kind: str, train, test, method: str = "h-mc-ssvi", K: int
     else: out["rmse"] = float(np.sqrt(np.mean((to_rating(pred) - rs)**2)))
     return out
 
+# %% ../../nbs/experiments/96_pmf_experiments.ipynb #462970cc
 def cross_validate(ratings, kinds=KINDS, n_folds: int = 5, folds=None, seed: int = 0, **kw) -> list:
     "`run_split` for each kind on the `folds` (a list of fold numbers; default all) of `n_folds` seeded folds (`rating_folds`)."
     labels = rating_folds(len(ratings.ratings), n_folds, seed)
@@ -71,6 +74,7 @@ def cross_validate(ratings, kinds=KINDS, n_folds: int = 5, folds=None, seed: int
             print(json.dumps(r), flush=True)
     return out
 
+# %% ../../nbs/experiments/96_pmf_experiments.ipynb #668e0553
 def summarise(rows) -> dict:
     "Mean and standard deviation over folds of each metric, by (kind, method)."
     out = {}
@@ -96,6 +100,7 @@ def vlb_traces(ratings, kind: str = "ordinal", runs=(("mc-ssvi", None), ("h-mc-s
         print(json.dumps({f"{method}/{b}": out[f"{method}/{'all' if b is None else b}"]}), flush=True)
     return out
 
+# %% ../../nbs/experiments/96_pmf_experiments.ipynb #7e40d576
 def plot_traces(traces: dict, path):
     """The bound against time of `vlb_traces`' runs, one panel per method, one line per sub-sample size; written to `path`.
     The vertical range runs from 1.15 times the lowest start to the highest value: a run that falls below it is marked
