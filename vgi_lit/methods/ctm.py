@@ -133,7 +133,7 @@ def xi_stats_batch(eta, rows: DocRows, log_beta, hess: str | None = "full", valu
                    chunk: int = 1 << 22) -> XiStats:
     """`xi_stats` for a batch of documents at once: η (b, S, K−1) the draws of each document, `rows` its words (`DocRows`).
     The per-document sums over words are sums over the rows of each document (sparse products with the rows placed at their
-    document's columns, `DocRows.spread`), so the cost
+    document's columns, ``DocRows.spread``), so the cost
     is that of the per-document route, O(S K R) (O(S K² R) with the full Hessian, taken over row chunks of at most `chunk`
     entries). Returns an `XiStats` with a batch axis: value (b, S), grad (b, S, K−1), hess (b, S, K−1, K−1) or (b, S, K−1),
     `cr` (K, R) by rows, h (b, S, K); `value=False`, `cr=False` leave those out (None: a step at fixed topics needs

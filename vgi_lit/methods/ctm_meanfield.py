@@ -112,8 +112,8 @@ def _bounds(c, lbw, doc, rows, pr: GaussianPrior, lam, nu2, zeta, phi):
     return prior + words + norm + 0.5 * np.sum(1.0 + np.log(2 * np.pi) + np.log(nu2), axis=1)
 
 def estep(counts, mu, Sigma, beta, lam=None, nu2=None, var_tol: float = 1e-6, max_iter: int = 20):
-    """The E-step for every row of `counts` at fixed (μ, Σ, β), all documents at once: each cycle updates ζ, λ (`_lambda_newton`,
-    stacked), ζ, ν² (`_nu2_newton`), ζ, φ (over the distinct words of all documents, cost ∝ nnz) for the documents still active;
+    """The E-step for every row of `counts` at fixed (μ, Σ, β), all documents at once: each cycle updates ζ, λ (``_lambda_newton``,
+    stacked), ζ, ν² (``_nu2_newton``), ζ, φ (over the distinct words of all documents, cost ∝ nnz) for the documents still active;
     a document stops when the relative change of its L_d is ≤ `var_tol` or after `max_iter` cycles, and is frozen from then on.
     Returns λ (D, K−1), ν² (D, K−1), the bounds L_d (D,), the word-topic statistics Σ_d c_dw φ_dwk (K, V), and the E-step
     cycles used (summed over documents). Start λ = μ, ν² = 1 unless given."""

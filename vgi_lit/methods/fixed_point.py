@@ -406,7 +406,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     newton: True: while steps are undamped, first try the Newton step on the stationarity equations in (m, λ) (
         n × n dense matrices: sites 'identity' or 'dense' only), kept when it is an ascent (else Anderson or the plain
         step); the record of each such iteration has `newton` True/False. None (default): for a GP (H = I) the Newton
-        step is taken when `_prefer_newton` predicts more gain per flop than the plain step from the factors of the
+        step is taken when ``_prefer_newton`` predicts more gain per flop than the plain step from the factors of the
         scale-free measure measured on the run (records of those iterations have `newton`); False: never."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
