@@ -22,7 +22,7 @@ def _ratings(seed=0, nu=20, ni=12, values=(1, 2, 3, 4, 5)):
 @pytest.fixture(scope="module")
 def fitted():
     rows, cols, r = _ratings()
-    return VGRecommender(K=2, max_iter=2, offsets=False).fit(rows, cols, r), (rows, cols, r)     # the paper's model
+    return VGRecommender(K=2, likelihood="ordinal", max_iter=2, offsets=False).fit(rows, cols, r), (rows, cols, r)     # the paper's model
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_bad_settings_are_errors():
     with pytest.raises(ValueError, match="K must be an integer >= 1"): VGRecommender(K=0, offsets=False).fit(rows, cols, r)
     with pytest.raises(ValueError, match="PMFOptions does not know"): VGRecommender(fit_options={"nu": 3}).fit(rows, cols, r)
     with pytest.raises(ValueError, match="exactly two"): VGRecommender(likelihood="binary").fit(rows, cols, r)
-    with pytest.raises(ValueError, match="at most 20 distinct"): VGRecommender().fit(rows, cols, r + np.linspace(0, 0.5, r.size))
+    with pytest.raises(ValueError, match="at most 20 distinct"): VGRecommender(likelihood="ordinal").fit(rows, cols, r + np.linspace(0, 0.5, r.size))
     with pytest.raises(ValueError, match="columns"): VGRecommender().fit({"user": rows, "film": cols, "rating": r})
     with pytest.raises(ValueError, match="not fitted"): VGRecommender().predict(["u1"], [1])
     with pytest.raises(ValueError, match="missing or non-finite"): check_ratings([1.0, np.inf])
@@ -69,7 +69,7 @@ def test_bad_settings_are_errors():
 
 def test_expected_rating_is_on_the_users_scale():
     rows, cols, r = _ratings(2, values=(1, 2, 4, 5))                    # a scale with a gap: not 1..C
-    rec = VGRecommender(K=2, max_iter=1).fit(rows, cols, r)
+    rec = VGRecommender(K=2, likelihood="ordinal", max_iter=1).fit(rows, cols, r)
     assert rec.rating_values_.tolist() == [1, 2, 4, 5]
     P = rec.predict_dist(rows, cols)
     np.testing.assert_allclose(P.sum(1), 1.0, rtol=1e-12)
