@@ -4,16 +4,20 @@
 
 # %% ../../nbs/methods/18_multiclass.ipynb #64a0da4c
 from __future__ import annotations
+import json
 import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from ..inference import (Event, EventKind, History, Posterior, Stop, DEFAULT_METHOD, check_budget, register_method)
 from ..driver import Halt, Monitor, Step, grad_tol, halving, run
 from ..linalg import cholesky
-from ..models.multi import MultiLGM, MultiCov
+from ..models.multi import MultiLGM, MultiCov, MultiGLM, MultiGP
+from ..softmax import Softmax
+from ..io import kernel_spec, kernel_from_spec, register_format
 
 # %% auto #0
-__all__ = ['multi_vlb', 'fp_operator_multi', 'MultiPosterior', 'fpi_multi', 'grad_multi', 'solve_stationarity']
+__all__ = ['multi_vlb', 'fp_operator_multi', 'MultiPosterior', 'fpi_multi', 'grad_multi', 'solve_stationarity', 'multi_to_file',
+           'multi_from_file']
 
 # %% ../../nbs/methods/18_multiclass.ipynb #4fa5c10f
 def multi_vlb(model: MultiLGM, m, cov: MultiCov, r=None):
@@ -210,3 +214,61 @@ def solve_stationarity(model: MultiLGM, alpha0=None, lam0=None, f_tol: float = 1
 register_method('fpi', models=('multi',))(fpi_multi)
 register_method('grad', models=('multi',))(grad_multi)
 DEFAULT_METHOD.setdefault('multi', 'fpi')
+
+# %% ../../nbs/methods/18_multiclass.ipynb #7d1c6b2d
+def _multi_labels(labels, C: int):
+    "The C class labels as a JSON-ready list (numbers or strings, distinct), or None; a ValueError naming the problem."
+    if labels is None: return None
+    a = np.asarray(labels)
+    if a.ndim != 1 or a.size != C: raise ValueError(f"labels must be {C} class labels (one per class 0..{C - 1}), got shape {a.shape}")
+    if a.dtype.kind in "US": out = [str(v) for v in a]
+    elif a.dtype.kind in "iuf":
+        if not np.all(np.isfinite(a)): raise ValueError("labels contain NaN or inf")
+        out = [float(v) for v in a]
+    else: raise ValueError(f"labels must be numbers or strings (one kind), got dtype {a.dtype}")
+    if len(set(out)) != C: raise ValueError(f"labels must be distinct, got {out}")
+    return out
+
+def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
+    """(settings, arrays) of a `MultiPosterior` of a `MultiGLM` or `MultiGP` for `vgi_lit.io.save`: the model's data and
+    prior, the softmax rule's settings, m and the site precisions Λ (n, C, C) that give V(Λ) exactly (a result of GRAD,
+    whose V is not of that form, keeps V itself), how the run ended, and the class labels (`labels`, else those the
+    posterior carries in `info['labels']`)."""
+    M, lik, cov = post.model, post.model.likelihood, post.cov
+    if type(M) not in (MultiGLM, MultiGP): raise ValueError(f"cannot save a posterior of a {type(M).__name__}: the format knows MultiGLM and MultiGP")
+    if type(lik) is not Softmax: raise ValueError(f"cannot save a {type(lik).__name__} likelihood: the multi-latent format knows Softmax")
+    arrays = {"X": np.asarray(M.X if isinstance(M, MultiGLM) else M.Xtrain, float), "y": np.asarray(M.y, np.int64), "m": post.m}
+    settings = {"model": "multi_glm" if isinstance(M, MultiGLM) else "multi_gp",
+                "likelihood": {"C": lik.C, "n_gh": lik.n_gh, "n_qmc": int(lik.n_qmc), "seed": int(lik.seed), "block": lik.block},
+                "feature_names": None if getattr(M, "feature_names", None) is None else [str(c) for c in M.feature_names],
+                "method": post.method, "vlb": post.vlb, "stop": post.stop.value, "message": str(post.message),
+                "n_iter": int(post.n_iter), "labels": _multi_labels(post.info.get("labels") if labels is None else labels, M.C)}
+    if isinstance(M, MultiGLM):
+        P = M.priors[0]
+        arrays["prior_mean"] = M.mu.reshape(M.C, M.p)[0]
+        arrays["prior_cov"] = P.dense() if P.is_dense else P.cov_with_variances(P.variances())   # the argument that rebuilds P
+    else:
+        settings["kernels"] = [kernel_spec(k) for k in M.kernels]; settings["mean"] = M.mean
+        settings["jitter"] = M.priors[0].jitter / float(np.mean(M.kernels[0].Kdiag(M.Xtrain)))   # MultiGP's relative jitter
+    if cov._V is not None and not np.any(cov.lam):                     # GRAD: a dense V held beside a zero Λ
+        settings["cov"], arrays["cov_V"] = "dense", cov.dense()
+    else: settings["cov"], settings["cov_space"], arrays["cov_lam"] = "site", cov.space, cov.lam
+    return settings, arrays
+
+def multi_from_file(s: dict, A: dict, path) -> MultiPosterior:
+    "The `MultiPosterior` a `multi_to_file` file describes, its model rebuilt with the constructors a user calls."
+    L = s["likelihood"]
+    lik = Softmax(L["C"], n_gh=L["n_gh"], n_qmc=L["n_qmc"], seed=L["seed"], block=L["block"])
+    if s["model"] == "multi_glm": M = MultiGLM(A["X"], A["y"], lik, prior_mean=A["prior_mean"], prior_cov=A["prior_cov"])
+    elif s["model"] == "multi_gp":
+        ks = [kernel_from_spec(k) for k in s["kernels"]]
+        M = MultiGP(A["X"], A["y"], lik, ks[0] if len(set(map(json.dumps, s["kernels"]))) == 1 else ks, mean=s["mean"], jitter=s["jitter"])
+    else: raise ValueError(f"{path}: unknown multi-latent model kind {s['model']!r}")
+    if s["feature_names"] is not None: M.feature_names = tuple(s["feature_names"])
+    cov = _cov_from_dense(M, A["cov_V"]) if s["cov"] == "dense" else MultiCov(M, A["cov_lam"], s["cov_space"])
+    m = A["m"]
+    labels = None if s["labels"] is None else np.array(s["labels"])
+    return MultiPosterior(M, m, cov, M.prior_solve(m - M.mu), s["method"], s["vlb"], Stop(s["stop"]), History(), s["message"],
+                          n_iter=s["n_iter"], labels=labels, loaded_from=str(path))
+
+register_format(MultiPosterior, multi_to_file, multi_from_file)
