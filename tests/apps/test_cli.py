@@ -433,6 +433,7 @@ def _iris_csv(d, n=30, text=True):
     return write(d / "train.csv", idx[:n]), write(d / "test.csv", idx[n:n + 15]), ds, idx
 
 
+@pytest.mark.slow
 def test_softmax_glm_text_classes_end_to_end(tmp_path, capsys):
     tr, te, ds, idx = _iris_csv(tmp_path)
     rc = main(["fit", tr, "--target", "species", "--model", "glm", "--no-progress", "--predict", te,
