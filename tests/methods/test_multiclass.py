@@ -72,3 +72,14 @@ def test_save_and_load(tmp_path):
         assert (back.info["labels"] is None) if lab is None else back.info["labels"].tolist() == lab
     with pytest.raises(ValueError, match="3 class labels"): save(post, tmp_path / "x.npz", labels=["a", "b"])
     with pytest.raises(ValueError, match="distinct"): save(post, tmp_path / "x.npz", labels=["a", "a", "b"])
+
+
+@pytest.mark.slow
+def test_anderson_on_digits_glm():
+    "Ten classes (the digits subset above): Anderson(5) reaches FPi's optimum in under half its iterations (62 -> 16 measured)."
+    X, y = load_digits(return_X_y=True); idx = np.random.default_rng(0).choice(len(y), 150, replace=False)
+    Xs = X[idx] - X[idx].mean(0); U, s, Vt = np.linalg.svd(Xs, full_matrices=False); Z = U[:, :8] * np.sqrt(len(idx))
+    mod = MultiGLM(np.c_[np.ones(len(idx)), Z], y[idx], Softmax(10), prior_cov=1.0)
+    plain, acc = fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000), fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000, anderson=5)
+    assert plain.converged and acc.converged and 2 * acc.n_iter < plain.n_iter, (plain.n_iter, acc.n_iter)
+    assert abs(acc.vlb - plain.vlb) <= 1e-8 * abs(plain.vlb) and _agree(acc.m, plain.m, 0) < 1e-4

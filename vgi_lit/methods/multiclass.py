@@ -67,20 +67,31 @@ def _multi_state(model, m, cov, r=None):
     gV = _gV_inf(model, cov.lam, Gam)
     return Step(dict(m=m, cov=cov, r=r, g=g, Gam=Gam, vlb=vlb), vlb, max(gm, gV), extra=dict(grad_m=gm, grad_V=gV))
 
+def _psd_part(Lam):
+    "The nearest PSD matrices (in Frobenius norm) to the symmetric parts of Λ (n, C, C): negative eigenvalues set to 0."
+    e, Q = np.linalg.eigh(0.5 * (Lam + np.swapaxes(Lam, 1, 2)))
+    return (Q * np.maximum(e, 0.0)[:, None, :]) @ np.swapaxes(Q, 1, 2)
+
 def _check_model(model):
     if not isinstance(model, MultiLGM): raise TypeError(f"model must be a MultiLGM (MultiGLM, MultiGP), got {type(model).__name__}")
 
 def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_seconds: float | None = None, callback=None,
-              tol_rel: float = 1e-12, space: str | None = None) -> MultiPosterior:
+              tol_rel: float = 1e-12, space: str | None = None, anderson: int = 0) -> MultiPosterior:
     """FPi for a multi-latent model: the damped natural-gradient step Λ' = (1−ρ)Λ + ρΓ, m' = m + ρV(Λ')g (ρ = 1 is
     V ← T(V), m ← m + T(V)g), ρ halved while the VLB falls.
 
     tol: stop (`Stop.GRAD_TOL`) when max(‖g‖∞, ‖∂VLB/∂V‖∞) ≤ tol.
     max_iter, max_seconds: iteration and time budgets. callback: `callback(record)`; True stops the run.
     tol_rel: also stop (`Stop.REL_TOL`) when an undamped step changes the VLB by ≤ tol_rel·|VLB| (0: off).
-    space: 'n' (site space, GP only), 'w' (weight space) or None (`MultiCov`'s choice)."""
+    space: 'n' (site space, GP only), 'w' (weight space) or None (`MultiCov`'s choice).
+    anderson: depth of Anderson acceleration of the undamped map x = (m, Λ) ↦ (m + T(V)g, Γ) (Walker & Ni 2011, type II):
+        after each undamped step the extrapolation from the last `anderson` + 1 pairs (x, G(x) − x), Λ made PSD, replaces the
+        step when its VLB is at least the step's; 0 (default): plain FPi."""
     _check_model(model); check_budget(tol, max_iter, max_seconds)
     if not (isinstance(tol_rel, (int, float)) and tol_rel >= 0): raise ValueError(f"tol_rel must be a number >= 0, got {tol_rel!r}")
+    if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
+        raise ValueError(f"anderson must be an integer >= 0 (0: off), got {anderson!r}")
+    mem = []                                                                     # (x, G(x) − x) of the last undamped steps
     C, n = model.C, model.n
     start = _multi_state(model, model.mu.copy(), MultiCov(model, np.zeros((n, C, C)), space), np.zeros(model.d))
     start.kind, start.events = "start", [Event(EventKind.START, "m0 = μ, V0 = Σ (Λ = 0)")]
@@ -99,7 +110,21 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         nxt, rho, h = out
         nxt.kind = "fpi"; nxt.extra['rho'] = min(1.0, 2.0 * rho); nxt.extra['rho_taken'] = rho
         if rho < 1.0: nxt.events = [Event(EventKind.DAMPED, f"ρ = {rho:g}", count=h)]
+        if anderson and rho == 1.0: nxt = _anderson(cur, nxt)
+        elif anderson: mem.clear()                                              # a damped step is not G(x): start the memory again
         return nxt
+    def _anderson(cur, nxt):
+        "Anderson's extrapolation from the memory, kept when its VLB is at least that of the plain step `nxt`."
+        x = np.r_[cur.state['m'], cur.state['cov'].lam.ravel()]
+        mem.append((x, np.r_[nxt.state['m'], nxt.state['cov'].lam.ravel()] - x)); del mem[:-(anderson + 1)]
+        if len(mem) < 2: return nxt
+        dX = np.stack([b[0] - a[0] for a, b in zip(mem, mem[1:])], 1); dF = np.stack([b[1] - a[1] for a, b in zip(mem, mem[1:])], 1)
+        f = mem[-1][1]; xa = x + f - (dX + dF) @ np.linalg.lstsq(dF, f, rcond=None)[0]
+        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, _psd_part(xa[model.d:].reshape(n, C, C)), cur.state['cov'].space))
+        except ValueError: return nxt
+        if not (cand.finite() and cand.value >= nxt.value): return nxt
+        cand.kind = "anderson"; cand.extra.update(rho=1.0, rho_taken=1.0)
+        return cand
     def optimal(cur, prev):
         v = grad_tol(tol)(cur, prev)
         if v is None and tol_rel > 0 and prev is not None and cur.extra.get('rho_taken') == 1.0 and abs(cur.value - prev.value) <= tol_rel * abs(cur.value):
