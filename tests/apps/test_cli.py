@@ -313,7 +313,7 @@ def test_table_errors_name_the_cell(tmp_path, capsys):
     for argv, what in [(["fit", str(d / "gap.csv"), "--target", "label"], "gap.csv line 3, column 'age': missing value ''"),
                        (["fit", str(d / "na.csv"), "--target", "label"], "na.csv line 3, column 'city': missing value 'NA'"),
                        (["fit", str(d / "ylab.csv"), "--target", "label"], "ylab.csv line 4, column 'label': missing value ''"),
-                       (["fit", str(d / "three.csv"), "--target", "label"], "3 distinct non-numeric labels"),
+                       (["fit", str(d / "three.csv"), "--target", "label", "--likelihood", "poisson"], "try --likelihood softmax (unordered classes)"),
                        (["fit", str(d / "counts.csv"), "--target", "visits", "--likelihood", "logistic"], "try --likelihood poisson or negative-binomial"),
                        (["fit", str(d / "reals.csv"), "--target", "y", "--likelihood", "poisson"], "try --likelihood gaussian"),
                        (["fit", str(d / "t.csv"), "--target", "label", "--likelihood", "gaussian"], "try --likelihood logistic"),
@@ -419,3 +419,62 @@ def test_learning_that_does_not_converge_gets_advice(files, capsys):
     assert main(["fit", tr, "--target", "y", "--method", "laplace", "--no-progress", "--restarts", "0"]) == 0
     out = capsys.readouterr().out
     assert "learning   stalled (NOT converged)\n  advice: the inner method laplace maximises the log_joint, not the VLB" in out, out
+
+
+def _iris_csv(d, n=30, text=True):
+    "The first n rows of iris in a random order (seed 0), as train.csv and the next 15 as test.csv; species as text or 0, 1, 2."
+    from sklearn.datasets import load_iris
+    ds = load_iris(); idx = np.random.default_rng(0).permutation(150)
+    def write(path, rows):
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh); w.writerow(["sl", "sw", "pl", "pw", "species"])
+            for i in rows: w.writerow([repr(float(v)) for v in ds.data[i]] + [ds.target_names[ds.target[i]] if text else int(ds.target[i])])
+        return str(path)
+    return write(d / "train.csv", idx[:n]), write(d / "test.csv", idx[n:n + 15]), ds, idx
+
+
+@pytest.mark.slow
+def test_softmax_glm_text_classes_end_to_end(tmp_path, capsys):
+    tr, te, ds, idx = _iris_csv(tmp_path)
+    rc = main(["fit", tr, "--target", "species", "--model", "glm", "--no-progress", "--predict", te,
+               "--predictions", str(tmp_path / "p.csv"), "--out", str(tmp_path / "f.npz")])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "likelihood softmax: 3 unordered classes (setosa, versicolor, virginica)" in cap.out and "--likelihood to choose" in cap.out
+    assert "not done with the softmax likelihood" in cap.out
+    for lab in ("setosa", "versicolor", "virginica"): assert f"class {lab}: coefficients" in cap.out
+    assert re.search(r"accuracy 0\.\d+ over 30 training rows", cap.out) and "mean log predictive density" in cap.out
+    with open(tmp_path / "p.csv") as fh: rows = list(csv.reader(fh))
+    assert rows[0] == ["y_pred", "p_setosa", "p_versicolor", "p_virginica"] and len(rows) == 16
+    P = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
+    assert np.allclose(P.sum(1), 1.0, atol=1e-12) and [r[0] for r in rows[1:]] == [["setosa", "versicolor", "virginica"][k] for k in P.argmax(1)]
+    acc = np.mean(P.argmax(1) == ds.target[idx[30:45]])
+    assert acc >= 0.8, acc
+    post = load(tmp_path / "f.npz")
+    assert type(post).__name__ == "MultiPosterior" and post.info["labels"].tolist() == ["setosa", "versicolor", "virginica"]
+    assert main(["predict", str(tmp_path / "f.npz"), te, "--predictions", str(tmp_path / "q.csv")]) == 0
+    with open(tmp_path / "q.csv") as fh: assert list(csv.reader(fh)) == rows        # the saved fit predicts the same, to the bit
+
+
+def test_few_integer_values_are_not_silently_counts(tmp_path, capsys):
+    tr, te, _, _ = _iris_csv(tmp_path, text=False)
+    assert main(["fit", tr, "--target", "species", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "3 distinct integer values (0, 1, 2)" in err and "--likelihood softmax" in err and "poisson" in err and "ordinal" in err
+    for extra, words in ((["--likelihood", "softmax", "--model", "sparse-gp"], "sparse-gp with the softmax likelihood is not implemented"),
+                         (["--likelihood", "softmax", "--fix", "kernel.variance"], "none is learned: drop --fix"),
+                         (["--likelihood", "logistic"], "or --likelihood softmax (unordered classes)")):
+        assert main(["fit", tr, "--target", "species", "--no-progress", *extra]) == 2
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_softmax_gp_integer_classes(tmp_path, capsys):
+    tr, te, ds, idx = _iris_csv(tmp_path, n=60, text=False)
+    assert main(["fit", tr, "--target", "species", "--likelihood", "softmax", "--no-learn", "--no-progress", "--predict", te,
+                 "--predictions", str(tmp_path / "p.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "coded 0..2" in out and "read from the target" not in out and "learning" not in out
+    names, P = read_csv(tmp_path / "p.csv")
+    assert names == ["y_pred", "p_0", "p_1", "p_2"] and np.mean(P[:, 0] == ds.target[idx[60:75]]) >= 0.8

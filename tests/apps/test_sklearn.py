@@ -270,3 +270,28 @@ def test_negative_binomial_counts_on_real_overdispersed_data(tmp_path):
     np.testing.assert_allclose(back.predict(X[300:]), nb.predict(X[300:]), rtol=0, atol=0)
     draws = nb.sample_y(X[300:305], n_samples=4, random_state=1)
     assert draws.shape == (5, 4) and np.all(draws >= 0) and np.all(draws == np.round(draws))
+
+
+@pytest.mark.slow
+def test_multiclass_glm_coef_and_save(tmp_path):
+    """C > 2 classes: coef_ (C, p) and intercept_ (C,) on the raw scale reproduce the posterior's latent means; coef_std_ is
+    the square root of the diagonal of V's class blocks without standardisation; a saved classifier (GLM and GP) predicts
+    the same to the bit, with its labels and coefficients."""
+    from sklearn.datasets import load_iris
+    from vgi_lit.io import load
+    X, k = load_iris(return_X_y=True); y = np.array(["setosa", "versicolor", "virginica"])[k]
+    sub = np.r_[0:8, 50:58, 100:108]
+    glm = VGClassifier(latent="glm", learn_hyperparameters=False, fit_options=dict(tol=1e-4)).fit(X[sub], y[sub])
+    assert glm.coef_.shape == (3, 4) and glm.intercept_.shape == (3,) and glm.coef_std_.shape == (3, 4) and glm.intercept_std_.shape == (3,)
+    f = glm.posterior_.predict(glm._inputs(X))[0]
+    assert np.allclose(X @ glm.coef_.T + glm.intercept_, f, rtol=1e-10, atol=1e-10)
+    raw = VGClassifier(latent="glm", standardize=False, learn_hyperparameters=False, fit_options=dict(tol=1e-4)).fit(X[sub], y[sub])
+    Vb = raw.posterior_.V.reshape(3, 5, 3, 5)
+    assert np.allclose(raw.coef_std_, np.sqrt(np.stack([np.diag(Vb[c, :, c, :])[:-1] for c in range(3)])), rtol=1e-12)
+    gp = VGClassifier(learn_hyperparameters=False).fit(X[sub], y[sub])
+    for est in (glm, gp):
+        back = load(est.save(tmp_path / "mc.npz"))
+        assert type(back) is VGClassifier and back.classes_.tolist() == ["setosa", "versicolor", "virginica"]
+        assert np.array_equal(back.predict_proba(X[::9]), est.predict_proba(X[::9]))
+        assert type(load(tmp_path / "mc.npz", as_saved=False)).__name__ == "MultiPosterior"
+    assert np.array_equal(load(glm.save(tmp_path / "g.npz")).coef_, glm.coef_)

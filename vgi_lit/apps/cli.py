@@ -5,6 +5,7 @@
 # %% ../../nbs/apps/51_cli.ipynb #cl01
 from __future__ import annotations
 import argparse, csv, json, os, sys, time
+from types import SimpleNamespace
 from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -15,14 +16,18 @@ from ..kernels import RBF, Matern12, Matern32, Matern52, Linear
 from ..likelihoods import (Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT,
                                   ZeroInflatedPoisson, frequency_cutpoints)
 from ..models import GLM, GP, SparseGP
+from ..models.multi import MultiGLM, MultiGP
+from ..softmax import Softmax
+from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
                                  data_kernel, variance_start, degenerate_fit, runaway_parameters, DEGENERATE_ADVICE, RUNAWAY_ADVICE)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
 # %% auto #0
-__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'CLIError', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary',
-           'learning_advice', 'coefficient_table', 'write_predictions', 'parser', 'cmd_fit', 'binary_labels',
-           'cmd_predict', 'main']
+__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'CLIError', 'default_likelihood',
+           'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary', 'learning_advice',
+           'coefficient_table', 'class_table', 'class_coefficient_tables', 'write_predictions', 'parser', 'cmd_fit',
+           'binary_labels', 'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -30,9 +35,34 @@ class CLIError(Exception):
 
 LIKELIHOODS = {"logistic": Logistic, "probit": Probit, "gaussian": Gaussian, "laplace": Laplace,
                "student-t": StudentT, "poisson": Poisson, "negative-binomial": NegativeBinomial,
-               "zero-inflated-poisson": ZeroInflatedPoisson, "ordinal": Ordinal}
+               "zero-inflated-poisson": ZeroInflatedPoisson, "ordinal": Ordinal, "softmax": Softmax}
 KERNELS = {"rbf": RBF, "matern12": Matern12, "matern32": Matern32, "matern52": Matern52, "linear": Linear}
 INTERCEPT = "(intercept)"
+FEW_VALUES = 10            # an integer target with 3..FEW_VALUES distinct values may be classes or counts: the user chooses
+SOFTMAX_VARIANCE = 4.0     # the kernel variance of each class's GP under the softmax likelihood (kept: not learned)
+
+def default_likelihood(y, name="y"):
+    """The likelihood read from the target values y (floats, or the pair `column_values` gives for text) when the user
+    names none: 'softmax' for more than two distinct non-numeric labels (unordered classes); None (left to
+    `target_coding`: two values logistic, many non-negative integers poisson, other numbers gaussian) otherwise. An
+    integer target with 3 to `FEW_VALUES` distinct values is a CLIError asking the user to choose: such values are as
+    likely class codes as counts, and neither guess may be made silently."""
+    v = y[0] if isinstance(y, tuple) else np.asarray(y)
+    uniq = sorted(set(v.tolist())); k = len(uniq)
+    if isinstance(y, tuple) or v.dtype == object: return "softmax" if k > 2 else None
+    if 3 <= k <= FEW_VALUES and np.all(v == np.round(v)):
+        other = "poisson or negative-binomial (counts)" if np.all(v >= 0) else "gaussian (numbers)"
+        raise CLIError(f"column {name!r} has {k} distinct integer values ({', '.join(f'{u:g}' for u in uniq[:6])}{', ...' if k > 6 else ''}): "
+                       f"classes or counts? choose --likelihood softmax (unordered classes), ordinal (ordered classes) or {other}")
+    return None
+
+def class_codes(y, name="y"):
+    """(labels, codes) of unordered class labels y (numbers, or the pair `column_values` gives for text): `labels` the
+    sorted distinct labels (strings, or floats), `codes` their indices 0..C-1. Text mixed with numbers is read as text."""
+    v = np.array([str(u) for u in y[0]]) if isinstance(y, tuple) else np.asarray(y, dtype=float)
+    labels, codes = np.unique(v, return_inverse=True)
+    if labels.size < 2: raise CLIError(f"column {name!r}: the softmax likelihood needs at least two classes, got only {labels.tolist()}")
+    return labels, codes.astype(np.int64)
 
 def read_csv(path, columns=None):
     """(header, rows as a float array) of a CSV file with a header line; every value must be a number (a missing
@@ -74,8 +104,9 @@ def build_model(X, y, names, a, cutpoints=None):
     say) and targets y (`cutpoints`: the start of an ordinal likelihood's cut points). The kernel starts from the
     data (`data_kernel`, `variance_start`) unless `a.kernel_start` is 'unit'; a Poisson GP's constant mean is
     log(mean(y))."""
-    lik = Ordinal(cutpoints) if a.likelihood == "ordinal" else LIKELIHOODS[a.likelihood]()
     kind = a.model.replace("-", "_")
+    if a.likelihood == "softmax": return _softmax_model(X, y, names, a, kind)
+    lik = Ordinal(cutpoints) if a.likelihood == "ordinal" else LIKELIHOODS[a.likelihood]()
     try:
         if kind == "glm":
             if a.intercept and a.likelihood != "ordinal": X, names = np.hstack([X, np.ones((len(X), 1))]), names + [INTERCEPT]
@@ -92,11 +123,29 @@ def build_model(X, y, names, a, cutpoints=None):
     model.feature_names = tuple(names)
     return model
 
+def _softmax_model(X, y, names, a, kind):
+    """The softmax model of class codes y (0..C-1): a `MultiGLM` (a weight vector per class, with the intercept column
+    unless --no-intercept) or C GPs sharing one kernel (`MultiGP`), its variance `SOFTMAX_VARIANCE` and its lengthscale
+    at the data's median distance unless --kernel-start unit."""
+    lik = Softmax(int(np.max(y)) + 1)
+    if kind == "sparse_gp": raise CLIError("--model sparse-gp with the softmax likelihood is not implemented; use --model gp or glm")
+    if kind == "glm":
+        if a.intercept: X, names = np.hstack([X, np.ones((len(X), 1))]), names + [INTERCEPT]
+        model = MultiGLM(X, y, lik, prior_cov=a.prior_var)
+    else:
+        k = _kernel(a.kernel, X.shape[1], a.ard)
+        if getattr(a, "kernel_start", "data") == "data": k = data_kernel(k, X, SOFTMAX_VARIANCE)
+        model = MultiGP(X, y, lik, k)
+    model.feature_names = tuple(names)
+    return model
+
+def _is_glm(model) -> bool: return model.kind == "glm" or isinstance(model, MultiGLM)
+
 def _features(model):
     "The CSV columns a model's inputs come from, and whether an intercept column is appended."
     if model.feature_names is None: raise CLIError("the saved model has no column names: it was not fitted by vgi-lit fit")
     names = list(model.feature_names)
-    return (names[:-1], True) if names and names[-1] == INTERCEPT and model.kind == "glm" else (names, False)
+    return (names[:-1], True) if names and names[-1] == INTERCEPT and _is_glm(model) else (names, False)
 
 def _design(model, path, table=None):
     """The model's inputs read from the CSV file `path`: with `table` (the encoding saved by `fit`: an encoder and a
@@ -105,7 +154,7 @@ def _design(model, path, table=None):
         cols, icpt = _features(model)
         _, X = read_csv(path, cols)
     else:
-        icpt = model.kind == "glm" and bool(model.feature_names) and model.feature_names[-1] == INTERCEPT
+        icpt = _is_glm(model) and bool(model.feature_names) and model.feature_names[-1] == INTERCEPT
         try:
             header, rows, lines = read_table(path)
             X = table["scaler"].transform(table["encoder"].transform(header, rows, lines, str(path)))
@@ -175,6 +224,11 @@ def _prediction_table(post, X, classes=None):
     """(header, columns): latent mean and variance and the predictive mean; for binary labels P(y = +1), after the
     more probable label when `classes` (the labels of y = -1, +1, numbers or strings) is given; for an ordinal
     likelihood the most probable class (in the labels `classes`) and each class's probability."""
+    if isinstance(post, MultiPosterior):
+        P = _multi_proba(post, X)
+        classes = np.arange(P.shape[1], dtype=float) if classes is None else np.asarray(classes)
+        names = [str(c) if classes.dtype.kind in "US" else f"{c:g}" for c in classes]
+        return ["y_pred"] + [f"p_{c}" for c in names], [classes[np.argmax(P, 1)]] + list(P.T)
     f_mean, f_var = post.predict(X)
     lik = post.model.likelihood
     if isinstance(lik, Ordinal):
@@ -189,6 +243,35 @@ def _prediction_table(post, X, classes=None):
         return ["f_mean", "f_var", "y_pred", "p_positive"], [f_mean, f_var, np.where(p > 0.5, classes[1], classes[0]), p]
     return ["f_mean", "f_var", "y_mean"], [f_mean, f_var, p]
 
+def _multi_proba(post, X, rows: int = 256):
+    "Class probabilities (n, C) of a softmax posterior at the rows of X, `rows` at a time (a GP's memory grows with their square)."
+    return np.vstack([post.predict_proba(X[i:i + rows]) for i in range(0, len(X), rows)]) if len(X) else np.empty((0, post.model.C))
+
+def class_table(post, X, codes, classes) -> str:
+    """Per class of a softmax fit: its label, its training rows, the mean probability the fit gives the rows' own class,
+    and the share of its rows predicted as it (recall), from the training inputs X and class codes."""
+    P = _multi_proba(post, X); pred = np.argmax(P, 1); own = P[np.arange(len(codes)), codes]
+    labs = [str(c) if np.asarray(classes).dtype.kind in "US" else f"{c:g}" for c in classes]
+    w = max(len("class"), *(len(s) for s in labs))
+    out = [f"classes (training rows; mean probability of the row's own class; share of the class's rows predicted as it)",
+           f"  {'class':<{w}}  {'rows':>6}  {'mean p':>8}  {'recall':>8}"]
+    for c, lab in enumerate(labs):
+        r = codes == c
+        out.append(f"  {lab:<{w}}  {int(r.sum()):6d}  {float(own[r].mean()):8.4f}  {float(np.mean(pred[r] == c)):8.4f}")
+    out.append(f"  accuracy {float(np.mean(pred == codes)):.4f} over {len(codes)} training rows")
+    return "\n".join(out)
+
+def class_coefficient_tables(post, names, scaler, intercept: bool, classes) -> str:
+    """`coefficient_table` for each class of a softmax GLM (the weight vector of class c and its block of V), on the raw
+    inputs' scale. Only differences between classes' coefficients change the probabilities; the prior fixes their level."""
+    C, p = post.model.C, post.model.p
+    M, V = post.m.reshape(C, p), post.V.reshape(C, p, C, p)
+    labs = [str(c) if np.asarray(classes).dtype.kind in "US" else f"{c:g}" for c in classes]
+    out = []
+    for c in range(C):
+        out.append(f"class {labs[c]}: " + coefficient_table(SimpleNamespace(m=M[c], V=V[c, :, c, :]), names, scaler, intercept))
+    return "\n".join(out)
+
 def _cell(v):
     "A table value as written: a number exactly (repr of the float), a label as it is."
     return v if isinstance(v, str) else repr(float(v))
@@ -200,6 +283,13 @@ def _write_table(fh, head, cols):
 def _coded_test_labels(post, y, classes):
     "The test labels y (as read) in the likelihood's coding: ±1 by the binary labels, 0..K−1 by the ordinal classes."
     lik = post.model.likelihood
+    if isinstance(post, MultiPosterior):
+        lab = np.arange(post.model.C, dtype=float) if classes is None else np.asarray(classes)
+        vals = np.array([str(v) for v in y[0]]) if isinstance(y, tuple) else np.asarray(y, dtype=lab.dtype if lab.dtype.kind in "US" else float)
+        if lab.dtype.kind in "US": vals = vals.astype(str)
+        unseen = sorted(set(vals.tolist()) - set(lab.tolist()))
+        if unseen: raise CLIError(f"test labels: {unseen[:3]} not among the training classes {lab.tolist()}")
+        return np.searchsorted(lab, vals)
     if classes is not None and isinstance(lik, Ordinal):
         y = np.asarray(y, float)
         unseen = sorted(set(y.tolist()) - set(np.asarray(classes, float).tolist()))
@@ -221,7 +311,7 @@ def write_predictions(post, X, path, y=None, classes=None):
     msg = f"predictions for {len(X)} rows written to {path}"
     if y is not None:
         y = _coded_test_labels(post, y, classes)
-        try: lpd = float(np.mean(post.log_pred_density(X, y)))
+        try: lpd = float(np.mean(np.concatenate([post.log_pred_density(X[i:i + 256], y[i:i + 256]) for i in range(0, len(X), 256)])))
         except ValueError as e: raise CLIError(f"test labels: {e}") from None
         msg += f"; mean log predictive density of the test labels {lpd:.4f}"
     return msg
@@ -238,9 +328,12 @@ def parser():
     f.add_argument("data"); f.add_argument("--target", required=True, help="the column holding y")
     f.add_argument("--features", help="comma-separated input columns (default: every other column)")
     f.add_argument("--likelihood", default=None, choices=list(LIKELIHOODS),
-                   help="default: read from the target (two values: logistic; non-negative integers: poisson; other numbers: "
-                        "gaussian). ordinal: ordered integer labels, the sorted distinct values as classes 0..K-1; cut points start at "
-                        "the logits of the training class frequencies, logit P(y <= k), and are learned unless --no-learn")
+                   help="default: read from the target (two values: logistic; more than two text labels: softmax; integers with "
+                        f"3 to {FEW_VALUES} distinct values: an error asking to choose; other non-negative integers: poisson; other "
+                        "numbers: gaussian). ordinal: ordered integer labels, the sorted distinct values as classes 0..K-1; cut points "
+                        "start at the logits of the training class frequencies, logit P(y <= k), and are learned unless --no-learn. "
+                        "softmax: unordered classes (text or numbers), one latent function per class; its kernel (or prior variance) "
+                        "is kept at its start, not learned")
     f.add_argument("--model", default="gp", choices=["gp", "sparse-gp", "glm"])
     f.add_argument("--kernel", default="rbf", choices=list(KERNELS)); f.add_argument("--ard", action="store_true", help="one lengthscale per input")
     f.add_argument("--kernel-start", default="data", choices=["data", "unit"],
@@ -283,10 +376,22 @@ def _read_training(a, out):
         enc = TableEncoder.fit(header, rows, lines, feats, str(a.data))
         X = enc.transform(header, rows, lines, str(a.data))
         given = a.likelihood
-        a.likelihood, y, labels = target_coding(column_values(header, rows, lines, a.target, str(a.data)), a.likelihood, a.target)
+        yv = column_values(header, rows, lines, a.target, str(a.data))
+        if given is None: a.likelihood = default_likelihood(yv, a.target)
+        if a.likelihood == "softmax": labels, y = class_codes(yv, a.target)
+        else:
+            try: a.likelihood, y, labels = target_coding(yv, a.likelihood, a.target)
+            except TableError as e:                          # more than two values: unordered classes are one more choice
+                many = len(set((yv[0] if isinstance(yv, tuple) else yv).tolist())) > 2
+                raise TableError(f"{e}{'; or' if 'try --likelihood' in str(e) else '; try'} --likelihood softmax (unordered classes)"
+                                 if many else str(e)) from None
     except TableError as e: raise CLIError(str(e)) from None
-    if given is None: out(f"likelihood {a.likelihood} (read from the target column {a.target!r}; --likelihood to choose)")
-    if labels is not None: out(f"labels     {labels[0]!s} -> -1, {labels[1]!s} -> +1")
+    src = f" (read from the target column {a.target!r}; --likelihood to choose)" if given is None else ""
+    if a.likelihood == "softmax":
+        shown = [str(c) if labels.dtype.kind in "US" else f"{c:g}" for c in labels[:8]]
+        out(f"likelihood softmax: {labels.size} unordered classes ({', '.join(shown)}{', ...' if labels.size > 8 else ''}), coded 0..{labels.size - 1}" + src)
+    elif given is None: out(f"likelihood {a.likelihood}" + src)
+    if labels is not None and a.likelihood != "softmax": out(f"labels     {labels[0]!s} -> -1, {labels[1]!s} -> +1")
     for c in enc.categorical:
         out(f"categories {c}: one-hot, {len(enc.categories[c])} columns ({', '.join(enc.categories[c][:6])}{', ...' if len(enc.categories[c]) > 6 else ''})")
     scaler = Standardizer.fit(X, keep=enc.one_hot) if a.standardize else Standardizer.identity(X.shape[1])
@@ -312,6 +417,7 @@ def cmd_fit(a, out=print, err=None):
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
     model = build_model(Z, y, enc.feature_names, a, cuts)
+    if a.likelihood == "softmax": return _fit_softmax(a, model, enc, scaler, y, labels, out)
     opts = {}
     if a.fix:
         if not a.learn: raise CLIError("--fix holds a learned hyperparameter: it needs learning (drop --no-learn)")
@@ -349,6 +455,36 @@ def cmd_fit(a, out=print, err=None):
             yt = column_values(hdr, rows, lines, a.target, str(a.predict)) if a.target in hdr else None
         except TableError as e: raise CLIError(str(e)) from None
         yt = yt[0] if isinstance(yt, tuple) else yt
+        dest = a.predictions or f"{Path(a.predict).stem}.predictions.csv"
+        out(write_predictions(post, X, dest, yt, labels))
+    return 0
+
+def _fit_softmax(a, model, enc, scaler, codes, labels, out):
+    """`cmd_fit` for the softmax likelihood: the joint fit of the C latent functions at the kernel (or prior variance) it
+    starts from, the summary, a table per class (and the coefficients per class of a GLM), then --out and --predict."""
+    if a.fix: raise CLIError("--fix holds a learned hyperparameter, and with the softmax likelihood none is learned: drop --fix")
+    if a.restarts: raise CLIError("--restarts restarts hyperparameter learning, which the softmax likelihood does not do: drop --restarts")
+    if a.learn: out("learning   not done with the softmax likelihood: the kernel (or the GLM's prior variance) stays at its start "
+                    "(--no-learn to say so)")
+    t0 = time.perf_counter()
+    try: post = _fit(model, a.method, progress=a.progress)
+    except (ValueError, TypeError) as e: raise CLIError(f"fit failed: {e}") from None
+    out(summary(post, post, time.perf_counter() - t0))
+    glm = isinstance(post.model, MultiGLM)
+    if glm: out(class_coefficient_tables(post, enc.feature_names, scaler, a.intercept, labels))
+    out(class_table(post, post.model.X if glm else post.model.Xtrain, codes, labels))
+    if a.out:
+        path = vio.save(post, a.out, labels=labels)
+        with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}
+        arrays["table"] = np.array(json.dumps({"encoder": enc.to_dict(), "scaler": scaler.to_dict(), "target": a.target}))
+        with open(path, "wb") as fh: np.savez_compressed(fh, **arrays)
+        out(f"fitted posterior written to {path}")
+    if a.predict:
+        X = _design(post.model, a.predict, {"encoder": enc, "scaler": scaler})
+        try:
+            hdr, rows, lines = read_table(a.predict)
+            yt = column_values(hdr, rows, lines, a.target, str(a.predict)) if a.target in hdr else None
+        except TableError as e: raise CLIError(str(e)) from None
         dest = a.predictions or f"{Path(a.predict).stem}.predictions.csv"
         out(write_predictions(post, X, dest, yt, labels))
     return 0

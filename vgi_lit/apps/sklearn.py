@@ -110,10 +110,18 @@ class _VGEstimator(BaseEstimator):
         return post
 
     def _set_fitted(self, post):
-        "The attributes read from the posterior: n_iter_, the VLB, kernel_, and for a GLM coef_ and intercept_ with their sds."
+        """The attributes read from the posterior: n_iter_, the VLB, kernel_, and for a GLM coef_ and intercept_ with their
+        sds (with C > 2 classes coef_ (C, p) and intercept_ (C,), row c the raw-scale coefficients of class c's latent
+        function, as scikit-learn's LogisticRegression)."""
         self.n_iter_ = int(post.n_iter)
         self.log_marginal_likelihood_value_ = float(post.vlb)
-        self.kernel_ = getattr(post.model, "kernel", None)
+        self.kernel_ = post.model.kernels[0] if isinstance(post.model, MultiGP) else getattr(post.model, "kernel", None)
+        if isinstance(post.model, MultiGLM):
+            C, p = post.model.C, post.model.p
+            M, V = post.m.reshape(C, p), post.V.reshape(C, p, C, p)
+            raw = [self.scaler_.raw_coefficients(M[c], V[c, :, c, :], bool(self.fit_intercept)) for c in range(C)]
+            coef = np.stack([m for m, _ in raw]); sd = np.sqrt(np.maximum(np.stack([np.diag(S) for _, S in raw]), 0.0))
+            self.coef_, self.coef_std_, self.intercept_, self.intercept_std_ = coef[:, :-1], sd[:, :-1], coef[:, -1], sd[:, -1]
         if post.model.kind == "glm":
             mean, cov = self.scaler_.raw_coefficients(post.m, post.V, bool(self.fit_intercept))
             loc, scale = getattr(self, "_y_scale", (0.0, 1.0))
@@ -276,8 +284,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         opts = dict(self.fit_options or {})
         post = _fit(model, self.method, progress=bool(self.progress), **opts)
         self.fit_result_, self.posterior_, self.hyperparameters_ = post, post, {}
-        self.n_iter_, self.log_marginal_likelihood_value_ = int(post.n_iter), float(post.vlb)
-        self.kernel_ = model.kernels[0] if latent == "gp" else None
+        self._set_fitted(post)
         return self
 
     def predict_proba(self, X, return_std=False):

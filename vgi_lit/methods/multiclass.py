@@ -4,16 +4,20 @@
 
 # %% ../../nbs/methods/18_multiclass.ipynb #64a0da4c
 from __future__ import annotations
+import json
 import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from ..inference import (Event, EventKind, History, Posterior, Stop, DEFAULT_METHOD, check_budget, register_method)
 from ..driver import Halt, Monitor, Step, grad_tol, halving, run
 from ..linalg import cholesky
-from ..models.multi import MultiLGM, MultiCov
+from ..models.multi import MultiLGM, MultiCov, MultiGLM, MultiGP
+from ..softmax import Softmax
+from ..io import kernel_spec, kernel_from_spec, register_format
 
 # %% auto #0
-__all__ = ['multi_vlb', 'fp_operator_multi', 'MultiPosterior', 'fpi_multi', 'grad_multi', 'solve_stationarity']
+__all__ = ['multi_vlb', 'fp_operator_multi', 'MultiPosterior', 'fpi_multi', 'grad_multi', 'solve_stationarity', 'multi_to_file',
+           'multi_from_file']
 
 # %% ../../nbs/methods/18_multiclass.ipynb #4fa5c10f
 def multi_vlb(model: MultiLGM, m, cov: MultiCov, r=None):
@@ -63,20 +67,31 @@ def _multi_state(model, m, cov, r=None):
     gV = _gV_inf(model, cov.lam, Gam)
     return Step(dict(m=m, cov=cov, r=r, g=g, Gam=Gam, vlb=vlb), vlb, max(gm, gV), extra=dict(grad_m=gm, grad_V=gV))
 
+def _psd_part(Lam):
+    "The nearest PSD matrices (in Frobenius norm) to the symmetric parts of Λ (n, C, C): negative eigenvalues set to 0."
+    e, Q = np.linalg.eigh(0.5 * (Lam + np.swapaxes(Lam, 1, 2)))
+    return (Q * np.maximum(e, 0.0)[:, None, :]) @ np.swapaxes(Q, 1, 2)
+
 def _check_model(model):
     if not isinstance(model, MultiLGM): raise TypeError(f"model must be a MultiLGM (MultiGLM, MultiGP), got {type(model).__name__}")
 
 def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_seconds: float | None = None, callback=None,
-              tol_rel: float = 1e-12, space: str | None = None) -> MultiPosterior:
+              tol_rel: float = 1e-12, space: str | None = None, anderson: int = 0) -> MultiPosterior:
     """FPi for a multi-latent model: the damped natural-gradient step Λ' = (1−ρ)Λ + ρΓ, m' = m + ρV(Λ')g (ρ = 1 is
     V ← T(V), m ← m + T(V)g), ρ halved while the VLB falls.
 
     tol: stop (`Stop.GRAD_TOL`) when max(‖g‖∞, ‖∂VLB/∂V‖∞) ≤ tol.
     max_iter, max_seconds: iteration and time budgets. callback: `callback(record)`; True stops the run.
     tol_rel: also stop (`Stop.REL_TOL`) when an undamped step changes the VLB by ≤ tol_rel·|VLB| (0: off).
-    space: 'n' (site space, GP only), 'w' (weight space) or None (`MultiCov`'s choice)."""
+    space: 'n' (site space, GP only), 'w' (weight space) or None (`MultiCov`'s choice).
+    anderson: depth of Anderson acceleration of the undamped map x = (m, Λ) ↦ (m + T(V)g, Γ) (Walker & Ni 2011, type II):
+        after each undamped step the extrapolation from the last `anderson` + 1 pairs (x, G(x) − x), Λ made PSD, replaces the
+        step when its VLB is at least the step's; 0 (default): plain FPi."""
     _check_model(model); check_budget(tol, max_iter, max_seconds)
     if not (isinstance(tol_rel, (int, float)) and tol_rel >= 0): raise ValueError(f"tol_rel must be a number >= 0, got {tol_rel!r}")
+    if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
+        raise ValueError(f"anderson must be an integer >= 0 (0: off), got {anderson!r}")
+    mem = []                                                                     # (x, G(x) − x) of the last undamped steps
     C, n = model.C, model.n
     start = _multi_state(model, model.mu.copy(), MultiCov(model, np.zeros((n, C, C)), space), np.zeros(model.d))
     start.kind, start.events = "start", [Event(EventKind.START, "m0 = μ, V0 = Σ (Λ = 0)")]
@@ -95,7 +110,21 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         nxt, rho, h = out
         nxt.kind = "fpi"; nxt.extra['rho'] = min(1.0, 2.0 * rho); nxt.extra['rho_taken'] = rho
         if rho < 1.0: nxt.events = [Event(EventKind.DAMPED, f"ρ = {rho:g}", count=h)]
+        if anderson and rho == 1.0: nxt = _anderson(cur, nxt)
+        elif anderson: mem.clear()                                              # a damped step is not G(x): start the memory again
         return nxt
+    def _anderson(cur, nxt):
+        "Anderson's extrapolation from the memory, kept when its VLB is at least that of the plain step `nxt`."
+        x = np.r_[cur.state['m'], cur.state['cov'].lam.ravel()]
+        mem.append((x, np.r_[nxt.state['m'], nxt.state['cov'].lam.ravel()] - x)); del mem[:-(anderson + 1)]
+        if len(mem) < 2: return nxt
+        dX = np.stack([b[0] - a[0] for a, b in zip(mem, mem[1:])], 1); dF = np.stack([b[1] - a[1] for a, b in zip(mem, mem[1:])], 1)
+        f = mem[-1][1]; xa = x + f - (dX + dF) @ np.linalg.lstsq(dF, f, rcond=None)[0]
+        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, _psd_part(xa[model.d:].reshape(n, C, C)), cur.state['cov'].space))
+        except ValueError: return nxt
+        if not (cand.finite() and cand.value >= nxt.value): return nxt
+        cand.kind = "anderson"; cand.extra.update(rho=1.0, rho_taken=1.0)
+        return cand
     def optimal(cur, prev):
         v = grad_tol(tol)(cur, prev)
         if v is None and tol_rel > 0 and prev is not None and cur.extra.get('rho_taken') == 1.0 and abs(cur.value - prev.value) <= tol_rel * abs(cur.value):
@@ -210,3 +239,61 @@ def solve_stationarity(model: MultiLGM, alpha0=None, lam0=None, f_tol: float = 1
 register_method('fpi', models=('multi',))(fpi_multi)
 register_method('grad', models=('multi',))(grad_multi)
 DEFAULT_METHOD.setdefault('multi', 'fpi')
+
+# %% ../../nbs/methods/18_multiclass.ipynb #7d1c6b2d
+def _multi_labels(labels, C: int):
+    "The C class labels as a JSON-ready list (numbers or strings, distinct), or None; a ValueError naming the problem."
+    if labels is None: return None
+    a = np.asarray(labels)
+    if a.ndim != 1 or a.size != C: raise ValueError(f"labels must be {C} class labels (one per class 0..{C - 1}), got shape {a.shape}")
+    if a.dtype.kind in "US": out = [str(v) for v in a]
+    elif a.dtype.kind in "iuf":
+        if not np.all(np.isfinite(a)): raise ValueError("labels contain NaN or inf")
+        out = [float(v) for v in a]
+    else: raise ValueError(f"labels must be numbers or strings (one kind), got dtype {a.dtype}")
+    if len(set(out)) != C: raise ValueError(f"labels must be distinct, got {out}")
+    return out
+
+def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
+    """(settings, arrays) of a `MultiPosterior` of a `MultiGLM` or `MultiGP` for `vgi_lit.io.save`: the model's data and
+    prior, the softmax rule's settings, m and the site precisions Λ (n, C, C) that give V(Λ) exactly (a result of GRAD,
+    whose V is not of that form, keeps V itself), how the run ended, and the class labels (`labels`, else those the
+    posterior carries in `info['labels']`)."""
+    M, lik, cov = post.model, post.model.likelihood, post.cov
+    if type(M) not in (MultiGLM, MultiGP): raise ValueError(f"cannot save a posterior of a {type(M).__name__}: the format knows MultiGLM and MultiGP")
+    if type(lik) is not Softmax: raise ValueError(f"cannot save a {type(lik).__name__} likelihood: the multi-latent format knows Softmax")
+    arrays = {"X": np.asarray(M.X if isinstance(M, MultiGLM) else M.Xtrain, float), "y": np.asarray(M.y, np.int64), "m": post.m}
+    settings = {"model": "multi_glm" if isinstance(M, MultiGLM) else "multi_gp",
+                "likelihood": {"C": lik.C, "n_gh": lik.n_gh, "n_qmc": int(lik.n_qmc), "seed": int(lik.seed), "block": lik.block},
+                "feature_names": None if getattr(M, "feature_names", None) is None else [str(c) for c in M.feature_names],
+                "method": post.method, "vlb": post.vlb, "stop": post.stop.value, "message": str(post.message),
+                "n_iter": int(post.n_iter), "labels": _multi_labels(post.info.get("labels") if labels is None else labels, M.C)}
+    if isinstance(M, MultiGLM):
+        P = M.priors[0]
+        arrays["prior_mean"] = M.mu.reshape(M.C, M.p)[0]
+        arrays["prior_cov"] = P.dense() if P.is_dense else P.cov_with_variances(P.variances())   # the argument that rebuilds P
+    else:
+        settings["kernels"] = [kernel_spec(k) for k in M.kernels]; settings["mean"] = M.mean
+        settings["jitter"] = M.priors[0].jitter / float(np.mean(M.kernels[0].Kdiag(M.Xtrain)))   # MultiGP's relative jitter
+    if cov._V is not None and not np.any(cov.lam):                     # GRAD: a dense V held beside a zero Λ
+        settings["cov"], arrays["cov_V"] = "dense", cov.dense()
+    else: settings["cov"], settings["cov_space"], arrays["cov_lam"] = "site", cov.space, cov.lam
+    return settings, arrays
+
+def multi_from_file(s: dict, A: dict, path) -> MultiPosterior:
+    "The `MultiPosterior` a `multi_to_file` file describes, its model rebuilt with the constructors a user calls."
+    L = s["likelihood"]
+    lik = Softmax(L["C"], n_gh=L["n_gh"], n_qmc=L["n_qmc"], seed=L["seed"], block=L["block"])
+    if s["model"] == "multi_glm": M = MultiGLM(A["X"], A["y"], lik, prior_mean=A["prior_mean"], prior_cov=A["prior_cov"])
+    elif s["model"] == "multi_gp":
+        ks = [kernel_from_spec(k) for k in s["kernels"]]
+        M = MultiGP(A["X"], A["y"], lik, ks[0] if len(set(map(json.dumps, s["kernels"]))) == 1 else ks, mean=s["mean"], jitter=s["jitter"])
+    else: raise ValueError(f"{path}: unknown multi-latent model kind {s['model']!r}")
+    if s["feature_names"] is not None: M.feature_names = tuple(s["feature_names"])
+    cov = _cov_from_dense(M, A["cov_V"]) if s["cov"] == "dense" else MultiCov(M, A["cov_lam"], s["cov_space"])
+    m = A["m"]
+    labels = None if s["labels"] is None else np.array(s["labels"])
+    return MultiPosterior(M, m, cov, M.prior_solve(m - M.mu), s["method"], s["vlb"], Stop(s["stop"]), History(), s["message"],
+                          n_iter=s["n_iter"], labels=labels, loaded_from=str(path))
+
+register_format(MultiPosterior, multi_to_file, multi_from_file)
