@@ -556,8 +556,8 @@ def test_fit_with_progress_and_learn_shows_a_total(capsys):
 
 
 def test_learn_inducing_gradient_agrees_with_the_inducing_module_in_O_nM_memory():
-    """HyperParams(learn_inducing=True).grad (site map by `site_map_adjoint`, prior by ½(rrᵀ − W), both contracted by
-    `kernel_adjoint`) equals InducingParams.grad (KL by its own closed form) at a fixed non-optimal q, to 1e-12, and its
+    """HyperParams(learn_inducing=True).grad in Z and the kernel (site map by `site_map_adjoint`, prior by ½(rrᵀ − W), both
+    contracted by `kernel_adjoint`) equals InducingParams.grad (KL by its own closed form) at a fixed non-optimal q, to 1e-12, and its
     peak memory stays O(nM), at most 16 n × M arrays: n = 3000, M = 20, p = 3 (one n × M array = 0.48 MB; an array per coordinate,
     60 of them, would be 29 MB)."""
     import tracemalloc
@@ -570,9 +570,9 @@ def test_learn_inducing_gradient_agrees_with_the_inducing_module_in_O_nM_memory(
         X = rng.normal(size=(n, p)); y = np.where(X[:, 0] + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
         sgp = SparseGP(X, y, Logistic(), Matern32(1.3, np.linspace(0.8, 1.4, p)), X[:M] + 0.05, mean=0.1)
         m = rng.normal(size=M); Lq = 0.2 * np.tril(rng.normal(size=(M, M))) + 0.5 * np.eye(M)
-        hp = HyperParams(sgp, learn_mean=True, fixed={"kernel"}, learn_inducing=True)
+        hp = HyperParams(sgp, learn_mean=True, learn_inducing=True)
         tracemalloc.start(); g = hp.grad(sgp, m, DenseCov(Lq)); peak = tracemalloc.get_traced_memory()[1]; tracemalloc.stop()
-        ip = InducingParams(sgp, learn_mean=True, fixed={"kernel"})
+        ip = InducingParams(sgp, learn_mean=True)
         gi = ip.grad(ip.theta0, m, Lq @ Lq.T)[1]
         assert hp.free_names == ip.free_names and np.max(np.abs(g - gi)) <= 1e-12 * np.max(np.abs(g))
         if n == 3000: assert peak <= 16 * n * M * 8, peak / (n * M * 8)     # measured 9.4 n × M arrays (temporaries)

@@ -183,7 +183,7 @@ class HyperParams:
 
     def grad(self, model, m, cov, terms=None):
         """∂VLB/∂θ (free parameters) at fixed q = N(m, V), `model` = `build(θ)`: the prior's part by `dvlb_dprior`,
-        the likelihood's as Σ_i ∂E_i/∂θ, the sparse-GP site map's by `dvlb_dsites`; the inducing inputs' by the adjoints
+        the likelihood's as Σ_i ∂E_i/∂θ, the sparse-GP site map's by `dvlb_dsites`; the inducing inputs' (and a radial kernel's) by the adjoints
         Ā = ∂/∂K_xz and B̄ = ∂/∂K̃ (`site_map_adjoint` plus the prior's ½(rrᵀ − W)) contracted by `kernel_adjoint`:
         O(nM² + nMp) time and a few n × M arrays, none per coordinate."""
         k, l, p, nz = self.n_prior, self.n_prior + self.n_lik, len(self.names), self.n_z
@@ -196,19 +196,25 @@ class HyperParams:
         dS = None if isinstance(model, GLM) else np.zeros((len(rows), model.d, model.d))
         W = None
         if isinstance(model, SparseGP):
-            if need & set(range(k)):
+            radial = type(model.kernel) in (RBF, Matern12, Matern32, Matern52)
+            kern_adj = radial and bool(need & set(range(k)))          # a radial kernel's parameters by the adjoints too
+            if need & set(range(k)) and not radial:
                 dkd, dKxz, dKzz = _kernel_blocks(model.kernel, model.X, model.Z)
                 dKzz = self._with_jitter(dKzz); dS[:k] = dKzz
                 g[:k] += dvlb_dsites(model, m, cov.dense(), terms.dE_dm, terms.dE_dv, dkd, dKxz, dKzz)
             if self.learn_mean and (p - 1) in need: g[-1] += terms.dE_dm @ (1.0 - model.H.sum(1))
-            if nz and need & set(range(l, l + nz)):                    # inducing inputs: K_xz and K_zz move, k_ii and the jitter do not
+            if kern_adj or (nz and need & set(range(l, l + nz))):       # inducing inputs: K_xz and K_zz move, k_ii and the jitter do not
                 Pz = model.prior; r = Pz.solve(np.asarray(m, float) - model.mu)
                 Ki = Pz.solve(np.eye(model.d)); Ki = 0.5 * (Ki + Ki.T)
                 Abar, Bbar = site_map_adjoint(model.H, cov.dense() @ Ki, r, terms.dE_dm, terms.dE_dv)
                 W = prior_residual(model, cov)
                 Bbar += 0.5 * (np.outer(r, r) - W)                     # the prior's part: ∂/∂K̃ of ½rᵀK̃r-type terms, ½(rrᵀ − W)
-                g[l:l + nz] += (kernel_adjoint(model.kernel, model.X, model.Z, Abar)[1]
-                                + kernel_adjoint(model.kernel, model.Z, model.Z, Bbar, same=True)[1]).ravel()
+                gx, gzx = kernel_adjoint(model.kernel, model.X, model.Z, Abar)
+                gz, gzz = kernel_adjoint(model.kernel, model.Z, model.Z, Bbar, same=True)
+                if nz: g[l:l + nz] += (gzx + gzz).ravel()
+                if kern_adj:                                           # k_ii = s and the jitter j = ε·s move with log s only
+                    g[:k] += gx + gz
+                    g[0] += model.kernel.variance * float(np.sum(terms.dE_dv)) + Pz.jitter * float(np.trace(Bbar))
         elif isinstance(model, GP):
             if need & set(range(k)): dS[:k] = self._with_jitter(model.kernel.dK(model.X))
         else:                                                          # ∂Σ/∂log σ²_j = σ²_j e_j e_jᵀ: only r and diag W
@@ -216,7 +222,8 @@ class HyperParams:
             gj = 0.5 * var * (r * r - prior_residual_diag(model, cov))
             g[:k] = model.prior.variance_grad(gj)
             if self.learn_mean: g[-1] = r.sum()
-        if not isinstance(model, GLM) and need & (set(range(k)) | ({p - 1} if self.learn_mean else set())):
+        prior_rows = (set() if isinstance(model, SparseGP) and radial else set(range(k))) | ({p - 1} if self.learn_mean else set())
+        if not isinstance(model, GLM) and need & prior_rows:
             g[rows] += dvlb_dprior(model, m, cov, dS, dmu, W)
         if self.n_lik and need & set(range(k, l)):
             g[k:l] = np.sum(model.likelihood.expected_dparams(model.y, terms.m_site, terms.v_site), axis=1)
