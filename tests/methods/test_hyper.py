@@ -317,7 +317,7 @@ def test_learned_inducing_inputs_raise_the_vlb_and_end_at_a_stationary_point():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 2)); y = np.where(X[:, 0] + 0.5 * X[:, 1] ** 2 - 0.5 + 0.3 * rng.normal(size=40) > 0, 1.0, -1.0)
     sgp = SparseGP(X, y, Logistic(), Matern32(1.5, 0.9), X[::5] + 0.1, mean=0.2)
-    fixed_z, free_z = learn(sgp), learn(sgp, learn_inducing=True)
+    fixed_z, free_z = learn(sgp), learn(sgp, learn_inducing=True, tol_rel=0.0)      # stop on the gradient alone
     assert fixed_z.converged and free_z.converged and free_z.vlb > fixed_z.vlb + 1.0
     assert not np.array_equal(free_z.model.Z, sgp.Z) and free_z.history[-1].grad_norm <= 1e-5
 
