@@ -1,4 +1,4 @@
-"""Learned inducing inputs (methods.inducing): the adjoint gradient against the per-coordinate route of `hyper` and against
+"""Learned inducing inputs (methods.inducing): the adjoint gradient against the route of `hyper.HyperParams` and against
 finite differences, the mini-batch estimate, the greedy start, the batch and stochastic fits, and bad input."""
 import numpy as np
 import pytest
@@ -32,7 +32,7 @@ LIKS = [lambda: Gaussian(0.3), lambda: Probit(), lambda: StudentT(4.0, 0.5), lam
 @pytest.mark.parametrize("kern", KERNELS)
 @pytest.mark.parametrize("lik", LIKS)
 @pytest.mark.parametrize("seed", [0, 1])
-def test_adjoint_gradient_equals_the_per_coordinate_route(kern, lik, seed):
+def test_adjoint_gradient_equals_the_hyper_route(kern, lik, seed):
     mod, m, V = _problem(kern(), lik(), seed)
     ip = InducingParams(mod, learn_mean=True)
     F, g = ip.grad(ip.theta0, m, V, chunk=7)
@@ -123,6 +123,22 @@ def test_batch_fit_raises_the_optimal_vlb_above_fixed_inputs():
     assert free.history[-1].vlb == pytest.approx(free.vlb) and free.stop in (Stop.GRAD_TOL, Stop.REL_TOL, Stop.MAX_ITER)
     assert set(free.theta) >= {"kernel.variance", "kernel.lengthscale", "Z[0,0]", "Z[4,0]"}
     assert np.allclose(free.model.Z.ravel(), [free.theta[f"Z[{i},0]"] for i in range(5)])
+
+
+def test_collapsed_fit_without_building_the_model_equals_the_built_route():
+    """fit_inducing with the rows in memory evaluates `collapsed_grad` (no SparseGP per evaluation); on a blocked model it
+    builds the model and takes `collapsed_q` + `InducingParams.grad`: the same iterates, VLB and posterior to rounding."""
+    from vgi_lit.methods.inducing import collapsed_grad
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-3, 3, size=(100, 2)); y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.normal(size=100)
+    Z0 = kmeans_inducing(X, 5)
+    fast = fit_inducing(SparseGP(X, y, Gaussian(0.3), RBF(1.0, np.ones(2)), Z0), learn_mean=True, max_iter=8)
+    built = fit_inducing(SparseGP(X, y, Gaussian(0.3), RBF(1.0, np.ones(2)), Z0, block_size=32), learn_mean=True, max_iter=8)
+    assert len(fast.history) == len(built.history) and fast.vlb == pytest.approx(built.vlb, rel=1e-9)
+    assert all(fast.theta[k] == pytest.approx(built.theta[k], rel=1e-6, abs=1e-9) for k in built.theta)
+    assert fast.posterior.model.sites.dense_array and fast.vlb == pytest.approx(vlb(fast.model, fast.posterior.m, fast.posterior.cov), rel=1e-10)
+    with pytest.raises(ValueError, match="in memory"):
+        collapsed_grad(InducingParams(SparseGP(X, y, Gaussian(0.3), RBF(1.0, 1.0), Z0, block_size=32)), np.zeros(13))
 
 
 def test_stochastic_fit_on_a_blocked_model_keeps_o_m2_state():

@@ -11,16 +11,17 @@ from scipy.optimize import minimize, minimize_scalar
 from ..linalg import chol_solve
 from ..covariance import SiteCov, DenseCov
 from ..models import GLM, GP, SparseGP
-from ..kernels import Stationary
+from ..kernels import Stationary, RBF, Matern12, Matern32, Matern52
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit, register_learner
 from ..inference import Progress, DegenerateFitWarning, RunawayParameterWarning
 from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
-__all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'HyperFit', 'hyper_values',
-           'predict_start', 'learn', 'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec',
-           'hyperfit_from_spec', 'joint_lbfgs']
+__all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'radial_weight', 'radial_r2',
+           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'learn',
+           'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec', 'hyperfit_from_spec',
+           'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -106,26 +107,6 @@ def dvlb_dsites(model, m, Vd, dE_dm, dE_dv, dkdiag, dKxz, dKzz, dmean=False):
     if dmean: g[-1] = dE_dm @ (1.0 - H.sum(1))
     return g
 
-def _inducing_blocks(kernel, X, Z):
-    """(dK_xz (MD, n, M), dK_zz (MD, M, M)): derivatives of K(X, Z) and K(Z, Z) in each inducing coordinate Z[i, j]
-    (parameter i·D + j) for a stationary kernel k = s·g(r), r² = Σ_j (x_j − z_j)²/ℓ_j²: ∂k(x, z)/∂z_j = s·w(r²)(x_j − z_j)/ℓ_j²
-    with w = −g'(r)/r. Only column i of K_xz and row and column i of K_zz move; diag K_zz does not (k(z, z) = s).
-    At r = 0 the derivative is 0 (Matérn 1/2, not differentiable there, takes this one-sided value)."""
-    Mz, D = Z.shape; ell2 = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (D,)) ** 2
-    def dk(A):                                                         # (len A, M, D): ∂K(A, Z)[a, i] / ∂Z[i, j]
-        r2 = kernel._r2(A, Z, False); diff = A[:, None, :] - Z[None, :, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            w = np.where(r2 > 0, kernel.variance * kernel._w(np.where(r2 > 0, r2, 1.0)), 0.0)
-        return w[:, :, None] * diff / ell2
-    dX, dZ = dk(X), dk(Z); dZ[np.arange(Mz), np.arange(Mz), :] = 0.0
-    dKxz, dKzz = np.zeros((Mz * D, len(X), Mz)), np.zeros((Mz * D, Mz, Mz))
-    for i in range(Mz):
-        for j in range(D):
-            q = i * D + j
-            dKxz[q, :, i] = dX[:, i, j]
-            dKzz[q, i, :] = dZ[:, i, j]; dKzz[q, :, i] = dZ[:, i, j]          # k(z_i, z_a) = k(z_a, z_i): the same column
-    return dKxz, dKzz
-
 class HyperParams:
     """The learnable parameters of a model: every name, its start, which are free (not `fixed`), which live in log
     space; a model at given free values; the exact partial derivative of the VLB in the free parameters at any q."""
@@ -202,23 +183,38 @@ class HyperParams:
 
     def grad(self, model, m, cov, terms=None):
         """∂VLB/∂θ (free parameters) at fixed q = N(m, V), `model` = `build(θ)`: the prior's part by `dvlb_dprior`,
-        the likelihood's as Σ_i ∂E_i/∂θ, the sparse-GP site map's by `dvlb_dsites`."""
-        k, l, p = self.n_prior, self.n_prior + self.n_lik, len(self.names)
+        the likelihood's as Σ_i ∂E_i/∂θ, the sparse-GP site map's by `dvlb_dsites`; the inducing inputs' (and a radial kernel's) by the adjoints
+        Ā = ∂/∂K_xz and B̄ = ∂/∂K̃ (`site_map_adjoint` plus the prior's ½(rrᵀ − W)) contracted by `kernel_adjoint`:
+        O(nM² + nMp) time and a few n × M arrays, none per coordinate."""
+        k, l, p, nz = self.n_prior, self.n_prior + self.n_lik, len(self.names), self.n_z
         need = set(self.free.tolist())
         g = np.zeros(p)
         terms = site_terms(model, m, cov) if terms is None else terms
-        dmu = np.zeros((p, model.d))
+        rows = np.r_[0:l, l + nz:p]                                    # the parameters of Σ and μ other than Z
+        dmu = np.zeros((len(rows), model.d))
         if self.learn_mean: dmu[-1] = 1.0
-        dS = None if isinstance(model, GLM) else np.zeros((p, model.d, model.d))
+        dS = None if isinstance(model, GLM) else np.zeros((len(rows), model.d, model.d))
+        W = None
         if isinstance(model, SparseGP):
-            if need & set(range(k)):
+            radial = type(model.kernel) in (RBF, Matern12, Matern32, Matern52)
+            kern_adj = radial and bool(need & set(range(k)))          # a radial kernel's parameters by the adjoints too
+            if need & set(range(k)) and not radial:
                 dkd, dKxz, dKzz = _kernel_blocks(model.kernel, model.X, model.Z)
                 dKzz = self._with_jitter(dKzz); dS[:k] = dKzz
                 g[:k] += dvlb_dsites(model, m, cov.dense(), terms.dE_dm, terms.dE_dv, dkd, dKxz, dKzz)
             if self.learn_mean and (p - 1) in need: g[-1] += terms.dE_dm @ (1.0 - model.H.sum(1))
-            if self.n_z and need & set(range(l, l + self.n_z)):           # inducing inputs: K_xz and K_zz move, k_ii does not
-                dKxz, dKzz = _inducing_blocks(model.kernel, model.X, model.Z); dS[l:l + self.n_z] = dKzz
-                g[l:l + self.n_z] += dvlb_dsites(model, m, cov.dense(), terms.dE_dm, terms.dE_dv, np.zeros((self.n_z, model.n)), dKxz, dKzz)
+            if kern_adj or (nz and need & set(range(l, l + nz))):       # inducing inputs: K_xz and K_zz move, k_ii and the jitter do not
+                Pz = model.prior; r = Pz.solve(np.asarray(m, float) - model.mu)
+                Ki = Pz.solve(np.eye(model.d)); Ki = 0.5 * (Ki + Ki.T)
+                Abar, Bbar = site_map_adjoint(model.H, cov.dense() @ Ki, r, terms.dE_dm, terms.dE_dv)
+                W = prior_residual(model, cov)
+                Bbar += 0.5 * (np.outer(r, r) - W)                     # the prior's part: ∂/∂K̃ of ½rᵀK̃r-type terms, ½(rrᵀ − W)
+                gx, gzx = kernel_adjoint(model.kernel, model.X, model.Z, Abar)
+                gz, gzz = kernel_adjoint(model.kernel, model.Z, model.Z, Bbar, same=True)
+                if nz: g[l:l + nz] += (gzx + gzz).ravel()
+                if kern_adj:                                           # k_ii = s and the jitter j = ε·s move with log s only
+                    g[:k] += gx + gz
+                    g[0] += model.kernel.variance * float(np.sum(terms.dE_dv)) + Pz.jitter * float(np.trace(Bbar))
         elif isinstance(model, GP):
             if need & set(range(k)): dS[:k] = self._with_jitter(model.kernel.dK(model.X))
         else:                                                          # ∂Σ/∂log σ²_j = σ²_j e_j e_jᵀ: only r and diag W
@@ -226,11 +222,67 @@ class HyperParams:
             gj = 0.5 * var * (r * r - prior_residual_diag(model, cov))
             g[:k] = model.prior.variance_grad(gj)
             if self.learn_mean: g[-1] = r.sum()
-        if not isinstance(model, GLM) and need & (set(range(k)) | set(range(l, l + self.n_z)) | ({p - 1} if self.learn_mean else set())):
-            g += dvlb_dprior(model, m, cov, dS, dmu)
+        prior_rows = (set() if isinstance(model, SparseGP) and radial else set(range(k))) | ({p - 1} if self.learn_mean else set())
+        if not isinstance(model, GLM) and need & prior_rows:
+            g[rows] += dvlb_dprior(model, m, cov, dS, dmu, W)
         if self.n_lik and need & set(range(k, l)):
             g[k:l] = np.sum(model.likelihood.expected_dparams(model.y, terms.m_site, terms.v_site), axis=1)
         return g[self.free]
+
+# %% ../../nbs/methods/15_hyper.ipynb #0e96eb0f
+def radial_weight(kernel, r2):
+    """s·w(r²) with w(r) = −g'(r)/r for a stationary kernel k = s·g(r), r² = Σ_j (x_j − z_j)²/ℓ_j² (RBF: e^{−r²/2};
+    Matérn 1/2: e^{−r}/r, set to 0 at r = 0; 3/2: 3e^{−√3 r}; 5/2: (5/3)(1 + √5 r)e^{−√5 r}): then ∂k/∂z_j = s·w·(x_j − z_j)/ℓ_j²
+    and ∂k/∂log ℓ_j = s·w·(x_j − z_j)²/ℓ_j². A TypeError for any other kernel."""
+    s, r2 = kernel.variance, np.asarray(r2, dtype=float)
+    if type(kernel) is RBF: return s * np.exp(-0.5 * r2)
+    if type(kernel) is Matern32: return 3.0 * s * np.exp(-np.sqrt(3.0 * r2))
+    if type(kernel) is Matern52: q = np.sqrt(5.0 * r2); return (5.0 / 3.0) * s * (1.0 + q) * np.exp(-q)
+    if type(kernel) is Matern12:
+        r = np.sqrt(r2)
+        with np.errstate(divide="ignore", invalid="ignore"): return np.where(r > 0, s * np.exp(-r) / np.where(r > 0, r, 1.0), 0.0)
+    raise TypeError(f"inducing-input gradients need an RBF or Matern12/32/52 kernel, got {type(kernel).__name__}")
+
+# %% ../../nbs/methods/15_hyper.ipynb #f5b51e7e
+def radial_r2(kernel, X, Z):
+    """(n, M) scaled squared distances r² = Σ_j (x_j − z_j)²/ℓ_j² as `kernel_adjoint` uses them: by one matrix product
+    (`sqdist`) where w(r²) is smooth at 0, summed per input for Matérn 1/2 (w ~ 1/r, so r² = 0 must stay exact)."""
+    if type(kernel) is not Matern12: return kernel.sqdist(X, Z)
+    ell2 = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (Z.shape[1],)) ** 2
+    r2 = np.zeros((len(X), len(Z)))
+    for j in range(Z.shape[1]): r2 += (X[:, j, None] - Z[None, :, j]) ** 2 / ell2[j]
+    return r2
+
+# %% ../../nbs/methods/15_hyper.ipynb #8c5b45d1
+def kernel_adjoint(kernel, X, Z, Abar, same: bool = False, r2=None, sw=None, K=None):
+    """(g_θ (P,), g_Z (M, p)): the derivatives of Σ_nm Ā_nm k(x_n, z_m) in the kernel's log-parameters (variance, then
+    lengthscale(s)) and in Z with X held fixed; with `same` (X is Z, Ā symmetric) both arguments move, which doubles g_Z
+    (eq. E). With W = Ā ∘ s·w(r²): g_log s = Σ Ā ∘ K, g_log ℓ_j = Σ_nm W_nm (x_nj − z_mj)²/ℓ_j², g_Z[m, j] = Σ_n W_nm (x_nj − z_mj)/ℓ_j².
+    O(nMp) time, no (n, M, p) array. `r2`, `sw`, `K`: the scaled squared distances (`radial_r2`), s·w(r²) and
+    K(X, Z) when already computed."""
+    X, Z, Abar = np.asarray(X, float), np.asarray(Z, float), np.asarray(Abar, float)
+    ell2 = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (Z.shape[1],)) ** 2
+    if sw is None and r2 is None: r2 = radial_r2(kernel, X, Z)
+    if sw is None: sw = radial_weight(kernel, r2)
+    W = Abar * sw
+    if same: np.fill_diagonal(W, 0.0)
+    rw, cw = W.sum(1), W.sum(0)
+    g_ell = (rw @ X**2 - 2.0 * np.sum((W @ Z) * X, 0) + cw @ Z**2) / ell2
+    g_Z = (W.T @ X - cw[:, None] * Z) / ell2
+    if K is None: K = sw if type(kernel) is RBF else kernel.K(X, Z)  # RBF: s·w(r²) is k itself
+    g = np.concatenate([[float(np.sum(Abar * K))], g_ell if kernel.ard else [g_ell.sum()]])
+    return g, (2.0 * g_Z if same else g_Z)
+
+# %% ../../nbs/methods/15_hyper.ipynb #fcdb03c5
+def site_map_adjoint(H, VKi, r, gm, gv):
+    """(Ā (n × M), B̄ (M × M, symmetric)): ∂/∂K_xz and ∂/∂K̃ of Σ_i E_i(m_i, v_i) through the sparse-GP site map at fixed
+    q = N(m, V), with H = K_xz K̃⁻¹, `VKi` = V K̃⁻¹, r = K̃⁻¹(m − mean·1), g_m = ∂E/∂m_i, g_v = ∂E/∂v_i:
+    Ā = g_m rᵀ + 2 diag(g_v) H(V K̃⁻¹ − I), B̄ = sym(−(Hᵀg_m) rᵀ − 2C V K̃⁻¹ + C) with C = Hᵀdiag(g_v)H. O(nM²)."""
+    Abar = H @ (VKi - np.eye(len(r))); Abar *= 2.0 * gv[:, None]
+    Abar += gm[:, None] * r[None, :]
+    C = H.T @ (gv[:, None] * H)
+    Bl = -np.outer(H.T @ gm, r) - 2.0 * C @ VKi + C
+    return Abar, 0.5 * (Bl + Bl.T)
 
 # %% ../../nbs/methods/15_hyper.ipynb #4bfdb4a4
 @dataclass
@@ -402,7 +454,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
 
 def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
                 widen: int = 3):
-    """`_learn_once` in the box [−b, b] of the log-parameters, b = `bound`, widened by `bound` (up to `widen` times) while a
+    """``_learn_once`` in the box [−b, b] of the log-parameters, b = `bound`, widened by `bound` (up to `widen` times) while a
     log-parameter ends at its edge with the VLB's gradient pointing out of the box and the widened run raises the VLB by
     more than max(tol_rel, 1e-9)·|VLB|: the optimum lies outside the box. A widened run that gains less shows a VLB
     without a finite maximum in that direction: the run in the narrower box is kept, with a BOUND_ACTIVE event saying so. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts every inner iteration."""
@@ -466,7 +518,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         total (records carry `outer_iter`, the outer iterations done) and max_seconds as its time budget.
     bound: log-parameters start in the box [−bound, bound] (natural values in [e^−bound, e^bound], about [6.1e-6, 1.6e5]
         at 12); a parameter that ends at its edge with the gradient pointing out has the box widened by `bound`
-        (up to three times, a SOLVER event each; `_learn_wide`) while that raises the VLB. A parameter that still ends
+        (up to three times, a SOLVER event each; ``_learn_wide``) while that raises the VLB. A parameter that still ends
         at the edge, where widening gains nothing (a VLB without a finite maximum that way), or that runs away inside
         the box with the VLB flat beyond, gets a BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value
         and what the edge means (it is listed in `edges` of the result).

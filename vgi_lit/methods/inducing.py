@@ -4,10 +4,12 @@
 
 # %% ../../nbs/methods/15a_inducing.ipynb #7aa435a7
 from __future__ import annotations
-import time
+import time, types
 import numpy as np
 from scipy.cluster.vq import kmeans2
 from scipy.optimize import minimize
+from scipy.linalg import solve_triangular
+from scipy.linalg.blas import dsyrk
 from ..linalg import cholesky, chol_solve, tri_inv
 from ..kernels import RBF, Matern12, Matern32, Matern52, check_X
 from ..likelihoods import Gaussian
@@ -16,12 +18,11 @@ from ..covariance import DenseCov, PrecisionCov
 from ..vlb import vlb
 from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit
 from ..driver import Step, Halt, Monitor, run, rel_tol_evaluated
-from .hyper import HyperParams, HyperFit
+from .hyper import HyperParams, HyperFit, radial_weight, radial_r2, kernel_adjoint, site_map_adjoint
 
 # %% auto #0
-__all__ = ['greedy_inducing', 'kmeans_inducing', 'radial_weight', 'kernel_adjoint', 'sites_adjoint', 'kl_adjoint',
-           'InducingParams', 'collapsed_q', 'grad_tol_rel', 'fit_inducing', 'sparse_vlb', 'natural_step', 'Adam',
-           'svi_inducing']
+__all__ = ['greedy_inducing', 'kmeans_inducing', 'sites_adjoint', 'kl_adjoint', 'InducingParams', 'collapsed_q', 'collapsed_grad',
+           'grad_tol_rel', 'fit_inducing', 'sparse_vlb', 'natural_step', 'Adam', 'svi_inducing']
 
 # %% ../../nbs/methods/15a_inducing.ipynb #794af9c1
 def greedy_inducing(kernel, X, M: int, tol: float = 0.0):
@@ -52,42 +53,6 @@ def kmeans_inducing(X, M: int, seed: int = 0, iters: int = 25):
     Z, _ = kmeans2(X, int(M), iter=int(iters), minit="++", seed=int(seed))
     return np.asarray(Z, dtype=float)
 
-# %% ../../nbs/methods/15a_inducing.ipynb #0e96eb0f
-def radial_weight(kernel, r2):
-    """s·w(r²) with w(r) = −g'(r)/r for a stationary kernel k = s·g(r), r² = Σ_j (x_j − z_j)²/ℓ_j² (RBF: e^{−r²/2};
-    Matérn 1/2: e^{−r}/r, set to 0 at r = 0; 3/2: 3e^{−√3 r}; 5/2: (5/3)(1 + √5 r)e^{−√5 r}): then ∂k/∂z_j = s·w·(x_j − z_j)/ℓ_j²
-    and ∂k/∂log ℓ_j = s·w·(x_j − z_j)²/ℓ_j². A TypeError for any other kernel."""
-    s, r2 = kernel.variance, np.asarray(r2, dtype=float)
-    if type(kernel) is RBF: return s * np.exp(-0.5 * r2)
-    if type(kernel) is Matern32: return 3.0 * s * np.exp(-np.sqrt(3.0 * r2))
-    if type(kernel) is Matern52: q = np.sqrt(5.0 * r2); return (5.0 / 3.0) * s * (1.0 + q) * np.exp(-q)
-    if type(kernel) is Matern12:
-        r = np.sqrt(r2)
-        with np.errstate(divide="ignore", invalid="ignore"): return np.where(r > 0, s * np.exp(-r) / np.where(r > 0, r, 1.0), 0.0)
-    raise TypeError(f"inducing-input gradients need an RBF or Matern12/32/52 kernel, got {type(kernel).__name__}")
-
-# %% ../../nbs/methods/15a_inducing.ipynb #8c5b45d1
-def kernel_adjoint(kernel, X, Z, Abar, same: bool = False):
-    """(g_θ (P,), g_Z (M, p)): the derivatives of Σ_nm Ā_nm k(x_n, z_m) in the kernel's log-parameters (variance, then
-    lengthscale(s)) and in Z with X held fixed; with `same` (X is Z, Ā symmetric) both arguments move, which doubles g_Z
-    (eq. E). With W = Ā ∘ s·w(r²): g_log s = Σ Ā ∘ K, g_log ℓ_j = Σ_nm W_nm (x_nj − z_mj)²/ℓ_j², g_Z[m, j] = Σ_n W_nm (x_nj − z_mj)/ℓ_j².
-    O(nMp) time, no (n, M, p) array."""
-    X, Z, Abar = np.asarray(X, float), np.asarray(Z, float), np.asarray(Abar, float)
-    ell2 = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (Z.shape[1],)) ** 2
-    if type(kernel) is Matern12:                                       # w ~ 1/r at 0: squared distances summed per input
-        r2 = np.zeros(Abar.shape)
-        for j in range(Z.shape[1]): r2 += (X[:, j, None] - Z[None, :, j]) ** 2 / ell2[j]
-    else: r2 = kernel.sqdist(X, Z)                                     # (n, M) by one matrix product (w smooth at 0)
-    sw = radial_weight(kernel, r2)
-    W = Abar * sw
-    if same: np.fill_diagonal(W, 0.0)
-    rw, cw = W.sum(1), W.sum(0)
-    g_ell = (rw @ X**2 - 2.0 * np.sum((W @ Z) * X, 0) + cw @ Z**2) / ell2
-    g_Z = (W.T @ X - cw[:, None] * Z) / ell2
-    K = sw if type(kernel) is RBF else kernel.K(X, Z)                # RBF: s·w(r²) is k itself
-    g = np.concatenate([[float(np.sum(Abar * K))], g_ell if kernel.ard else [g_ell.sum()]])
-    return g, (2.0 * g_Z if same else g_Z)
-
 # %% ../../nbs/methods/15a_inducing.ipynb #db44c18e
 def sites_adjoint(kernel, Z, prior, likelihood, X, y, mean, m, V, scale: float = 1.0, sites=None, Ki=None):
     """s·Σ_i E_i over the rows X, y (s = `scale`) of a sparse GP at fixed q(u) = N(m, V), and its derivatives in what the
@@ -101,13 +66,10 @@ def sites_adjoint(kernel, Z, prior, likelihood, X, y, mean, m, V, scale: float =
     gm, gv = scale * np.asarray(gm, float), scale * np.asarray(gv, float)
     r = prior.solve(u)                                               # K̃⁻¹u
     VKi = V @ (prior.solve(np.eye(prior.d)) if Ki is None else Ki)     # V K̃⁻¹ (M × M)
-    Abar = H @ (VKi - np.eye(prior.d)); Abar *= 2.0 * gv[:, None]      # (A): g_m rᵀ + 2 diag(g_v) H(V K̃⁻¹ − I)
-    Abar += gm[:, None] * r[None, :]
-    C = H.T @ (gv[:, None] * H)                                       # Hᵀ diag(g_v) H
-    Bl = -np.outer(H.T @ gm, r) - 2.0 * C @ VKi + C                   # (B): −(Hᵀg_m) rᵀ − 2C V K̃⁻¹ + C
+    Abar, Bbar = site_map_adjoint(H, VKi, r, gm, gv)                  # (A), (B)
     names = likelihood.param_names
     dlik = scale * np.sum(likelihood.expected_dparams(y, m_site, v_site), axis=1) if names else np.zeros(0)
-    return dict(E=scale * float(np.sum(E)), Abar=Abar, Bbar=0.5 * (Bl + Bl.T), dkdiag=gv, dlik=np.asarray(dlik, float),
+    return dict(E=scale * float(np.sum(E)), Abar=Abar, Bbar=Bbar, dkdiag=gv, dlik=np.asarray(dlik, float),
                 dmean=float(gm @ (1.0 - H.sum(1))))
 
 # %% ../../nbs/methods/15a_inducing.ipynb #802b545d
@@ -190,6 +152,56 @@ def collapsed_q(model):
     cov = PrecisionCov(model.prior, model.sites.gram(np.full(model.n, 1.0 / s2)))
     return cov.matvec(model.prior.solve(model.mu) + model.HTmul((model.y - model.a) / s2)), cov
 
+# %% ../../nbs/methods/15a_inducing.ipynb #ca2d3897
+def collapsed_grad(ip, theta):
+    """(F, ∂F/∂θ (free), m, V) at the optimal q(u) of a sparse GP with a Gaussian likelihood (eq. F with the collapsed inner
+    optimum; Titsias 2009), in whitened form: L L ᵀ = K̃, A = L⁻¹K_zx (M × n, one triangular solve), G = AAᵀ, B = I + G/σ²,
+    V_w = B⁻¹, w = V_w A e/σ² with e = y − mean (so u = Lw, V = L V_w Lᵀ), r = L⁻ᵀw and g_m = (e − Aᵀw)/σ²:
+    F = −(n/2)log 2πσ² − (‖σ²g_m‖² + Σk_ii − tr G + tr(G V_w))/(2σ²) − ½(tr V_w − M − log|V_w| + wᵀw),
+    Ā = g_m rᵀ + K_xz L⁻ᵀ(I − V_w)L⁻¹/σ² (eq. A with g_v = −1/(2σ²)),
+    B̄ = L⁻ᵀ[sym(−(A g_m)wᵀ + G V_w/σ² − G/(2σ²)) + ½(wwᵀ − I + V_w)]L⁻¹ (eqs. B and C),
+    contracted by `kernel_adjoint` as in ``InducingParams.grad``. One n × M kernel matrix, one triangular solve, one
+    rank-n update and one n × M × M product: about 4nM² flops, no `SparseGP` built. The rows must be in memory."""
+    M = ip.model
+    if not isinstance(M.likelihood, Gaussian):
+        raise ValueError(f"collapsed_grad needs a Gaussian likelihood, got {type(M.likelihood).__name__}")
+    if not (M.sites.dense_array and isinstance(M.X, np.ndarray)):
+        raise ValueError("collapsed_grad forms n × M arrays and needs a model with its rows in memory (block_size=None, X a NumPy "
+                         "array); a blocked model is fitted through collapsed_q and InducingParams.grad, chunk by chunk")
+    kern, lik, Z, mean, P = ip.parts(theta)
+    X, y = np.asarray(M.X, dtype=float), np.asarray(M.y, dtype=float)
+    n, Mz, s2 = len(y), len(Z), float(lik.variance)
+    r2 = radial_r2(kern, X, Z); sw = radial_weight(kern, r2)
+    Kxz = sw if type(kern) is RBF else kern.K(X, Z)                    # RBF: s·w(r²) is k itself
+    L = P.L
+    At = solve_triangular(L, Kxz.T, lower=True, check_finite=False)   # A = L⁻¹K_zx (M × n)
+    G = dsyrk(1.0, At); G = np.triu(G) + np.triu(G, 1).T               # AAᵀ, one rank-n update
+    I = np.eye(Mz); e = y - mean
+    Lb = cholesky(I + G / s2, name="I + AAᵀ/σ²")
+    Vw = chol_solve(Lb, I); Vw = 0.5 * (Vw + Vw.T)
+    w = chol_solve(Lb, At @ e) / s2
+    gm = (e - At.T @ w) / s2
+    kd = float(np.sum(kern.Kdiag(X))); trG = float(np.trace(G)); GV = G @ Vw
+    E = -0.5 * n * np.log(2 * np.pi * s2) - (s2 * s2 * float(gm @ gm) + kd - trG + float(np.trace(GV))) / (2 * s2)
+    kl = 0.5 * (float(np.trace(Vw)) - Mz + 2.0 * float(np.sum(np.log(np.diag(Lb)))) + float(w @ w))
+    r = solve_triangular(L, w, lower=True, trans="T", check_finite=False)            # K̃⁻¹u
+    Li = solve_triangular(L, I, lower=True, check_finite=False)                      # L⁻¹ (M × M)
+    R = Li.T @ ((I - Vw) / s2) @ Li
+    Abar = Kxz @ R; Abar += gm[:, None] * r[None, :]
+    Y = -np.outer(At @ gm, w) + GV / s2 - G / (2 * s2); Y = 0.5 * (Y + Y.T) + 0.5 * (np.outer(w, w) - I + Vw)
+    Bbar = Li.T @ Y @ Li; Bbar = 0.5 * (Bbar + Bbar.T)
+    k, l, nz = ip.k, ip.l, ip.hp.n_z
+    g = np.zeros(len(ip.hp.names))
+    gx, gzx = kernel_adjoint(kern, X, Z, Abar, sw=sw, K=Kxz)
+    gz, gzz = kernel_adjoint(kern, Z, Z, Bbar, same=True)
+    g[:k] = gx + gz; g[0] += kern.variance * n * (-0.5 / s2) + P.jitter * float(np.trace(Bbar))
+    g[l:l + nz] = (gzx + gzz).ravel()
+    if ip.hp.n_lik:                                                    # ∂E/∂log σ² = −n/2 + (‖e − Aᵀw‖² + Σv_i)/(2σ²)
+        g[k] = -0.5 * n + (s2 * s2 * float(gm @ gm) + kd - trG + float(np.trace(GV))) / (2 * s2)
+    if ip.learn_mean: g[-1] = float(gm @ (1.0 - At.T @ (Li @ np.ones(Mz)))) + float(r.sum())
+    u = L @ w; LV = L @ Vw
+    return float(E - kl), g[ip.hp.free], mean + u, LV @ L.T
+
 # %% ../../nbs/methods/15a_inducing.ipynb #cc7494e3
 def grad_tol_rel(cur, prev, tol, tol_rel):
     "The outer stop test: GRAD_TOL when the box gradient's ∞-norm is ≤ tol, REL_TOL when the VLB changed by ≤ tol_rel·(1 + |VLB|)."
@@ -201,7 +213,7 @@ def grad_tol_rel(cur, prev, tol, tol_rel):
 # %% ../../nbs/methods/15a_inducing.ipynb #0afe8aba
 def _inner(model, method, inner, post):
     "The optimal q at `model`: closed form ('collapsed'), else `fit(model, method)` warm-started at the previous optimum `post`."
-    if method == "collapsed":                                          # its VLB is the value `InducingParams.grad` returns
+    if method == "collapsed":                                          # its VLB is the value ``InducingParams.grad`` returns
         m, cov = collapsed_q(model)
         return VGPosterior(model, m, cov, "collapsed", np.nan, Stop.GRAD_TOL, History(), "closed form", n_iter=0)
     start = {}
@@ -216,10 +228,11 @@ def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fix
                  bound: float = 12.0, inner: dict | None = None) -> HyperFit:
     """Inducing inputs Z, kernel and likelihood parameters of a `SparseGP` by maximising the optimal VLB (eq. F): L-BFGS-B
     over θ = (log kernel parameters, likelihood parameters, Z[, mean]) whose gradient is ∂VLB/∂θ at the inner optimum
-    q*(θ) (the envelope theorem), computed by `InducingParams.grad`; each step of the outer loop is recorded and tested
+    q*(θ) (the envelope theorem), computed by ``InducingParams.grad``; each step of the outer loop is recorded and tested
     by the driver's `Monitor` (tol on the ∞-norm of the gradient on the box, tol_rel on the VLB's relative change).
 
-    method: the inner solve, 'collapsed' (the closed form `collapsed_q`, default for a Gaussian likelihood) or a batch
+    method: the inner solve, 'collapsed' (the closed form, default for a Gaussian likelihood; `collapsed_grad` when the
+        rows are in memory, else `collapsed_q` of the built model) or a batch
         method of `fit` (default 'fpi'), warm-started at the previous optimum; `inner` its options (default tol 1e-8).
     learn_mean, fixed: as for `hyper.learn` ('Z' holds every inducing input, 'kernel.lengthscale' the lengthscales, ...).
     tol, tol_rel, max_iter, max_seconds, callback: the outer loop's (each record carries `inner_iter`).
@@ -234,13 +247,17 @@ def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fix
     mon = Monitor(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback,
                   optimal=lambda cur, prev: grad_tol_rel(cur, prev, tol, tol_rel))
     cache, st = {}, dict(n_inner=0, verdict=None, last=None)
+    fast = method == "collapsed" and model.sites.dense_array and isinstance(model.X, np.ndarray)
     def evaluate(theta):
         key = theta.tobytes()
         if key in cache: return cache[key]
-        mod = ip.model_at(theta)
-        post = _inner(mod, method, inner, st["last"][1] if st["last"] else None)
-        F, g = ip.grad(theta, post.m, post.cov.dense(), sites=(mod.a, mod.c, mod.H) if mod.sites.dense_array else None)
-        if method == "collapsed": post.vlb = F                          # the VLB at q*, from the same pass
+        if fast:                                                      # no model built: the posterior only at the end
+            F, g, _, _ = collapsed_grad(ip, theta); post = types.SimpleNamespace(vlb=F, n_iter=0)
+        else:
+            mod = ip.model_at(theta)
+            post = _inner(mod, method, inner, st["last"][1] if st["last"] else None)
+            F, g = ip.grad(theta, post.m, post.cov.dense(), sites=(mod.a, mod.c, mod.H) if mod.sites.dense_array else None)
+            if method == "collapsed": post.vlb = F                      # the VLB at q*, from the same pass
         st["n_inner"] += post.n_iter or 0
         gb = g.copy(); gb[(theta >= hi) & (gb > 0)] = 0.0; gb[(theta <= lo) & (gb < 0)] = 0.0
         cache.clear(); cache[key] = (-post.vlb, -g); st["last"] = (theta.copy(), post, float(np.max(np.abs(gb), initial=0.0)))
@@ -262,6 +279,9 @@ def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fix
     except StopIteration: pass                                        # the start already met a stop rule
     mon.close(); r = mon.end(*st["verdict"])
     theta, post = r.state["theta"], r.state["post"]
+    if not isinstance(post, VGPosterior):                             # the collapsed optimum at the returned θ, built once
+        mod = ip.model_at(theta); m, cov = collapsed_q(mod)
+        post = VGPosterior(mod, m, cov, "collapsed", np.nan, Stop.GRAD_TOL, History(), "closed form", n_iter=0); post.vlb = r.state["post"].vlb
     return HyperFit(post.model, post, ip.values(theta), r.history, r.stop, r.message, st["n_inner"], ip.hp.fixed)
 
 # %% ../../nbs/methods/15a_inducing.ipynb #a4ea8685
@@ -318,7 +338,7 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     """The stochastic fit of a `SparseGP` as SVGP users run it (Hensman et al. 2013): per mini-batch of `batch_size` rows,
     one natural-gradient step of length `rho` on q(u) (`natural_step`, eq. G), then one `Adam` step of rate `lr` on
     θ = (log kernel parameters, likelihood parameters, Z[, mean]) along the mini-batch estimate of ∂VLB/∂θ at the new q
-    (`InducingParams.grad` on the batch). The state is q's natural parameters (M × M), θ and Adam's averages: O(M² + Mp),
+    (``InducingParams.grad`` on the batch). The state is q's natural parameters (M × M), θ and Adam's averages: O(M² + Mp),
     each step O(bM² + M³ + bMp). The start is the prior, q(u) = N(mean·1, K̃).
 
     The full-data VLB (`sparse_vlb`) is evaluated every `eval_every` steps (default one epoch), its time not charged to the
