@@ -57,6 +57,7 @@ def test_docs_pipeline_processes_notebooks(tmp_path):
             "q.nbdev_proc_nbs.__wrapped__()\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "Found cells containing imports" not in r.stderr, r.stderr[-3000:]   # the docs pass runs import cells alone
     proc = tmp_path / "_proc"
     nbs = sorted(str(p.relative_to(ROOT / "nbs")) for p in (ROOT / "nbs").rglob("*.ipynb") if "_proc" not in p.parts)
     assert nbs and all((proc / n).exists() for n in nbs)
