@@ -37,8 +37,8 @@ def likelihood_eval_cost(lik, y, n: int = 100_000, seed: int = 0) -> float:
 def sweep_floor(model: PMF, n_u: int, n_f: int, rate: float, lik_cost: float) -> dict:
     """The floor of one sweep: flops of its K × K algebra, (2/3)K³ per column (a Cholesky factor of the new precision
     and a triangular inverse), and of its per-rating terms, 2 k₁ (6K² + 6K) per rating (each rating enters one update of
-    its row and one of its column; per draw u^a = m + Fε, α = u^aᵀm_v, β = ‖F_vᵀu^a‖², the rank-one γu^au^aᵀ and the
-    sum of αu^a), at the `rate` of `flop_rate`; plus 2 k₁k₂ likelihood evaluations per rating at `lik_cost` each."""
+    its row and one of its column; per draw ũ = m + Fε, α = ũᵀm_v, β = ‖F_vᵀũ‖², the rank-one γũũᵀ and the
+    sum of αũ), at the `rate` of `flop_rate`; plus 2 k₁k₂ likelihood evaluations per rating at `lik_cost` each."""
     K, n = model.K, model.nnz; cols = model.n_rows + model.n_cols
     flops = cols * (2.0 / 3.0) * K**3 + n * 2 * n_u * (6 * K * K + 6 * K)
     evals = n * 2 * n_u * n_f
