@@ -17,9 +17,9 @@ from .inference import History, Stop, VGPosterior
 
 # %% auto #0
 __all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'FORMATS', 'likelihood_spec', 'likelihood_from_spec',
-           'kernel_spec', 'kernel_from_spec', 'Format', 'register_format', 'register_saver', 'posterior_to_file',
-           'save', 'load', 'posterior_from_file', 'history_spec', 'history_from_spec', 'register_result',
-           'model_arrays', 'model_from_arrays', 'register_posterior']
+           'kernel_spec', 'kernel_from_spec', 'Format', 'register_format', 'register_saver', 'class_labels',
+           'posterior_to_file', 'save', 'load', 'posterior_from_file', 'history_spec', 'history_from_spec',
+           'register_result', 'model_arrays', 'model_from_arrays', 'register_posterior']
 
 # %% ../nbs/08_io.ipynb #io05
 FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 1
@@ -137,8 +137,13 @@ def _labels(labels, lik):
     name = type(lik).__name__
     n = lik.K if name == "Ordinal" else 2 if name in ("Logistic", "Probit") else None
     if n is None: raise ValueError(f"labels name the classes of an ordinal or binary likelihood; a {name} likelihood has none")
+    return class_labels(labels, n, f"for the {name} likelihood")
+
+def class_labels(labels, n: int, what: str = "") -> list:
+    """`n` class labels as a JSON-ready list: numbers (finite) or strings, not mixed, distinct; a ValueError naming the
+    problem (`what` says whose labels they are)."""
     a = np.asarray(labels)
-    if a.ndim != 1 or a.size != n: raise ValueError(f"labels must be {n} class labels for the {name} likelihood, got shape {a.shape}")
+    if a.ndim != 1 or a.size != n: raise ValueError(f"labels must be {n} class labels {what}, got shape {a.shape}".replace("  ", " "))
     if a.dtype.kind in "US": out = [str(v) for v in a]
     elif a.dtype.kind in "iuf":
         if not np.all(np.isfinite(a)): raise ValueError("labels contain NaN or inf")

@@ -441,12 +441,7 @@ def cmd_fit(a, out=print, err=None):
     if why: _warn("the fitted model does not use its inputs: " + "; ".join(why) + f". What to do: {DEGENERATE_ADVICE}", err)
     ran = runaway_parameters(res)
     if ran: _warn("learning ran a parameter to its bound: " + "; ".join(ran) + f". {RUNAWAY_ADVICE}", err)
-    if a.out:
-        path = vio.save(post, a.out, labels=labels)
-        with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}
-        arrays["table"] = np.array(json.dumps({"encoder": enc.to_dict(), "scaler": scaler.to_dict(), "target": a.target}))
-        with open(path, "wb") as fh: np.savez_compressed(fh, **arrays)
-        out(f"fitted posterior written to {path}")
+    if a.out: out(f"fitted posterior written to {_save_with_table(post, a, enc, scaler, labels)}")
     if a.predict:
         table = {"encoder": enc, "scaler": scaler}
         X = _design(post.model, a.predict, table)
@@ -458,6 +453,14 @@ def cmd_fit(a, out=print, err=None):
         dest = a.predictions or f"{Path(a.predict).stem}.predictions.csv"
         out(write_predictions(post, X, dest, yt, labels))
     return 0
+
+def _save_with_table(post, a, enc, scaler, labels):
+    "Save `post` to `a.out` through `vgi_lit.io` with the table's encoder, scaler and target beside it (what `predict` reads); the path."
+    path = vio.save(post, a.out, labels=labels)
+    with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}
+    arrays["table"] = np.array(json.dumps({"encoder": enc.to_dict(), "scaler": scaler.to_dict(), "target": a.target}))
+    with open(path, "wb") as fh: np.savez_compressed(fh, **arrays)
+    return path
 
 def _fit_softmax(a, model, enc, scaler, codes, labels, out):
     """`cmd_fit` for the softmax likelihood: the joint fit of the C latent functions at the kernel (or prior variance) it
@@ -473,12 +476,7 @@ def _fit_softmax(a, model, enc, scaler, codes, labels, out):
     glm = isinstance(post.model, MultiGLM)
     if glm: out(class_coefficient_tables(post, enc.feature_names, scaler, a.intercept, labels))
     out(class_table(post, post.model.X if glm else post.model.Xtrain, codes, labels))
-    if a.out:
-        path = vio.save(post, a.out, labels=labels)
-        with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}
-        arrays["table"] = np.array(json.dumps({"encoder": enc.to_dict(), "scaler": scaler.to_dict(), "target": a.target}))
-        with open(path, "wb") as fh: np.savez_compressed(fh, **arrays)
-        out(f"fitted posterior written to {path}")
+    if a.out: out(f"fitted posterior written to {_save_with_table(post, a, enc, scaler, labels)}")
     if a.predict:
         X = _design(post.model, a.predict, {"encoder": enc, "scaler": scaler})
         try:

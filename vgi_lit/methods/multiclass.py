@@ -13,7 +13,7 @@ from ..driver import Halt, Monitor, Step, grad_tol, halving, run
 from ..linalg import cholesky
 from ..models.multi import MultiLGM, MultiCov, MultiGLM, MultiGP
 from ..softmax import Softmax
-from ..io import kernel_spec, kernel_from_spec, register_format
+from ..io import kernel_spec, kernel_from_spec, register_format, class_labels
 
 # %% auto #0
 __all__ = ['multi_vlb', 'fp_operator_multi', 'MultiPosterior', 'fpi_multi', 'grad_multi', 'solve_stationarity', 'multi_to_file',
@@ -243,16 +243,7 @@ DEFAULT_METHOD.setdefault('multi', 'fpi')
 # %% ../../nbs/methods/18_multiclass.ipynb #7d1c6b2d
 def _multi_labels(labels, C: int):
     "The C class labels as a JSON-ready list (numbers or strings, distinct), or None; a ValueError naming the problem."
-    if labels is None: return None
-    a = np.asarray(labels)
-    if a.ndim != 1 or a.size != C: raise ValueError(f"labels must be {C} class labels (one per class 0..{C - 1}), got shape {a.shape}")
-    if a.dtype.kind in "US": out = [str(v) for v in a]
-    elif a.dtype.kind in "iuf":
-        if not np.all(np.isfinite(a)): raise ValueError("labels contain NaN or inf")
-        out = [float(v) for v in a]
-    else: raise ValueError(f"labels must be numbers or strings (one kind), got dtype {a.dtype}")
-    if len(set(out)) != C: raise ValueError(f"labels must be distinct, got {out}")
-    return out
+    return None if labels is None else class_labels(labels, C, f"(one per class 0..{C - 1})")
 
 def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
     """(settings, arrays) of a `MultiPosterior` of a `MultiGLM` or `MultiGP` for `vgi_lit.io.save`: the model's data and
