@@ -33,6 +33,7 @@ __all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANC
 class CLIError(Exception):
     "A problem with the command line or its files, reported as one line and exit code 2."
 
+# %% ../../nbs/apps/51_cli.ipynb #8813c0a5
 LIKELIHOODS = {"logistic": Logistic, "probit": Probit, "gaussian": Gaussian, "laplace": Laplace,
                "student-t": StudentT, "poisson": Poisson, "negative-binomial": NegativeBinomial,
                "zero-inflated-poisson": ZeroInflatedPoisson, "ordinal": Ordinal, "softmax": Softmax}
@@ -56,6 +57,7 @@ def default_likelihood(y, name="y"):
                        f"classes or counts? choose --likelihood softmax (unordered classes), ordinal (ordered classes) or {other}")
     return None
 
+# %% ../../nbs/apps/51_cli.ipynb #273e7e6a
 def class_codes(y, name="y"):
     """(labels, codes) of unordered class labels y (numbers, or the pair `column_values` gives for text): `labels` the
     sorted distinct labels (strings, or floats), `codes` their indices 0..C-1. Text mixed with numbers is read as text."""
@@ -64,6 +66,7 @@ def class_codes(y, name="y"):
     if labels.size < 2: raise CLIError(f"column {name!r}: the softmax likelihood needs at least two classes, got only {labels.tolist()}")
     return labels, codes.astype(np.int64)
 
+# %% ../../nbs/apps/51_cli.ipynb #e92600ab
 def read_csv(path, columns=None):
     """(header, rows as a float array) of a CSV file with a header line; every value must be a number (a missing
     value or a word is a CLIError with its line and column). `columns`: read only these columns, in this order
@@ -99,6 +102,7 @@ def ordinal_codes(y, target="y"):
     if classes.size < 2: raise CLIError(f"column {target!r}: ordinal labels need at least two classes, got only {[int(c) for c in classes]}")
     return classes, codes.astype(float), frequency_cutpoints(codes, classes.size)
 
+# %% ../../nbs/apps/51_cli.ipynb #b72d5672
 def build_model(X, y, names, a, cutpoints=None):
     """The model the options `a` describe, for inputs X (with column `names`, standardised or not as the options
     say) and targets y (`cutpoints`: the start of an ordinal likelihood's cut points). The kernel starts from the
@@ -178,6 +182,7 @@ def stop_text(post) -> str:
         return s + (f", gradient norm {g:.2e}" if np.isfinite(g) else "")
     return s + (f": {post.message}" if post.message else "")
 
+# %% ../../nbs/apps/51_cli.ipynb #77e4486e
 def summary(post, res, seconds) -> str:
     "A few lines: VLB, iterations, time, learned hyperparameters, why the run stopped, events."
     lines = [f"model      {post.model!r}", f"method     {post.method}",
@@ -193,6 +198,7 @@ def summary(post, res, seconds) -> str:
     if ev: lines.append("events     " + ", ".join(f"{k} x{v}" for k, v in sorted(ev.items())))
     return "\n".join(lines)
 
+# %% ../../nbs/apps/51_cli.ipynb #ec757d42
 def learning_advice(res, post) -> str:
     """What to do when hyperparameter learning (`res`, a HyperFit) did not converge, from why it stopped and what the
     inner method optimises (`post.objective`)."""
@@ -207,6 +213,7 @@ def learning_advice(res, post) -> str:
     if not post.converged: return f"the final inner fit did not converge ({post.stop.value}): the learned values rest on an inexact q"
     return res.message or res.stop.value
 
+# %% ../../nbs/apps/51_cli.ipynb #bb97c1af
 def coefficient_table(post, names, scaler, intercept: bool) -> str:
     """The GLM's coefficients on the raw inputs' scale (`` Standardizer.raw_coefficients ``): posterior mean, standard
     deviation and the 95% interval mean ± 1.96 sd under q, one line per input (`names`, one-hot columns included),
@@ -220,6 +227,7 @@ def coefficient_table(post, names, scaler, intercept: bool) -> str:
     out += [f"  {str(n):<{w}}  {m:11.4g}  {s:10.4g}  {m - 1.96 * s:11.4g}  {m + 1.96 * s:11.4g}" for n, m, s in rows]
     return "\n".join(out)
 
+# %% ../../nbs/apps/51_cli.ipynb #9db45718
 def _prediction_table(post, X, classes=None):
     """(header, columns): latent mean and variance and the predictive mean; for binary labels P(y = +1), after the
     more probable label when `classes` (the labels of y = -1, +1, numbers or strings) is given; for an ordinal
@@ -261,6 +269,7 @@ def class_table(post, X, codes, classes) -> str:
     out.append(f"  accuracy {float(np.mean(pred == codes)):.4f} over {len(codes)} training rows")
     return "\n".join(out)
 
+# %% ../../nbs/apps/51_cli.ipynb #f0b4812a
 def class_coefficient_tables(post, names, scaler, intercept: bool, classes) -> str:
     """`coefficient_table` for each class of a softmax GLM (the weight vector of class c and its block of V), on the raw
     inputs' scale. Only differences between classes' coefficients change the probabilities; the prior fixes their level."""
@@ -272,6 +281,7 @@ def class_coefficient_tables(post, names, scaler, intercept: bool, classes) -> s
         out.append(f"class {labs[c]}: " + coefficient_table(SimpleNamespace(m=M[c], V=V[c, :, c, :]), names, scaler, intercept))
     return "\n".join(out)
 
+# %% ../../nbs/apps/51_cli.ipynb #f265c26d
 def _cell(v):
     "A table value as written: a number exactly (repr of the float), a label as it is."
     return v if isinstance(v, str) else repr(float(v))
@@ -454,6 +464,7 @@ def cmd_fit(a, out=print, err=None):
         out(write_predictions(post, X, dest, yt, labels))
     return 0
 
+# %% ../../nbs/apps/51_cli.ipynb #ce8628df
 def _save_with_table(post, a, enc, scaler, labels):
     "Save `post` to `a.out` through `vgi_lit.io` with the table's encoder, scaler and target beside it (what `predict` reads); the path."
     path = vio.save(post, a.out, labels=labels)
@@ -491,6 +502,7 @@ def binary_labels(y):
     "The coding of binary labels y, as the labels of y = -1 and y = +1: (-1, +1) when every label is -1 or +1, else (0, 1)."
     return np.array([-1.0, 1.0]) if set(np.unique(y).tolist()) <= {-1.0, 1.0} else np.array([0.0, 1.0])
 
+# %% ../../nbs/apps/51_cli.ipynb #1841a200
 def _saved_classes(path, post):
     "The class labels saved with a posterior (`labels`), else those of a separate `ordinal_classes` array, else None."
     if post.info.get("labels") is not None:
@@ -514,6 +526,7 @@ def cmd_predict(a, out=print):
     else: _write_table(sys.stdout, *_prediction_table(post, X, classes))
     return 0
 
+# %% ../../nbs/apps/51_cli.ipynb #ffc0f4c3
 def main(argv=None) -> int:
     """The `vgi-lit` command: `fit`, `predict`, `demo`, `bench`. Returns the exit code: 0, or 2 after a
     one-line error on standard error for a bad option or file (no traceback). Output to a pipe that closes
