@@ -238,7 +238,10 @@ class Posterior(ABC):
     model's parameters, the model at the learned values), the `method` (its name in `fit`), the bound `vlb` it reached,
     why the run stopped (`stop`, a `Stop`; `converged` is decided by it alone), the run's `history` (a `History`), a
     human-readable `message`, the number of iterations `n_iter` (default: the number of records) and the method's
-    settings `info`; `predict` gives the predictive distribution of the model's latent values at new data."""
+    settings `info`; `predict` gives the predictive distribution of the model's latent values at new data.
+    `objective` names what `vlb` is: "vlb" (the evidence lower bound of the returned q) unless a method says otherwise
+    (a dual run that optimised a bound on it)."""
+    objective = "vlb"
     def __init__(self, model, method: str, vlb, stop, history, message: str = "", n_iter: int | None = None, info=None):
         if not isinstance(stop, Stop): raise TypeError(f"stop must be a Stop, got {stop!r}")
         self.model, self.method, self.vlb, self.stop, self.history = model, method, float(vlb), stop, history

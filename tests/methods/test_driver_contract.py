@@ -1,7 +1,8 @@
 """The driver's contract, for every registered method on every model it accepts: `max_iter`, `max_seconds` and
 `callback` are honoured, the stop reason is honest (`converged` exactly for GRAD_TOL / REL_TOL, MAX_ITER only when the
 budget of steps was spent), and the returned state is the best one the run visited (exact methods: the returned VLB
-is at least every VLB in the trace, up to rounding). Small generated problems (seeded). The two-level models' methods
+is at least every VLB in the trace, up to rounding). Small generated problems (seeded), single-latent and
+multiclass (softmax) models. The two-level models' methods
 (`PMF`, `CTM`, `GME`) are held to the same budgets in `test_two_level_fit.py`."""
 import time
 import numpy as np
@@ -12,13 +13,18 @@ from vgi_lit.inference import CONVERGED_STOPS, Stop
 from vgi_lit.kernels import RBF
 from vgi_lit.likelihoods import Logistic
 from vgi_lit.models import GLM, GP, SparseGP
+from vgi_lit.models.multi import MultiGLM, MultiGP
+from vgi_lit.softmax import Softmax
 
 STOCHASTIC = {"svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi"}
 _rng = np.random.default_rng(11)
 _X = _rng.normal(size=(40, 3)); _y = np.where(_X @ [1.0, -0.5, 0.3] + 0.3 * _rng.normal(size=40) > 0, 1.0, -1.0)
+_c = np.argmax(_X @ [[1.0, -0.5, 0.0], [0.2, 0.8, -1.0], [0.0, 0.3, 0.5]] + 0.3 * _rng.normal(size=(40, 3)), axis=1)   # three classes
 MODELS = {"glm": lambda: GLM(_X, _y, Logistic()),
           "gp": lambda: GP(_X, _y, Logistic(), RBF(2.0, 1.5)),
-          "sparse_gp": lambda: SparseGP(_X, _y, Logistic(), RBF(2.0, 1.5), _X[:6])}
+          "sparse_gp": lambda: SparseGP(_X, _y, Logistic(), RBF(2.0, 1.5), _X[:6]),
+          "multi_glm": lambda: MultiGLM(_X[:15], _c[:15], Softmax(3)),
+          "multi_gp": lambda: MultiGP(_X[:15], _c[:15], Softmax(3), RBF(2.0, 1.5))}
 CASES = [(m, k) for m in sorted(vgi_lit.METHODS) for k in MODELS]
 
 
