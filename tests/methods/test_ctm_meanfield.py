@@ -3,9 +3,12 @@ import numpy as np, pytest, scipy.sparse as sp
 from vgi_lit.models import GaussianPrior
 from scipy.special import xlogy
 from vgi_lit.methods.ctm import newton_direction, damped_newton
-from vgi_lit.methods.ctm_meanfield import (_lambda_newton, _nu2_newton, _phi, _expz, doc_bound, estep, mstep, fit_meanfield, init_beta,
-                                           MeanFieldFit)
+from vgi_lit.methods.ctm_meanfield import (_lambda_newton, _nu2_newton, _phi, _expz, doc_bound, estep, mstep, init_beta,
+                                           MeanFieldOptions, MeanFieldPosterior, fit_ctm_meanfield)
+from vgi_lit.methods.ctm import CTMOptions
 from vgi_lit.inference import Stop
+from vgi_lit.models.ctm import CTM
+from vgi_lit import fit, io
 
 
 def _ref_lambda(lam, nu2, phibar, N, zeta, pr, tol=1e-10, max_iter=50):
@@ -88,11 +91,29 @@ def test_estep_cycles_never_lower_the_bound():
 
 def test_em_trace_is_monotone_and_converges():
     C, K = _synthetic(2, D=25, N=40)
-    fit = fit_meanfield(C, K, seed=1, max_iter=100, tol=1e-3)
-    b = np.array([r["bound"] for r in fit.trace])
-    assert np.all(np.diff(b) >= -1e-8 * np.abs(b[1:])) and fit.stop == Stop.REL_TOL
-    assert np.all(np.isfinite(fit.m)) and fit.S.min() > 0 and np.allclose(fit.beta.sum(1), 1)
-    assert np.all(np.linalg.eigvalsh(fit.Sigma) > 0) and fit.m.shape == (C.shape[0], K - 1)
+    post = fit(CTM(C, K, seed=1), "mean-field", max_iter=100, tol=1e-3)
+    b = post.history.vlb[1:]
+    assert np.all(np.diff(b) >= -1e-8 * np.abs(b[1:])) and post.stop == Stop.REL_TOL and post.converged
+    assert np.all(np.isfinite(post.m)) and post.S.min() > 0 and np.allclose(post.beta.sum(1), 1)
+    assert np.all(np.linalg.eigvalsh(post.Sigma) > 0) and post.m.shape == (C.shape[0], K - 1)
+    assert isinstance(post, MeanFieldPosterior) and post.objective == "meanfield_bound" and post.vlb == b[-1]
+
+
+def test_held_parameters_warm_start_and_file(tmp_path):
+    "learn=False keeps μ, Σ, β at the model's values; a run continued from a result's state equals one longer run; save/load."
+    C, K = _synthetic(6, D=12, N=30)
+    model = CTM(C, K, seed=2)
+    held = fit(model, "mean-field", learn=False, max_iter=3)
+    assert np.array_equal(held.beta, model.beta) and np.array_equal(held.Sigma, model.Sigma) and np.array_equal(held.mu, model.mu)
+    one = fit(model, "mean-field", max_iter=2, tol=0.0)
+    two = fit(model, "mean-field", max_iter=1, tol=0.0, state0=fit(model, "mean-field", max_iter=1, tol=0.0).state)
+    np.testing.assert_allclose(two.m, one.m, rtol=1e-9, atol=1e-12); np.testing.assert_allclose(two.beta, one.beta, rtol=1e-9)
+    est = fit(model, "mean-field", max_iter=2, options=MeanFieldOptions(vlb_samples=5))
+    v56 = [r["vlb56"] for r in est.history if "vlb56" in r]
+    assert len(v56) == 3 and all(v > b for v, b in zip(v56[1:], est.history.vlb[1:]))   # the start's too; (56) sums z out: above mean field's bound
+    io.save(one, tmp_path / "mf.npz"); back = io.load(tmp_path / "mf.npz")
+    assert type(back) is MeanFieldPosterior and back.objective == "meanfield_bound" and back.vlb == one.vlb
+    np.testing.assert_array_equal(back.m, one.m); np.testing.assert_array_equal(back.beta, one.beta)
 
 
 def test_mstep_maximises_the_bound_over_parameters():
@@ -126,18 +147,18 @@ def test_estep_bounds_match_doc_bound_and_callback_stops():
         phi = _phi(lam[d], np.log(beta)[:, ids].T).T
         assert np.isclose(bounds[d], doc_bound(c.astype(float), np.log(beta)[:, ids], pr, lam[d], nu2[d], _expz(lam[d], nu2[d]), phi))
     assert np.isclose(stats.sum(), C.sum())
-    fit = fit_meanfield(C, K, max_iter=10, callback=lambda it, f: it == 2)
-    assert fit.stop == Stop.CALLBACK and fit.n_iter == 2 and len(fit.trace) == 2
+    post = fit(CTM(C, K), "mean-field", max_iter=10, callback=lambda rec: rec.iter == 2)
+    assert post.stop == Stop.CALLBACK and post.n_iter == 2 and len(post.history) == 3     # the start and two EM steps
 
 
 def test_bad_input():
     C, K = _synthetic(5, D=10)
-    with pytest.raises(ValueError, match="integer scipy.sparse"): fit_meanfield(C.toarray(), K)
-    with pytest.raises(ValueError, match="integer scipy.sparse"): fit_meanfield(C.astype(float), K)
-    with pytest.raises(ValueError, match="empty columns"): fit_meanfield(sp.hstack([C, sp.csr_matrix((10, 1), dtype=C.dtype)]).tocsr(), K)
-    with pytest.raises(ValueError, match="K must"): fit_meanfield(C, 1)
-    with pytest.raises(ValueError, match="K must"): fit_meanfield(C, 2.0)
-    with pytest.raises(ValueError, match="beta0 must"): fit_meanfield(C, K, beta0=np.full((K, 3), 1 / 3))
+    with pytest.raises(ValueError, match="model must be a CTM"): fit_ctm_meanfield(C)
+    with pytest.raises(ValueError, match="empty columns"): fit(CTM(sp.hstack([C, sp.csr_matrix((10, 1), dtype=C.dtype)]).tocsr(), K), "mean-field")
+    with pytest.raises(ValueError, match="S0 must"): fit(CTM(C, K), "mean-field", options=MeanFieldOptions(S0=0.0))
+    with pytest.raises(ValueError, match="vlb_samples must"): fit(CTM(C, K), "mean-field", options=MeanFieldOptions(vlb_samples=-1))
+    with pytest.raises(ValueError, match="state0 must"): fit(CTM(C, K), "mean-field", state0=fit(CTM(C, K), "h-mc-ssvi", max_iter=1, options=CTMOptions(cov="full")).state)
+    with pytest.raises(TypeError, match="setting of MeanFieldOptions"): fit(CTM(C, K), "mean-field", S0=1.0)
     with pytest.raises(ValueError, match="strictly positive"): estep(C, np.zeros(K - 1), np.eye(K - 1), np.zeros((K, C.shape[1])))
     with pytest.raises(ValueError, match="positive definite"): estep(C, np.zeros(K - 1), -np.eye(K - 1), init_beta(C, K))
 

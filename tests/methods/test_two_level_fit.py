@@ -47,7 +47,7 @@ def _new_data(kind, model):
 
 def test_every_two_level_model_has_the_paper_methods():
     assert set(MODEL_METHODS["pmf"]) == {"mc-ssvi", "h-mc-ssvi", "s-dsvi"}
-    assert set(MODEL_METHODS["ctm"]) == {"h-mc-ssvi", "s-dsvi", "simple"}
+    assert set(MODEL_METHODS["ctm"]) == {"h-mc-ssvi", "s-dsvi", "simple", "mean-field"}
     assert set(MODEL_METHODS["gme"]) == {"mc-ssvi", "h-mc-ssvi", "s-dsvi", "mean-field"}
     for kind in MODELS: assert DEFAULT_METHOD[kind] in MODEL_METHODS[kind]
 

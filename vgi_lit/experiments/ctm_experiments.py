@@ -11,7 +11,8 @@ from threadpoolctl import threadpool_limits
 from scipy.special import digamma, gammaln
 from ..corpora import load_reuters, load_news_articles, split_documents, split_words, Corpus
 from ..methods.ctm import CTM, fit_ctm, fit_documents, init_beta
-from ..methods.ctm_meanfield import fit_meanfield
+from ..methods.ctm_meanfield import MeanFieldOptions
+from ..inference import fit
 from ..methods.ctm_eval import heldout_nll, completion_nll, mc_bound
 
 # %% auto #0
@@ -30,14 +31,11 @@ def train_method(train: Corpus, K: int, method: str, max_seconds: float, max_ite
     C = train.counts; beta0 = init_beta(C, K, seed)
     t0 = time.perf_counter()
     if method == "meanfield":
-        n = K - 1
-        secs = [0.0]; vlb = [mc_bound(C, np.zeros(n), np.eye(n), beta0, np.zeros((C.shape[0], n)), np.full((C.shape[0], n), 10.0),
-                                      vlb_samples, seed=seed)]; own = [np.nan]
-        def cb(it, fit):
-            secs.append(fit.trace[-1]["seconds"]); own.append(fit.trace[-1]["bound"])
-            vlb.append(mc_bound(C, fit.mu, fit.Sigma, fit.beta, fit.m, fit.S, vlb_samples, seed=seed))
-        fit = fit_meanfield(C, K, beta0=beta0, max_iter=max_iter, max_seconds=max_seconds, tol=1e-9, callback=cb)
-        mu, Sigma, beta, stop, n_iter = fit.mu, fit.Sigma, fit.beta, fit.stop, fit.n_iter
+        post = fit(CTM(C, K, beta=beta0, seed=seed), "mean-field", max_iter=max_iter, tol=1e-9, callback=lambda rec: rec.time >= max_seconds,
+                   options=MeanFieldOptions(vlb_samples=vlb_samples, seed=seed))                    # stop at an EM step's end
+        secs, vlb = [r.time for r in post.history], [r["vlb56"] for r in post.history]
+        own = [float(r.vlb) for r in post.history]
+        mu, Sigma, beta, stop, n_iter = post.mu, post.Sigma, post.beta, post.stop, post.n_iter
     else:
         post = fit_ctm(CTM(C, K, beta=beta0, seed=seed), method, "diag", max_iter=max_iter, tol=0.0, batch_size=None if hyper == "sweep" else 1, seed=seed,
                        vlb_samples=vlb_samples, callback=lambda rec: rec.time >= max_seconds)   # stop at a sweep's end

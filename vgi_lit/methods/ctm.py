@@ -569,7 +569,7 @@ class CTMPosterior(StatePosterior):
                       arrays["state_beta"], str(arrays["state_cov"]))
         return cls(model, st, **run)
     def __repr__(self):
-        return f"CTMPosterior(method={self.method!r}, cov={self.state.cov!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, n_iter={self.n_iter}, model={self.model!r})"
+        return f"{type(self).__name__}(method={self.method!r}, cov={self.state.cov!r}, vlb={self.vlb:.6g}, stop={self.stop.value}, n_iter={self.n_iter}, model={self.model!r})"
 
 # %% ../../nbs/methods/17_ctm.ipynb #c38
 def topic_proportions(m, S, n_mc: int = 100, seed: int = 0, chunk: int = 64):

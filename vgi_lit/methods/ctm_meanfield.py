@@ -5,20 +5,23 @@
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #4c305592
 from __future__ import annotations
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dpotrs, dtrtrs
 from scipy.special import logsumexp, xlogy
 from ..linalg import cholesky, chol_logdet
-from ..inference import Stop
+from ..inference import History, Stop, check_budget, register_options_method
+from ..driver import Step, run, rel_tol
+from ..io import register_posterior
 from ..corpora import Corpus
-from .ctm import init_beta
+from .ctm import CTMPosterior, CTMState, ctm_vlb, init_beta
+from ..models.ctm import CTM
 from ..models import GaussianPrior, closed_form_prior, stacked_cholesky, stacked_solve
 
 # %% auto #0
-__all__ = ['doc_bound', 'estep', 'mstep', 'MeanFieldFit', 'fit_meanfield']
+__all__ = ['doc_bound', 'estep', 'mstep', 'MeanFieldOptions', 'MeanFieldPosterior', 'fit_ctm_meanfield']
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #be7534da
 def _expz(lam, nu2):
@@ -155,48 +158,72 @@ def mstep(lam, nu2, stats):
     return pr.mu.copy(), pr.prior.dense(), stats / stats.sum(axis=1, keepdims=True)
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #76919022
-@dataclass
-class MeanFieldFit:
-    "A mean-field CTM fit: parameters, per-document q(η_d) = N(m_d, diag S_d), and the bound trace."
-    mu: np.ndarray           # (K−1,)
-    Sigma: np.ndarray        # (K−1, K−1)
-    beta: np.ndarray         # (K, V)
-    m: np.ndarray            # (D, K−1) = λ
-    S: np.ndarray            # (D, K−1) = ν², the diagonal covariances
-    bound: float             # Σ_d L_d after the last E-step (before the last M-step)
-    trace: list = field(default_factory=list)   # dicts: it, seconds (wall clock, callbacks excluded), bound, cycles
-    stop: Stop = Stop.MAX_ITER
-    n_iter: int = 0
+@dataclass(frozen=True)
+class MeanFieldOptions:
+    """The settings of the mean-field fit beyond `fit`'s common options, as `fit(model, "mean-field",
+    options=MeanFieldOptions(...))`; each field is the argument of `fit_ctm_meanfield` of the same name."""
+    S0: float = 10.0                   # the start ν²_d = S0 (λ_d = 0)
+    var_tol: float = 1e-6              # the per-document E-step's relative change of L_d
+    var_max_iter: int = 20             # and its largest number of cycles per step
+    vlb_samples: int = 0               # draws per document for the bound (56) recorded at each step (0: not recorded)
+    seed: int = 0                      # the draws of that estimate
 
 # %% ../../nbs/methods/17a_ctm_meanfield.ipynb #10e8045b
-def fit_meanfield(counts, K: int, beta0=None, seed=0, S0: float = 10.0, tol: float = 1e-5, max_iter: int = 100, max_seconds: float = np.inf,
-                  var_tol: float = 1e-6, var_max_iter: int = 20, callback=None) -> MeanFieldFit:
-    """Blei & Lafferty's variational EM for the CTM on `counts` (Corpus or integer CSR, D × V) with K topics.
-    beta0: initial topics (default `init_beta(counts, K, seed)`); S0: the start ν²_d = S0 (λ_d = 0); tol: relative change of the corpus bound; max_iter: EM
-    iterations; max_seconds: wall-clock budget (callback time excluded); var_tol, var_max_iter: the per-document E-step; callback(it, fit) -> True stops."""
-    C = _counts(counts)
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2: raise ValueError(f"K must be an integer >= 2, got {K!r}")
-    if np.asarray(C.sum(axis=0)).min() <= 0: raise ValueError("every word needs at least one occurrence in counts (remove empty columns)")
-    if np.asarray(C.sum(axis=1)).min() <= 0: raise ValueError("every document needs at least one word")
-    beta = init_beta(C, K, seed) if beta0 is None else np.array(beta0, dtype=np.float64)
-    if beta.shape != (K, C.shape[1]): raise ValueError(f"beta0 must have shape ({K}, {C.shape[1]}), got {beta.shape}")
-    D, n = C.shape[0], K - 1
+@register_posterior
+class MeanFieldPosterior(CTMPosterior):
+    """Result of the mean-field fit: a `CTMPosterior` with diagonal covariances whose `vlb` is mean field's own bound
+    (Σ_d L_d of the last E-step), a lower bound on the bound (56) of the same q."""
+    objective = "meanfield_bound"
+
+def fit_ctm_meanfield(model: CTM, method: str = "mean-field", *, tol: float = 1e-5, max_iter: int = 100,
+                      max_seconds: float | None = None, callback=None, state0: CTMState | None = None, learn: bool = True,
+                      S0: float = 10.0, var_tol: float = 1e-6, var_max_iter: int = 20, vlb_samples: int = 0,
+                      seed: int = 0) -> MeanFieldPosterior:
+    """Blei & Lafferty's variational EM for the topic model `model` (a `CTM`), as `fit(model, "mean-field")`: every step
+    is one E-step over all documents (`estep`, at most `var_max_iter` cycles per document to a relative change `var_tol`)
+    and, with `learn`, the M-step (`mstep`). The driver stops on the relative change of the corpus bound (`tol`),
+    `max_iter` steps, `max_seconds` or the callback. Start: λ_d = 0, ν²_d = `S0` and the model's μ, Σ, β, or `state0`
+    (a diagonal `CTMState`, e.g. an earlier result's `state`). `vlb_samples` > 0 records the bound (56) of each new state
+    (`ctm_vlb`, `vlb_samples` draws per document, seeded by `seed`) as `record["vlb56"]` (the start's too), its time outside the clock.
+    Returns a `MeanFieldPosterior`."""
+    if not isinstance(model, CTM): raise ValueError(f"model must be a CTM, got {type(model).__name__}")
+    if method != "mean-field": raise ValueError(f"method must be 'mean-field', got {method!r}")
+    if not isinstance(learn, (bool, np.bool_)): raise ValueError(f"learn must be True or False, got {learn!r}")
+    check_budget(tol, max_iter, max_seconds)
     if not (np.isfinite(S0) and S0 > 0): raise ValueError(f"S0 must be a positive number, got {S0!r}")
-    mu, Sigma = np.zeros(n), np.eye(n); lam, nu2 = np.zeros((D, n)), np.full((D, n), float(S0))
-    fit = MeanFieldFit(mu, Sigma, beta, lam, nu2, -np.inf)
-    t0 = time.perf_counter(); old = -np.inf
-    for it in range(1, max_iter + 1):
-        lam, nu2, bounds, stats, cycles = estep(C, mu, Sigma, beta, lam, nu2, var_tol, var_max_iter)
-        bnd = float(bounds.sum())
-        fit.trace.append(dict(it=it, seconds=time.perf_counter() - t0, bound=bnd, cycles=cycles))
-        mu, Sigma, beta = mstep(lam, nu2, stats)
-        fit.mu, fit.Sigma, fit.beta, fit.m, fit.S, fit.bound, fit.n_iter = mu, Sigma, beta, lam, nu2, bnd, it
-        if not np.isfinite(bnd): fit.stop = Stop.NOT_FINITE; break
-        if callback is not None:
-            tc = time.perf_counter(); stop = callback(it, fit); t0 += time.perf_counter() - tc     # its time is not the method's
-            if stop: fit.stop = Stop.CALLBACK; break
-        if abs(bnd - old) <= tol * abs(bnd): fit.stop = Stop.REL_TOL; break
-        if time.perf_counter() - t0 >= max_seconds: fit.stop = Stop.MAX_SECONDS; break
-        old = bnd
-    else: fit.stop = Stop.MAX_ITER
-    return fit
+    if isinstance(vlb_samples, bool) or not isinstance(vlb_samples, (int, np.integer)) or vlb_samples < 0:
+        raise ValueError(f"vlb_samples must be an integer >= 0, got {vlb_samples!r}")
+    C = sp.csr_matrix(model.counts.astype(np.int64))
+    if learn and np.asarray(C.sum(axis=0)).min() <= 0:
+        raise ValueError("the M-step's β needs every vocabulary word in the corpus; remove the empty columns of counts")
+    D, n = model.D, model.K - 1
+    if state0 is None: st = dict(lam=np.zeros((D, n)), nu2=np.full((D, n), float(S0)), mu=model.mu.copy(), Sigma=model.Sigma.copy(), beta=model.beta.copy())
+    else:
+        if state0.cov != "diag" or state0.m.shape != (D, n): raise ValueError(f"state0 must be a diagonal CTMState with m of shape ({D}, {n})")
+        st = dict(lam=state0.m.copy(), nu2=state0.L**2, mu=state0.mu.copy(), Sigma=state0.Sigma.copy(), beta=state0.beta.copy())
+    as_state = lambda s: CTMState(s["lam"], np.sqrt(s["nu2"]), None, s["mu"], s["Sigma"], s["beta"], "diag")
+    hist = History(callback=callback, max_seconds=max_seconds)
+
+    def step(cur, k):
+        "One E-step over every document at the current parameters, then the M-step."
+        s = cur.state
+        lam, nu2, bounds, stats, cycles = estep(C, s["mu"], s["Sigma"], s["beta"], s["lam"], s["nu2"], var_tol, var_max_iter)
+        new = dict(lam=lam, nu2=nu2, mu=s["mu"], Sigma=s["Sigma"], beta=s["beta"])
+        if learn: new["mu"], new["Sigma"], new["beta"] = mstep(lam, nu2, stats)
+        extra = dict(cycles=cycles)
+        if vlb_samples:
+            te = time.perf_counter(); extra["vlb56"] = ctm_vlb(model, as_state(new), vlb_samples, seed); hist.t0 += time.perf_counter() - te
+        return Step(new, float(bounds.sum()), None, "em", [], extra)
+
+    start = {}
+    if vlb_samples:
+        te = time.perf_counter(); start["vlb56"] = ctm_vlb(model, as_state(st), vlb_samples, seed); hist.t0 += time.perf_counter() - te
+    r = run(step, Step(st, None, None, "start", [], start), tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=rel_tol(tol),
+            history=hist)
+    s = r.state
+    return MeanFieldPosterior(model, as_state(s), "mean-field", r.result.value if r.result.value is not None else -np.inf, r.stop,
+                              r.history, f"{r.stop.value} after {r.n_iter} EM steps: {r.message}", r.n_iter,
+                              dict(learn=learn, S0=S0, var_tol=var_tol, var_max_iter=var_max_iter))
+
+register_options_method(fit_ctm_meanfield, "mean-field", "ctm", MeanFieldOptions, ("tol", "max_iter", "max_seconds", "callback", "state0"),
+                        learn_keyword="learn", learn_default=True)
