@@ -152,6 +152,7 @@ def _check_labels_rows(X, y, name="X"):
     if len(y) == 0: raise ValueError("no observations")
     return X, y
 
+# %% ../../nbs/models/03f_multi.ipynb #c013aa48
 class MultiGLM(MultiLGM):
     """Multiclass GLM with a weight matrix W (p × C): f_i = Wᵀx_i, w_c ~ N(prior_mean, prior_cov) for every class
     (`prior_cov` a scalar, a length-p diagonal or a p × p matrix, shared by the classes)."""
@@ -166,6 +167,7 @@ class MultiGLM(MultiLGM):
         Vb = cov.dense().reshape(self.C, self.p, self.C, self.p)
         return Xn @ self._blocks(m).T, np.einsum('ip,cpdq,iq->icd', Xn, Vb, Xn)
 
+# %% ../../nbs/models/03f_multi.ipynb #350a059e
 class MultiGP(MultiLGM):
     """C independent GPs f_c ~ GP(mean, k_c): `kernel` one kernel shared by the classes or a list of C kernels (each with
     `K(X, X2=None)` and `Kdiag(X)`); K_c(X, X) gets the jitter `jitter · mean(diag K_c)`."""
