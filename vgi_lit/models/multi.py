@@ -47,6 +47,9 @@ class KronPrior:
     def dense(self):
         "Σ = B ⊗ Σ_0 as a d × d matrix."
         return np.kron(self.B, self.base.dense())
+    def half_dense(self):
+        "L_Σ = L_B ⊗ L_0 (d × d, lower triangular) with L_Σ L_Σᵀ = Σ (the mixed-product rule)."
+        return np.kron(self.LB, self.base.half(np.eye(self.p)))
     def __repr__(self): return f"KronPrior(C={self.C}, base={self.base!r})"
 
 # %% ../../nbs/models/03f_multi.ipynb #6cc768a6
@@ -116,6 +119,12 @@ class MultiLGM:
         if self.coreg is not None: return self.coreg.dense()
         out = np.zeros((self.d, self.d)); p = self.p
         for c, P in enumerate(self.priors): out[c * p:(c + 1) * p, c * p:(c + 1) * p] = P.dense()
+        return out
+    def prior_half_dense(self):
+        "A lower-triangular d × d factor L_Σ with L_Σ L_Σᵀ = Σ: block c the factor of Σ_c, or L_B ⊗ L_0 for a `KronPrior`."
+        if self.coreg is not None: return self.coreg.half_dense()
+        out = np.zeros((self.d, self.d)); p = self.p
+        for c, P in enumerate(self.priors): out[c * p:(c + 1) * p, c * p:(c + 1) * p] = P.half(np.eye(p))
         return out
     def prior_site_cov(self):
         "The prior covariances of the sites, Cov(H_iw) (n, C, C), for x_i = e_i."
