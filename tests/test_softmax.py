@@ -78,3 +78,73 @@ def test_accuracy_sweep(C):
             tolG = (1e-6 if s <= 1 else 1e-3) if C == 3 else 3e-2
             assert eE < tolE and eG < tolG, (C, s, seed, eE, eG)
     print(C, worst)
+
+
+# ---- robust-max ---------------------------------------------------------------------------------------------------------
+from vgi_lit.softmax import RobustMax, orthant
+
+
+@pytest.mark.parametrize("make, msg", [
+    (lambda: RobustMax(4), "n_classes = 2 or 3"), (lambda: RobustMax(1), "n_classes"), (lambda: RobustMax(True), "n_classes"),
+    (lambda: RobustMax(3, 0.0), "epsilon"), (lambda: RobustMax(3, 2 / 3), "epsilon"), (lambda: RobustMax(2, "0.1"), "epsilon"),
+    (lambda: RobustMax(3).check_y(np.array([0.5, 1])), "fractions"), (lambda: RobustMax(3).check_y(np.array(["a"])), "encode"),
+    (lambda: RobustMax(3).expected_log_lik(np.array([0]), np.zeros((1, 2)), np.eye(3)[None]), "shape"),
+    (lambda: RobustMax(3).expected_log_lik(np.array([0]), np.zeros((1, 3)), np.ones((1, 3, 3))), "singular"),
+    (lambda: RobustMax(2).expected_log_lik(np.array([0]), np.zeros((1, 2)), np.ones((1, 2, 2))), "positive"),
+    (lambda: orthant(np.zeros((1, 3)), np.eye(3)[None]), "q must be 1 or 2"),
+])
+def test_robustmax_bad_input(make, msg):
+    with pytest.raises(ValueError, match=msg): make()
+
+
+@pytest.mark.parametrize("C", [2, 3])
+def test_robustmax_limits_and_invariance(C):
+    rng = np.random.default_rng(10 + C); lik = RobustMax(C, 0.05); n = 8
+    m = rng.normal(size=(n, C)) * 2; y = lik.check_y(rng.integers(0, C, n))
+    B = rng.normal(size=(n, C, C)); V = B @ np.swapaxes(B, 1, 2) / C + 0.05 * np.eye(C)
+    E, dm, dV = lik.expected_log_lik(y, m, V)
+    E2, dm2, dV2 = lik.expected_log_lik(y, m + 3.0, V + 1.5)                # a common shift of every f_k changes nothing
+    assert np.allclose(E, E2, atol=1e-12) and np.allclose(dm, dm2, atol=1e-12) and np.allclose(dV, dV2, atol=1e-12)
+    assert np.allclose(dm.sum(1), 0, atol=1e-12) and np.allclose(dV.sum(2), 0, atol=1e-12)   # Γ1 = 0, Σ ∂E/∂m = 0
+    assert np.allclose(lik.expected_log_lik(y, m, 1e-16 * V)[0], lik.logp(y, m))
+    P = lik.predict_y(m, V); eps = lik.epsilon
+    assert np.allclose(P.sum(1), 1) and P.min() >= eps / (C - 1) - 1e-12 and P.max() <= 1 - eps + 1e-12
+    assert np.allclose(np.exp(lik.log_pred_density(y, m, V)), P[np.arange(n), y])
+    draws = lik.sample(np.tile(m[:1], (40_000, 1)), rng)
+    assert abs(np.mean(draws == np.argmax(m[0])) - (1 - eps)) < 5 * np.sqrt(eps * (1 - eps) / 40_000)
+
+
+@pytest.mark.slow
+def test_robustmax_accuracy_sweep():
+    "E and Γ against mpmath (quadrature of P at 30 digits) over scales 1e-6..1e6 and 40 seeds (the notebook's reference)."
+    import mpmath
+    mpmath.mp.dps = 30
+    def ref(lik, y, m, V):
+        C = lik.C; ks = [k for k in range(C) if k != y]; D = mpmath.matrix(C - 1, C)
+        for r_, k in enumerate(ks): D[r_, y] = 1; D[r_, k] = -1
+        mu = D * mpmath.matrix(m.tolist()); S = D * mpmath.matrix(V.tolist()) * D.T
+        if C == 2: return float(lik.log_miss + lik.kappa * mpmath.ncdf(mu[0] / mpmath.sqrt(S[0, 0])))
+        s1, s2 = mpmath.sqrt(S[0, 0]), mpmath.sqrt(S[1, 1]); r = S[0, 1] / (s1 * s2); c = mpmath.sqrt(1 - r * r); h1, h2 = mu[0] / s1, mu[1] / s2
+        inner = sorted(p for p in [mpmath.mpf(-8), mpmath.mpf(0), mpmath.mpf(8)] + ([-h2 / r] if r != 0 else []) if p > -h1)
+        return float(lik.log_miss + lik.kappa * mpmath.quad(lambda z: mpmath.npdf(z) * mpmath.ncdf((h2 + r * z) / c), [-h1] + inner + [mpmath.inf]))
+    worst = 0.0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        for C in (2, 3):
+            lik = RobustMax(C, 1e-3)
+            for s in 10.0 ** np.arange(-6, 7, 2):
+                B = rng.normal(size=(C, C)); V = s * B @ B.T / C; m = 2 * np.sqrt(s) * rng.normal(size=C); y = int(rng.integers(0, C))
+                worst = max(worst, abs(lik.expected_log_lik(np.array([y]), m[None], V[None])[0][0] - ref(lik, y, m, V)))
+    assert worst < 1e-12, worst
+
+
+@pytest.mark.slow
+def test_robustmax_fpi_and_grad_agree():
+    "On a GLM (weight space, where FPi takes the indefinite Γ as it is) FPi and GRAD reach the same optimum."
+    from vgi_lit.models.multi import MultiGLM
+    from vgi_lit.methods.multiclass import fpi_multi, grad_multi
+    rng = np.random.default_rng(7); y = np.repeat(np.arange(3), 10)
+    X = np.c_[np.array([[0.0, 2.0], [-1.7, -1.0], [1.7, -1.0]])[y] + rng.normal(size=(30, 2)), np.ones(30)]
+    mod = MultiGLM(X, y, RobustMax(3, 0.01))
+    pf, pg = fpi_multi(mod, max_iter=500, tol=1e-8), grad_multi(mod, tol=1e-8)
+    assert abs(pf.vlb - pg.vlb) < 1e-7 * abs(pg.vlb) and np.allclose(pf.m, pg.m, atol=1e-4)

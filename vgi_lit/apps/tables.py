@@ -273,7 +273,9 @@ def target_coding(y, likelihood=None, name="y"):
     """(likelihood, y coded for it, labels) for the target values y (floats, or strings from `column_values`): with
     `likelihood` None it is read from y (two values: logistic; non-negative integers with more values: poisson;
     other numbers: gaussian). Binary targets are coded −1, +1 for the sorted labels (`labels`, numbers or strings);
-    otherwise labels is None. A likelihood that cannot take y is a TableError suggesting one that can."""
+    otherwise labels is None. A likelihood that cannot take y is a TableError suggesting one that can. The rule never
+    picks softmax (unordered classes): that case is decided and its classes coded 0..C−1 by the caller (the command
+    line's `default_likelihood` and `class_codes`) before, and instead of, this function."""
     y = y[0] if isinstance(y, tuple) else np.asarray(y)
     uniq = sorted(set(y.tolist())); k = len(uniq)
     if k < 2 and likelihood != "ordinal": raise TableError(f"column {name!r} has a single value ({uniq[0]!r}): nothing to learn")
