@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import vgi_lit
-from vgi_lit.inference import CONVERGED_STOPS, Stop
+from vgi_lit.inference import CONVERGED_STOPS, Stop, methods_for
 from vgi_lit.kernels import RBF
 from vgi_lit.likelihoods import Logistic
 from vgi_lit.models import GLM, GP, SparseGP
@@ -25,7 +25,7 @@ MODELS = {"glm": lambda: GLM(_X, _y, Logistic()),
           "sparse_gp": lambda: SparseGP(_X, _y, Logistic(), RBF(2.0, 1.5), _X[:6]),
           "multi_glm": lambda: MultiGLM(_X[:15], _c[:15], Softmax(3)),
           "multi_gp": lambda: MultiGP(_X[:15], _c[:15], Softmax(3), RBF(2.0, 1.5))}
-CASES = [(m, k) for m in sorted(vgi_lit.METHODS) for k in MODELS]
+CASES = [(m, k) for k in MODELS for m in sorted(methods_for(MODELS[k]()))]      # the methods fit offers for each model
 
 
 def _fit(method, kind, **kw):
