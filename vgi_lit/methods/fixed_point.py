@@ -818,11 +818,11 @@ def _prefer_newton(sched: dict, n: int, tol: float) -> bool:
     last direction's GMRES products and quadrature nodes). Newton when either (i) some j ≥ 1 Newton steps
     (μ ← min(1, Cμ)μ) followed by plain steps (μ ← rμ) reach μ ≤ τ = max(`tol`, 10⁻¹²) at a lower predicted cost than
     plain steps alone, with μ the site term of the scale-free measure (`_decrement` with mean=False, O(n) per state), r
-    the plain (or damped) steps' factor μ'/μ (geometric mean of the last three) and C = μ'/μ² of the last Newton step (1
-    before one is measured); or (ii) the last Newton step raised the VLB by more per unit of cost than the last plain step
+    the plain (or damped) steps' factor μ'/μ (geometric mean of the last three; plain steps until there are three) and C = μ'/μ² of the last Newton step (1
+    before one is measured, when the path must also pay for one more Newton step: the probe that measures C); or (ii) the last Newton step raised the VLB by more per unit of cost than the last plain step
     did (far from the optimum, where μ need not fall)."""
     rs, mu = sched.get('r_plain'), sched.get('dec')
-    if not rs or mu is None or not (mu > 0 and np.isfinite(mu)): return False
+    if rs is None or len(rs) < 3 or mu is None or not (mu > 0 and np.isfinite(mu)): return False   # r from three plain steps
     r = min(1.0, float(np.exp(np.mean(np.log(np.maximum(rs, 1e-300))))))
     c_p, c_N = _step_costs(n, sched.get('k_dir'), sched.get('nodes_dir'))
     if 'gain_newton' in sched and sched['gain_newton'] / c_N > sched.get('gain_plain', np.inf) / c_p: return True
@@ -837,4 +837,5 @@ def _prefer_newton(sched: dict, n: int, tol: float) -> bool:
         cost, x = cost + c_N, x_new
         best = min(best, cost + plain(x))
         if x <= tau: break
+    if 'C_newton' not in sched: best += c_N                             # C unmeasured: the first Newton step is a probe
     return best < plain(mu)
