@@ -406,8 +406,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     newton: True: while steps are undamped, first try the Newton step on the stationarity equations in (m, λ) (
         n × n dense matrices: sites 'identity' or 'dense' only), kept when it is an ascent (else Anderson or the plain
         step); the record of each such iteration has `newton` True/False. None (default): for a GP (H = I) the Newton
-        step is taken when ``_prefer_newton`` predicts more gain per flop than the plain step from the factors of the
-        scale-free measure measured on the run (records of those iterations have `newton`); False: never."""
+        step is taken when ``_prefer_newton`` predicts a lower cost to the stopping point than the plain steps', from
+        the factors of the scale-free measure measured on the run and the steps' costs (flops and fixed work, ``_step_costs``) (records of those iterations have `newton`); False: never."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
@@ -472,7 +472,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         state, events = (vlb, g, gamma), []
         if line_search and isinstance(cov, _SITE_FORMS):                  # after the first iteration: the damped step
             rho, pairs, res, took, cost = sc['rho'], sc['pairs'], None, 'plain', {}
-            if (newton and rho == 1.0) or (auto and isinstance(cov, SiteCovN) and _prefer_newton(sc, model.n)):
+            if (newton and rho == 1.0) or (auto and isinstance(cov, SiteCovN) and _prefer_newton(sc, model.n, tol)):
                 res = _newton_step(model, m, r, cov, state, signed, at, cost)
                 rec['newton'] = res is not None
                 took = 'newton' if res is not None else 'newton_rejected'
@@ -493,7 +493,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             return evaluate(st.m, r + st.r_delta, st.cov, at_new, new, events + ev, cur,
                             dict(rho=min(1.0, 2.0 * rho) if rho_used == rho else rho_used,   # grow after an undamped step
                                  full=rho_used >= 0.125, tiny=rho_used < 1e-6, pairs=pairs, took=took,
-                                 **{**{k: sc[k] for k in ('r_plain', 'C_newton', 'c_dir', 'gain_plain', 'gain_newton') if k in sc}, **cost}))
+                                 **{**{k: sc[k] for k in ('r_plain', 'C_newton', 'k_dir', 'nodes_dir', 'gain_plain', 'gain_newton') if k in sc}, **cost}))
         neg = gamma < 0
         if neg.any(): events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
         try:                                                              # the site step with ρ = 1: T(V_t) (one factorisation)
@@ -686,18 +686,20 @@ def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
     return st, at_new, new, 1.0, []
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxcurv1
-def site_curvature(lik, y, m, v):
+def site_curvature(lik, y, m, v, count: dict | None = None):
     """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
-    alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule."""
+    alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule. `count`: a dict
+    that receives 'nodes', the quadrature nodes evaluated (the step rule prices the curvatures by them)."""
     m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
     if np.any(v <= 0): raise ValueError("site_curvature needs site variances v > 0")
-    e_mv, e_vv = np.empty(len(m)), np.empty(len(m))
+    e_mv, e_vv, nodes = np.empty(len(m)), np.empty(len(m)), 0
     for idx, f, W in lik.rule_groups(y, m, v):
         sl = slice(None) if idx is None else idx
         z = f - m[sl][:, None]; vs = v[sl]
-        d2 = lik.derivs(np.asarray(y)[sl][:, None], f)[2]
+        d2 = lik.derivs(np.asarray(y)[sl][:, None], f)[2]; nodes += f.size
         e_mv[sl] = 0.5 * np.einsum('ij,ij->i', W, d2 * z) / vs
         e_vv[sl] = 0.25 * np.einsum('ij,ij->i', W, d2 * (z * z - vs[:, None])) / vs**2
+    if count is not None: count['nodes'] = nodes
     return e_mv, e_vv
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxndir1
@@ -724,13 +726,14 @@ def _newton_dir(model, m, cov, g, gamma, at, W=None):
 def _newton_step(model, m, r, cov, state, signed: bool, at, cost: dict | None = None):
     """The FPi step to the Newton point (m + δm, λ + δλ) of `_newton_dir` (`_newton_dir_site` for a GP whose V is an n-space
     `SiteCov`; λ < 0 set to 0 for the clipped iteration): `(step, at, state, 1.0, [])` when V' is positive definite and the
-    step is an ascent (`_rises`), else None. `cost`: a dict that receives 'c_dir', the direction's cost in Cholesky factorisations (`_newton_dir_site`)."""
+    step is an ascent (`_rises`), else None. `cost`: a dict that receives the direction's work (`_newton_dir_site`) as 'k_dir' (GMRES
+    products, 0 for the dense solve) and 'nodes_dir' (quadrature nodes)."""
     vlb, g, gamma = state
     if not hasattr(cov, 'dense'): return None
     try:
         if model.H is None and isinstance(cov, SiteCovN):
-            dm, dlam, c = _newton_dir_site(model, m, cov, g, gamma, at)
-            if cost is not None: cost['c_dir'] = c
+            dm, dlam, w = _newton_dir_site(model, m, cov, g, gamma, at)
+            if cost is not None: cost.update(k_dir=w['k'], nodes_dir=w['nodes'])
         else: dm, dlam = _newton_dir(model, m, cov, g, gamma, at)
     except (ValueError, np.linalg.LinAlgError): return None
     m_new, lam = m + dm, cov.lam + dlam
@@ -768,15 +771,15 @@ def _site_dense_V(model, cov):
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst003
 def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylov: int = 60, direct_max: int = 100):
-    """(δm, δλ, c) of `_newton_dir` with W = V for a GP (H = I) whose V is an n-space `SiteCov`: V from `_site_dense_V`,
+    """(δm, δλ, work) of `_newton_dir` with W = V for a GP (H = I) whose V is an n-space `SiteCov`: V from `_site_dense_V`,
     P = V∘V, and [A P − I]δλ = λ − γ + 2E_mv V g, A = 2(E_mv V E_mv + E_vv), by GMRES (at most `max_krylov` products
     x ↦ A(Px) − x, two matrix-vector products with n × n matrices each) without an n × n product or solve; for
     n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ).
-    c: the direction's cost in Cholesky factorisations of order n (n³/3 flops at the rate of a Cholesky): 2 for B⁻¹ and
-    the n × n passes; then 8 for the dense solve (2n³ + 2n³/3 flops), or 120(k + 2)/n for k GMRES products and the two of
-    δm (4n² flops each, at about a tenth of that rate: a matrix-vector product reads the matrix once per use)."""
+    work: dict(k=the GMRES products taken (0 for the dense solve), nodes=the quadrature nodes of the curvatures); the
+    step rule prices the direction from it (`_step_costs`)."""
     V = _site_dense_V(model, cov)
-    e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site)
+    work = {}
+    e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site, work)
     P = V * V                                                                  # −∂v/∂λ
     Vg = V @ g
     b = cov.lam - gamma + 2.0 * e_mv * Vg
@@ -784,27 +787,55 @@ def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylo
     if n <= direct_max:
         M = 2.0 * (e_mv[:, None] * V * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(n)
         dlam = np.linalg.solve(M, b)
-        return Vg - V @ (e_mv * (P @ dlam)), dlam, 10.0
+        return Vg - V @ (e_mv * (P @ dlam)), dlam, dict(work, k=0)
     k = [0]
     def mv(x):
         k[0] += 1; u = P @ x
         return 2.0 * (e_mv * (V @ (e_mv * u)) + e_vv * u) - x
     dlam, _ = gmres(LinearOperator((n, n), matvec=mv, dtype=float), b, rtol=rtol, atol=0.0, restart=min(n, max_krylov), maxiter=1)
-    return Vg - V @ (e_mv * (P @ dlam)), dlam, 2.0 + 120.0 * (k[0] + 2) / n
+    return Vg - V @ (e_mv * (P @ dlam)), dlam, dict(work, k=k[0])
 
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #nwcst001
+_OVERHEAD = dict(q_E=2e4, q_f=1e3, o_p=3e6, o_d=2e6, kappa=2e6)   # flop-equivalents at a Cholesky's rate (measured below)
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #nwcst002
+def _step_costs(n: int, k: int | None = None, nodes: int | None = None) -> tuple:
+    """(c_p, c_N): the plain and Newton FPi steps' costs in Cholesky factorisations of order n (u = n³/3 flops each) with
+    the fixed work of `_OVERHEAD` ('Which step'): c_p = 2 + (q_E n + o_p)/u, c_N = c_p + 1 + (60n² + q_f N_f + o_d +
+    k(40n² + κ))/u, the GMRES term replaced by 8u for the dense solve (k = 0). `k`, `nodes` (N_f): the last direction's
+    (`_newton_dir_site`); None: k = 20, or 0 for n ≤ 100, and 32 nodes per site."""
+    o, u = _OVERHEAD, n**3 / 3.0
+    k = (0 if n <= 100 else 20) if k is None else k
+    nodes = 32 * n if nodes is None else nodes
+    c_p = 2.0 + (o['q_E'] * n + o['o_p']) / u
+    solve = 8.0 * u if k == 0 else k * (40.0 * n * n + o['kappa'])
+    return c_p, c_p + 1.0 + (60.0 * n * n + o['q_f'] * nodes + o['o_d'] + solve) / u
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwrul002
-def _prefer_newton(sched: dict, n: int) -> bool:
-    """Whether the next FPi step is the Newton step (the rule of 'Which step'). Costs in units of one Cholesky of order n:
-    a plain step c_p = 2 (the Cholesky of B and L_B⁻¹), a Newton step c_N = c_p + c (its direction's cost from
-    `_newton_dir_site`, the last one's; 3.5 before one is measured).
-    Newton when either (i) the quadratic model predicts more gain per unit of cost, q̂ = min(1, C μ) < r^(c_N/c_p), with μ
-    the site term of the scale-free measure (`_decrement` with mean=False, O(n) per state), r the plain (or damped) steps' factor μ'/μ (geometric mean of the last three)
-    and C = μ'/μ² of the last Newton step (1 before one is measured); or (ii) the last Newton step raised the VLB by more per
-    unit of cost than the last plain step did (far from the optimum, where μ need not fall)."""
+def _prefer_newton(sched: dict, n: int, tol: float) -> bool:
+    """Whether the next FPi step is the Newton step (the rule of 'Which step'). Costs c_p, c_N from `_step_costs` (the
+    last direction's GMRES products and quadrature nodes). Newton when either (i) some j ≥ 1 Newton steps
+    (μ ← min(1, Cμ)μ) followed by plain steps (μ ← rμ) reach μ ≤ τ = max(`tol`, 10⁻¹²) at a lower predicted cost than
+    plain steps alone, with μ the site term of the scale-free measure (`_decrement` with mean=False, O(n) per state), r
+    the plain (or damped) steps' factor μ'/μ (geometric mean of the last three; plain steps until there are three) and C = μ'/μ² of the last Newton step (1
+    before one is measured, when the path must also pay for one more Newton step: the probe that measures C); or (ii) the last Newton step raised the VLB by more per unit of cost than the last plain step
+    did (far from the optimum, where μ need not fall)."""
     rs, mu = sched.get('r_plain'), sched.get('dec')
-    if not rs or mu is None or not (mu > 0 and np.isfinite(mu)): return False
+    if rs is None or len(rs) < 3 or mu is None or not (mu > 0 and np.isfinite(mu)): return False   # r from three plain steps
     r = min(1.0, float(np.exp(np.mean(np.log(np.maximum(rs, 1e-300))))))
-    c_p = 2.0; c_N = c_p + sched.get('c_dir', 3.5)
+    c_p, c_N = _step_costs(n, sched.get('k_dir'), sched.get('nodes_dir'))
     if 'gain_newton' in sched and sched['gain_newton'] / c_N > sched.get('gain_plain', np.inf) / c_p: return True
-    return min(1.0, sched.get('C_newton', 1.0) * mu) < r ** (c_N / c_p)
+    tau, C = max(float(tol), 1e-12), sched.get('C_newton', 1.0)
+    def plain(x):                                                       # P(μ): plain steps alone from μ = x
+        if x <= tau: return 0.0
+        return np.inf if r >= 1.0 else c_p * np.ceil(np.log(tau / x) / np.log(r))
+    cost, x, best = 0.0, mu, np.inf
+    for _ in range(10):                                                 # j = 1, 2, ... Newton steps, then plain
+        x_new = min(1.0, C * x) * x
+        if not x_new < x: break
+        cost, x = cost + c_N, x_new
+        best = min(best, cost + plain(x))
+        if x <= tau: break
+    if 'C_newton' not in sched: best += c_N                             # C unmeasured: the first Newton step is a probe
+    return best < plain(mu)
