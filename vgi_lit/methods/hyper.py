@@ -41,6 +41,7 @@ def prior_residual(model, cov):
     W = Si - P.solve(P.solve(cov.dense()).T)
     return 0.5 * (W + W.T)
 
+# %% ../../nbs/methods/15_hyper.ipynb #1001963f
 def prior_residual_diag(model, cov) -> np.ndarray:
     """diag(W), W = Σ⁻¹ − Σ⁻¹VΣ⁻¹, for a scalar or diagonal prior Σ = diag(σ²), without a d × d matrix where the
     representation allows: ‖L_B⁻¹SH e_j‖² in n-space, (1 − [B⁻¹]_jj)/σ²_j in d-space, 1/σ²_j − V_jj/σ⁴_j from the
@@ -72,10 +73,6 @@ def dvlb_dprior(model, m, cov, dSigma, dmu=None, W=None) -> np.ndarray:
     return g
 
 # %% ../../nbs/methods/15_hyper.ipynb #0317268b
-def _matches(name: str, key: str) -> bool:
-    "Whether the parameter `name` is named by `key`: the name itself, or a prefix ending before '[' or '.'."
-    return name == key or name.startswith(key + "[") or name.startswith(key + ".")
-
 def _kernel_blocks(kernel, X, Z, block: int = 256):
     """(dk_diag (P, n), dK_xz (P, n, M), dK_zz (P, M, M)): derivatives in the kernel's log-parameters of
     k(x_i, x_i), K(X, Z) and K(Z, Z), from `dK` of stacked blocks [X_b; Z] (b ≤ `block` rows at a time)."""
@@ -106,6 +103,11 @@ def dvlb_dsites(model, m, Vd, dE_dm, dE_dv, dkdiag, dKxz, dKzz, dmean=False):
         g[p] = dE_dm @ dms + dE_dv @ dv
     if dmean: g[-1] = dE_dm @ (1.0 - H.sum(1))
     return g
+
+# %% ../../nbs/methods/15_hyper.ipynb #917e0d1a
+def _matches(name: str, key: str) -> bool:
+    "Whether the parameter `name` is named by `key`: the name itself, or a prefix ending before '[' or '.'."
+    return name == key or name.startswith(key + "[") or name.startswith(key + ".")
 
 class HyperParams:
     """The learnable parameters of a model: every name, its start, which are free (not `fixed`), which live in log
@@ -319,6 +321,7 @@ class HyperFit:
         "The posterior's `log_pred_density`."
         return self.posterior.log_pred_density(X_new, y_new, **kw)
 
+# %% ../../nbs/methods/15_hyper.ipynb #980a0483
 def hyper_values(hp, model):
     "Every parameter of `model` by name, on its natural scale."
     t = HyperParams(model, hp.learn_mean, learn_inducing=hp.n_z > 0).theta_all
@@ -330,6 +333,7 @@ def hyper_values(hp, model):
         for j, c in enumerate(model.likelihood.cutpoints): out[f"likelihood.cutpoints[{j}]"] = float(c)
     return out
 
+# %% ../../nbs/methods/15_hyper.ipynb #2ccbe3c8
 def _warm(method, post) -> dict:
     """The start of the next inner solve from the previous optimum `post`: (m, λ) in site form for FPi/FPb (`lam0`: the
     site precisions carry over to the new prior, V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹, no dense V; positive definite for every
@@ -375,6 +379,7 @@ def _start(method, post, optima, model, theta) -> dict:
         except ValueError: return -np.inf
     return dict(m0=pred[0], lam0=pred[1]) if at(*pred) > at(kw["m0"], kw["lam0"]) else kw
 
+# %% ../../nbs/methods/15_hyper.ipynb #7fc19023
 def _budget(inner: dict, hist) -> dict:
     """The inner options with `max_seconds` cut to the time left in the outer budget of `hist` (at least 1 ms), so
     that no inner solve runs past it."""
@@ -685,6 +690,7 @@ def hyperfit_spec(hf: HyperFit) -> dict:
             "message": str(hf.message), "n_inner": int(hf.n_inner), "fixed": list(hf.fixed),
             "edges": {k: float(v) for k, v in hf.edges.items()}}
 
+# %% ../../nbs/methods/15_hyper.ipynb #d690d654
 def hyperfit_from_spec(spec: dict, posterior: VGPosterior) -> HyperFit:
     "The `HyperFit` a `hyperfit_spec` describes, around the loaded `posterior` (its model is the posterior's)."
     return HyperFit(posterior.model, posterior, dict(spec["theta"]), history_from_spec(spec["history"]), Stop(spec["stop"]),
