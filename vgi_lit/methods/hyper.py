@@ -367,6 +367,21 @@ def predict_start(optima, theta):
     d = len(mb)
     return x[:d], np.maximum(x[d:], 0.0)
 
+def _rescale(kw, post, model) -> dict:
+    """The warm start `kw` = (m, λ) of the optimum `post` carried to `model` whose kernel variance s' differs from the
+    optimum's s: (mean + c(m − mean), λ/c²) with c = √(s'/s), the optimum's own form where the data are separable
+    (m = √s m̃, V = sṼ with m̃, Ṽ slowly varying in s), kept when its VLB at `model` is higher than that of `kw` itself
+    (where the data fix m, it is not). `kw` unchanged for a GLM, without a site form, or at an unchanged variance."""
+    if "lam0" not in kw or post is None or not isinstance(model, (GP, SparseGP)): return kw
+    s0, s1 = getattr(post.model.kernel, "variance", None), getattr(model.kernel, "variance", None)
+    if s0 is None or s1 is None or not (s0 > 0 and s1 > 0) or s0 == s1: return kw
+    c = np.sqrt(s1 / s0); mean = model.mu[0] if model.d else 0.0
+    cand = dict(m0=mean + c * (np.asarray(kw["m0"], float) - mean), lam0=np.asarray(kw["lam0"], float) / c**2)
+    def at(m, lam):
+        try: return vlb(model, m, SiteCov(model, lam))
+        except (ValueError, np.linalg.LinAlgError): return -np.inf
+    return cand if at(cand["m0"], cand["lam0"]) > at(kw["m0"], kw["lam0"]) else kw
+
 def _start(method, post, optima, model, theta) -> dict:
     """The inner start at `theta`: `_warm` of the last optimum, or for FPi/FPb (m, λ) = `predict_start` when that start
     has the higher VLB at the new `model` (both evaluated; the plain start is kept when the prediction is worse)."""
@@ -389,19 +404,22 @@ def _budget(inner: dict, hist) -> dict:
     return {**inner, "max_seconds": left if own is None else min(own, left)}
 
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
-                origin=None):
+                origin=None, post0=None, rescale: bool = True):
     """One outer L-BFGS-B run from the free values `theta0`; a parameter's run-away is measured from `origin` (default
     `theta0`; a widened box's run starts where the narrower one ended, and the distance counts from the first start). Each record carries `outer_iter`, the outer iterations done;
     with `tol_rel` > 0 the run stops (`Stop.REL_TOL`, a PLATEAU event) when the VLB of the outer iterates has risen by at
-    most tol_rel·|VLB| over the last `window` of them."""
+    most tol_rel·|VLB| over the last `window` of them. `post0`: an earlier optimum near `theta0` to warm-start the first
+    inner solve from (a widened box's run starts from the narrower run's last optimum); `rescale`: each warm start also
+    tried rescaled to the new kernel variance (``_rescale``)."""
     hist = History(callback=callback, max_seconds=max_seconds)
-    state = dict(post=None, model=None, n_inner=0, key=None, stop=None, optima=[], its=[])
+    state = dict(post=post0, model=None, n_inner=0, key=None, stop=None, optima=[], its=[])
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf); hi = -lo
     def evaluate(theta):
         key = theta.tobytes()
         if state['key'] == key: return state['f'], state['g']
         m_new = hp.build(theta)
         start = _start(method, state['post'], state['optima'], m_new, theta) if predict else _warm(method, state['post'])
+        if rescale: start = _rescale(start, state['post'], m_new)
         post = _fit(m_new, method, **start, **_budget(inner, hist))
         lam = getattr(post.cov, "lam", None)
         if predict and post.converged and lam is not None: state['optima'].append((theta.copy(), post.m, np.asarray(lam)))   # read only by predict_start
@@ -458,13 +476,14 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     return hf
 
 def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
-                widen: int = 3):
+                widen: int = 3, rescale: bool = True):
     """``_learn_once`` in the box [−b, b] of the log-parameters, b = `bound`, widened by `bound` (up to `widen` times) while a
     log-parameter ends at its edge with the VLB's gradient pointing out of the box and the widened run raises the VLB by
     more than max(tol_rel, 1e-9)·|VLB|: the optimum lies outside the box. A widened run that gains less shows a VLB
     without a finite maximum in that direction: the run in the narrower box is kept, with a BOUND_ACTIVE event saying so. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts every inner iteration."""
     t0 = time.perf_counter()
-    res, b, n_inner, notes = _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict, tol_rel, window), bound, 0, []
+    res, b, n_inner, notes = _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict, tol_rel, window,
+                                         rescale=rescale), bound, 0, []
     grew = set()                                                       # the parameters the box was widened for
     for _ in range(int(widen)):
         theta, g, _ = res.box
@@ -472,7 +491,8 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: break
-        new = _learn_once(hp, theta, method, tol, max_iter, left, callback, b + bound, inner, predict, tol_rel, window, origin=theta0)
+        new = _learn_once(hp, theta, method, tol, max_iter, left, callback, b + bound, inner, predict, tol_rel, window, origin=theta0,
+                          post0=res.posterior, rescale=rescale)
         names = ", ".join(hp.free_names[j] for j in out)
         gain = new.vlb - res.vlb
         if not (gain > max(tol_rel, 1e-9) * max(1.0, abs(res.vlb))):
@@ -508,9 +528,9 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     GP mean or the GLM's scalar prior mean, with `learn_inducing` a SparseGP's inducing inputs. The model's
     values are the start, not fixed values: StudentT(4.0, ...) starts df at 4 and learns it.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
-        options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and the plain
-        steps (newton=False) for fpi;
-        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
+        options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
+        step rule (the plain or the Newton step per iteration) for fpi;
+        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, also tried rescaled to a changed kernel variance, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
         the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
@@ -541,7 +561,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
     hp = HyperParams(model, learn_mean, fixed, learn_inducing)
-    inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5, "newton": False} if method == "fpi" else
+    inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5} if method == "fpi" else
                            {"tol": 1e-6, "tol_rel": 0.0} if method == "fpb" else {"tol": 1e-8}))
     rng = np.random.default_rng(seed)
     starts = [hp.theta0] + [hp.theta0 + rng.standard_normal(len(hp.theta0)) for _ in range(int(restarts))]
