@@ -367,20 +367,37 @@ def predict_start(optima, theta):
     d = len(mb)
     return x[:d], np.maximum(x[d:], 0.0)
 
-def _rescale(kw, post, model) -> dict:
-    """The warm start `kw` = (m, λ) of the optimum `post` carried to `model` whose kernel variance s' differs from the
-    optimum's s: (mean + c(m − mean), λ/c²) with c = √(s'/s), the optimum's own form where the data are separable
-    (m = √s m̃, V = sṼ with m̃, Ṽ slowly varying in s), kept when its VLB at `model` is higher than that of `kw` itself
-    (where the data fix m, it is not). `kw` unchanged for a GLM, without a site form, or at an unchanged variance."""
-    if "lam0" not in kw or post is None or not isinstance(model, (GP, SparseGP)): return kw
-    s0, s1 = getattr(post.model.kernel, "variance", None), getattr(model.kernel, "variance", None)
-    if s0 is None or s1 is None or not (s0 > 0 and s1 > 0) or s0 == s1: return kw
-    c = np.sqrt(s1 / s0); mean = model.mu[0] if model.d else 0.0
-    cand = dict(m0=mean + c * (np.asarray(kw["m0"], float) - mean), lam0=np.asarray(kw["lam0"], float) / c**2)
-    def at(m, lam):
-        try: return vlb(model, m, SiteCov(model, lam))
-        except (ValueError, np.linalg.LinAlgError): return -np.inf
-    return cand if at(cand["m0"], cand["lam0"]) > at(kw["m0"], kw["lam0"]) else kw
+def _scales(post):
+    """(log s, log‖m − mean‖, log mean λ) of an optimum `post` of a GP or sparse GP in site form with λ ≥ 0 (s its
+    kernel variance), the numbers ``_rescale`` extrapolates from; None otherwise, or where one is not finite."""
+    lam = getattr(post.cov, "lam", None)
+    if lam is None or not isinstance(post.model, (GP, SparseGP)) or getattr(post.model.kernel, "variance", None) is None: return None
+    mean = post.model.mu[0] if post.model.d else 0.0
+    with np.errstate(divide="ignore"):
+        r = np.array([np.log(post.model.kernel.variance), np.log(np.linalg.norm(post.m - mean)), np.log(np.mean(lam))])
+    return r if np.all(np.isfinite(r)) else None
+
+def _anchor(scales, new) -> list:
+    """The ``_scales`` that ``_rescale`` reads after a new optimum `new`: the last earlier optimum whose kernel variance
+    differs from the new one's by at least 5% (the anchor of the power laws; the older anchor is kept when the last
+    optimum's variance is within 5% of the new one's, as along the edge of the box), then `new`."""
+    if not scales or new is None or scales[-1] is None or abs(scales[-1][0] - new[0]) >= 0.05: return [*scales[-1:], new]
+    return [*scales[:-1], new]
+
+def _rescale(kw, model, scales) -> dict:
+    """The warm start `kw` = (m, λ) of the last optimum carried to `model`, whose kernel variance s' differs from that
+    optimum's s, by the power laws measured between the last optimum and its anchor (`scales`: their ``_scales``, the anchor first, ``_anchor``):
+    m → mean + (s'/s)^β (m − mean), λ → (s/s')^κ λ with β = Δlog‖m − mean‖/Δlog s clipped to [0, ½] and
+    κ = −Δlog mean λ/Δlog s clipped to [0, 1]. The limits: β = ½, κ = 1 where the data are separable (the optimum
+    m = √s m̃, V = sṼ with m̃, Ṽ slowly varying), β = κ = 0 where the data fix the optimum. `kw` unchanged without a
+    site form, with fewer than two optima, where their variances differ by less than 5%, or at an unchanged variance."""
+    if "lam0" not in kw or len(scales) < 2 or scales[-1] is None or scales[-2] is None: return kw
+    (s0, n0, l0), (s1, n1, l1) = scales[-2], scales[-1]
+    v = getattr(model.kernel, "variance", None) if isinstance(model, (GP, SparseGP)) else None
+    if v is None or abs(s1 - s0) < 0.05 or np.log(v) == s1: return kw
+    beta, kappa = np.clip((n1 - n0) / (s1 - s0), 0.0, 0.5), np.clip(-(l1 - l0) / (s1 - s0), 0.0, 1.0)
+    d, mean = np.log(v) - s1, model.mu[0] if model.d else 0.0
+    return dict(m0=mean + np.exp(beta * d) * (np.asarray(kw["m0"], float) - mean), lam0=np.asarray(kw["lam0"], float) * np.exp(-kappa * d))
 
 def _start(method, post, optima, model, theta) -> dict:
     """The inner start at `theta`: `_warm` of the last optimum, or for FPi/FPb (m, λ) = `predict_start` when that start
@@ -404,27 +421,28 @@ def _budget(inner: dict, hist) -> dict:
     return {**inner, "max_seconds": left if own is None else min(own, left)}
 
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
-                origin=None, post0=None, rescale: bool = True):
+                origin=None, post0=None, rescale: bool = True, scales0=None):
     """One outer L-BFGS-B run from the free values `theta0`; a parameter's run-away is measured from `origin` (default
     `theta0`; a widened box's run starts where the narrower one ended, and the distance counts from the first start). Each record carries `outer_iter`, the outer iterations done;
     with `tol_rel` > 0 the run stops (`Stop.REL_TOL`, a PLATEAU event) when the VLB of the outer iterates has risen by at
     most tol_rel·|VLB| over the last `window` of them. `post0`: an earlier optimum near `theta0` to warm-start the first
-    inner solve from (a widened box's run starts from the narrower run's last optimum); `rescale`: each warm start also
-    tried rescaled to the new kernel variance (``_rescale``)."""
+    inner solve from (a widened box's run starts from the narrower run's last optimum), `scales0` the ``_scales`` of the
+    optima before it; `rescale` (without `predict`): each warm start carried to the new kernel variance (``_rescale``)."""
     hist = History(callback=callback, max_seconds=max_seconds)
-    state = dict(post=post0, model=None, n_inner=0, key=None, stop=None, optima=[], its=[])
+    state = dict(post=post0, model=None, n_inner=0, key=None, stop=None, optima=[], its=[], scales=list(scales0 or []))
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf); hi = -lo
     def evaluate(theta):
         key = theta.tobytes()
         if state['key'] == key: return state['f'], state['g']
         m_new = hp.build(theta)
         start = _start(method, state['post'], state['optima'], m_new, theta) if predict else _warm(method, state['post'])
-        if rescale: start = _rescale(start, state['post'], m_new)
+        if rescale and not predict: start = _rescale(start, m_new, state['scales'])
         post = _fit(m_new, method, **start, **_budget(inner, hist))
         lam = getattr(post.cov, "lam", None)
         if predict and post.converged and lam is not None: state['optima'].append((theta.copy(), post.m, np.asarray(lam)))   # read only by predict_start
         g = hp.grad(m_new, post.m, post.cov)
         state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
+        if rescale: state['scales'] = _anchor(state['scales'], _scales(post))
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
                           theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value, outer_iter=len(state['its']))
         if not post.converged: rec.events.append(Event(EventKind.SOLVER, f"inner {method} stopped: {post.stop.value}"))
@@ -473,6 +491,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     hf = HyperFit(state['model'], state['post'], hyper_values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed,
                   edges=edges)
     hf.box = (np.asarray(theta, dtype=float).copy(), -state['g'] if state.get('g') is not None else None, bound)   # read by _learn_wide
+    hf.scales = state['scales']                                                                                   # read by _learn_wide
     return hf
 
 def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
@@ -492,7 +511,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: break
         new = _learn_once(hp, theta, method, tol, max_iter, left, callback, b + bound, inner, predict, tol_rel, window, origin=theta0,
-                          post0=res.posterior, rescale=rescale)
+                          post0=res.posterior, rescale=rescale, scales0=res.scales)
         names = ", ".join(hp.free_names[j] for j in out)
         gain = new.vlb - res.vlb
         if not (gain > max(tol_rel, 1e-9) * max(1.0, abs(res.vlb))):
@@ -530,7 +549,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
         step rule (the plain or the Newton step per iteration) for fpi;
-        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, also tried rescaled to a changed kernel variance, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
+        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, carried to a changed kernel variance by the power laws of the last two optima, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
         the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
