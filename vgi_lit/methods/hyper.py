@@ -41,6 +41,7 @@ def prior_residual(model, cov):
     W = Si - P.solve(P.solve(cov.dense()).T)
     return 0.5 * (W + W.T)
 
+# %% ../../nbs/methods/15_hyper.ipynb #1001963f
 def prior_residual_diag(model, cov) -> np.ndarray:
     """diag(W), W = Σ⁻¹ − Σ⁻¹VΣ⁻¹, for a scalar or diagonal prior Σ = diag(σ²), without a d × d matrix where the
     representation allows: ‖L_B⁻¹SH e_j‖² in n-space, (1 − [B⁻¹]_jj)/σ²_j in d-space, 1/σ²_j − V_jj/σ⁴_j from the
@@ -72,10 +73,6 @@ def dvlb_dprior(model, m, cov, dSigma, dmu=None, W=None) -> np.ndarray:
     return g
 
 # %% ../../nbs/methods/15_hyper.ipynb #0317268b
-def _matches(name: str, key: str) -> bool:
-    "Whether the parameter `name` is named by `key`: the name itself, or a prefix ending before '[' or '.'."
-    return name == key or name.startswith(key + "[") or name.startswith(key + ".")
-
 def _kernel_blocks(kernel, X, Z, block: int = 256):
     """(dk_diag (P, n), dK_xz (P, n, M), dK_zz (P, M, M)): derivatives in the kernel's log-parameters of
     k(x_i, x_i), K(X, Z) and K(Z, Z), from `dK` of stacked blocks [X_b; Z] (b ≤ `block` rows at a time)."""
@@ -106,6 +103,11 @@ def dvlb_dsites(model, m, Vd, dE_dm, dE_dv, dkdiag, dKxz, dKzz, dmean=False):
         g[p] = dE_dm @ dms + dE_dv @ dv
     if dmean: g[-1] = dE_dm @ (1.0 - H.sum(1))
     return g
+
+# %% ../../nbs/methods/15_hyper.ipynb #917e0d1a
+def _matches(name: str, key: str) -> bool:
+    "Whether the parameter `name` is named by `key`: the name itself, or a prefix ending before '[' or '.'."
+    return name == key or name.startswith(key + "[") or name.startswith(key + ".")
 
 class HyperParams:
     """The learnable parameters of a model: every name, its start, which are free (not `fixed`), which live in log
@@ -319,6 +321,7 @@ class HyperFit:
         "The posterior's `log_pred_density`."
         return self.posterior.log_pred_density(X_new, y_new, **kw)
 
+# %% ../../nbs/methods/15_hyper.ipynb #980a0483
 def hyper_values(hp, model):
     "Every parameter of `model` by name, on its natural scale."
     t = HyperParams(model, hp.learn_mean, learn_inducing=hp.n_z > 0).theta_all
@@ -330,6 +333,7 @@ def hyper_values(hp, model):
         for j, c in enumerate(model.likelihood.cutpoints): out[f"likelihood.cutpoints[{j}]"] = float(c)
     return out
 
+# %% ../../nbs/methods/15_hyper.ipynb #2ccbe3c8
 def _warm(method, post) -> dict:
     """The start of the next inner solve from the previous optimum `post`: (m, λ) in site form for FPi/FPb (`lam0`: the
     site precisions carry over to the new prior, V = (Σ⁻¹ + Hᵀdiag(λ)H)⁻¹, no dense V; positive definite for every
@@ -363,6 +367,38 @@ def predict_start(optima, theta):
     d = len(mb)
     return x[:d], np.maximum(x[d:], 0.0)
 
+def _scales(post):
+    """(log s, log‖m − mean‖, log mean λ) of an optimum `post` of a GP or sparse GP in site form with λ ≥ 0 (s its
+    kernel variance), the numbers ``_rescale`` extrapolates from; None otherwise, or where one is not finite."""
+    lam = getattr(post.cov, "lam", None)
+    if lam is None or not isinstance(post.model, (GP, SparseGP)) or getattr(post.model.kernel, "variance", None) is None: return None
+    mean = post.model.mu[0] if post.model.d else 0.0
+    with np.errstate(divide="ignore"):
+        r = np.array([np.log(post.model.kernel.variance), np.log(np.linalg.norm(post.m - mean)), np.log(np.mean(lam))])
+    return r if np.all(np.isfinite(r)) else None
+
+def _anchor(scales, new) -> list:
+    """The ``_scales`` that ``_rescale`` reads after a new optimum `new`: the last earlier optimum whose kernel variance
+    differs from the new one's by at least 5% (the anchor of the power laws; the older anchor is kept when the last
+    optimum's variance is within 5% of the new one's, as along the edge of the box), then `new`."""
+    if not scales or new is None or scales[-1] is None or abs(scales[-1][0] - new[0]) >= 0.05: return [*scales[-1:], new]
+    return [*scales[:-1], new]
+
+def _rescale(kw, model, scales) -> dict:
+    """The warm start `kw` = (m, λ) of the last optimum carried to `model`, whose kernel variance s' differs from that
+    optimum's s, by the power laws measured between the last optimum and its anchor (`scales`: their ``_scales``, the anchor first, ``_anchor``):
+    m → mean + (s'/s)^β (m − mean), λ → (s/s')^κ λ with β = Δlog‖m − mean‖/Δlog s clipped to [0, ½] and
+    κ = −Δlog mean λ/Δlog s clipped to [0, 1]. The limits: β = ½, κ = 1 where the data are separable (the optimum
+    m = √s m̃, V = sṼ with m̃, Ṽ slowly varying), β = κ = 0 where the data fix the optimum. `kw` unchanged without a
+    site form, with fewer than two optima, where their variances differ by less than 5%, or at an unchanged variance."""
+    if "lam0" not in kw or len(scales) < 2 or scales[-1] is None or scales[-2] is None: return kw
+    (s0, n0, l0), (s1, n1, l1) = scales[-2], scales[-1]
+    v = getattr(model.kernel, "variance", None) if isinstance(model, (GP, SparseGP)) else None
+    if v is None or abs(s1 - s0) < 0.05 or np.log(v) == s1: return kw
+    beta, kappa = np.clip((n1 - n0) / (s1 - s0), 0.0, 0.5), np.clip(-(l1 - l0) / (s1 - s0), 0.0, 1.0)
+    d, mean = np.log(v) - s1, model.mu[0] if model.d else 0.0
+    return dict(m0=mean + np.exp(beta * d) * (np.asarray(kw["m0"], float) - mean), lam0=np.asarray(kw["lam0"], float) * np.exp(-kappa * d))
+
 def _start(method, post, optima, model, theta) -> dict:
     """The inner start at `theta`: `_warm` of the last optimum, or for FPi/FPb (m, λ) = `predict_start` when that start
     has the higher VLB at the new `model` (both evaluated; the plain start is kept when the prediction is worse)."""
@@ -375,6 +411,7 @@ def _start(method, post, optima, model, theta) -> dict:
         except ValueError: return -np.inf
     return dict(m0=pred[0], lam0=pred[1]) if at(*pred) > at(kw["m0"], kw["lam0"]) else kw
 
+# %% ../../nbs/methods/15_hyper.ipynb #7fc19023
 def _budget(inner: dict, hist) -> dict:
     """The inner options with `max_seconds` cut to the time left in the outer budget of `hist` (at least 1 ms), so
     that no inner solve runs past it."""
@@ -384,24 +421,28 @@ def _budget(inner: dict, hist) -> dict:
     return {**inner, "max_seconds": left if own is None else min(own, left)}
 
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
-                origin=None):
+                origin=None, post0=None, rescale: bool = True, scales0=None):
     """One outer L-BFGS-B run from the free values `theta0`; a parameter's run-away is measured from `origin` (default
     `theta0`; a widened box's run starts where the narrower one ended, and the distance counts from the first start). Each record carries `outer_iter`, the outer iterations done;
     with `tol_rel` > 0 the run stops (`Stop.REL_TOL`, a PLATEAU event) when the VLB of the outer iterates has risen by at
-    most tol_rel·|VLB| over the last `window` of them."""
+    most tol_rel·|VLB| over the last `window` of them. `post0`: an earlier optimum near `theta0` to warm-start the first
+    inner solve from (a widened box's run starts from the narrower run's last optimum), `scales0` the ``_scales`` of the
+    optima before it; `rescale` (without `predict`): each warm start carried to the new kernel variance (``_rescale``)."""
     hist = History(callback=callback, max_seconds=max_seconds)
-    state = dict(post=None, model=None, n_inner=0, key=None, stop=None, optima=[], its=[])
+    state = dict(post=post0, model=None, n_inner=0, key=None, stop=None, optima=[], its=[], scales=list(scales0 or []))
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf); hi = -lo
     def evaluate(theta):
         key = theta.tobytes()
         if state['key'] == key: return state['f'], state['g']
         m_new = hp.build(theta)
         start = _start(method, state['post'], state['optima'], m_new, theta) if predict else _warm(method, state['post'])
+        if rescale and not predict: start = _rescale(start, m_new, state['scales'])
         post = _fit(m_new, method, **start, **_budget(inner, hist))
         lam = getattr(post.cov, "lam", None)
         if predict and post.converged and lam is not None: state['optima'].append((theta.copy(), post.m, np.asarray(lam)))   # read only by predict_start
         g = hp.grad(m_new, post.m, post.cov)
         state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
+        if rescale: state['scales'] = _anchor(state['scales'], _scales(post))
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
                           theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value, outer_iter=len(state['its']))
         if not post.converged: rec.events.append(Event(EventKind.SOLVER, f"inner {method} stopped: {post.stop.value}"))
@@ -450,16 +491,18 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     hf = HyperFit(state['model'], state['post'], hyper_values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed,
                   edges=edges)
     hf.box = (np.asarray(theta, dtype=float).copy(), -state['g'] if state.get('g') is not None else None, bound)   # read by _learn_wide
+    hf.scales = state['scales']                                                                                   # read by _learn_wide
     return hf
 
 def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
-                widen: int = 3):
+                widen: int = 3, rescale: bool = True):
     """``_learn_once`` in the box [−b, b] of the log-parameters, b = `bound`, widened by `bound` (up to `widen` times) while a
     log-parameter ends at its edge with the VLB's gradient pointing out of the box and the widened run raises the VLB by
     more than max(tol_rel, 1e-9)·|VLB|: the optimum lies outside the box. A widened run that gains less shows a VLB
     without a finite maximum in that direction: the run in the narrower box is kept, with a BOUND_ACTIVE event saying so. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts every inner iteration."""
     t0 = time.perf_counter()
-    res, b, n_inner, notes = _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict, tol_rel, window), bound, 0, []
+    res, b, n_inner, notes = _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict, tol_rel, window,
+                                         rescale=rescale), bound, 0, []
     grew = set()                                                       # the parameters the box was widened for
     for _ in range(int(widen)):
         theta, g, _ = res.box
@@ -467,7 +510,8 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: break
-        new = _learn_once(hp, theta, method, tol, max_iter, left, callback, b + bound, inner, predict, tol_rel, window, origin=theta0)
+        new = _learn_once(hp, theta, method, tol, max_iter, left, callback, b + bound, inner, predict, tol_rel, window, origin=theta0,
+                          post0=res.posterior, rescale=rescale, scales0=res.scales)
         names = ", ".join(hp.free_names[j] for j in out)
         gain = new.vlb - res.vlb
         if not (gain > max(tol_rel, 1e-9) * max(1.0, abs(res.vlb))):
@@ -503,9 +547,9 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     GP mean or the GLM's scalar prior mean, with `learn_inducing` a SparseGP's inducing inputs. The model's
     values are the start, not fixed values: StudentT(4.0, ...) starts df at 4 and learns it.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
-        options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and the plain
-        steps (newton=False) for fpi;
-        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
+        options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
+        step rule (the plain or the Newton step per iteration) for fpi;
+        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, carried to a changed kernel variance by the power laws of the last two optima, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
         the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
@@ -536,7 +580,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
     hp = HyperParams(model, learn_mean, fixed, learn_inducing)
-    inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5, "newton": False} if method == "fpi" else
+    inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5} if method == "fpi" else
                            {"tol": 1e-6, "tol_rel": 0.0} if method == "fpb" else {"tol": 1e-8}))
     rng = np.random.default_rng(seed)
     starts = [hp.theta0] + [hp.theta0 + rng.standard_normal(len(hp.theta0)) for _ in range(int(restarts))]
@@ -685,6 +729,7 @@ def hyperfit_spec(hf: HyperFit) -> dict:
             "message": str(hf.message), "n_inner": int(hf.n_inner), "fixed": list(hf.fixed),
             "edges": {k: float(v) for k, v in hf.edges.items()}}
 
+# %% ../../nbs/methods/15_hyper.ipynb #d690d654
 def hyperfit_from_spec(spec: dict, posterior: VGPosterior) -> HyperFit:
     "The `HyperFit` a `hyperfit_spec` describes, around the loaded `posterior` (its model is the posterior's)."
     return HyperFit(posterior.model, posterior, dict(spec["theta"]), history_from_spec(spec["history"]), Stop(spec["stop"]),
