@@ -175,6 +175,7 @@ class MeanFieldPosterior(CTMPosterior):
     (Σ_d L_d of the last E-step), a lower bound on the bound (56) of the same q."""
     objective = "meanfield_bound"
 
+# %% ../../nbs/methods/17a_ctm_meanfield.ipynb #2efc942d
 def fit_ctm_meanfield(model: CTM, method: str = "mean-field", *, tol: float = 1e-5, max_iter: int = 100,
                       max_seconds: float | None = None, callback=None, state0: CTMState | None = None, learn: bool = True,
                       S0: float = 10.0, var_tol: float = 1e-6, var_max_iter: int = 20, vlb_samples: int = 0,
