@@ -5,10 +5,13 @@
 # %% ../../nbs/methods/11_fixed_point.ipynb #2866aba7
 from __future__ import annotations
 from dataclasses import dataclass
+import time
 import numpy as np
 from scipy.linalg.lapack import dlauum
 from scipy.sparse.linalg import LinearOperator, gmres
 from ..linalg import cholesky
+from ..models import LGM, PriorCov
+from ..likelihoods import Logistic, Probit
 from ..vlb import grad_V, kl_cov_part, vlb_from
 from ..covariance import SiteCov, SiteCovN, DenseCov, SMALL_LAM_K
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
@@ -371,10 +374,42 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
         return floor[0] + ([Event(EventKind.DAMPED, "ρ halved to the rounding floor: the VLB and the optimality measure cannot decide", count=n['fell'])],)
     return None
 
+# %% ../../nbs/methods/11a_fpi.ipynb #44da1a1c
+_SCALE_START_RATIO = 1e4      # the continuation starts a fit whose largest prior variance is at least this many v₀
+
+def _scale_stages(model, v0: float) -> list:
+    """The relative prior scales 10⁻ᴶ, …, 10⁻¹ of the continuation start ('Starting at a large kernel scale'), J =
+    ⌊log₁₀(max_i Σ_ii / v₀)⌋, or [] when it does not apply: sites other than the latent values (H ≠ I, c ≠ 0), a prior
+    that is not dense, a likelihood other than `Logistic` or `Probit`, or max_i Σ_ii < `_SCALE_START_RATIO`·v₀."""
+    if not (model.sites.is_identity and not np.any(model.c) and model.prior.is_dense
+            and isinstance(model.likelihood, (Logistic, Probit))): return []
+    s = float(np.max(model.prior.diag())) / v0
+    if not (np.isfinite(s) and s >= _SCALE_START_RATIO): return []
+    return [10.0 ** -j for j in range(int(np.floor(np.log10(s))), 0, -1)]
+
+
+# %% ../../nbs/methods/11a_fpi.ipynb #d719681b
+def _scale_start(model, stages, per: int = 5, a: float = 0.5, b: float = 0.75, max_seconds: float | None = None):
+    """(m0, λ0, iterations) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
+    iterations at each prior Σ·s for s in `stages` (`_scale_stages`), each from the previous one rescaled by
+    m − μ ← 10ᵃ(m − μ), λ ← 10⁻ᵇλ, and that rescaling once more for Σ itself. None when a stage does not end in site
+    form with finite (m, λ), or when `max_seconds` runs out first (the caller then starts as without it)."""
+    t0, S, mu, r, k = time.perf_counter(), model.prior.dense(), model.mu, None, 0
+    up = lambda post: (mu + (post.m - mu) * 10.0 ** a, post.cov.lam * 10.0 ** -b)   # one decade up
+    for s in stages:
+        left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
+        if left is not None and left <= 0: return None
+        stage = LGM(model.y, model.likelihood, mu, PriorCov(S * s, model.d), model.a, model.c, None)
+        kw = {} if r is None else dict(zip(("m0", "lam0"), up(r)))
+        r = fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
+        if not (isinstance(r.cov, _SITE_FORMS) and np.all(np.isfinite(r.m)) and np.all(np.isfinite(r.cov.lam))): return None
+    return up(r) + (k,)
+
+
 # %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
-        stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None) -> VGPosterior:
+        stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None, scale_start: bool = True) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
     m0: start mean, a scalar or a length-d vector (default 0, as in Sheth & Khardon 2016, §4).
@@ -407,7 +442,10 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         n × n dense matrices: sites 'identity' or 'dense' only), kept when it is an ascent (else Anderson or the plain
         step); the record of each such iteration has `newton` True/False. None (default): for a GP (H = I) the Newton
         step is taken when ``_prefer_newton`` predicts a lower cost to the stopping point than the plain steps', from
-        the factors of the scale-free measure measured on the run and the steps' costs (flops and fixed work, ``_step_costs``) (records of those iterations have `newton`); False: never."""
+        the factors of the scale-free measure measured on the run and the steps' costs (flops and fixed work, ``_step_costs``) (records of those iterations have `newton`); False: never.
+    scale_start: with no start given, a GP classifier (Logistic or Probit likelihood) whose largest prior variance is at
+        least 10⁴ v₀ starts from a continuation in the prior scale (FPi stages at Σ·10⁻ᴶ, …, Σ·10⁻¹; 'Starting at a
+        large kernel scale'): event START, `info['start_iterations']` the stages' iterations. False: the plain start."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
@@ -415,8 +453,14 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if newton and not model.sites.dense_array:
         raise ValueError(f"newton=True needs the sites as n × n dense matrices (a GP, or rows in memory), got sites '{model.sites.kind}'")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
+    if not isinstance(scale_start, (bool, np.bool_)): raise ValueError(f"scale_start must be True or False, got {scale_start!r}")
+    stages = _scale_stages(model, 1.0) if (scale_start and m0 is None and V0 is None and lam0 is None) else []
+    cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
+    if cont is not None: m0, lam0, k_start = cont
     signed = (clip is False) or (clip is None and not model.likelihood.log_concave)
     m, cov, events = initial_state(model, m0, V0, lam0)
+    if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·1e-{len(stages)} … Σ·1e-1, "
+                                             f"{k_start} FPi iterations", count=k_start))
     hist = History(callback=callback, max_seconds=max_seconds)
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
     cov, at, state, ev = _finite_start(model, m, cov, r, clip=not signed)  # (VLB, g, γ) at (m, cov)
@@ -528,7 +572,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     _exact_last(model, s.cov, s.gamma, hist)
     m, cov = s.m, s.cov
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
-    return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1)
+    return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1,
+                       **({} if cont is None else dict(start_iterations=k_start)))
 
 # %% ../../nbs/methods/11b_fpb.ipynb #dc2b523b
 def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
