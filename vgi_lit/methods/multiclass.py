@@ -29,6 +29,7 @@ def multi_vlb(model: MultiLGM, m, cov: MultiCov, r=None):
     vlb = float(np.sum(E)) - 0.5 * float((m - model.mu) @ r) - cov.kl_cov_part()
     return vlb, model.HTmul(dm) - r, -2.0 * dV, r
 
+# %% ../../nbs/methods/18_multiclass.ipynb #538ca22f
 def fp_operator_multi(model: MultiLGM, m, cov: MultiCov) -> MultiCov:
     "T(V) = (Σ⁻¹ + Σ_i H_iᵀ Γ_i H_i)⁻¹ at (m, V) (the generalised eq. 8 of Sheth & Khardon 2016), as a `MultiCov` with Λ = Γ."
     return MultiCov(model, multi_vlb(model, m, cov)[2], cov.space)
@@ -271,6 +272,7 @@ def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
     else: settings["cov"], settings["cov_space"], arrays["cov_lam"] = "site", cov.space, cov.lam
     return settings, arrays
 
+# %% ../../nbs/methods/18_multiclass.ipynb #32bcccb5
 def multi_from_file(s: dict, A: dict, path) -> MultiPosterior:
     "The `MultiPosterior` a `multi_to_file` file describes, its model rebuilt with the constructors a user calls."
     L = s["likelihood"]
