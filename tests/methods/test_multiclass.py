@@ -76,10 +76,12 @@ def test_save_and_load(tmp_path):
 
 @pytest.mark.slow
 def test_anderson_on_digits_glm():
-    "Ten classes (the digits subset above): Anderson(5) reaches FPi's optimum in under half its iterations (62 -> 16 measured)."
+    "Ten classes (the digits subset above): Anderson(5) and the default Anderson(3) reach plain FPi's optimum in under half its iterations (62 -> 21 measured)."
     X, y = load_digits(return_X_y=True); idx = np.random.default_rng(0).choice(len(y), 150, replace=False)
     Xs = X[idx] - X[idx].mean(0); U, s, Vt = np.linalg.svd(Xs, full_matrices=False); Z = U[:, :8] * np.sqrt(len(idx))
     mod = MultiGLM(np.c_[np.ones(len(idx)), Z], y[idx], Softmax(10), prior_cov=1.0)
-    plain, acc = fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000), fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000, anderson=5)
-    assert plain.converged and acc.converged and 2 * acc.n_iter < plain.n_iter, (plain.n_iter, acc.n_iter)
-    assert abs(acc.vlb - plain.vlb) <= 1e-8 * abs(plain.vlb) and _agree(acc.m, plain.m, 0) < 1e-4
+    plain = fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000, anderson=0)
+    for acc in (fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000, anderson=5), fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000)):
+        assert plain.converged and acc.converged and 2 * acc.n_iter < plain.n_iter, (plain.n_iter, acc.n_iter)
+        assert abs(acc.vlb - plain.vlb) <= 1e-8 * abs(plain.vlb) and _agree(acc.m, plain.m, 0) < 1e-4
+        assert np.all(np.diff(acc.history.vlb) > -1e-8 * abs(plain.vlb))     # near the optimum the Sobol rule's VLB may dip by ~1e-9

@@ -100,7 +100,9 @@ def gpflow_natgrad(model: MultiGP, gamma: float = 1.0, max_iter: int = 500, xtol
         lse = tf.reduce_logsumexp(tf.concat([tf.zeros_like(Fd[..., :1]), Fd], 2), axis=2)
         return -tf.reduce_sum(tf.linalg.matvec(lse, wt)) - gpflow.kullback_leiblers.gauss_kl(q_mu, q_sqrt, Kt)
     opt = gpflow.optimizers.NaturalGradient(gamma=gamma)
-    step, value = tf.function(lambda: opt.minimize(lambda: -elbo(), var_list=[(q_mu, q_sqrt)])), tf.function(elbo)
+    def loss(): return -elbo()
+    def one_step(): opt.minimize(loss, var_list=[(q_mu, q_sqrt)])
+    step, value = tf.function(one_step), tf.function(elbo)
     trace = [(0.0, float(value().numpy()))]
     t0 = time.perf_counter(); step(); compile_s = time.perf_counter() - t0
     q_mu.assign(np.zeros((d, 1))); q_sqrt.assign(L0)                     # undo the tracing step: start again at the prior
@@ -123,7 +125,8 @@ def compare(name: str, n_digits: int = 300, seed: int = 0, rtol: float = 1e-6, p
             max_seconds: float | None = None, every: int = 1) -> dict:
     """One row: the package's optimum (FPi to a residual of 1e-10), its default fit, and (`peer`) GPflow's natural
     gradients on `problem(name, n_digits, seed, every)`; their agreement, GPflow's stationarity residual by the package's
-    expectations, and each side's first time within `rtol` relative of the best VLB and the ratio (GPflow's over the package's)."""
+    expectations, and each side's first time within `rtol` relative of the VLB of its own optimum (the package's: FPi to
+    1e-10; GPflow's: its last step) and the ratio (GPflow's over the package's)."""
     X, y, C = problem(name, n_digits, seed, every)
     model = fixed_model(X, y, C)
     ref = fpi_multi(model, tol=1e-10, tol_rel=0, max_iter=5000)
@@ -137,11 +140,10 @@ def compare(name: str, n_digits: int = 300, seed: int = 0, rtol: float = 1e-6, p
             g.update(vlb_rel=abs(g["vlb"] - ref.vlb) / abs(ref.vlb), m_rel=rel(g["m"], ref.m), V_rel=rel(g["V"], ref.V))
             g["residual_m"], g["residual_V"] = stationarity_residual(model, g["m"], g["V"])
             row["gpflow"] = g
-    best = max([ref.vlb] + ([row["gpflow"]["vlb"]] if row["gpflow"] else []))
-    target = best - rtol * abs(best)
-    row.update(target=target, t_ours=time_to(row["ours"]["trace"], target))
+    row.update(target=ref.vlb - rtol * abs(ref.vlb), t_ours=time_to(row["ours"]["trace"], ref.vlb - rtol * abs(ref.vlb)))
     if row["gpflow"]:
-        row["t_gpflow"] = time_to(row["gpflow"]["trace"], target)
+        g = row["gpflow"]; g["target"] = g["vlb"] - rtol * abs(g["vlb"])
+        row["t_gpflow"] = time_to(g["trace"], g["target"])
         row["ratio"] = row["t_gpflow"] / row["t_ours"] if row["t_gpflow"] and row["t_ours"] else None
     return row
 
@@ -160,7 +162,7 @@ def print_row(r):
     print(f"  agreement: VLB {g['vlb_rel']:.1e}, m {g['m_rel']:.1e}, V {g['V_rel']:.1e} (relative); GPflow's optimum by the package's "
           f"expectations: m = mu + Sigma H'dE/dm to {g['residual_m']:.1e}, V = T(V) to {g['residual_V']:.1e}; at the package's optimum "
           f"{r['optimum']['residual_m']:.1e}, {r['optimum']['residual_V']:.1e}")
-    print(f"  time to the optimum's VLB within 1e-6: GPflow {ts(r['t_gpflow'])} / vgi_lit {ts(r['t_ours'])} = "
+    print(f"  time to its own optimum's VLB within 1e-6: GPflow {ts(r['t_gpflow'])} / vgi_lit {ts(r['t_ours'])} = "
           + (f"{r['ratio']:.2f}x" if r.get("ratio") else "n/a"), flush=True)
 
 # %% ../../nbs/bench/98l_bench_multiclass.ipynb #c1ab9dbd
