@@ -85,3 +85,26 @@ def test_anderson_on_digits_glm():
         assert plain.converged and acc.converged and 2 * acc.n_iter < plain.n_iter, (plain.n_iter, acc.n_iter)
         assert abs(acc.vlb - plain.vlb) <= 1e-8 * abs(plain.vlb) and _agree(acc.m, plain.m, 0) < 1e-4
         assert np.all(np.diff(acc.history.vlb) > -1e-8 * abs(plain.vlb))     # near the optimum the Sobol rule's VLB may dip by ~1e-9
+
+
+def test_cv_compare_folds_and_errors():
+    "The cross-validation of the experiments page: the same seeded folds for every method, and its bad input."
+    from vgi_lit.experiments.multiclass import cv_compare, fit_predict
+    a, b = cv_compare("iris", methods=("logreg",), n_splits=3), cv_compare("iris", methods=("logreg",), n_splits=3)
+    assert a["logreg"].shape == (3, 3) and np.array_equal(a["logreg"][:, :2], b["logreg"][:, :2])
+    with pytest.raises(ValueError, match="name must be one of"): cv_compare("mnist")
+    with pytest.raises(ValueError, match="unknown method"): fit_predict("svm", *_iris(), _iris()[0])
+
+
+@pytest.mark.slow
+def test_vg_gp_is_what_vgclassifier_fits():
+    "The page's 'vg_gp' column is VGClassifier with the same fixed kernel: the same probabilities on one iris fold."
+    from sklearn.model_selection import StratifiedKFold
+    from vgi_lit.apps.sklearn import VGClassifier
+    from vgi_lit.experiments.multiclass import fit_predict
+    X, y = load_iris(return_X_y=True)
+    tr, te = next(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))
+    mu, sd = X[tr].mean(0), X[tr].std(0)
+    P, _ = fit_predict("vg_gp", (X[tr] - mu) / sd, y[tr], (X[te] - mu) / sd, tol=1e-6)
+    clf = VGClassifier(kernel=RBF(variance=4.0, lengthscale=2.0), learn_hyperparameters=False).fit(X[tr], y[tr])
+    assert np.max(np.abs(clf.predict_proba(X[te]) - P)) < 1e-5

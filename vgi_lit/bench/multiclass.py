@@ -70,6 +70,8 @@ def gpflow_natgrad(model: MultiGP, gamma: float = 1.0, max_iter: int = 500, xtol
     TensorFlow thread, until a step changes q_mu and q_sqrt by at most `xtol` relative (max-norms), the VLB has not risen
     for `patience` steps, `max_iter` steps or `max_seconds` of stepping. Returns dict(trace [(seconds, VLB)] with the VLB evaluated off the clock, vlb, m, V,
     seconds, n_iter, compile_seconds (the first, tracing step, then undone)), or None when GPflow is not installed."""
+    if type(model) is not MultiGP or len({id(k) for k in model.kernels}) != 1 or not isinstance(model.kernels[0], RBF):
+        raise ValueError("gpflow_natgrad needs a MultiGP with one RBF kernel shared by the classes")
     try:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         import tensorflow as tf
@@ -78,8 +80,6 @@ def gpflow_natgrad(model: MultiGP, gamma: float = 1.0, max_iter: int = 500, xtol
         import gpflow
         from gpflow.utilities import triangular
     except ImportError: return None
-    if type(model) is not MultiGP or len({id(k) for k in model.kernels}) != 1 or not isinstance(model.kernels[0], RBF):
-        raise ValueError("gpflow_natgrad needs a MultiGP with one RBF kernel shared by the classes")
     gpflow.config.set_default_float(np.float64)
     X, y, C, n, d, k, lik = model.Xtrain, model.y, model.C, model.n, model.d, model.kernels[0], model.likelihood
     K = gpflow.kernels.SquaredExponential(variance=float(k.variance), lengthscales=np.asarray(k.lengthscale, float)).K(X).numpy()
