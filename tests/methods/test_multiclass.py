@@ -84,7 +84,6 @@ def test_anderson_on_digits_glm():
     for acc in (fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000, anderson=5), fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000)):
         assert plain.converged and acc.converged and 2 * acc.n_iter < plain.n_iter, (plain.n_iter, acc.n_iter)
         assert abs(acc.vlb - plain.vlb) <= 1e-8 * abs(plain.vlb) and _agree(acc.m, plain.m, 0) < 1e-4
-        assert np.all(np.diff(acc.history.vlb) > -1e-8 * abs(plain.vlb))     # near the optimum the Sobol rule's VLB may dip by ~1e-9
 
 
 def test_cv_compare_folds_and_errors():
