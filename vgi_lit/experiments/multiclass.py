@@ -15,7 +15,7 @@ from ..inference import fit
 from ..methods.multiclass import fpi_multi
 
 # %% auto #0
-__all__ = ['split_data', 'compare_classifiers']
+__all__ = ['split_data', 'fit_predict', 'compare_classifiers', 'cv_compare']
 
 # %% ../../nbs/experiments/92_multiclass.ipynb #5a6723af
 def split_data(name: str, n_digits: int = 200, seed: int = 0):
@@ -38,31 +38,60 @@ def _scores(P, y):
     P = np.clip(P, 1e-15, 1.0)
     return float(-np.mean(np.log(P[np.arange(len(y)), y]))), float(np.mean(P.argmax(1) == y))
 
+def fit_predict(meth: str, Xtr, ytr, Xte, variance: float = 4.0, tol: float = 1e-8):
+    """(class probabilities (n*, C) at Xte, note) of one method fitted to standardised (Xtr, ytr), labels 0..C−1, the GPs with
+    the fixed kernel RBF(variance, √p). Methods: 'logreg' (scikit-learn, L2, C = 1), 'gpc_ovr' (scikit-learn's GPC,
+    one-vs-rest), 'vg_ovr' (the package's logistic GP by FPi, one-vs-rest, normalised), 'vg_glm' and 'vg_gp' (softmax,
+    FPi to `tol`; 'vg_gp' is the model `VGClassifier` fits with C > 2 classes and this kernel)."""
+    C, p = int(ytr.max()) + 1, Xtr.shape[1]; kern = RBF(variance=variance, lengthscale=np.sqrt(p)); note = ""
+    if meth == "logreg":
+        from sklearn.linear_model import LogisticRegression
+        P = LogisticRegression(C=1.0, max_iter=10000).fit(Xtr, ytr).predict_proba(Xte)
+    elif meth == "gpc_ovr":
+        from sklearn.gaussian_process import GaussianProcessClassifier
+        from sklearn.gaussian_process.kernels import RBF as skRBF, ConstantKernel
+        gpc = GaussianProcessClassifier(ConstantKernel(variance, "fixed") * skRBF(np.sqrt(p), "fixed"), multi_class="one_vs_rest")
+        P = gpc.fit(Xtr, ytr).predict_proba(Xte)
+    elif meth == "vg_ovr":
+        cols = [fit(GP(Xtr, np.where(ytr == k, 1.0, -1.0), Logistic(), kern), "fpi", tol=tol).predict_y(Xte) for k in range(C)]
+        P = np.stack(cols, 1); P = P / P.sum(1, keepdims=True)
+    elif meth in ("vg_glm", "vg_gp"):
+        model = MultiGLM(np.c_[np.ones(len(Xtr)), Xtr], ytr, Softmax(C)) if meth == "vg_glm" else MultiGP(Xtr, ytr, Softmax(C), kern)
+        post = fpi_multi(model, tol=tol, tol_rel=0, max_iter=5000)
+        P = post.predict_proba(np.c_[np.ones(len(Xte)), Xte] if meth == "vg_glm" else Xte)
+        note = f"{post.n_iter} iterations, {post.stop.value}"
+    else: raise ValueError(f"unknown method {meth!r}")
+    return P, note
+
+# %% ../../nbs/experiments/92_multiclass.ipynb #0c7e4015
 def compare_classifiers(name: str, methods=("logreg", "gpc_ovr", "vg_ovr", "vg_glm", "vg_gp"), variance: float = 4.0,
                         tol: float = 1e-8, n_digits: int = 200, seed: int = 0) -> list:
-    """Rows (method, log-loss, accuracy, seconds, note) on the test split of `split_data(name, n_digits, seed)`, the GPs
-    with the fixed kernel RBF(variance, √p). Methods: 'logreg' (scikit-learn, L2, C = 1), 'gpc_ovr' (scikit-learn's GPC,
-    one-vs-rest), 'vg_ovr' (the package's logistic GP by FPi, one-vs-rest), 'vg_glm' and 'vg_gp' (softmax, FPi to `tol`)."""
-    Xtr, Xte, ytr, yte = split_data(name, n_digits, seed)
-    C, p = int(ytr.max()) + 1, Xtr.shape[1]; kern = RBF(variance=variance, lengthscale=np.sqrt(p)); rows = []
+    """Rows (method, log-loss, accuracy, seconds, note) on the test split of `split_data(name, n_digits, seed)`, each
+    method by `fit_predict`."""
+    Xtr, Xte, ytr, yte = split_data(name, n_digits, seed); rows = []
     for meth in methods:
-        t = time.perf_counter(); note = ""
-        if meth == "logreg":
-            from sklearn.linear_model import LogisticRegression
-            P = LogisticRegression(C=1.0, max_iter=10000).fit(Xtr, ytr).predict_proba(Xte)
-        elif meth == "gpc_ovr":
-            from sklearn.gaussian_process import GaussianProcessClassifier
-            from sklearn.gaussian_process.kernels import RBF as skRBF, ConstantKernel
-            gpc = GaussianProcessClassifier(ConstantKernel(variance, "fixed") * skRBF(np.sqrt(p), "fixed"), multi_class="one_vs_rest")
-            P = gpc.fit(Xtr, ytr).predict_proba(Xte)
-        elif meth == "vg_ovr":
-            cols = [fit(GP(Xtr, np.where(ytr == k, 1.0, -1.0), Logistic(), kern), "fpi", tol=tol).predict_y(Xte) for k in range(C)]
-            P = np.stack(cols, 1); P = P / P.sum(1, keepdims=True)
-        elif meth in ("vg_glm", "vg_gp"):
-            model = MultiGLM(np.c_[np.ones(len(Xtr)), Xtr], ytr, Softmax(C)) if meth == "vg_glm" else MultiGP(Xtr, ytr, Softmax(C), kern)
-            post = fpi_multi(model, tol=tol, tol_rel=0, max_iter=5000)
-            P = post.predict_proba(np.c_[np.ones(len(Xte)), Xte] if meth == "vg_glm" else Xte)
-            note = f"{post.n_iter} iterations, {post.stop.value}"
-        else: raise ValueError(f"unknown method {meth!r}")
+        t = time.perf_counter(); P, note = fit_predict(meth, Xtr, ytr, Xte, variance, tol)
         rows.append((meth, *_scores(P, yte), time.perf_counter() - t, note))
     return rows
+
+# %% ../../nbs/experiments/92_multiclass.ipynb #47d38a2c
+def cv_compare(name: str, methods=("logreg", "gpc_ovr", "vg_ovr", "vg_gp"), n_splits: int = 5, variance: float = 4.0,
+               tol: float = 1e-6, n_digits: int = 200, seed: int = 0) -> dict:
+    """{method: array (n_splits, 3) of (log-loss, accuracy, seconds) per fold} on scikit-learn's `name` ('iris', 'wine'
+    or a seeded subset of `n_digits` digits) by `StratifiedKFold(n_splits, shuffle=True, random_state=seed)`, each fold
+    standardised by its training rows, each method by `fit_predict` (the GPs at RBF(variance, √p), FPi to `tol`)."""
+    from sklearn.datasets import load_iris, load_wine, load_digits
+    from sklearn.model_selection import StratifiedKFold
+    loaders = {"iris": load_iris, "wine": load_wine, "digits": load_digits}
+    if name not in loaders: raise ValueError(f"name must be one of {', '.join(loaders)}, got {name!r}")
+    X, y = loaders[name](return_X_y=True)
+    if name == "digits":
+        idx = np.random.default_rng(seed).choice(len(y), int(n_digits), replace=False); X, y = X[idx], y[idx]
+    out = {m: [] for m in methods}
+    for tr, te in StratifiedKFold(n_splits, shuffle=True, random_state=seed).split(X, y):
+        mu, sd = X[tr].mean(0), X[tr].std(0); keep = sd > 0
+        Xtr, Xte = (X[tr][:, keep] - mu[keep]) / sd[keep], (X[te][:, keep] - mu[keep]) / sd[keep]
+        for meth in methods:
+            t = time.perf_counter(); P, _ = fit_predict(meth, Xtr, y[tr], Xte, variance, tol)
+            out[meth].append((*_scores(P, y[te]), time.perf_counter() - t))
+    return {m: np.array(v) for m, v in out.items()}

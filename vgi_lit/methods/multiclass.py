@@ -29,6 +29,7 @@ def multi_vlb(model: MultiLGM, m, cov: MultiCov, r=None):
     vlb = float(np.sum(E)) - 0.5 * float((m - model.mu) @ r) - cov.kl_cov_part()
     return vlb, model.HTmul(dm) - r, -2.0 * dV, r
 
+# %% ../../nbs/methods/18_multiclass.ipynb #538ca22f
 def fp_operator_multi(model: MultiLGM, m, cov: MultiCov) -> MultiCov:
     "T(V) = (Σ⁻¹ + Σ_i H_iᵀ Γ_i H_i)⁻¹ at (m, V) (the generalised eq. 8 of Sheth & Khardon 2016), as a `MultiCov` with Λ = Γ."
     return MultiCov(model, multi_vlb(model, m, cov)[2], cov.space)
@@ -76,7 +77,7 @@ def _check_model(model):
     if not isinstance(model, MultiLGM): raise TypeError(f"model must be a MultiLGM (MultiGLM, MultiGP), got {type(model).__name__}")
 
 def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_seconds: float | None = None, callback=None,
-              tol_rel: float = 1e-12, space: str | None = None, anderson: int = 0) -> MultiPosterior:
+              tol_rel: float = 1e-12, space: str | None = None, anderson: int = 3) -> MultiPosterior:
     """FPi for a multi-latent model: the damped natural-gradient step Λ' = (1−ρ)Λ + ρΓ, m' = m + ρV(Λ')g (ρ = 1 is
     V ← T(V), m ← m + T(V)g), ρ halved while the VLB falls.
 
@@ -84,9 +85,11 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
     max_iter, max_seconds: iteration and time budgets. callback: `callback(record)`; True stops the run.
     tol_rel: also stop (`Stop.REL_TOL`) when an undamped step changes the VLB by ≤ tol_rel·|VLB| (0: off).
     space: 'n' (site space, GP only), 'w' (weight space) or None (`MultiCov`'s choice).
-    anderson: depth of Anderson acceleration of the undamped map x = (m, Λ) ↦ (m + T(V)g, Γ) (Walker & Ni 2011, type II):
-        after each undamped step the extrapolation from the last `anderson` + 1 pairs (x, G(x) − x), Λ made PSD, replaces the
-        step when its VLB is at least the step's; 0 (default): plain FPi."""
+    anderson: depth of Anderson acceleration (Walker & Ni 2011, type II) of the map G(m, Λ) = (m + V(Λ)g, Γ), whose fixed
+        points are the optimum: from the last `anderson` + 1 pairs (x, G(x) − x) (G read off each iterate's own evaluation,
+        so a pair costs nothing extra) the extrapolated x, Λ made PSD, is the next iterate when its VLB is at least the
+        current one; otherwise (and while fewer than two pairs are held) the FPi step is taken and, if it was damped, the
+        memory cleared. Default 3; 0: plain FPi."""
     _check_model(model); check_budget(tol, max_iter, max_seconds)
     if not (isinstance(tol_rel, (int, float)) and tol_rel >= 0): raise ValueError(f"tol_rel must be a number >= 0, got {tol_rel!r}")
     if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
@@ -98,6 +101,9 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
     start.extra['rho'] = 1.0
     def step(cur, k):
         s = cur.state; rho0 = cur.extra.get('rho', 1.0)
+        if anderson:
+            cand = _anderson(cur)
+            if cand is not None: return cand
         def propose(rho):
             lam = (1.0 - rho) * s['cov'].lam + rho * s['Gam']
             try: cov = MultiCov(model, lam, s['cov'].space)
@@ -109,20 +115,22 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         if out is None: return Halt(Stop.STALLED, "no damped natural-gradient step down to ρ = 1e-9 raises the VLB or lowers the residual")
         nxt, rho, h = out
         nxt.kind = "fpi"; nxt.extra['rho'] = min(1.0, 2.0 * rho); nxt.extra['rho_taken'] = rho
-        if rho < 1.0: nxt.events = [Event(EventKind.DAMPED, f"ρ = {rho:g}", count=h)]
-        if anderson and rho == 1.0: nxt = _anderson(cur, nxt)
-        elif anderson: mem.clear()                                              # a damped step is not G(x): start the memory again
+        if rho < 1.0:
+            nxt.events = [Event(EventKind.DAMPED, f"ρ = {rho:g}", count=h)]
+            mem.clear()                                                         # a damped step: start the memory again
         return nxt
-    def _anderson(cur, nxt):
-        "Anderson's extrapolation from the memory, kept when its VLB is at least that of the plain step `nxt`."
-        x = np.r_[cur.state['m'], cur.state['cov'].lam.ravel()]
-        mem.append((x, np.r_[nxt.state['m'], nxt.state['cov'].lam.ravel()] - x)); del mem[:-(anderson + 1)]
-        if len(mem) < 2: return nxt
+    def _anderson(cur):
+        "The extrapolated iterate from the memory and the pair of `cur`, or None (then the FPi step is taken)."
+        s = cur.state
+        x = np.r_[s['m'], s['cov'].lam.ravel()]
+        mem.append((x, np.r_[s['cov'].matvec(s['g']), (s['Gam'] - s['cov'].lam).ravel()])); del mem[:-(anderson + 1)]
+        if len(mem) < 2: return None
         dX = np.stack([b[0] - a[0] for a, b in zip(mem, mem[1:])], 1); dF = np.stack([b[1] - a[1] for a, b in zip(mem, mem[1:])], 1)
         f = mem[-1][1]; xa = x + f - (dX + dF) @ np.linalg.lstsq(dF, f, rcond=None)[0]
-        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, _psd_part(xa[model.d:].reshape(n, C, C)), cur.state['cov'].space))
-        except ValueError: return nxt
-        if not (cand.finite() and cand.value >= nxt.value): return nxt
+        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, _psd_part(xa[model.d:].reshape(n, C, C)), s['cov'].space))
+        except ValueError: cand = None
+        if cand is None or not (cand.finite() and (cand.value > s['vlb'] + 1e-12 * abs(s['vlb']) or cand.grad_norm < cur.grad_norm)):
+            return None                                                         # the FPi step instead; the memory is kept
         cand.kind = "anderson"; cand.extra.update(rho=1.0, rho_taken=1.0)
         return cand
     def optimal(cur, prev):
@@ -271,6 +279,7 @@ def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
     else: settings["cov"], settings["cov_space"], arrays["cov_lam"] = "site", cov.space, cov.lam
     return settings, arrays
 
+# %% ../../nbs/methods/18_multiclass.ipynb #32bcccb5
 def multi_from_file(s: dict, A: dict, path) -> MultiPosterior:
     "The `MultiPosterior` a `multi_to_file` file describes, its model rebuilt with the constructors a user calls."
     L = s["likelihood"]
