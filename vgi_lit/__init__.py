@@ -19,7 +19,7 @@ from .methods import pmf, ctm, gme                                   # their alg
 from . import softmax                                                # the softmax likelihood (a C-vector per site)
 from .models import MultiGLM, MultiGP                                # several latent functions per site (models/multi.py)
 from .methods import multiclass                                      # their FPi and GRAD, registered with `fit` for the kind 'multi'
-from .methods import multi_output                                    # the multi-output Gaussian likelihood; FPi for the coregionalised prior (kind 'multi_coreg')
+from .methods import multi_output                                    # the multi-output Gaussian likelihood
 from .methods import ctm_meanfield, ctm_eval                         # the topic model's mean-field baseline and evaluation
 from .methods.pmf import PMFOptions, PMFPosterior
 from .methods.ctm import CTMOptions, CTMPosterior

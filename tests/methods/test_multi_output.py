@@ -7,7 +7,7 @@ from vgi_lit.kernels import RBF
 from vgi_lit.models.multi import MultiGLM, MultiGP, CoregionalGP, KronPrior, MultiCov
 from vgi_lit.models.lgm import PriorCov
 from vgi_lit.methods.multi_output import MultiGaussian
-from vgi_lit.methods.multiclass import fpi_multi
+from vgi_lit.methods.multiclass import fpi_multi, solve_stationarity
 
 
 def dense_posterior(Sig, mu, Hrows, y, noise):
@@ -46,6 +46,11 @@ def test_coregional_fit_is_exact(seed, C, space):
     assert np.allclose(post.m, m, atol=1e-7 * np.abs(m).max()) and np.allclose(post.V, V, atol=1e-7 * np.abs(V).max())
     assert abs(post.vlb - lml) < 1e-7 * abs(lml)
     assert fit(mod).method == "fpi"
+    if seed == 1:                                             # GRAD and the Newton solve take the Kronecker prior too
+        g = fit(mod, "grad", tol=1e-9)
+        assert abs(g.vlb - lml) < 1e-7 * abs(lml) and np.allclose(g.m, m, atol=1e-5 * np.abs(m).max()), (g.vlb, lml)
+        sm, sV = solve_stationarity(mod)[:2]
+        assert np.allclose(sm, m, atol=1e-8 * np.abs(m).max()) and np.allclose(sV, V, atol=1e-8 * np.abs(V).max())
 
 
 def test_glm_and_independent_gps_are_exact():
@@ -97,4 +102,4 @@ def test_bad_input():
     for make, err, msg in cases:
         with pytest.raises(err, match=msg): make()
     mod = CoregionalGP(X, Y, lik, RBF(), W=[[1.0], [0.5]], kappa=0.1)
-    with pytest.raises(ValueError, match="unknown method 'grad'"): fit(mod, method="grad")
+    with pytest.raises(ValueError, match="unknown method 'prox'"): fit(mod, method="prox")

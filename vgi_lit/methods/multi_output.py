@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from ..linalg import cholesky
-from ..inference import DEFAULT_METHOD, register_method
-from .multiclass import fpi_multi
 
 # %% auto #0
 __all__ = ['MultiGaussian']
@@ -96,7 +94,3 @@ class MultiGaussian:
         rng = np.random.default_rng(rng); F = np.asarray(F, dtype=float)
         return F + rng.standard_normal(F.shape) @ self.L.T
     def __repr__(self): return f"MultiGaussian(C={self.C})"
-
-# %% ../../nbs/methods/18a_multi_output.ipynb #089fd5bc
-register_method('fpi', models=('multi_coreg',))(fpi_multi)
-DEFAULT_METHOD.setdefault('multi_coreg', 'fpi')

@@ -149,8 +149,7 @@ def grad_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 5000, max_sec
     tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm in (m_u, L_u) is ≤ tol. max_iter, max_seconds, callback: as for FPi."""
     _check_model(model); check_budget(tol, max_iter, max_seconds)
     d, C, n, p = model.d, model.C, model.n, model.p
-    Ls = np.zeros((d, d))
-    for c, P in enumerate(model.priors): Ls[c * p:(c + 1) * p, c * p:(c + 1) * p] = P.half(np.eye(p))
+    Ls = model.prior_half_dense()                                             # lower triangular, L_Σ L_Σᵀ = Σ (any prior)
     Xr = np.eye(n) if model.X is None else model.X
     A = np.stack([Xr @ Ls[c * p:(c + 1) * p, :] for c in range(C)], 1)        # (n, C, d): A_i = H_i L_Σ
     tri = np.tril_indices(d); diag = tri[0] == tri[1]; M0 = model.site_mean(model.mu)
@@ -210,8 +209,7 @@ def solve_stationarity(model: MultiLGM, alpha0=None, lam0=None, f_tol: float = 1
     (default 0), with m = μ + Σ Σ_i H_iᵀα_i and V = Σ − ΣS(I + SΣS)⁻¹SΣ by dense solves (S: blocks of Λ_i^{1/2})."""
     from scipy.optimize import newton_krylov
     n, C, d, p = model.n, model.C, model.d, model.p
-    Sig = np.zeros((d, d))
-    for c, P in enumerate(model.priors): Sig[c * p:(c + 1) * p, c * p:(c + 1) * p] = P.dense()
+    Sig = model.prior_dense()
     Hfull = np.zeros((n, C, d))
     Xr = np.eye(n) if model.X is None else model.X
     for c in range(C): Hfull[:, c, c * p:(c + 1) * p] = Xr
@@ -244,9 +242,9 @@ def solve_stationarity(model: MultiLGM, alpha0=None, lam0=None, f_tol: float = 1
     return m, V, float(np.max(np.abs(F(z))))
 
 # %% ../../nbs/methods/18_multiclass.ipynb #7952bbd4
-register_method('fpi', models=('multi',))(fpi_multi)
-register_method('grad', models=('multi',))(grad_multi)
-DEFAULT_METHOD.setdefault('multi', 'fpi')
+register_method('fpi', models=('multi', 'multi_coreg'))(fpi_multi)
+register_method('grad', models=('multi', 'multi_coreg'))(grad_multi)
+DEFAULT_METHOD.setdefault('multi', 'fpi'); DEFAULT_METHOD.setdefault('multi_coreg', 'fpi')
 
 # %% ../../nbs/methods/18_multiclass.ipynb #7d1c6b2d
 def _multi_labels(labels, C: int):
