@@ -58,6 +58,8 @@ def main(argv=None):
     print(f"PMF {res.method} K={a.K} offsets={not a.no_offsets} learn_lik={a.learn_lik} prior={a.prior}{' (no rotation)' if a.no_rotate else ''}: RMSE {rmse(mean):.4f} in {sec:.2f} s ({cpu:.2f} s CPU); "
           f"{res.message}; bound {res.vlb:.1f}; sigma2={res.model.likelihood.variance:.4g} prior_var={tuple(round(v, 4) for v in res.prior_var)} "
           f"effect_var={tuple(round(v, 4) for v in res.effect_var)} b0={res.b0:.4f}")
+    if a.prior == "ard" and a.K:
+        print("  sigma2_U,k * sigma2_V,k, largest first:", np.round(np.sort(np.prod(res.factor_var, 0))[::-1], 5).tolist())
     print(f"  test log predictive density per rating: {np.mean(res.log_pred_density(r.users[te], r.items[te], y[te])):.4f}")
     for x in w: print("  warning:", x.message)
     if a.surprise:
