@@ -117,8 +117,8 @@ class VGRecommender:
 
     - `K`: latent dimension; `likelihood`: 'gaussian' (default: ratings minus their training mean, the exact
       expectations and closed-form steps, seconds on MovieLens 100K), 'ordinal' (cumulative logit over the distinct rating
-      values, cut points started at the logits of their training frequencies; more accurate there, but its Monte Carlo
-      steps make it about 40 times slower), 'binary' (two rating values, logistic), 'poisson' (counts).
+      values, cut points started at the logits of their training frequencies; its Monte Carlo steps and estimated bound
+      make it several hundred times slower there, and on MovieLens 100K no more accurate than the Gaussian default), 'binary' (two rating values, logistic), 'poisson' (counts).
     - `learn_likelihood`: learn the likelihood's parameters (cut points, noise variance) by the bound; `noise_var`: the
       Gaussian noise variance (its start when learned; None: half the training variance of the ratings).
     - `offsets`: a global level and row and column effects with learned prior variances, passed to `PMF` where it takes
