@@ -203,3 +203,11 @@ def test_default_fit_on_movielens_fold0():
     bias = BiasLS().fit(u[tr], i[tr], r[tr])
     assert rec.converged_ and rec.posterior_.info["prior"] == "ard" and rec.posterior_.info["rotate"]
     assert rmse < 0.91 and rmse < float(np.sqrt(np.mean((bias.predict(u[te], i[te]) - r[te])**2))) - 0.03, rmse
+
+
+def test_monte_carlo_defaults_and_their_override(fitted):
+    "A Monte Carlo likelihood defaults to one draw of f per draw of u and one draw in the bound; fit_options overrides them."
+    rec, (rows, cols, r) = fitted
+    assert rec.posterior_.info["n_f"] == 1 and rec.posterior_.info["prior"] == "ard"
+    other = VGRecommender(K=2, likelihood="ordinal", max_iter=1, fit_options={"n_f": 3}).fit(rows, cols, r)
+    assert other.posterior_.info["n_f"] == 3

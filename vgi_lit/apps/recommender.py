@@ -118,7 +118,9 @@ class VGRecommender:
     - `K`: latent dimension; `likelihood`: 'gaussian' (default: ratings minus their training mean, the exact
       expectations and closed-form steps, seconds on MovieLens 100K), 'ordinal' (cumulative logit over the distinct rating
       values, cut points started at the logits of their training frequencies; its Monte Carlo steps and estimated bound
-      make it several hundred times slower there, and on MovieLens 100K no more accurate than the Gaussian default), 'binary' (two rating values, logistic), 'poisson' (counts).
+      make it several hundred times slower there, and on MovieLens 100K no more accurate than the Gaussian default; for
+      it and the other Monte Carlo likelihoods the default `fit_options` are `n_f=1` (one draw of f per draw of u, still
+      unbiased) and `vlb_samples=1` (one draw of u per rating in the bound the stop rule reads)), 'binary' (two rating values, logistic), 'poisson' (counts).
     - `learn_likelihood`: learn the likelihood's parameters (cut points, noise variance) by the bound; `noise_var`: the
       Gaussian noise variance (its start when learned; None: half the training variance of the ratings).
     - `offsets`: a global level and row and column effects with learned prior variances, passed to `PMF` where it takes
@@ -191,6 +193,7 @@ class VGRecommender:
         unknown = sorted(set(extra) - names)
         if unknown: raise ValueError(f"fit_options has fields PMFOptions does not know: {unknown}; it knows {sorted(names)}")
         opts = dict(seed=int(self.random_state), learn_lik=bool(self.learn_likelihood), prior="ard") | extra
+        if not isinstance(lik, Gaussian): opts = dict(n_f=1, vlb_samples=1) | opts     # Monte Carlo: one draw of f per draw of u
         common = {k: v for k, v in (("max_iter", self.max_iter), ("tol", self.tol), ("max_seconds", self.max_seconds)) if v is not None}
         self.posterior_ = _fit(model, self.method, progress=bool(self.progress), options=PMFOptions(**opts), **common)
         self.n_ratings_ = int(r.size)
