@@ -15,6 +15,7 @@ try:
 except ImportError as e:   # scikit-learn is an optional dependency (the [sklearn] extra)
     raise ImportError(f"vgi_lit.apps.sklearn needs scikit-learn >= 1.6: pip install 'vgi_lit[sklearn]' ({e})") from e
 from .. import io as vio
+from .saving import save_app, load_app
 from .tables import fit_quietly as _fit
 from ..kernels import Kernel, RBF
 from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
@@ -158,28 +159,19 @@ class _VGEstimator(BaseEstimator):
         check_is_fitted(self, "posterior_")
         params = self.get_params(deep=False)
         if params.get("kernel") is not None: params["kernel"] = vio.kernel_spec(params["kernel"])
-        try: est = json.dumps({"class": type(self).__name__, "params": params, "scaler": self.scaler_.to_dict(),
-                               "y_scale": list(getattr(self, "_y_scale", (0.0, 1.0))),
-                               "hyperparameters": self.hyperparameters_, "n_features_in": int(self.n_features_in_)})
-        except TypeError as e: raise ValueError(f"save: an argument of the estimator cannot be written without pickle ({e})") from None
-        path = vio.save(self.posterior_, path)
-        with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}
-        arrays["estimator"] = np.array(est)
+        est = {"class": type(self).__name__, "params": params, "scaler": self.scaler_.to_dict(),
+               "y_scale": list(getattr(self, "_y_scale", (0.0, 1.0))),
+               "hyperparameters": self.hyperparameters_, "n_features_in": int(self.n_features_in_)}
+        arrays = {}
         if hasattr(self, "feature_names_in_"): arrays["feature_names_in"] = np.array([str(c) for c in self.feature_names_in_])
         if hasattr(self, "classes_"): arrays["classes"] = np.asarray(self.classes_.tolist())
-        with open(path, "wb") as fh: np.savez_compressed(fh, **arrays)
-        return path
+        return save_app(self.posterior_, path, "estimator", est, arrays, "estimator")
 
     @classmethod
     def load(cls, path):
         "The estimator written by `save` (of this class), fitted: its predictions equal those of the saved one."
-        post = vio.load(path, as_saved=False)
-        with np.load(path, allow_pickle=False) as z:
-            if "estimator" not in z.files:
-                raise ValueError(f"{path} holds a posterior but no estimator (written by vgi_lit.io.save, not by an estimator's save)")
-            est = json.loads(str(z["estimator"]))
-            names = z["feature_names_in"] if "feature_names_in" in z.files else None
-            classes = z["classes"] if "classes" in z.files else None
+        post, est, arrays = load_app(path, "estimator", ("feature_names_in", "classes"), "estimator")
+        names, classes = arrays.get("feature_names_in"), arrays.get("classes")
         if est["class"] != cls.__name__: raise ValueError(f"{path} holds a {est['class']}, not a {cls.__name__}")
         params = dict(est["params"])
         if params.get("kernel") is not None: params["kernel"] = vio.kernel_from_spec(params["kernel"])

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import argparse, contextlib, io, json, os, sys, tempfile, time, warnings
 import numpy as np
-from ..likelihoods import Ordinal, frequency_cutpoints
+from ..likelihoods import Gaussian, Ordinal, frequency_cutpoints
 from ..datasets import Ratings, load_movielens_100k, shared_data_dir, rating_folds, fold_split
 from ..inference import fit
 from ..models import PMF
@@ -14,8 +14,8 @@ from ..methods.pmf import PMFOptions
 
 # %% auto #0
 __all__ = ['flop_rate', 'likelihood_eval_cost', 'sweep_floor', 'sweep_throughput', 'surprise_data', 'surprise_throughput',
-           'discretised_gaussian_logp', 'BiasLS', 'SurpriseModel', 'rating_cv', 'summarise_cv', 'effects_ratings',
-           'measure', 'run']
+           'default_fit_time', 'discretised_gaussian_logp', 'BiasLS', 'SurpriseModel', 'rating_cv', 'summarise_cv',
+           'effects_ratings', 'measure', 'run']
 
 # %% ../../nbs/bench/98h_bench_pmf.ipynb #7df7ff86
 def flop_rate(K: int, n: int = 20_000, reps: int = 5, seed: int = 0) -> float:
@@ -79,6 +79,21 @@ def surprise_throughput(rows, cols, ratings) -> dict | None:
     n = len(ratings); ep = algo.n_epochs
     return dict(algorithm="surprise.SVD()", version=surprise.__version__, ratings=n, epochs=ep, fit_seconds=round(t, 3),
                 epoch_seconds=round(t / ep, 4), ratings_per_second=round(n * ep / t, 1))
+
+# %% ../../nbs/bench/98h_bench_pmf.ipynb #c41d8e07
+def default_fit_time(ratings: Ratings, K: int = 10, seed: int = 0) -> dict:
+    """Wall seconds of the recommender's default fit on all of `ratings`: a Gaussian `PMF` with offsets on the ratings minus
+    their mean, noise variance started at half their variance and learned, `PMFOptions(prior='ard')`, MC-SSVI with exact
+    expectations to its stop rule (`fit`'s defaults); its sweeps, stop and seconds per sweep."""
+    y = np.asarray(ratings.ratings, float); y = y - y.mean()
+    model = PMF(ratings.users, ratings.items, y, Gaussian(0.5 * float(y.var())), K, ratings.n_users, ratings.n_items)
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fit(model, options=PMFOptions(learn_lik=True, prior="ard", seed=seed))
+    t = time.perf_counter() - t
+    return dict(fit="default: Gaussian PMF, offsets, prior='ard', noise learned", K=K, ratings=model.nnz, fit_seconds=round(t, 3),
+                sweeps=int(res.n_iter), stop=res.stop.value, sweep_seconds=round(t / max(res.n_iter, 1), 4))
 
 # %% ../../nbs/bench/98h_bench_pmf.ipynb #c3d1cbe2
 def discretised_gaussian_logp(r, mean, sd, values):
@@ -202,15 +217,17 @@ def effects_ratings(n_rows: int = 400, n_cols: int = 300, density: float = 0.15,
 
 # %% ../../nbs/bench/98h_bench_pmf.ipynb #40beae5f
 def measure(argv=None) -> list:
-    """Command line: `python -m vgi_lit.bench pmf [--K 10] [--n-u k1] [--n-f k2] [--method M] [--sweeps S]`: scikit-surprise's
-    default SVD on MovieLens 100K when surprise is installed, then `sweeps` whole sweeps (`sweep_throughput`) for each K,
-    ordinal likelihood with the cut points of the rating frequencies; returns the rows."""
+    """Command line: `python -m vgi_lit.bench pmf [--K 10] [--n-u k1] [--n-f k2] [--method M] [--sweeps S] [--no-default-fit]`:
+    scikit-surprise's default SVD on MovieLens 100K when surprise is installed, the default fit whole (`default_fit_time`,
+    K = 10) and its time over SVD's, then `sweeps` whole sweeps (`sweep_throughput`) for each K, ordinal likelihood with
+    the cut points of the rating frequencies; returns the rows."""
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench pmf")
     ap.add_argument("--K", type=int, nargs="+", default=[10], help="latent dimensions of the sweeps")
     ap.add_argument("--n-u", type=int, default=10, help="k1 (default 10, PMFOptions' default)")
     ap.add_argument("--n-f", type=int, default=10, help="k2 (default 10, PMFOptions' default)")
     ap.add_argument("--sweeps", type=int, default=1); ap.add_argument("--method", default="h-mc-ssvi")
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--no-default-fit", action="store_true", help="skip the whole default fit")
     a = ap.parse_args(argv)
     ml = load_movielens_100k(data_dir=a.data_dir or shared_data_dir())
     lik = Ordinal(frequency_cutpoints(ml.ratings - 1, 5))
@@ -218,6 +235,10 @@ def measure(argv=None) -> list:
     sur = surprise_throughput(ml.users, ml.items, ml.ratings)
     if sur is None: print(json.dumps({"surprise": "not installed: pip install scikit-surprise to time its SVD in the same run"}), flush=True)
     else: rows.append(sur); print(json.dumps(sur), flush=True)
+    if not a.no_default_fit:
+        r = default_fit_time(ml)
+        if sur is not None: r["fit_over_surprise_svd"] = round(r["fit_seconds"] / sur["fit_seconds"], 2)
+        rows.append(r); print(json.dumps(r), flush=True)
     for K in a.K:
         model = PMF(ml.users, ml.items, ml.ratings - 1, lik, K, ml.n_users, ml.n_items)
         r = sweep_throughput(model, a.method, a.sweeps, a.n_u, a.n_f)

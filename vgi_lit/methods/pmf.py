@@ -21,11 +21,11 @@ from ..io import register_posterior
 from .svi import Adagrad, site_derivs, step_size
 
 # %% auto #0
-__all__ = ['EXPECTS', 'METHODS', 'COLLAPSE_ADVICE', 'STOP_TEXT', 'COMMON', 'side_prior', 'PMFState', 'init_pmf_state',
-           'full_vectors', 'latent_moments', 'expected_loglik', 'kl_sides', 'gaussian_data_term', 'pmf_vlb', 'SideSums',
-           'side_observations', 'side_sums', 'side_step', 'column_terms', 'column_step', 'lim_teh_step', 'prior_update',
-           'lik_grad', 'lik_update', 'collapse', 'fit_pmf', 'PMFPosterior', 'expected_class', 'most_probable_class',
-           'PMFOptions']
+__all__ = ['EXPECTS', 'METHODS', 'PRIORS', 'COLLAPSE_ADVICE', 'STOP_TEXT', 'COMMON', 'side_prior', 'PMFState', 'init_pmf_state',
+           'full_vectors', 'latent_moments', 'expected_loglik', 'kl_sides', 'gaussian_sums', 'gaussian_data_term',
+           'pmf_vlb', 'SideSums', 'side_observations', 'side_sums', 'side_step', 'column_terms', 'column_step',
+           'lim_teh_step', 'prior_update', 'rotation_objective', 'best_rotation', 'rotate_factors', 'lik_grad',
+           'lik_update', 'collapse', 'fit_pmf', 'PMFPosterior', 'expected_class', 'most_probable_class', 'PMFOptions']
 
 # %% ../../nbs/methods/16_pmf.ipynb #c904941c
 def side_prior(model: PMF, factor_var: float, effect_var: float | None = None, effect_mean: float = 0.0) -> GaussianPrior:
@@ -52,8 +52,12 @@ class PMFState:
         return F @ np.swapaxes(F, -1, -2)
     @property
     def prior_var(self) -> list:
-        "[σ²_U, σ²_V], the prior variances of the factor coordinates (NaN when K = 0)."
-        return [float(p.prior.diag()[0]) if self.K else float("nan") for p in self.priors]
+        "[σ²_U, σ²_V], the prior variance of the factor coordinates (68), or their mean with per-coordinate variances (NaN when K = 0)."
+        return [float(np.mean(p.prior.diag()[:self.K])) if self.K else float("nan") for p in self.priors]
+    @property
+    def factor_var(self) -> list:
+        "[σ²_U,k (K,), σ²_V,k (K,)]: the prior variance of each factor coordinate (all equal under (68))."
+        return [p.prior.diag()[:self.K].copy() for p in self.priors]
     @property
     def effect_var(self) -> list:
         "[σ²_a, σ²_c], the prior variances of the row and column effects (empty without offsets)."
@@ -145,23 +149,33 @@ def kl_sides(state: PMFState):
     return np.array([block_kl(state.m[s], state.F[s], state.priors[s]).sum() for s in (0, 1)])
 
 # %% ../../nbs/methods/16_pmf.ipynb #db8365b0
-def gaussian_data_term(model: PMF, state: PMFState) -> float:
-    """Σ_(i,j)∈O E_q[log N(y_ij | f_ij, σ²)] = −½|O| log 2πσ² − (Σ (y_ij − m_ij)² + Σ E[f_ij²] − m_ij²)/(2σ²), with
-    Σ_O E[f_ij²] = Σ_j ⟨Q_vj, Σ_i∈O_j Q_ui⟩ summed through the sparse pattern of O (no product per entry)."""
-    s2, n = model.likelihood.variance, model.nnz
+def gaussian_sums(model: PMF, state: PMFState):
+    """(Σ_O (y_ij − m_ij)², Σ_O S_ij): the two sums the Gaussian data term and its σ² need, with
+    Σ_O E[f_ij²] = Σ_j ⟨Q_vj, Σ_i∈O_j Q_ui⟩ summed through the sparse pattern of O (no product of d × d moments per entry;
+    the pattern in compressed rows straight from the model's grouping by column, no sort)."""
     (Mu, Fu), (Mv, Fv) = (full_vectors(model, state, s, np.arange(model.n(s))) for s in (0, 1))
     Qu = (Fu @ np.swapaxes(Fu, 1, 2) + Mu[:, :, None] * Mu[:, None, :]).reshape(len(Mu), -1)
     Qv = (Fv @ np.swapaxes(Fv, 1, 2) + Mv[:, :, None] * Mv[:, None, :]).reshape(len(Mv), -1)
-    A = sparse.csr_matrix((np.ones(n), (model.cols, model.rows)), shape=(model.n_cols, model.n_rows))
+    ptr, order = model.groups[1]
+    A = sparse.csr_matrix((np.ones(model.nnz), model.rows[order], ptr), shape=(model.n_cols, model.n_rows))
     m = np.einsum('nk,nk->n', Mu[model.rows], Mv[model.cols])
     Ef2 = float(np.sum(Qv * np.asarray(A @ Qu)))
-    return -0.5 * n * np.log(2 * np.pi * s2) - (np.sum((model.y - m)**2) + Ef2 - np.sum(m * m)) / (2 * s2)
+    return float(np.sum((model.y - m)**2)), Ef2 - float(np.sum(m * m))
+
+
+# %% ../../nbs/methods/16_pmf.ipynb #e2b6d0c4
+def gaussian_data_term(model: PMF, state: PMFState, sums=None) -> float:
+    """Σ_(i,j)∈O E_q[log N(y_ij | f_ij, σ²)] = −½|O| log 2πσ² − (Σ (y_ij − m_ij)² + Σ S_ij)/(2σ²), the sums by `gaussian_sums`
+    (or `sums`, when already computed for this state: they do not depend on σ²)."""
+    rss, sv = gaussian_sums(model, state) if sums is None else sums
+    return -0.5 * model.nnz * np.log(2 * np.pi * model.likelihood.variance) - (rss + sv) / (2 * model.likelihood.variance)
+
 
 # %% ../../nbs/methods/16_pmf.ipynb #78c235a0
-def pmf_vlb(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0) -> float:
+def pmf_vlb(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0, sums=None) -> float:
     """Bound (47): Σ_(i,j)∈O E_q[log p(y_ij | f_ij)] − Σ_i KL(q(u_i) ‖ p(u_i)) − Σ_j KL(q(v_j) ‖ p(v_j)) (estimated, see
-    `expected_loglik`; exact for a Gaussian likelihood, by `gaussian_data_term`)."""
-    data = gaussian_data_term(model, state) if isinstance(model.likelihood, Gaussian) else float(np.sum(expected_loglik(model, state, n_samples, seed)))
+    `expected_loglik`; exact for a Gaussian likelihood, by `gaussian_data_term`, with its `sums` when given)."""
+    data = gaussian_data_term(model, state, sums) if isinstance(model.likelihood, Gaussian) else float(np.sum(expected_loglik(model, state, n_samples, seed)))
     return float(data - kl_sides(state).sum())
 
 # %% ../../nbs/methods/16_pmf.ipynb #4c16dd63
@@ -230,8 +244,9 @@ def side_sums(model: PMF, state: PMFState, side: int, rng=None, batch_size: int 
         Eo, Fo = (M[:, fixed], Fp[:, fixed]) if fixed is not None else (np.zeros(len(M)), np.zeros((len(M), d)))
         Ehh = (Eh[:, :, None] * Eh[:, None, :] + Fh @ np.swapaxes(Fh, 1, 2)).reshape(len(M), d * d)   # E[h hᵀ] per partner
         Eho = Eh * Eo[:, None] + np.einsum('nkl,nl->nk', Fh, Fo)                                    # E[h o] per partner
-        A = sparse.csr_matrix((w / lik.variance, (blk, partner)), shape=(N, len(M)))                 # w_ij/σ² at (j, i)
-        Ay = sparse.csr_matrix((w * model.y[k] / lik.variance, (blk, partner)), shape=(N, len(M)))
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(blk, minlength=N))])                      # blk is sorted: rows, no sort
+        A = sparse.csr_matrix((w / lik.variance, partner, ptr), shape=(N, len(M)))                   # w_ij/σ² at (j, i)
+        Ay = sparse.csr_matrix((w * model.y[k] / lik.variance, partner, ptr), shape=(N, len(M)))
         G = np.asarray(A @ Ehh).reshape(N, d, d)
         g = np.asarray(Ay @ Eh - A @ Eho) - np.einsum('nkl,nl->nk', G, m_s)
         return SideSums(g, 0.5 * (G + np.swapaxes(G, 1, 2)), G_neg, n_neg, np.bincount(blk, minlength=N))
@@ -319,16 +334,81 @@ def lim_teh_step(model: PMF, state: PMFState, side: int, j: int):
     return cho_solve((L, True), r), cho_solve((L, True), np.eye(model.K))
 
 # %% ../../nbs/methods/16_pmf.ipynb #4d02438b
-def prior_update(model: PMF, state: PMFState, side: int) -> GaussianPrior:
+PRIORS = ("shared", "ard")
+
+def prior_update(model: PMF, state: PMFState, side: int, structure: str = "shared") -> GaussianPrior:
     """The side's prior that maximises the bound with q fixed (Sheth & Khardon 2016b, eqs. 60-61 and 68, by
     `closed_form_prior`): σ² of the factor = mean over blocks and factor coordinates of S_j,kk + (m_j,k − μ_k)² (68);
-    with offsets σ²_effect the same over the effect coordinate, and for the row effects the mean b₀ = mean_j m_j,K (60)."""
+    with offsets σ²_effect the same over the effect coordinate, and for the row effects the mean b₀ = mean_j m_j,K (60).
+    `structure='ard'`: one σ²_k per factor coordinate, (61) restricted to the diagonal (automatic relevance determination)."""
+    if structure not in PRIORS: raise ValueError(f"structure must be one of {PRIORS}, got {structure!r}")
     m, S, K = state.m[side], state.S(side), model.K
     mean = np.asarray(state.priors[side].mu, float).copy()
     if model.offsets and side == 0: mean[K] = m[:, K].mean()                           # (60): b₀, the row effects' mean
     v = closed_form_prior(m, S, "diag", mean=mean).prior.diag()                          # (61) per coordinate
+    if structure == "ard": return GaussianPrior(mean, PriorCov(v, model.d))               # (61): σ²_k per coordinate
     var = np.r_[np.full(K, v[:K].mean()), v[K:]] if K else v                             # (68): one σ² for the factor coordinates
     return GaussianPrior(mean, PriorCov(var if model.offsets else float(var[0]), model.d))
+
+# %% ../../nbs/methods/16_pmf.ipynb #a42992a6
+def rotation_objective(R, A_u, A_v, n_rows: int, n_cols: int):
+    """J(R) = (N_U/2) Σ_k log (RᵀA_U R)_kk + (N_V/2) Σ_k log (R⁻¹A_V R⁻ᵀ)_kk − (N_U − N_V) log|det R| and ∂J/∂R: the KL terms of
+    (47), up to a constant, after u ↦ Rᵀu, v ↦ R⁻¹v with per-coordinate prior variances at their maximiser (61) and factor
+    prior mean 0. Returns (J, gradient (K, K)); J = inf where R is singular."""
+    R = np.asarray(R, float)                                   # (K, K) invertible
+    A_u, A_v = np.asarray(A_u, float), np.asarray(A_v, float)  # (K, K) mean second moments of the factor coordinates
+    sign, logdet = np.linalg.slogdet(R)
+    if sign == 0 or not np.isfinite(logdet): return np.inf, np.zeros_like(R)
+    AR = A_u @ R
+    RiA = np.linalg.solve(R, A_v)                              # R⁻¹A_V
+    d_u, d_v = np.einsum('kl,kl->l', R, AR), np.diag(np.linalg.solve(R, RiA.T))   # diag(RᵀA_U R), diag(R⁻¹A_V R⁻ᵀ)
+    if np.any(d_u <= 0) or np.any(d_v <= 0): return np.inf, np.zeros_like(R)
+    J = 0.5 * n_rows * np.sum(np.log(d_u)) + 0.5 * n_cols * np.sum(np.log(d_v)) - (n_rows - n_cols) * logdet
+    G = n_cols * RiA / d_v[:, None]
+    grad = n_rows * AR / d_u - np.linalg.solve(R.T, np.linalg.solve(R, G.T).T + (n_rows - n_cols) * np.eye(len(R)))
+    return float(J), grad
+
+# %% ../../nbs/methods/16_pmf.ipynb #8d395f4e
+def best_rotation(A_u, A_v, n_rows: int, n_cols: int, max_iter: int = 20):
+    """The map R minimising `rotation_objective` from R = I by L-BFGS (at most `max_iter` iterations), and the gain
+    J(I) − J(R) ≥ 0 of the bound; (I, 0.0) when no step lowers J."""
+    K = len(A_u)
+    def f(x):
+        J, g = rotation_objective(x.reshape(K, K), A_u, A_v, n_rows, n_cols); return J, g.ravel()
+    J0 = f(np.eye(K).ravel())[0]
+    res = minimize(f, np.eye(K).ravel(), jac=True, method="L-BFGS-B", options=dict(maxiter=int(max_iter)))
+    if not (np.isfinite(res.fun) and res.fun < J0): return np.eye(K), 0.0
+    return res.x.reshape(K, K), float(J0 - res.fun)
+
+# %% ../../nbs/methods/16_pmf.ipynb #17fce15d
+def rotate_factors(model: PMF, state: PMFState, max_iter: int = 20) -> float:
+    """Apply the best map u_i ↦ Rᵀu_i, v_j ↦ R⁻¹v_j (`best_rotation`) to q in place: m ↦ Tm, S ↦ TSTᵀ (F ↦ TF, or the new
+    lower Cholesky factor for S-DSVI's state), P ↦ T⁻ᵀPT⁻¹, with T_U = diag(Rᵀ, 1), T_V = diag(R⁻¹, 1) over the free
+    coordinates. Returns the gain of the bound once the per-coordinate priors are re-learned (`prior_update(..., 'ard')`).
+    Needs the factor prior mean μ = 0; K < 2 has nothing to rotate (gain 0)."""
+    if np.any(model.mu != 0): raise ValueError("the rotation of the factors needs the factor prior mean mu = 0 (the map moves a non-zero mean)")
+    K, d = model.K, model.d
+    if K < 2: return 0.0
+    A = [(state.S(s)[:, :K, :K].sum(0) + state.m[s][:, :K].T @ state.m[s][:, :K]) / model.n(s) for s in (0, 1)]
+    R, gain = best_rotation(A[0], A[1], model.n_rows, model.n_cols, max_iter)
+    if gain == 0.0: return 0.0
+    T_u = np.eye(d); T_u[:K, :K] = R.T
+    W = np.eye(d); W[:K, :K] = R                                   # T_V⁻¹
+    def left_solve(A, X):
+        "A⁻¹X for every matrix of the stack X (N, d, e) with one factorisation of A (d, d)."
+        n, _, e = X.shape
+        return np.linalg.solve(A, X.transpose(1, 0, 2).reshape(d, n * e)).reshape(d, n, e).transpose(1, 0, 2)
+    state.m[0] = state.m[0] @ T_u.T
+    state.m[1] = np.linalg.solve(W, state.m[1].T).T
+    if state.P is None:                                            # S-DSVI: keep lower Cholesky factors
+        state.F[0] = np.linalg.cholesky(T_u @ state.S(0) @ T_u.T)
+        state.F[1] = np.linalg.cholesky(left_solve(W, np.swapaxes(left_solve(W, state.S(1)), 1, 2)))
+        return gain
+    state.F[0], state.F[1] = T_u @ state.F[0], left_solve(W, state.F[1])
+    X = left_solve(T_u.T, state.P[0])                              # T_U⁻ᵀP
+    state.P[0] = np.swapaxes(left_solve(T_u.T, np.swapaxes(X, 1, 2)), 1, 2)
+    state.P[1] = W.T @ state.P[1] @ W
+    return gain
 
 # %% ../../nbs/methods/16_pmf.ipynb #lik02
 def lik_grad(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0) -> np.ndarray:
@@ -344,16 +424,16 @@ def lik_grad(model: PMF, state: PMFState, n_samples: int = 10, seed: int = 0) ->
 
 # %% ../../nbs/methods/16_pmf.ipynb #286f10e9
 def lik_update(model: PMF, state: PMFState, n_samples: int = 1, seed: int = 0, batch: int | None = None,
-               max_iter: int = 20, bound: float = 12.0) -> Likelihood:
+               max_iter: int = 20, bound: float = 12.0, sums=None) -> Likelihood:
     """The likelihood whose parameters maximise the data term of (47) with q fixed. Gaussian: the closed form
-    σ² = mean over O of (y_ij − m_ij)² + S_ij. A likelihood without parameters: itself. Otherwise: L-BFGS-B (at most
+    σ² = mean over O of (y_ij − m_ij)² + S_ij (`gaussian_sums`, or `sums` when already computed for this state). A likelihood without parameters: itself. Otherwise: L-BFGS-B (at most
     `max_iter` iterations, log-parameters kept in [−bound, bound]) from the current θ on the estimate with `n_samples`
     draws of u_i per observation (seeded), on all observations (batch None: the draws of `expected_loglik(model,
     state, n_samples, seed)`) or on a seeded sub-sample of `batch` of them."""
     lik = model.likelihood
     if isinstance(lik, Gaussian):
-        mean, var = latent_moments(model, state)
-        return lik.with_params(np.log([np.mean((model.y - mean)**2 + var)]))
+        rss, sv = gaussian_sums(model, state) if sums is None else sums
+        return lik.with_params(np.log([(rss + sv) / model.nnz]))
     if not lik.param_names: return lik
     rng = np.random.default_rng(seed)
     idx = None if batch is None or batch >= model.nnz else np.sort(rng.choice(model.nnz, size=batch, replace=False))
@@ -409,7 +489,8 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
             callback=None, batch_size: int | None = None, n_u: int = 10, n_f: int = 10, expect: str = "auto", schedule="auto",
             lr: float | None = None, learn_prior: bool = True, seed: int = 0, m0_scale: float = 0.1, S0: float | None = None,
             eval_every: int = 1, vlb_samples: int = 10, state0: PMFState | None = None, learn_lik: bool = False,
-            lik_batch: int | None = 20_000, lik_iter: int = 5, warmup: int = 3) -> "PMFPosterior":
+            lik_batch: int | None = 20_000, lik_iter: int = 5, warmup: int = 3, prior: str = "shared",
+            rotate: bool | None = None) -> "PMFPosterior":
     """Fit q(U, V) (and the offsets) to a `PMF` by `method` (Sheth & Khardon 2016b, §3.6): sweeps over the blocks of U, then
     of V, all blocks of a side at once from the estimates (52) on a sub-sample of their observations (`side_sums`,
     `side_step`), the side's prior by (60)-(61), (68) after it (`prior_update`).
@@ -427,7 +508,10 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
     - `schedule`: ρ of the natural steps (`step_size`: '1/t', 'rm' or a constant); 'auto' (default): 1.0 with exact
       expectations on all observations (the coordinate ascent of Lim & Teh 2007 for MC-SSVI), else '1/t'. Every block is
       updated once per sweep, so each block's counter t is the sweep number.
-    - `learn_prior`: update each side's prior after the side (else the model's values stay).
+    - `learn_prior`: update each side's prior after the side (else the model's values stay); `prior`: its structure,
+      'shared' (one σ² for the factor coordinates of a side, (68)) or 'ard' (one per coordinate, (61) on the diagonal).
+    - `rotate`: with learned 'ard' priors, after every sweep the map of the factors that raises the bound most
+      (`rotate_factors`), then the priors; None (default): on for 'ard' with MC-SSVI and μ = 0.
     - `warmup`: sweeps before the priors and the likelihood are learned (default 3): learned from the first sweep, σ²_U
       and σ²_V follow the small start means down and the factors can collapse (`collapse`).
     - `learn_lik`: after every sweep, the likelihood's parameters by `lik_update` (Gaussian noise variance in closed
@@ -445,6 +529,12 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
     lik_batch, lik_iter = _positive_int(lik_batch, "lik_batch", allow_none=True), _positive_int(lik_iter, "lik_iter")
     if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0: raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
     if expect not in EXPECTS: raise ValueError(f"expect must be one of {EXPECTS}, got {expect!r}")
+    if prior not in PRIORS: raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
+    can_rotate = prior == "ard" and learn_prior and method == "mc-ssvi" and not np.any(model.mu) and model.K >= 2
+    if rotate is None: rotate = can_rotate
+    elif rotate and not can_rotate:
+        raise ValueError("rotate=True needs learned per-coordinate priors (prior='ard', learn_prior=True), method 'mc-ssvi', "
+                         f"factor prior mean mu = 0 and K >= 2; got prior={prior!r}, learn_prior={learn_prior}, method={method!r}, K={model.K}")
     gaussian = isinstance(model.likelihood, Gaussian)
     if expect == "exact" and not gaussian: raise ValueError("expect='exact' needs a Gaussian likelihood")
     if expect == "auto": expect = "exact" if gaussian else "mc"
@@ -464,9 +554,9 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
     opt_L = [Adagrad(lr) if method == "s-dsvi" else None for _ in (0, 1)]
     hist = History(callback=callback, max_seconds=max_seconds)
 
-    def bound(model, st):
+    def bound(model, st, sums=None):
         "The estimated bound (47); its time is not charged to the budget (the history's clock is moved past it)."
-        te = time.perf_counter(); v = pmf_vlb(model, st, vlb_samples, seed); hist.t0 += time.perf_counter() - te
+        te = time.perf_counter(); v = pmf_vlb(model, st, vlb_samples, seed, sums); hist.t0 += time.perf_counter() - te
         return v
 
     def extra(model, st, t, **kw):
@@ -483,11 +573,16 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
             events += ev; gns.append(gn)
             if not np.isfinite(gn) or not all(np.all(np.isfinite(a)) for a in (st.m[side], st.F[side])):
                 return Step((model, st), None, float("nan"), method, events, dict(sweep=t))
-            if learn_prior and t > warmup: st.priors[side] = prior_update(model, st, side)
-        if learn_lik and t > warmup: model = model.with_likelihood(lik_update(model, st, 1, seed + t, lik_batch, lik_iter))
-        v = bound(model, st) if (t % eval_every == 0 or t == max_iter) else None
+            if learn_prior and t > warmup: st.priors[side] = prior_update(model, st, side, prior)
+        gain = 0.0
+        if rotate and t > warmup:
+            gain = rotate_factors(model, st); st.priors = [prior_update(model, st, s, prior) for s in (0, 1)]
+        new_lik, evaluate = learn_lik and t > warmup, t % eval_every == 0 or t == max_iter
+        gsums = gaussian_sums(model, st) if gaussian and (new_lik or evaluate) else None   # shared by the noise update and the bound
+        if new_lik: model = model.with_likelihood(lik_update(model, st, 1, seed + t, lik_batch, lik_iter, sums=gsums))
+        v = bound(model, st, gsums) if evaluate else None
         return Step((model, st), v, float(np.sqrt(np.sum(np.square(gns)))), method, events,
-                    extra(model, st, t, rho=rho), vlb=np.nan if v is None else v)
+                    extra(model, st, t, rho=rho, rotation_gain=gain), vlb=np.nan if v is None else v)
 
     r = run(sweep, Step((model, st), bound(model, st), None, "start", [], extra(model, st, 0)), tol=tol, max_iter=max_iter,
             max_seconds=max_seconds, optimal=rel_tol_evaluated(tol), history=hist)
@@ -502,7 +597,7 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
         message += f"; degenerate: {why}"
     return PMFPosterior(model, st, method, last.vlb, stop, hist, message, t,
                         dict(batch_size=batch_size, n_u=n_u, n_f=n_f, expect=expect, schedule=schedule, lr=lr,
-                             learn_prior=learn_prior, learn_lik=learn_lik, seed=seed, warmup=warmup))
+                             learn_prior=learn_prior, learn_lik=learn_lik, seed=seed, warmup=warmup, prior=prior, rotate=bool(rotate)))
 
 # %% ../../nbs/methods/16_pmf.ipynb #3ec29c55
 @register_posterior
@@ -515,7 +610,8 @@ class PMFPosterior(StatePosterior):
     m_v = property(lambda self: self.state.m[1], doc="(N_V, d) means of the blocks of V: v_j, and c_j last with offsets.")
     S_u = property(lambda self: self.state.S(0), doc="(N_U, d, d) covariances of the blocks of U.")
     S_v = property(lambda self: self.state.S(1), doc="(N_V, d, d) covariances of the blocks of V.")
-    prior_var = property(lambda self: tuple(self.state.prior_var), doc="(σ²_U, σ²_V) at the end of the run.")
+    prior_var = property(lambda self: tuple(self.state.prior_var), doc="(σ²_U, σ²_V) at the end of the run (per-coordinate priors: their means).")
+    factor_var = property(lambda self: tuple(self.state.factor_var), doc="(σ²_U,k, σ²_V,k): the prior variance of each factor coordinate.")
     effect_var = property(lambda self: tuple(self.state.effect_var), doc="(σ²_a, σ²_c) at the end of the run (empty without offsets).")
     b0 = property(lambda self: self.state.b0, doc="The global level b₀ at the end of the run (0 without offsets).")
     def predict(self, rows, cols):
@@ -597,6 +693,8 @@ class PMFOptions:
     lik_batch: int | None = 20_000     # observations per likelihood update
     lik_iter: int = 5                  # L-BFGS-B iterations per likelihood update
     warmup: int = 3                    # sweeps before the priors and the likelihood are learned
+    prior: str = "shared"              # 'shared' (one σ² per side, (68)) or 'ard' (one per factor coordinate)
+    rotate: bool | None = None         # the bound-raising map of the factors after each sweep (None: on for 'ard' with MC-SSVI)
 
 COMMON = ("tol", "max_iter", "max_seconds", "callback", "state0")
 
