@@ -46,6 +46,12 @@ def mvn_rule(C: int, n_gh: int | None = None, n_qmc: int = 2048, seed: int = 0):
     return z, w
 
 # %% ../nbs/01b_softmax.ipynb #df53a086
+def _lse(x, axis: int = -1, keepdims: bool = False):
+    "log Σ exp(x) along `axis` for finite x, shifted by the maximum (plain NumPy: SciPy's `logsumexp` is slow on a short axis)."
+    mx = np.max(x, axis=axis, keepdims=True)
+    out = mx + np.log(np.sum(np.exp(x - mx), axis=axis, keepdims=True))
+    return out if keepdims else np.squeeze(out, axis=axis)
+
 def _site_roots(V):
     "Symmetric square roots R (n, C, C) with R Rᵀ = V of the site covariances V (n, C, C), negative rounding eigenvalues set to 0."
     e, Q = np.linalg.eigh(0.5 * (V + np.swapaxes(V, 1, 2)))
@@ -93,16 +99,16 @@ class Softmax:
         "Labels as an int array; a ValueError for anything that is not an integer in 0..C−1 (strings, NaN, fractions, out of range)."
         return _check_labels(y, self.C, "Softmax")
     def logp(self, y, F):
-        "log p(y_i | f_i) = f_{i,y_i} − logsumexp(f_i) for F (n, C)."
+        "log p(y_i | f_i) = f_{i,y_i} − log Σ_k exp(f_ik) for F (n, C)."
         F = np.asarray(F, dtype=float)
-        return np.take_along_axis(F, np.asarray(y)[:, None], 1)[:, 0] - logsumexp(F, axis=1)
+        return np.take_along_axis(F, np.asarray(y)[:, None], 1)[:, 0] - _lse(F, axis=1)
     def _blocks(self, n, S=None):
         b = max(1, self.block // ((len(self.w) if S is None else S) * self.C))
         return [slice(s, min(s + b, n)) for s in range(0, n, b)]
     def _nodes(self, m, V):
-        "f at the rule's nodes (n, S, C) and its logsumexp (n, S)."
+        "f at the rule's nodes (n, S, C) and its log Σ_k exp (n, S)."
         F = m[:, None, :] + np.matmul(self.z, _site_roots(V))                   # R symmetric: (z Rᵀ)_s = R z_s
-        return F, logsumexp(F, axis=2)
+        return F, _lse(F, axis=2)
     def expected_log_lik(self, y, m, V):
         """(E (n,), ∂E/∂m (n, C), ∂E/∂V (n, C, C)) at site means `m` (n, C) and covariances `V` (n, C, C)
         for labels `y` (n,) already checked by `check_y`."""
@@ -116,7 +122,7 @@ class Softmax:
             Vyo = Vb[i, yb[:, None], O]                                           # V_{y,k}, (b, C−1)
             S_d = Vb[i[:, :, None], O[:, :, None], O[:, None, :]] - Vyo[:, :, None] - Vyo[:, None, :] + Vb[np.arange(b), yb, yb][:, None, None]
             Fd = mu_d[:, None, :] + np.matmul(self.zr, _site_roots(S_d))          # (b, S, C−1) differences at the nodes
-            lse = logsumexp(np.concatenate([np.zeros(Fd.shape[:2] + (1,)), Fd], 2), axis=2)   # log(1 + Σ e^δ)
+            lse = _lse(np.concatenate([np.zeros(Fd.shape[:2] + (1,)), Fd], 2), axis=2)   # log(1 + Σ e^δ)
             Q = np.exp(Fd - lse[..., None])                                       # (b, S, C−1) p_k, k ≠ y
             qbar = np.matmul(self.wr, Q)
             G = -np.matmul(np.swapaxes(Q, 1, 2) * self.wr, Q)
@@ -144,12 +150,12 @@ class Softmax:
         out = np.empty(len(y)); logw = np.log(self.w)
         for sl in self._blocks(len(y)):
             F, lse = self._nodes(m[sl], V[sl])
-            out[sl] = logsumexp(np.take_along_axis(F, y[sl, None, None].repeat(F.shape[1], 1), 2)[..., 0] - lse + logw, axis=1)
+            out[sl] = _lse(np.take_along_axis(F, y[sl, None, None].repeat(F.shape[1], 1), 2)[..., 0] - lse + logw, axis=1)
         return out
     def sample(self, F, rng=None):
         "One label per row of F (n, C), drawn from softmax(f_i)."
         rng = np.random.default_rng(rng); F = np.asarray(F, dtype=float)
-        P = np.exp(F - logsumexp(F, axis=1, keepdims=True))
+        P = np.exp(F - _lse(F, axis=1, keepdims=True))
         return (rng.random(len(F))[:, None] > np.cumsum(P, 1)).sum(1).clip(0, self.C - 1)
     def __repr__(self): return f"Softmax(n_classes={self.C}, nodes={len(self.wr)})"
 
