@@ -20,6 +20,7 @@ from . import softmax                                                # the softm
 from .models import MultiGLM, MultiGP                                # several latent functions per site (models/multi.py)
 from .methods import multiclass                                      # their FPi and GRAD, registered with `fit` for the kind 'multi'
 from .methods import multi_output                                    # the multi-output Gaussian likelihood
+from .methods import multi_hyper                                     # their hyperparameters: fit(multi_model, learn=True)
 from .methods import ctm_meanfield, ctm_eval                         # the topic model's mean-field baseline and evaluation
 from .methods.pmf import PMFOptions, PMFPosterior
 from .methods.ctm import CTMOptions, CTMPosterior

@@ -23,7 +23,7 @@ def test_fit_dispatch_and_errors():
     assert isinstance(post, MultiPosterior) and post.method == "fpi" and post.converged
     assert post.predict_proba(X).shape == (12, 3)
     with pytest.raises(ValueError, match="available: fpi, grad"): vgi_lit.fit(mod, "dual")
-    with pytest.raises(ValueError, match="learn=True"): vgi_lit.fit(mod, learn=True)
+    assert "theta" in vgi_lit.fit(mod, learn=True, max_iter=1).info          # learn=True: learn_multi (vgi_lit.methods.multi_hyper)
     with pytest.raises(TypeError, match="MultiLGM"): fpi_multi(object())
     with pytest.raises(ValueError, match="max_iter"): fpi_multi(mod, max_iter=-1)
 

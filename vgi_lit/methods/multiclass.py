@@ -77,7 +77,7 @@ def _check_model(model):
     if not isinstance(model, MultiLGM): raise TypeError(f"model must be a MultiLGM (MultiGLM, MultiGP), got {type(model).__name__}")
 
 def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_seconds: float | None = None, callback=None,
-              tol_rel: float = 1e-12, space: str | None = None, anderson: int = 3) -> MultiPosterior:
+              tol_rel: float = 1e-12, space: str | None = None, anderson: int = 3, m0=None, lam0=None) -> MultiPosterior:
     """FPi for a multi-latent model: the damped natural-gradient step Λ' = (1−ρ)Λ + ρΓ, m' = m + ρV(Λ')g (ρ = 1 is
     V ← T(V), m ← m + T(V)g), ρ halved while the VLB falls.
 
@@ -89,15 +89,26 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         points are the optimum: from the last `anderson` + 1 pairs (x, G(x) − x) (G read off each iterate's own evaluation,
         so a pair costs nothing extra) the extrapolated x, Λ made PSD, is the next iterate when its VLB is at least the
         current one; otherwise (and while fewer than two pairs are held) the FPi step is taken and, if it was damped, the
-        memory cleared. Default 3; 0: plain FPi."""
+        memory cleared. Default 3; 0: plain FPi.
+    m0, lam0: a start q = N(m0, V(Λ0)) (a warm start, e.g. the optimum of a nearby model carried over as m0 = μ + Σr and its
+        site precisions): m0 (d,), lam0 (n, C, C) positive semi-definite; None: the prior (m0 = μ, Λ0 = 0)."""
     _check_model(model); check_budget(tol, max_iter, max_seconds)
     if not (isinstance(tol_rel, (int, float)) and tol_rel >= 0): raise ValueError(f"tol_rel must be a number >= 0, got {tol_rel!r}")
     if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
         raise ValueError(f"anderson must be an integer >= 0 (0: off), got {anderson!r}")
     mem = []                                                                     # (x, G(x) − x) of the last undamped steps
     C, n = model.C, model.n
-    start = _multi_state(model, model.mu.copy(), MultiCov(model, np.zeros((n, C, C)), space), np.zeros(model.d))
-    start.kind, start.events = "start", [Event(EventKind.START, "m0 = μ, V0 = Σ (Λ = 0)")]
+    if m0 is None and lam0 is None:
+        start = _multi_state(model, model.mu.copy(), MultiCov(model, np.zeros((n, C, C)), space), np.zeros(model.d))
+        start.events = [Event(EventKind.START, "m0 = μ, V0 = Σ (Λ = 0)")]
+    else:
+        m0 = model.mu.copy() if m0 is None else np.array(m0, dtype=float)
+        lam0 = np.zeros((n, C, C)) if lam0 is None else np.array(lam0, dtype=float)
+        if m0.shape != (model.d,) or not np.all(np.isfinite(m0)): raise ValueError(f"m0 must be a finite vector of shape ({model.d},), got {m0.shape}")
+        if lam0.shape != (n, C, C) or not np.all(np.isfinite(lam0)): raise ValueError(f"lam0 must have shape ({n}, {C}, {C}) and be finite, got {lam0.shape}")
+        start = _multi_state(model, m0, MultiCov(model, lam0, space), model.prior_solve(m0 - model.mu))
+        start.events = [Event(EventKind.START, "given (m0, Λ0)")]
+    start.kind = "start"
     start.extra['rho'] = 1.0
     def step(cur, k):
         s = cur.state; rho0 = cur.extra.get('rho', 1.0)

@@ -1,0 +1,142 @@
+"Hyperparameters of the multi-latent models: envelope gradients against finite differences, learning against independent routes, bad input."
+import numpy as np
+import pytest
+from scipy.linalg import solve_triangular
+from scipy.optimize import minimize
+from sklearn.datasets import load_iris
+from vgi_lit.inference import fit, Stop
+from vgi_lit.kernels import RBF
+from vgi_lit.softmax import Softmax
+from vgi_lit.models.multi import MultiGP, MultiGLM, CoregionalGP, MultiCov
+from vgi_lit.methods.multi_output import MultiGaussian
+from vgi_lit.methods.multiclass import MultiPosterior
+from vgi_lit.methods.multiclass import fpi_multi
+from vgi_lit.methods.multi_hyper import MultiHyperParams, learn_multi, multi_prior_adjoint, noise_adjoint
+
+
+def _iris(n):
+    X, y = load_iris(return_X_y=True); X = (X - X.mean(0)) / X.std(0)
+    idx = np.linspace(0, 149, n).astype(int)
+    return X[idx], y[idx]
+
+
+def _outputs(X, seed=0, missing=True):
+    rng = np.random.default_rng(seed)
+    Y = np.c_[np.sin(X[:, 0]), np.cos(X[:, 1]), X[:, 2]] + 0.3 * rng.standard_normal((len(X), 3))
+    if missing: Y[1, 1] = np.nan; Y[4, [0, 2]] = np.nan
+    return Y
+
+
+SE = np.array([[0.2, 0.05, 0.0], [0.05, 0.3, 0.02], [0.0, 0.02, 0.25]])
+
+
+def _fd_dir(model, fixed=None, learn_mean=False, seed=0, h=1e-5):
+    hp = MultiHyperParams(model, fixed, learn_mean); rg = np.random.default_rng(seed)
+    th = hp.theta0 + 0.1 * rg.standard_normal(len(hp.theta0)); u = rg.standard_normal(len(th)); u /= np.linalg.norm(u)
+    F = lambda t: fit(hp.build(t), 'fpi', tol=1e-11, max_iter=5000)
+    p = F(th); gu = hp.grad(p.model, p.m, p.cov) @ u
+    return abs(gu - (F(th + h * u).vlb - F(th - h * u).vlb) / (2 * h)) / abs(gu)
+
+
+def test_gaussian_gradients_match_differences():
+    "Gaussian outputs (FPi exact in one step): ICM with noise and mean, and independent per-output kernels, along random directions."
+    X, _ = _iris(12); Y = _outputs(X)
+    icm = CoregionalGP(X, Y, MultiGaussian(SE), RBF(1.0, 1.0), np.random.default_rng(1).standard_normal((3, 1)), [0.1, 0.2, 0.3])
+    assert _fd_dir(icm, fixed=[], learn_mean=True) < 1e-6
+    ind = MultiGP(X, Y, MultiGaussian(SE), [RBF(1.0, 1.0), RBF(0.5, 2.0), RBF(2.0, [1.0, 1.0, 1.0, 1.0])])
+    assert _fd_dir(ind, seed=2) < 1e-6
+
+
+def test_adjoint_site_and_weight_space_agree():
+    X, y = _iris(12)
+    gp = MultiGP(X, y, Softmax(3), RBF(1.0, 1.0)); p = fit(gp, 'fpi', tol=1e-9)
+    A, _ = multi_prior_adjoint(gp, p.m, p.cov); Aw, _ = multi_prior_adjoint(gp, p.m, MultiCov(gp, p.cov.lam, 'w'))
+    assert np.allclose(A, Aw, atol=1e-8 * np.max(np.abs(A)))
+
+
+def _exact_lml(model):
+    yv = model.y.T.ravel(); o = ~np.isnan(yv)
+    Kt = (model.prior_dense() + np.kron(model.likelihood.noise_cov, np.eye(model.n)))[np.ix_(o, o)]
+    L = np.linalg.cholesky(Kt); z = solve_triangular(L, yv[o] - model.mu[o], lower=True)
+    return -0.5 * z @ z - np.sum(np.log(np.diag(L))) - 0.5 * o.sum() * np.log(2 * np.pi)
+
+
+@pytest.mark.slow
+def test_gaussian_learned_vlb_is_max_marginal_likelihood():
+    "ICM prior (W, lengthscale; κ held) and the noise factor: the learned VLB is the maximum of the exact log marginal likelihood."
+    X, _ = _iris(20); Y = _outputs(X, seed=3)
+    m = CoregionalGP(X, Y, MultiGaussian(SE), RBF(1.0, 1.0), np.full((3, 1), 0.5), [0.2, 0.2, 0.2])
+    assert MultiHyperParams(m).fixed == ("kernel.variance",)
+    hp = MultiHyperParams(m, fixed={"kernel.variance", "kappa"})
+    L = learn_multi(m, fixed={"kernel.variance", "kappa"}, tol=1e-7, max_iter=100, inner=dict(tol=1e-10))
+    ref = minimize(lambda t: -_exact_lml(hp.build(t)), hp.theta0, method="BFGS", options=dict(gtol=1e-9))
+    assert L.converged and abs(L.vlb + ref.fun) <= 1e-8 * abs(ref.fun), (L.stop, L.vlb, -ref.fun)
+    assert isinstance(L, MultiPosterior) and L.info['theta']['kernel.variance'] == 1.0 and L.info['fixed'] == ("kernel.variance", "kappa[0]", "kappa[1]", "kappa[2]")
+
+
+@pytest.mark.slow
+def test_warm_start_reaches_the_cold_optimum():
+    X, y = _iris(15)
+    gp = MultiGP(X, y, Softmax(3), RBF(2.0, 1.5)); cold = fit(gp, 'fpi', tol=1e-9, anderson=5)
+    gp2 = MultiGP(X, y, Softmax(3), RBF(2.2, 1.4)); ref = fit(gp2, 'fpi', tol=1e-9, anderson=0)
+    warm = fpi_multi(gp2, m0=gp2.mu + gp2.prior_matmul(cold.r), lam0=cold.cov.lam, tol=1e-9, anderson=5)
+    assert warm.converged and abs(warm.vlb - ref.vlb) < 1e-9 * abs(ref.vlb) and warm.n_iter < ref.n_iter
+
+
+@pytest.mark.slow
+def test_fit_learn_dispatch_and_plain_fit():
+    X, y = _iris(15)
+    glm = MultiGLM(X, y, Softmax(3), prior_cov=1.0)
+    lf = fit(glm, learn=True, tol=1e-6)
+    assert isinstance(lf, MultiPosterior) and lf.converged and set(lf.info['theta']) == {"prior_var"}
+    assert lf.model.priors[0].variances()[0] == pytest.approx(lf.info['theta']['prior_var'])
+    assert 'theta' not in fit(glm).info and 'theta' not in fit(glm, learn=False).info
+
+
+def test_bad_input():
+    X, y = _iris(12)
+    gp = MultiGP(X, y, Softmax(3), RBF())
+    with pytest.raises(ValueError, match="unknown parameter 'kernel.period'"): learn_multi(gp, fixed={"kernel.period"})
+    with pytest.raises(TypeError, match="strings"): learn_multi(gp, fixed=[1])
+    with pytest.raises(ValueError, match="method must be"): learn_multi(gp, method="laplace")
+    with pytest.raises(ValueError, match="full prior covariance"): learn_multi(MultiGLM(X, y, Softmax(3), prior_cov=np.eye(4)))
+    with pytest.raises(ValueError, match="MultiGLM's prior mean"): learn_multi(MultiGLM(X, y, Softmax(3)), learn_mean=True)
+    with pytest.raises(TypeError, match="MultiLGM"): learn_multi(object())
+    with pytest.raises(ValueError, match="lam0 must have shape"): fpi_multi(gp, m0=gp.mu, lam0=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="tol"): learn_multi(gp, tol=-1)
+    Y = _outputs(X, missing=False)
+    icm = CoregionalGP(X, Y, MultiGaussian(SE), RBF(), np.ones((3, 1)), 0.1)
+    with pytest.raises(ValueError, match="method='grad'"): learn_multi(icm, method="grad")
+
+
+def test_all_fixed_is_one_fit():
+    X, y = _iris(12)
+    gp = MultiGP(X, y, Softmax(3), RBF())
+    L = learn_multi(gp, fixed={"kernel"})
+    assert L.stop is Stop.GRAD_TOL and L.info['fixed'] == ("kernel.variance", "kernel.lengthscale") and len(L.history) == 1
+    assert abs(L.vlb - fit(gp, 'fpi', tol=1e-9).vlb) < 1e-9 * abs(L.vlb)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [30])
+def test_iris_softmax_gp_agrees_with_derivative_free_route(n):
+    "Shared RBF kernel on iris: learn_multi's optimum against Nelder-Mead on the optimal VLB (cold inner FPi, tol 1e-10)."
+    X, y = _iris(n)
+    gp = MultiGP(X, y, Softmax(3), RBF(1.0, 1.0))
+    L = learn_multi(gp, tol=1e-6)
+    hp = MultiHyperParams(gp)
+    F = lambda t: -fit(hp.build(t), 'fpi', tol=1e-10, max_iter=5000, anderson=5).vlb
+    th = np.log([L.info['theta'][k] for k in hp.names])
+    ref = minimize(F, th + 0.3, method="Nelder-Mead", options=dict(xatol=1e-8, fatol=1e-13, maxiter=3000))
+    assert abs(L.vlb + ref.fun) <= 1e-6 * abs(ref.fun)
+    assert np.max(np.abs(np.exp(th) - np.exp(ref.x)) / np.exp(ref.x)) < 1e-4
+
+
+@pytest.mark.slow
+def test_iris_per_class_kernels_and_grad_inner():
+    "Per-class kernels: FPi and GRAD as the inner solve learn the same values."
+    X, y = _iris(30)
+    gp = MultiGP(X, y, Softmax(3), [RBF(1.0, 1.0), RBF(1.0, 1.0), RBF(1.0, 1.0)])
+    a = learn_multi(gp, tol=1e-6); b = learn_multi(gp, method="grad", tol=1e-6, inner=dict(tol=1e-9))
+    assert abs(a.vlb - b.vlb) <= 1e-7 * abs(a.vlb)
+    for k, v in a.info['theta'].items(): assert abs(v - b.info['theta'][k]) <= 1e-3 * abs(v), k
