@@ -523,11 +523,12 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
                                              f"{names} sat at the edge with the gradient pointing out; the VLB rose by {gain:.6g}", len(out)))
         n_inner += res.n_inner; res, b = new, b + bound; grew.update(out)
     theta, g, _ = res.box
-    still = [j for j in sorted(grew) if g is not None and np.sign(g[j]) == np.sign(theta[j])]
+    # past the first box and not converged: still rising, or on a plateau where the envelope gradient's sign is noise
+    still = [j for j in sorted(grew) if abs(theta[j]) > bound]
     if still and res.stop is not Stop.GRAD_TOL and not any(e.kind is EventKind.BOUND_ACTIVE for e in res.history[-1].events):
-        vals = ", ".join(f"{hp.free_names[j]} = {np.exp(theta[j]):.3g}" for j in still)   # past the first box, still rising, not converged
-        notes.append(Event(EventKind.BOUND_ACTIVE, f"beyond the box [-{bound:g}, {bound:g}] in log space and still rising when learning "
-                                                   f"ended ({res.stop.value}): {vals}; the VLB may have no finite maximum that way", len(still)))
+        vals = ", ".join(f"{hp.free_names[j]} = {np.exp(theta[j]):.3g}" + ("" if g is None else f" (gradient {g[j]:+.1e})") for j in still)
+        notes.append(Event(EventKind.BOUND_ACTIVE, f"beyond the box [-{bound:g}, {bound:g}] in log space when learning ended without "
+                                                   f"converging ({res.stop.value}): {vals}; the VLB may have no finite maximum that way", len(still)))
     res.history[-1].events.extend(notes)
     res.n_inner += n_inner
     res.box = res.box[:2] + (b,)
