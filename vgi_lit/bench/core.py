@@ -8,7 +8,7 @@ import importlib, os, pkgutil, sys, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['suites', 'median_time', 'reference_costs', 'main']
+__all__ = ['suites', 'median_time', 'reference_costs', 'gpflow_one_thread', 'main']
 
 # %% ../../nbs/bench/98_bench.ipynb #b2e7d890
 def suites():
@@ -29,6 +29,20 @@ def reference_costs(n: int, seed: int = 0, repeat: int = 5):
     "Median seconds of one n × n Cholesky and one n × n matrix product on this machine, now."
     rng = np.random.default_rng(seed); A = rng.normal(size=(n, n)); S = A @ A.T + n * np.eye(n)
     return dict(cholesky=median_time(lambda: np.linalg.cholesky(S), repeat), matmul=median_time(lambda: A @ A, repeat))
+
+# %% ../../nbs/bench/98_bench.ipynb #c4a19e77
+def gpflow_one_thread():
+    """(tensorflow, gpflow) with TensorFlow's intra- and inter-op pools at one thread (set once per process; a second call
+    keeps the first setting) and GPflow in float64, or None when either is not installed."""
+    try:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        import tensorflow as tf
+        try: tf.config.threading.set_intra_op_parallelism_threads(1); tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError: pass                                       # already initialised (set once per process)
+        import gpflow
+    except ImportError: return None
+    gpflow.config.set_default_float(np.float64)
+    return tf, gpflow
 
 # %% ../../nbs/bench/98_bench.ipynb #1c33a829
 def main(argv=None):

@@ -13,6 +13,7 @@ from ..kernels import RBF
 from ..inference import fit
 from ..methods.multiclass import fpi_multi
 from .sparse import time_to
+from .core import gpflow_one_thread
 
 # %% auto #0
 __all__ = ['problem', 'fixed_model', 'stationarity_residual', 'ours', 'gpflow_natgrad', 'compare', 'print_row', 'measure', 'run']
@@ -72,15 +73,10 @@ def gpflow_natgrad(model: MultiGP, gamma: float = 1.0, max_iter: int = 500, xtol
     seconds, n_iter, compile_seconds (the first, tracing step, then undone)), or None when GPflow is not installed."""
     if type(model) is not MultiGP or len({id(k) for k in model.kernels}) != 1 or not isinstance(model.kernels[0], RBF):
         raise ValueError("gpflow_natgrad needs a MultiGP with one RBF kernel shared by the classes")
-    try:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        import tensorflow as tf
-        try: tf.config.threading.set_intra_op_parallelism_threads(1); tf.config.threading.set_inter_op_parallelism_threads(1)
-        except RuntimeError: pass                                       # already initialised (set once per process)
-        import gpflow
-        from gpflow.utilities import triangular
-    except ImportError: return None
-    gpflow.config.set_default_float(np.float64)
+    peers = gpflow_one_thread()
+    if peers is None: return None
+    tf, gpflow = peers
+    from gpflow.utilities import triangular
     X, y, C, n, d, k, lik = model.Xtrain, model.y, model.C, model.n, model.d, model.kernels[0], model.likelihood
     K = gpflow.kernels.SquaredExponential(variance=float(k.variance), lengthscales=np.asarray(k.lengthscale, float)).K(X).numpy()
     Kbig = np.kron(np.eye(C), K + model.priors[0].jitter * np.eye(n))     # classes outer, rows inner: the package's order

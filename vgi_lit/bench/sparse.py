@@ -12,6 +12,7 @@ from ..likelihoods import Gaussian, Probit
 from ..datasets import load_a7a, random_split, shared_data_dir
 from ..experiments.scale import california
 from ..methods.inducing import kmeans_inducing, fit_inducing, svi_inducing
+from .core import gpflow_one_thread
 
 # %% auto #0
 __all__ = ['PEERS', 'problem', 'time_to', 'ours', 'gpflow_fit', 'gpytorch_fit', 'print_row', 'measure', 'run']
@@ -59,14 +60,9 @@ def gpflow_fit(X, y, Xt, yt, lik: str, ell: float, Z0, mode: str, batch: int, ep
     standard recipe; 'batch' is SGPR (the collapsed bound) by `gpflow.optimizers.Scipy` (L-BFGS-B, `max_iter`). The first
     mini-batch step (tracing and compiling the step) is timed apart (`compile_seconds`) and not in the trace. None when
     GPflow is not installed."""
-    try:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        import tensorflow as tf
-        try: tf.config.threading.set_intra_op_parallelism_threads(1); tf.config.threading.set_inter_op_parallelism_threads(1)
-        except RuntimeError: pass                                       # already initialised (set once per process)
-        import gpflow
-    except ImportError: return None
-    gpflow.config.set_default_float(np.float64)
+    peers = gpflow_one_thread()
+    if peers is None: return None
+    tf, gpflow = peers
     n, p = X.shape; Y, Yt = y[:, None].astype(float), yt[:, None].astype(float)
     kern = gpflow.kernels.SquaredExponential(variance=1.0, lengthscales=np.full(p, ell))
     L = gpflow.likelihoods.Gaussian(variance=0.5) if lik == "gaussian" else gpflow.likelihoods.Bernoulli()
