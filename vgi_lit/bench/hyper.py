@@ -182,7 +182,7 @@ def separable_sets(data_dir=None) -> dict:
 def reference_optimum(model, bound: float = 40.0, inner=None, tol: float = 1e-7, max_iter: int = 200) -> dict:
     """An independent route to `learn`'s optimum: L-BFGS-B over the free log-parameters in the box [−bound, bound] (no
     widening), each evaluation a long inner fit (`inner`, default FPi with Newton steps to gradient 1e-10, warm-started
-    at the previous evaluation's q) and the envelope gradient (`HyperParams.grad`). Returns dict(vlb, theta (natural
+    at the previous evaluation's q) and the envelope gradient (``HyperParams.grad``). Returns dict(vlb, theta (natural
     scale, by name), seconds, nfev, message)."""
     opts = dict(tol=1e-10, tol_rel=0.0, newton=True, max_iter=2000) if inner is None else inner
     hp = HyperParams(model); prev = {}

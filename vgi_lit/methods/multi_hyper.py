@@ -255,7 +255,7 @@ def learn_multi(model: MultiLGM, method: str = "fpi", fixed=None, learn_mean: bo
 # %% ../../nbs/methods/18b_multi_hyper.ipynb #bea1de21
 def learnable(fn, method: str):
     """`fn(model, **options)`, a fit method of the multi-latent models, as `fit` calls it with `learn`: learn=True runs
-    `learn_multi(model, method, **options)`, otherwise `fn` itself (its signature is `fn`'s, read by `Progress.budget_of`)."""
+    `learn_multi(model, method, **options)`, otherwise `fn` itself (its signature is `fn`'s, read by ``Progress.budget_of``)."""
     if getattr(fn, "learns", False): return fn
     def fit_or_learn(model, learn: bool | None = None, **options):
         return learn_multi(model, method, **options) if learn else fn(model, **options)
