@@ -11,7 +11,7 @@ from scipy.special import logsumexp, ndtr, ndtri, owens_t
 from scipy.stats import qmc
 
 # %% auto #0
-__all__ = ['mvn_rule', 'Softmax', 'orthant', 'RobustMax']
+__all__ = ['mvn_rule', 'log_sum_exp', 'Softmax', 'orthant', 'RobustMax']
 
 # %% ../nbs/01b_softmax.ipynb #c88add82
 _RULES: dict = {}
@@ -46,8 +46,8 @@ def mvn_rule(C: int, n_gh: int | None = None, n_qmc: int = 2048, seed: int = 0):
     return z, w
 
 # %% ../nbs/01b_softmax.ipynb #df53a086
-def _lse(x, axis: int = -1, keepdims: bool = False):
-    "log Σ exp(x) along `axis` for finite x, shifted by the maximum (plain NumPy: SciPy's `logsumexp` is slow on a short axis)."
+def log_sum_exp(x, axis: int = -1, keepdims: bool = False):
+    "log Σ exp(x) along `axis` for finite x, shifted by the maximum (plain NumPy: SciPy's `logsumexp` costs more per call on short axes)."
     mx = np.max(x, axis=axis, keepdims=True)
     out = mx + np.log(np.sum(np.exp(x - mx), axis=axis, keepdims=True))
     return out if keepdims else np.squeeze(out, axis=axis)
@@ -101,14 +101,14 @@ class Softmax:
     def logp(self, y, F):
         "log p(y_i | f_i) = f_{i,y_i} − log Σ_k exp(f_ik) for F (n, C)."
         F = np.asarray(F, dtype=float)
-        return np.take_along_axis(F, np.asarray(y)[:, None], 1)[:, 0] - _lse(F, axis=1)
+        return np.take_along_axis(F, np.asarray(y)[:, None], 1)[:, 0] - log_sum_exp(F, axis=1)
     def _blocks(self, n, S=None):
         b = max(1, self.block // ((len(self.w) if S is None else S) * self.C))
         return [slice(s, min(s + b, n)) for s in range(0, n, b)]
     def _nodes(self, m, V):
         "f at the rule's nodes (n, S, C) and its log Σ_k exp (n, S)."
         F = m[:, None, :] + np.matmul(self.z, _site_roots(V))                   # R symmetric: (z Rᵀ)_s = R z_s
-        return F, _lse(F, axis=2)
+        return F, log_sum_exp(F, axis=2)
     def expected_log_lik(self, y, m, V):
         """(E (n,), ∂E/∂m (n, C), ∂E/∂V (n, C, C)) at site means `m` (n, C) and covariances `V` (n, C, C)
         for labels `y` (n,) already checked by `check_y`."""
@@ -122,7 +122,7 @@ class Softmax:
             Vyo = Vb[i, yb[:, None], O]                                           # V_{y,k}, (b, C−1)
             S_d = Vb[i[:, :, None], O[:, :, None], O[:, None, :]] - Vyo[:, :, None] - Vyo[:, None, :] + Vb[np.arange(b), yb, yb][:, None, None]
             Fd = mu_d[:, None, :] + np.matmul(self.zr, _site_roots(S_d))          # (b, S, C−1) differences at the nodes
-            lse = _lse(np.concatenate([np.zeros(Fd.shape[:2] + (1,)), Fd], 2), axis=2)   # log(1 + Σ e^δ)
+            lse = log_sum_exp(np.concatenate([np.zeros(Fd.shape[:2] + (1,)), Fd], 2), axis=2)   # log(1 + Σ e^δ)
             Q = np.exp(Fd - lse[..., None])                                       # (b, S, C−1) p_k, k ≠ y
             qbar = np.matmul(self.wr, Q)
             G = -np.matmul(np.swapaxes(Q, 1, 2) * self.wr, Q)
@@ -150,12 +150,12 @@ class Softmax:
         out = np.empty(len(y)); logw = np.log(self.w)
         for sl in self._blocks(len(y)):
             F, lse = self._nodes(m[sl], V[sl])
-            out[sl] = _lse(np.take_along_axis(F, y[sl, None, None].repeat(F.shape[1], 1), 2)[..., 0] - lse + logw, axis=1)
+            out[sl] = log_sum_exp(np.take_along_axis(F, y[sl, None, None].repeat(F.shape[1], 1), 2)[..., 0] - lse + logw, axis=1)
         return out
     def sample(self, F, rng=None):
         "One label per row of F (n, C), drawn from softmax(f_i)."
         rng = np.random.default_rng(rng); F = np.asarray(F, dtype=float)
-        P = np.exp(F - _lse(F, axis=1, keepdims=True))
+        P = np.exp(F - log_sum_exp(F, axis=1, keepdims=True))
         return (rng.random(len(F))[:, None] > np.cumsum(P, 1)).sum(1).clip(0, self.C - 1)
     def __repr__(self): return f"Softmax(n_classes={self.C}, nodes={len(self.wr)})"
 

@@ -47,12 +47,17 @@ def test_optimum_on_iris(latent):
         assert abs(pg.vlb - post.vlb) < 1e-9 * abs(post.vlb) and _agree(pg.m, post.m, 0) < 1e-5
 
 
+def _digits_glm():
+    "A ten-class softmax GLM on a 150-row digits subset: 8 principal directions and an intercept, prior covariance I."
+    X, y = load_digits(return_X_y=True); idx = np.random.default_rng(0).choice(len(y), 150, replace=False)
+    Xs = X[idx] - X[idx].mean(0); U, s, Vt = np.linalg.svd(Xs, full_matrices=False); Z = U[:, :8] * np.sqrt(len(idx))
+    return MultiGLM(np.c_[np.ones(len(idx)), Z], y[idx], Softmax(10), prior_cov=1.0)
+
+
 @pytest.mark.slow
 def test_optimum_on_digits_glm():
     "Ten classes (a 150-row digits subset, 8 principal directions and an intercept): FPi and Newton-Krylov agree to 1e-6."
-    X, y = load_digits(return_X_y=True); idx = np.random.default_rng(0).choice(len(y), 150, replace=False)
-    Xs = X[idx] - X[idx].mean(0); U, s, Vt = np.linalg.svd(Xs, full_matrices=False); Z = U[:, :8] * np.sqrt(len(idx))
-    mod = MultiGLM(np.c_[np.ones(len(idx)), Z], y[idx], Softmax(10), prior_cov=1.0)
+    mod = _digits_glm()
     post = fpi_multi(mod, tol=1e-9, tol_rel=0, max_iter=3000)
     assert post.converged, post.message
     m, V, res = solve_stationarity(mod, f_tol=1e-9)
@@ -77,9 +82,7 @@ def test_save_and_load(tmp_path):
 @pytest.mark.slow
 def test_anderson_on_digits_glm():
     "Ten classes (the digits subset above): Anderson(5) and the default Anderson(3) reach plain FPi's optimum in under half its iterations (62 -> 21 measured)."
-    X, y = load_digits(return_X_y=True); idx = np.random.default_rng(0).choice(len(y), 150, replace=False)
-    Xs = X[idx] - X[idx].mean(0); U, s, Vt = np.linalg.svd(Xs, full_matrices=False); Z = U[:, :8] * np.sqrt(len(idx))
-    mod = MultiGLM(np.c_[np.ones(len(idx)), Z], y[idx], Softmax(10), prior_cov=1.0)
+    mod = _digits_glm()
     plain = fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000, anderson=0)
     for acc in (fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000, anderson=5), fpi_multi(mod, tol=1e-6, tol_rel=0, max_iter=3000)):
         assert plain.converged and acc.converged and 2 * acc.n_iter < plain.n_iter, (plain.n_iter, acc.n_iter)

@@ -14,6 +14,7 @@ from scipy.linalg.lapack import dtrtrs
 from threadpoolctl import threadpool_limits
 from ..linalg import cholesky
 from ..models import GaussianPrior
+from ..softmax import log_sum_exp
 from ..models.blocks import Blocks, block_sum, block_kl, damped_precision, closed_form_prior, stacked_cholesky
 from ..models.ctm import CTM, DocRows, check_counts, init_beta, check_beta
 from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method
@@ -28,17 +29,11 @@ __all__ = ['COVS', 'METHODS', 'COMMON', 'log_logistic_map', 'logistic_map', 'XiS
            'fit_ctm', 'CTMPosterior', 'topic_proportions', 'word_probs', 'fit_documents', 'CTMOptions']
 
 # %% ../../nbs/methods/17_ctm.ipynb #c10
-def _logsumexp(x, axis: int = -1, keepdims: bool = False):
-    "log Σ exp(x) along `axis`, shifted by the maximum (a plain NumPy form: scipy's general one costs more per call than these small arrays)."
-    top = np.max(x, axis=axis, keepdims=True)
-    out = top + np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True))
-    return out if keepdims else np.squeeze(out, axis=axis)
-
 def log_logistic_map(eta):
     "log h(η) (eq. 54) with η_K ≡ 0: η (..., K−1) → (..., K), by log-sum-exp."
     eta = np.asarray(eta, dtype=float)
     z = np.concatenate([eta, np.zeros(eta.shape[:-1] + (1,))], -1)
-    return z - _logsumexp(z, axis=-1, keepdims=True)
+    return z - log_sum_exp(z, axis=-1, keepdims=True)
 
 # %% ../../nbs/methods/17_ctm.ipynb #7a9273b4
 def logistic_map(eta):
@@ -94,7 +89,7 @@ def xi_stats_log(eta, ids, cnts, log_beta, hess: str | None = "full") -> XiStats
     ids = np.asarray(ids); cnts = np.asarray(cnts, dtype=float)
     logh = log_logistic_map(eta)                           # (S, K)
     Lg = logh[:, :, None] + log_beta[:, ids][None]         # (S, K, W): log h_k + log β_kw
-    xi = _logsumexp(Lg, axis=1)                            # (S, W)
+    xi = log_sum_exp(Lg, axis=1)                            # (S, W)
     r = np.exp(Lg - xi[:, None, :])                        # (S, K, W)
     h = np.exp(logh); N = cnts.sum(); ht = h[:, :-1]; rt = r[:, :-1, :]
     rc = rt @ cnts                                         # (S, K−1): Σ_w c_w r̃_w
@@ -278,7 +273,7 @@ def beta_from_alpha(alpha, with_log: bool = False):
     with `with_log`, (β, log β) from one log-sum-exp per row."""
     alpha = np.asarray(alpha, dtype=float)
     if np.any(alpha[:, -1] != 0): raise ValueError("alpha's last column must be 0 (alpha_kV = 0)")
-    lb = alpha - _logsumexp(alpha, axis=1, keepdims=True)
+    lb = alpha - log_sum_exp(alpha, axis=1, keepdims=True)
     return (np.exp(lb), lb) if with_log else np.exp(lb)
 
 # %% ../../nbs/methods/17_ctm.ipynb #c33e
