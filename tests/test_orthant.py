@@ -31,26 +31,32 @@ def test_orthant_bad_input(make, msg):
 
 @pytest.mark.parametrize("q", [3, 4, 7])
 def test_derivatives_are_those_of_the_value(q):
+    "∇P̂, ∇²P̂ and ∂P̂/∂S against central differences of P̂ (and of ∇P̂); one site in the tail."
     rng = np.random.default_rng(q); mu, S = _case(rng, 3, q, shift=0.7)
-    mu[0] -= 4.0                                                               # one site in the tail
-    P, g, H = orthant_sov(mu, S, 64); h = 1e-6
+    mu[0] -= 4.0
+    P, g, dS, H = orthant_sov(mu, S, 64, hessian=True); h = 1e-6
     for j in range(q):
         e = np.zeros(q); e[j] = h
-        Pp, gp, _ = orthant_sov(mu + e, S, 64); Pm, gm, _ = orthant_sov(mu - e, S, 64)
+        Pp, gp, _, _ = orthant_sov(mu + e, S, 64, hessian=True); Pm, gm, _, _ = orthant_sov(mu - e, S, 64, hessian=True)
         assert np.allclose((Pp - Pm) / (2 * h), g[:, j], rtol=1e-6, atol=1e-10)
         assert np.allclose((gp - gm) / (2 * h), H[:, :, j], rtol=1e-5, atol=1e-9)
-    assert np.all((P > 0) & (P < 1)) and np.allclose(H, np.swapaxes(H, 1, 2), atol=1e-15)
+        for k in range(j, q):
+            E = np.zeros((q, q)); E[j, k] += h / 2; E[k, j] += h / 2          # dP = tr(∂P/∂S dS) = (∂P/∂S)_jk h
+            fd = (orthant_sov(mu, S + E, 64, derivatives=False)[0] - orthant_sov(mu, S - E, 64, derivatives=False)[0]) / (2 * h)
+            assert np.allclose(fd, dS[:, j, k], rtol=1e-6, atol=1e-10)
+    assert np.all((P > 0) & (P < 1)) and np.allclose(H, np.swapaxes(H, 1, 2), atol=1e-15) and np.allclose(dS, np.swapaxes(dS, 1, 2))
+    a = orthant_sov(mu, S, 64)
+    assert len(a) == 3 and np.array_equal(a[0], P) and np.allclose(a[1], g, rtol=1e-14) and np.allclose(a[2], dS, rtol=1e-14)
 
 
 def test_low_dimensions_and_limits():
     rng = np.random.default_rng(0)
-    mu, S = _case(rng, 5, 1)
-    assert all(np.allclose(a, b, atol=1e-14) for a, b in zip(orthant_sov(mu, S), orthant(mu, S)))
-    mu, S = _case(rng, 5, 2)
-    assert all(np.max(np.abs(a - b)) < 1e-4 for a, b in zip(orthant_sov(mu, S), orthant(mu, S)))
+    for q, tol in ((1, 1e-14), (2, 1e-4)):                                   # against the closed forms; ∂P/∂S = ½∇²P (Price) for these
+        mu, S = _case(rng, 5, q); P, g, dS, H = orthant_sov(mu, S, hessian=True); Pc, gc, Hc = orthant(mu, S)
+        assert max(np.max(np.abs(P - Pc)), np.max(np.abs(g - gc)), np.max(np.abs(H - Hc)), np.max(np.abs(dS - Hc / 2))) < tol
     mu = np.array([[0.2, -0.1, 0.3, 0.5, 0.1], [0.2, 0.1, 0.3, 0.5, 0.1]]); S = _case(rng, 2, 5)[1]
-    P, g, H = orthant_sov(mu, 1e-14 * S)
-    assert np.array_equal(P, [0.0, 1.0]) and np.max(np.abs(g)) == 0 and np.all(np.isfinite(H))
+    P, g, dS, H = orthant_sov(mu, 1e-14 * S, hessian=True)
+    assert np.array_equal(P, [0.0, 1.0]) and np.max(np.abs(g)) == 0 and np.all(np.isfinite(H)) and np.all(np.isfinite(dS))
     P, g, _ = orthant_sov(np.full((1, 4), -40.0), np.eye(4)[None])          # P = Φ(−40)⁴, far below the smallest double: 0, not NaN
     assert P[0] == 0.0 and np.all(g == 0)
     mu, S = _case(rng, 1, 4); mu[0] = -6.0                                   # the tail with independent coordinates: exact
@@ -61,7 +67,7 @@ def test_low_dimensions_and_limits():
 
 def test_blocks_change_nothing():
     rng = np.random.default_rng(1); mu, S = _case(rng, 7, 5)
-    a, b = orthant_sov(mu, S, 128), orthant_sov(mu, S, 128, block=1)
+    a, b = orthant_sov(mu, S, 128, hessian=True), orthant_sov(mu, S, 128, hessian=True, block=1)
     assert all(np.allclose(x, y, rtol=1e-13, atol=1e-16) for x, y in zip(a, b))
     assert np.allclose(orthant_sov(mu, S, 128, derivatives=False)[0], a[0], rtol=1e-14)
 
@@ -108,7 +114,7 @@ def test_q3_against_quadrature_and_faces():
         return P, g, H
     rng = np.random.default_rng(7); n = 40
     mu, S = _case(rng, n, 3, ridge=0.05); mu *= 1.5
-    P, g, H = orthant_sov(mu, S)
+    P, g, _, H = orthant_sov(mu, S, hessian=True)
     R = [ref(mu[i], S[i]) for i in range(n)]
     eP = max(abs(P[i] - R[i][0]) for i in range(n)); eg = max(np.max(np.abs(g[i] - R[i][1])) for i in range(n))
     eH = max(np.max(np.abs(H[i] - R[i][2])) for i in range(n))

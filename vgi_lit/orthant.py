@@ -31,9 +31,10 @@ def orthant_rule(q: int, n_qmc: int = 1024, seed: int = 0):
 # %% ../nbs/01c_orthant.ipynb #0cb89a0c
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
-def _sov_block(mu, L, W, derivatives: bool):
-    """(P̂, ∇P̂, ∇²P̂) for one block of sites: μ (n, q), L (n, q, q) lower Cholesky factors of S, W (N, q − 1) the rule.
-    Arrays are laid out (variable, site, point) so that every step of the recursions is a vector operation over the points."""
+def _sov_block(mu, L, W, derivatives: bool, hessian: bool):
+    """(P̂, ∇_μP̂, ∂P̂/∂S, ∇²_μP̂) for one block of sites: μ (n, q), L (n, q, q) lower Cholesky factors of S, W (N, q − 1) the
+    rule; None for what is not asked. Arrays are laid out (variable, site, point): each step of the recursions is a vector
+    operation over the points."""
     n, q = mu.shape; N = len(W)
     d = np.diagonal(L, axis1=1, axis2=2)                                      # L_ii (n, q)
     c = np.transpose(L / d[:, :, None], (1, 2, 0))                            # c[i, k] = L_ik / L_ii (q, q, n)
@@ -48,36 +49,44 @@ def _sov_block(mu, L, W, derivatives: bool):
             r[i] = np.exp(lw[i] - 0.5 * u[i] ** 2 + 0.5 * z[i] ** 2)          # r_i = w_i φ(u_i)/φ(z_i) = −∂z_i/∂u_i
     f = np.exp(lp.sum(0))                                                     # f = Π_i Φ(u_i) (n, N)
     P = f.mean(1)
-    if not derivatives: return P, None, None
+    if not derivatives: return P, None, None, None
     lam = np.exp(-0.5 * u ** 2 - _LOG_SQRT_2PI - lp)                          # λ_i = φ(u_i)/Φ(u_i)
-    gam = -lam * (u + lam)                                                    # λ'_i
-    s = -r * (u + r * z)                                                      # ∂r_i/∂u_i
+    if hessian: gam, s = -lam * (u + lam), -r * (u + r * z)                   # λ'_i and ∂r_i/∂u_i
     beta = np.empty((q, n, N))
     for k in range(q - 1, -1, -1):                                            # adjoint: β_k = λ_k − r_k η_k, η_k = Σ_{i>k} c_ik β_i
         eta = np.einsum('in,ins->ns', c[k + 1:, k], beta[k + 1:])
         beta[k] = lam[k] - r[k] * eta
-        gam[k] -= eta * s[k]                                                  # γ_k = λ'_k − η_k s_k
+        if hessian: gam[k] -= eta * s[k]                                      # γ_k = λ'_k − η_k s_k
+    fg = f * beta / d.T[:, :, None]                                           # f ∂log f/∂μ = f β ⊘ diag L (q, n, N)
+    dP = fg.mean(2).T
+    Lbar = np.tril(np.einsum('ins,kns->nik', fg, z), -1) / N                  # ∂P̂/∂L_ik = mean f β_i z_k / L_ii (k < i)
+    Lbar[:, np.arange(q), np.arange(q)] = -np.mean(fg * u, axis=2).T          # ∂P̂/∂L_ii = −mean f β_i u_i / L_ii
+    A = np.tril(np.swapaxes(L, 1, 2) @ Lbar); A[:, np.arange(q), np.arange(q)] *= 0.5   # Φ(Lᵀ L̄)
+    Lt = np.swapaxes(L, 1, 2)
+    B = np.swapaxes(np.linalg.solve(Lt, np.swapaxes(np.linalg.solve(Lt, A), 1, 2)), 1, 2)   # L⁻ᵀ Φ(Lᵀ L̄) L⁻¹
+    dS = 0.5 * (B + np.swapaxes(B, 1, 2))
+    if not hessian: return P, dP, dS, None
     DU = np.zeros((q, n, q, N))                                               # DU[i, :, a] = ∂u_i/∂μ_a, zero for a > i
     for i in range(q):                                                        # ∂u_i = e_i/L_ii − Σ_{k<i} c_ik r_k ∂u_k
         if i: DU[i, :, :i] = -np.einsum('kn,knas->nas', c[i, :i], r[:i, :, None] * DU[:i, :, :i])
         DU[i, :, i] = 1.0 / d[:, i, None]
-    g = beta / d.T[:, :, None]                                                # ∂ log f/∂μ = β ⊘ diag L (q, n, N)
-    fg = f * g
-    dP = fg.mean(2).T
+    g = beta / d.T[:, :, None]
     H = np.swapaxes(fg, 0, 1) @ np.transpose(g, (1, 2, 0))                   # Σ_s f g gᵀ
     for k in range(q):                                                        # + Σ_s f Σ_k γ_k ∂u_k ∂u_kᵀ
         H[:, :k + 1, :k + 1] += ((f * gam[k])[:, None] * DU[k, :, :k + 1]) @ np.swapaxes(DU[k, :, :k + 1], 1, 2)
     H /= N
-    return P, dP, 0.5 * (H + np.swapaxes(H, 1, 2))
+    return P, dP, dS, 0.5 * (H + np.swapaxes(H, 1, 2))
 
 # %% ../nbs/01c_orthant.ipynb #b9955e3d
-def orthant_sov(mu, S, n_qmc: int = 1024, seed: int = 0, derivatives: bool = True, block: int = 4_000_000):
-    """(P (n,), ∇P (n, q), ∇²P (n, q, q)) of P(μ, S) = P(δ > 0), δ ~ N(μ_i, S_i), any q, by separation of variables (Genz 1992):
-    P̂ = mean_w Π_i Φ(u_i), u_i = (μ_i + Σ_{k<i} L_ik z_k)/L_ii, z_i = −Φ⁻¹(w_i Φ(u_i)), S = LLᵀ, over the fixed rule
-    `orthant_rule(q, n_qmc, seed)`; ∇P̂ and ∇²P̂ are the exact derivatives of P̂ in μ (forward and adjoint recursions).
+def orthant_sov(mu, S, n_qmc: int = 1024, seed: int = 0, derivatives: bool = True, hessian: bool = False, block: int = 4_000_000):
+    """(P (n,), ∇P (n, q), ∂P/∂S (n, q, q)) of P(μ, S) = P(δ > 0), δ ~ N(μ_i, S_i), any q, by separation of variables
+    (Genz 1992): P̂ = mean_w Π_i Φ(u_i), u_i = (μ_i + Σ_{k<i} L_ik z_k)/L_ii, z_i = −Φ⁻¹(w_i Φ(u_i)), S = LLᵀ, over the fixed
+    rule `orthant_rule(q, n_qmc, seed)`. ∇P̂ and ∂P̂/∂S (symmetric, dP̂ = tr(∂P̂/∂S dS)) are the exact derivatives of P̂ by the
+    adjoint recursion β_k = λ(u_k) − r_k Σ_{i>k} (L_ik/L_ii) β_i; with `hessian` also ∇²P̂ (n, q, q), its exact μ-Hessian.
 
-    mu: (n, q) means; S: (n, q, q) positive definite covariances (a ValueError otherwise).
+    mu: (n, q) means; S: (n, q, q) symmetric positive definite covariances (a ValueError otherwise).
     n_qmc, seed: the rule (2·`n_qmc` points). derivatives: False returns (P, None, None) at a third of the cost.
+    hessian: also return ∇²P̂ as a fourth entry (O(q³) per point instead of O(q²)).
     block: sites are processed in blocks of about `block` array entries (memory, not results)."""
     mu = np.asarray(mu, dtype=float); S = np.asarray(S, dtype=float)
     if mu.ndim != 2: raise ValueError(f"orthant_sov: mu must have shape (n, q), got {mu.shape}")
@@ -89,11 +98,12 @@ def orthant_sov(mu, S, n_qmc: int = 1024, seed: int = 0, derivatives: bool = Tru
     except np.linalg.LinAlgError:
         raise ValueError("orthant_sov: a covariance S is not positive definite (singular: a zero variance or |correlation| = 1)") from None
     W = orthant_rule(q, n_qmc, seed)
-    P, dP, H = np.empty(n), np.empty((n, q)), np.empty((n, q, q))
-    b = max(1, int(block) // (len(W) * q * (q if derivatives else 1)))
+    hessian = bool(hessian and derivatives)
+    out = [np.empty(n), np.empty((n, q)), np.empty((n, q, q)), np.empty((n, q, q))]
+    b = max(1, int(block) // (len(W) * q * (q if hessian else 2)))
     for s0 in range(0, n, b):
         sl = slice(s0, min(s0 + b, n))
-        Pb, gb, Hb = _sov_block(mu[sl], L[sl], W, derivatives)
-        P[sl] = Pb
-        if derivatives: dP[sl], H[sl] = gb, Hb
-    return (P, dP, H) if derivatives else (P, None, None)
+        for o, x in zip(out, _sov_block(mu[sl], L[sl], W, derivatives, hessian)):
+            if x is not None: o[sl] = x
+    if not derivatives: return out[0], None, None
+    return tuple(out) if hessian else tuple(out[:3])

@@ -181,10 +181,12 @@ def orthant(mu, S, n_qmc: int = 1024, seed: int = 0, derivatives: bool = True):
     """(P (n,), ∇P (n, q), ∇²P (n, q, q)) of P(μ, S) = P(δ > 0), δ ~ N(μ_i, S_i) (μ (n, q), S (n, q, q) positive definite).
     q = 1 or 2 in closed form: P = Φ(μ/s) or Φ₂(h₁, h₂; ρ); ∂P/∂μ_j = N(0; μ_j, S_jj) P(δ_k > 0 | δ_j = 0);
     ∂²P/∂μ₁∂μ₂ = N(0; μ, S); ∂²P/∂μ_j² = −(μ_j/S_jj) ∂P/∂μ_j − (S_kj/S_jj) ∂²P/∂μ_j∂μ_k.
-    q ≥ 3 by `orthant_sov(mu, S, n_qmc, seed, derivatives)` (separation of variables on a fixed quasi-Monte Carlo rule; ∇P and
-    ∇²P the exact derivatives of the value returned); with `derivatives=False` it returns (P, None, None)."""
+    q ≥ 3 by `orthant_sov(mu, S, n_qmc, seed, derivatives, hessian=True)` (separation of variables on a fixed quasi-Monte Carlo
+    rule; ∇P and ∇²P the exact derivatives of the value returned); with `derivatives=False` it returns (P, None, None)."""
     mu = np.asarray(mu, dtype=float); S = np.asarray(S, dtype=float); n, q = mu.shape
-    if q >= 3: return orthant_sov(mu, S, n_qmc, seed, derivatives)
+    if q >= 3:
+        out = orthant_sov(mu, S, n_qmc, seed, derivatives, hessian=True)
+        return (out[0], out[1], out[3]) if derivatives else out
     d = np.diagonal(S, axis1=1, axis2=2)
     if q == 1:
         if np.any(d[:, 0] <= 0): raise ValueError("orthant: the variance of the difference f_y − f_k must be positive")
@@ -208,10 +210,10 @@ def orthant(mu, S, n_qmc: int = 1024, seed: int = 0, derivatives: bool = True):
 class RobustMax:
     """Robust-max: p(y | f) = 1 − ε if y = argmax_k f_k, else ε/(C − 1), f ∈ ℝ^C, 2 ≤ C ≤ 10 (Hernández-Lobato,
     Hernández-Lobato & Dupont 2011). With P_y = P(f_y > f_k for all k ≠ y) under N(m, V) and κ = log(1 − ε) − log(ε/(C − 1)):
-    E = log(ε/(C − 1)) + κ P_y, ∂E/∂m = κ Dᵀ∇P, ∂E/∂V = ½ κ Dᵀ∇²P D (Bonnet and Price), where P, ∇P, ∇²P are the orthant
-    probability of δ = Df ~ N(Dm, DVDᵀ) (rows of D: e_y − e_k) and its derivatives (`orthant`): in closed form for C ≤ 3;
-    for C ≥ 4 by separation of variables on a fixed quasi-Monte Carlo rule of 2·`n_qmc` points (seeded by `seed`), E smooth in
-    (m, V), ∂E/∂m its exact derivative, ∂E/∂V Price's form (the V-derivative of E to the rule's error).
+    E = log(ε/(C − 1)) + κ P_y, ∂E/∂m = κ Dᵀ∇P, ∂E/∂V = κ Dᵀ(∂P/∂S)D, where P is the orthant probability of
+    δ = Df ~ N(μ, S), μ = Dm, S = DVDᵀ (rows of D: e_y − e_k). C ≤ 3: closed forms (`orthant`), ∂P/∂S = ½∇²P (Price).
+    C ≥ 4: `orthant_sov`, separation of variables on a fixed quasi-Monte Carlo rule of 2·`n_qmc` points (seeded by `seed`):
+    E is a smooth function of (m, V) and ∂E/∂m, ∂E/∂V are its exact derivatives.
     Γ = −2 ∂E/∂V is not positive semi-definite in general (p is not log-concave)."""
     log_concave = False
     max_classes = 10
@@ -234,19 +236,21 @@ class RobustMax:
         "log p(y_i | f_i) for F (n, C): log(1 − ε) where y_i = argmax f_i, else log(ε/(C − 1))."
         return np.where(np.argmax(np.asarray(F, dtype=float), 1) == np.asarray(y), self.log_hit, self.log_miss)
     def _hit(self, y, m, V, derivatives: bool = True):
-        "(P_y (n,), ∇_m P_y (n, C), ∇²_m P_y (n, C, C)) for labels y under N(m_i, V_i); (P_y, None, None) without `derivatives`."
+        "(P_y (n,), ∂P_y/∂m (n, C), ∂P_y/∂V (n, C, C)) for labels y under N(m_i, V_i); (P_y, None, None) without `derivatives`."
         n, C = m.shape; i = np.arange(n)[:, None]
         O = np.arange(C - 1)[None, :]; O = np.where(O < y[:, None], O, O + 1)   # the classes k ≠ y
         D = np.zeros((n, C - 1, C)); D[i, np.arange(C - 1)[None, :], y[:, None]] = 1.0; D[i, np.arange(C - 1)[None, :], O] = -1.0
-        P, g, H = orthant(np.einsum('ikc,ic->ik', D, m), D @ V @ np.swapaxes(D, 1, 2), self.n_qmc, self.seed, derivatives)
+        mu, S = np.einsum('ikc,ic->ik', D, m), D @ V @ np.swapaxes(D, 1, 2)
+        if C <= 3: P, g, H = orthant(mu, S); dS = 0.5 * H                        # Price: ∂P/∂S = ½∇²P
+        else: P, g, dS = orthant_sov(mu, S, self.n_qmc, self.seed, derivatives)
         if not derivatives: return P, None, None
-        return P, np.einsum('ikc,ik->ic', D, g), np.swapaxes(D, 1, 2) @ H @ D
+        return P, np.einsum('ikc,ik->ic', D, g), np.swapaxes(D, 1, 2) @ dS @ D
     def expected_log_lik(self, y, m, V):
         """(E (n,), ∂E/∂m (n, C), ∂E/∂V (n, C, C)) at site means `m` (n, C) and covariances `V` (n, C, C) for labels `y` (n,)
         already checked by `check_y`; the covariance of the differences f_y − f_k must be positive definite."""
         m, V = _check_site_moments(m, V, self.C)
-        P, g, H = self._hit(np.asarray(y), m, V)
-        return self.log_miss + self.kappa * P, self.kappa * g, 0.5 * self.kappa * H
+        P, g, dV = self._hit(np.asarray(y), m, V)
+        return self.log_miss + self.kappa * P, self.kappa * g, self.kappa * dV
     def predict_y(self, m, V, return_std: bool = False):
         """Class probabilities E[p(c | f)] = ε/(C − 1) + (1 − ε − ε/(C − 1)) P_c (n, C) under N(m_i, V_i); with `return_std`
         also their standard deviations under q, (1 − ε − ε/(C − 1)) √(P_c(1 − P_c)). For C ≥ 4 the rows sum to one within
