@@ -46,7 +46,7 @@ def _sov_block(mu, L, W, derivatives: bool, hessian: bool):
         lp[i] = log_ndtr(u[i])
         if i < q - 1:
             z[i] = -ndtri_exp(lw[i] + lp[i])                                  # z_i = −Φ⁻¹(w_i Φ(u_i))
-            r[i] = np.exp(lw[i] - 0.5 * u[i] ** 2 + 0.5 * z[i] ** 2)          # r_i = w_i φ(u_i)/φ(z_i) = −∂z_i/∂u_i
+            if derivatives: r[i] = np.exp(lw[i] - 0.5 * u[i] ** 2 + 0.5 * z[i] ** 2)   # r_i = w_i φ(u_i)/φ(z_i) = −∂z_i/∂u_i
     f = np.exp(lp.sum(0))                                                     # f = Π_i Φ(u_i) (n, N)
     P = f.mean(1)
     if not derivatives: return P, None, None, None
