@@ -221,7 +221,7 @@ class RobustMax:
         if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or not 2 <= n_classes <= self.max_classes:
             raise ValueError(f"RobustMax takes 2 <= n_classes <= {self.max_classes} (closed form for C <= 3; quasi-Monte Carlo orthant "
                              f"probabilities of dimension C − 1 for 4 <= C <= {self.max_classes}, where their accuracy is measured; the cost per "
-                             f"site grows as (C − 1)³), got {n_classes!r}")
+                             f"site grows as (C − 1)²), got {n_classes!r}")
         self.C = int(n_classes)
         if not (isinstance(epsilon, (int, float)) and 0 < epsilon < (self.C - 1) / self.C):
             raise ValueError(f"epsilon must lie in (0, {(self.C - 1) / self.C:g}) (below it the argmax class is the likeliest), got {epsilon!r}")
