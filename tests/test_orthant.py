@@ -65,6 +65,14 @@ def test_low_dimensions_and_limits():
     assert abs(P[0] / Pr - 1) < 1e-12
 
 
+def test_orthant_dispatches_to_sov_for_q_at_least_3():
+    rng = np.random.default_rng(2); mu, S = _case(rng, 3, 4)
+    P, g, H = orthant(mu, S, n_qmc=64); a = orthant_sov(mu, S, 64, hessian=True)
+    assert np.array_equal(P, a[0]) and np.array_equal(g, a[1]) and np.array_equal(H, a[3])
+    P2, g2, H2 = orthant(mu, S, n_qmc=64, derivatives=False)
+    assert np.allclose(P2, P, rtol=1e-14) and g2 is None and H2 is None
+
+
 def test_blocks_change_nothing():
     rng = np.random.default_rng(1); mu, S = _case(rng, 7, 5)
     a, b = orthant_sov(mu, S, 128, hessian=True), orthant_sov(mu, S, 128, hessian=True, block=1)
