@@ -175,3 +175,16 @@ def test_robustmax_digits_fit(kind):
         assert np.allclose(P.sum(1), 1, atol=1e-3)
     print(out)
     assert out["RobustMax"][0] in ("grad_tol", "rel_tol") and out["RobustMax"][1] > 0.9 and out["RobustMax"][1] > out["Softmax"][1] - 0.05
+
+
+@pytest.mark.slow
+def test_robustmax_four_classes_fpi_and_grad_agree():
+    """C = 4 (the quasi-Monte Carlo orthant): E, ∂E/∂m and ∂E/∂V are one function and its derivatives, so FPi and GRAD
+    reach the same optimum of the rule's VLB."""
+    from vgi_lit.models.multi import MultiGLM
+    from vgi_lit.methods.multiclass import fpi_multi, grad_multi
+    C = 4; rng = np.random.default_rng(7); y = np.repeat(np.arange(C), 10); ang = 2 * np.pi * np.arange(C) / C
+    X = np.c_[1.5 * np.c_[np.cos(ang), np.sin(ang)][y] + rng.normal(size=(len(y), 2)), np.ones(len(y))]
+    mod = MultiGLM(X, y, RobustMax(C, 0.05, n_qmc=256))
+    pf, pg = fpi_multi(mod, max_iter=500, tol=1e-8), grad_multi(mod, tol=1e-8, max_iter=3000)
+    assert pf.stop.value in ("grad_tol", "rel_tol") and abs(pf.vlb - pg.vlb) < 1e-8 * abs(pg.vlb) and np.allclose(pf.m, pg.m, atol=1e-3)
