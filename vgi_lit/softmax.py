@@ -173,18 +173,26 @@ def _bvn(h, k, r):
     both = (h == 0) & (k == 0)
     return np.where(both, 0.25 + np.arcsin(r) / (2 * np.pi), out)
 
+# %% ../nbs/01b_softmax.ipynb #3575c538
+from .orthant import orthant_rule, orthant_sov
+
 # %% ../nbs/01b_softmax.ipynb #5caed92a
-def orthant(mu, S):
-    """(P (n,), ∇P (n, q), ∇²P (n, q, q)) of P(μ, S) = P(δ > 0), δ ~ N(μ_i, S_i), for q = 1 or 2 (μ (n, q), S (n, q, q)
-    positive definite): P = Φ(μ/s) or Φ₂(h₁, h₂; ρ); ∂P/∂μ_j = N(0; μ_j, S_jj) P(δ_k > 0 | δ_j = 0);
-    ∂²P/∂μ₁∂μ₂ = N(0; μ, S); ∂²P/∂μ_j² = −(μ_j/S_jj) ∂P/∂μ_j − (S_kj/S_jj) ∂²P/∂μ_j∂μ_k."""
+def orthant(mu, S, n_qmc: int = 1024, seed: int = 0, derivatives: bool = True):
+    """(P (n,), ∇P (n, q), ∇²P (n, q, q)) of P(μ, S) = P(δ > 0), δ ~ N(μ_i, S_i) (μ (n, q), S (n, q, q) positive definite).
+    q = 1 or 2 in closed form: P = Φ(μ/s) or Φ₂(h₁, h₂; ρ); ∂P/∂μ_j = N(0; μ_j, S_jj) P(δ_k > 0 | δ_j = 0);
+    ∂²P/∂μ₁∂μ₂ = N(0; μ, S); ∂²P/∂μ_j² = −(μ_j/S_jj) ∂P/∂μ_j − (S_kj/S_jj) ∂²P/∂μ_j∂μ_k.
+    q ≥ 3 by `orthant_sov(mu, S, n_qmc, seed, derivatives, hessian=True)` (separation of variables on a fixed quasi-Monte Carlo
+    rule; ∇P and ∇²P the exact derivatives of the value returned); with `derivatives=False` it returns (P, None, None)."""
     mu = np.asarray(mu, dtype=float); S = np.asarray(S, dtype=float); n, q = mu.shape
+    if q >= 3:
+        out = orthant_sov(mu, S, n_qmc, seed, derivatives, hessian=True)
+        return (out[0], out[1], out[3]) if derivatives else out
     d = np.diagonal(S, axis1=1, axis2=2)
     if q == 1:
         if np.any(d[:, 0] <= 0): raise ValueError("orthant: the variance of the difference f_y − f_k must be positive")
         s = np.sqrt(d[:, 0]); g = np.exp(-0.5 * (mu[:, 0] / s) ** 2) / (np.sqrt(2 * np.pi) * s)
         return ndtr(mu[:, 0] / s), g[:, None], (-mu[:, 0] / d[:, 0] * g)[:, None, None]
-    if q != 2: raise ValueError(f"orthant: q must be 1 or 2, got {q}")
+    if q != 2: raise ValueError(f"orthant: q must be a positive integer, got {q}")
     s = np.sqrt(np.maximum(d, 0.0))
     with np.errstate(divide='ignore', invalid='ignore'): r = S[:, 0, 1] / (s[:, 0] * s[:, 1])
     if np.any(d <= 0) or np.any(~(np.abs(r) < 1)):
@@ -200,20 +208,25 @@ def orthant(mu, S):
 
 # %% ../nbs/01b_softmax.ipynb #7168a3b5
 class RobustMax:
-    """Robust-max: p(y | f) = 1 − ε if y = argmax_k f_k, else ε/(C − 1), f ∈ ℝ^C, C = 2 or 3 (Hernández-Lobato,
+    """Robust-max: p(y | f) = 1 − ε if y = argmax_k f_k, else ε/(C − 1), f ∈ ℝ^C, 2 ≤ C ≤ 10 (Hernández-Lobato,
     Hernández-Lobato & Dupont 2011). With P_y = P(f_y > f_k for all k ≠ y) under N(m, V) and κ = log(1 − ε) − log(ε/(C − 1)):
-    E = log(ε/(C − 1)) + κ P_y, ∂E/∂m = κ Dᵀ∇P, ∂E/∂V = ½ κ Dᵀ∇²P D (Bonnet and Price), where P, ∇P, ∇²P are the orthant
-    probability of δ = Df ~ N(Dm, DVDᵀ) (rows of D: e_y − e_k) and its derivatives (`orthant`), in closed form.
+    E = log(ε/(C − 1)) + κ P_y, ∂E/∂m = κ Dᵀ∇P, ∂E/∂V = κ Dᵀ(∂P/∂S)D, where P is the orthant probability of
+    δ = Df ~ N(μ, S), μ = Dm, S = DVDᵀ (rows of D: e_y − e_k). C ≤ 3: closed forms (`orthant`), ∂P/∂S = ½∇²P (Price).
+    C ≥ 4: `orthant_sov`, separation of variables on a fixed quasi-Monte Carlo rule of 2·`n_qmc` points (seeded by `seed`):
+    E is a smooth function of (m, V) and ∂E/∂m, ∂E/∂V are its exact derivatives.
     Γ = −2 ∂E/∂V is not positive semi-definite in general (p is not log-concave)."""
     log_concave = False
-    def __init__(self, n_classes: int, epsilon: float = 1e-3):
-        if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes not in (2, 3):
-            raise ValueError(f"RobustMax takes n_classes = 2 or 3 (its expectation in closed form needs orthant probabilities of "
-                             f"dimension C − 1 ≤ 2), got {n_classes!r}")
+    max_classes = 10
+    def __init__(self, n_classes: int, epsilon: float = 1e-3, n_qmc: int = 1024, seed: int = 0):
+        if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or not 2 <= n_classes <= self.max_classes:
+            raise ValueError(f"RobustMax takes 2 <= n_classes <= {self.max_classes} (closed form for C <= 3; quasi-Monte Carlo orthant "
+                             f"probabilities of dimension C − 1 for 4 <= C <= {self.max_classes}, where their accuracy is measured; the cost per "
+                             f"site grows as (C − 1)²), got {n_classes!r}")
         self.C = int(n_classes)
         if not (isinstance(epsilon, (int, float)) and 0 < epsilon < (self.C - 1) / self.C):
             raise ValueError(f"epsilon must lie in (0, {(self.C - 1) / self.C:g}) (below it the argmax class is the likeliest), got {epsilon!r}")
-        self.epsilon = float(epsilon)
+        orthant_rule(self.C - 1, n_qmc, seed)                                   # a bad n_qmc is refused here
+        self.epsilon, self.n_qmc, self.seed = float(epsilon), int(n_qmc), seed
         self.log_hit, self.log_miss = np.log1p(-self.epsilon), np.log(self.epsilon / (self.C - 1))
         self.kappa = self.log_hit - self.log_miss
     def check_y(self, y):
@@ -222,35 +235,39 @@ class RobustMax:
     def logp(self, y, F):
         "log p(y_i | f_i) for F (n, C): log(1 − ε) where y_i = argmax f_i, else log(ε/(C − 1))."
         return np.where(np.argmax(np.asarray(F, dtype=float), 1) == np.asarray(y), self.log_hit, self.log_miss)
-    def _hit(self, y, m, V):
-        "(P_y (n,), ∇_m P_y (n, C), ∇²_m P_y (n, C, C)) for labels y under N(m_i, V_i)."
+    def _hit(self, y, m, V, derivatives: bool = True):
+        "(P_y (n,), ∂P_y/∂m (n, C), ∂P_y/∂V (n, C, C)) for labels y under N(m_i, V_i); (P_y, None, None) without `derivatives`."
         n, C = m.shape; i = np.arange(n)[:, None]
         O = np.arange(C - 1)[None, :]; O = np.where(O < y[:, None], O, O + 1)   # the classes k ≠ y
         D = np.zeros((n, C - 1, C)); D[i, np.arange(C - 1)[None, :], y[:, None]] = 1.0; D[i, np.arange(C - 1)[None, :], O] = -1.0
-        P, g, H = orthant(np.einsum('ikc,ic->ik', D, m), D @ V @ np.swapaxes(D, 1, 2))
-        return P, np.einsum('ikc,ik->ic', D, g), np.swapaxes(D, 1, 2) @ H @ D
+        mu, S = np.einsum('ikc,ic->ik', D, m), D @ V @ np.swapaxes(D, 1, 2)
+        if C <= 3: P, g, H = orthant(mu, S); dS = 0.5 * H                        # Price: ∂P/∂S = ½∇²P
+        else: P, g, dS = orthant_sov(mu, S, self.n_qmc, self.seed, derivatives)
+        if not derivatives: return P, None, None
+        return P, np.einsum('ikc,ik->ic', D, g), np.swapaxes(D, 1, 2) @ dS @ D
     def expected_log_lik(self, y, m, V):
         """(E (n,), ∂E/∂m (n, C), ∂E/∂V (n, C, C)) at site means `m` (n, C) and covariances `V` (n, C, C) for labels `y` (n,)
         already checked by `check_y`; the covariance of the differences f_y − f_k must be positive definite."""
         m, V = _check_site_moments(m, V, self.C)
-        P, g, H = self._hit(np.asarray(y), m, V)
-        return self.log_miss + self.kappa * P, self.kappa * g, 0.5 * self.kappa * H
+        P, g, dV = self._hit(np.asarray(y), m, V)
+        return self.log_miss + self.kappa * P, self.kappa * g, self.kappa * dV
     def predict_y(self, m, V, return_std: bool = False):
         """Class probabilities E[p(c | f)] = ε/(C − 1) + (1 − ε − ε/(C − 1)) P_c (n, C) under N(m_i, V_i); with `return_std`
-        also their standard deviations under q, (1 − ε − ε/(C − 1)) √(P_c(1 − P_c))."""
+        also their standard deviations under q, (1 − ε − ε/(C − 1)) √(P_c(1 − P_c)). For C ≥ 4 the rows sum to one within
+        the rule's error (each P_c is its own orthant probability)."""
         m, V = _check_site_moments(m, V, self.C); n = len(m)
-        Pc = np.stack([self._hit(np.full(n, c), m, V)[0] for c in range(self.C)], 1)
+        Pc = np.stack([self._hit(np.full(n, c), m, V, derivatives=False)[0] for c in range(self.C)], 1)
         a, b = np.exp(self.log_miss), np.exp(self.log_hit) - np.exp(self.log_miss)
         return (a + b * Pc, b * np.sqrt(np.clip(Pc * (1 - Pc), 0.0, None))) if return_std else a + b * Pc
     def log_pred_density(self, y, m, V):
         "log E[p(y | f)] (n,) under N(m_i, V_i)."
         y = self.check_y(y); m, V = _check_site_moments(m, V, self.C)
         if len(y) != len(m): raise ValueError(f"y has {len(y)} labels but there are {len(m)} sites")
-        P = np.maximum(self._hit(y, m, V)[0], 0.0); b = np.exp(self.log_hit) - np.exp(self.log_miss)
+        P = np.maximum(self._hit(y, m, V, derivatives=False)[0], 0.0); b = np.exp(self.log_hit) - np.exp(self.log_miss)
         with np.errstate(divide='ignore'): return np.logaddexp(self.log_miss, np.log(b) + np.log(P))
     def sample(self, F, rng=None):
         "One label per row of F (n, C): the argmax class with probability 1 − ε, else one of the others uniformly."
         rng = np.random.default_rng(rng); F = np.asarray(F, dtype=float); n = len(F)
         top = np.argmax(F, 1); other = (top + 1 + rng.integers(0, self.C - 1, n)) % self.C
         return np.where(rng.random(n) < self.epsilon, other, top)
-    def __repr__(self): return f"RobustMax(n_classes={self.C}, epsilon={self.epsilon:g})"
+    def __repr__(self): return f"RobustMax(n_classes={self.C}, epsilon={self.epsilon:g}" + (f", n_qmc={self.n_qmc})" if self.C >= 4 else ")")
