@@ -25,7 +25,7 @@ MODELS = {"glm": lambda: GLM(_X, _y, Logistic()),
           "sparse_gp": lambda: SparseGP(_X, _y, Logistic(), RBF(2.0, 1.5), _X[:6]),
           "multi_glm": lambda: MultiGLM(_X[:15], _c[:15], Softmax(3)),
           "multi_gp": lambda: MultiGP(_X[:15], _c[:15], Softmax(3), RBF(2.0, 1.5)),
-          "multi_lmc": lambda: LMCGP(_X[:10], _c[:10], Softmax(3), [RBF(1.0, 1.5), RBF(1.0, 0.5)], [[[1.0], [0.5], [-0.3]], [[0.2], [-0.6], [0.8]]], [0.1, 0.1])}
+          "multi_lmc": lambda: LMCGP(_X[:10], _c[:10], Softmax(3, n_gh=8), [RBF(1.0, 1.5), RBF(1.0, 0.5)], [[[1.0], [0.5], [-0.3]], [[0.2], [-0.6], [0.8]]], [0.1, 0.1])}
 CASES = [(m, k) for k in MODELS for m in sorted(methods_for(MODELS[k]()))]      # the methods fit offers for each model
 
 

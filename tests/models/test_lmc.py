@@ -26,8 +26,8 @@ def lmc(X, y, lik, **kw):
 
 def test_q1_is_the_coregional_gp():
     rng, X, y = data(0)
-    a = fit(CoregionalGP(X, y, Softmax(3), RBF(lengthscale=1.5), W1, K1), tol=1e-10)
-    b = fit(LMCGP(X, y, Softmax(3), [RBF(lengthscale=1.5)], [W1], [K1]), tol=1e-10)
+    a = fit(CoregionalGP(X, y, Softmax(3, n_gh=8), RBF(lengthscale=1.5), W1, K1), tol=1e-10)
+    b = fit(LMCGP(X, y, Softmax(3, n_gh=8), [RBF(lengthscale=1.5)], [W1], [K1]), tol=1e-10)
     assert a.converged and b.converged and b.model.kind == "multi_coreg" and set(methods_for(b.model)) >= {"fpi", "grad"}
     assert abs(a.vlb - b.vlb) <= 1e-12 * abs(a.vlb), (a.vlb, b.vlb)
     assert np.allclose(a.m, b.m, rtol=0, atol=1e-10) and np.allclose(a.V, b.V, rtol=0, atol=1e-10)
@@ -57,7 +57,7 @@ def test_gaussian_lmc_is_exact(seed, space):
 
 def test_grad_fpi_and_newton_agree():
     _, X, y = data(3, n=10)
-    mod = lmc(X, y, Softmax(3))
+    mod = lmc(X, y, Softmax(3, n_gh=8))                                    # a small rule: the three solvers share the model
     f, g = fit(mod, tol=1e-10), fit(mod, "grad", tol=1e-7)
     assert f.converged and g.converged
     assert abs(f.vlb - g.vlb) <= 1e-9 * abs(f.vlb), (f.vlb, g.vlb)
