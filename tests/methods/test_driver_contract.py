@@ -2,7 +2,7 @@
 `callback` are honoured, the stop reason is honest (`converged` exactly for GRAD_TOL / REL_TOL, MAX_ITER only when the
 budget of steps was spent), and the returned state is the best one the run visited (exact methods: the returned VLB
 is at least every VLB in the trace, up to rounding). Small generated problems (seeded), single-latent and
-multiclass (softmax) models. The two-level models' methods
+multiclass (softmax) models, one with a coupled (LMC) prior. The two-level models' methods
 (`PMF`, `CTM`, `GME`) are held to the same budgets in `test_two_level_fit.py`."""
 import time
 import numpy as np
@@ -13,7 +13,7 @@ from vgi_lit.inference import CONVERGED_STOPS, Stop, methods_for
 from vgi_lit.kernels import RBF
 from vgi_lit.likelihoods import Logistic
 from vgi_lit.models import GLM, GP, SparseGP
-from vgi_lit.models.multi import MultiGLM, MultiGP
+from vgi_lit.models.multi import MultiGLM, MultiGP, LMCGP
 from vgi_lit.softmax import Softmax
 
 STOCHASTIC = {"svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi"}
@@ -24,7 +24,8 @@ MODELS = {"glm": lambda: GLM(_X, _y, Logistic()),
           "gp": lambda: GP(_X, _y, Logistic(), RBF(2.0, 1.5)),
           "sparse_gp": lambda: SparseGP(_X, _y, Logistic(), RBF(2.0, 1.5), _X[:6]),
           "multi_glm": lambda: MultiGLM(_X[:15], _c[:15], Softmax(3)),
-          "multi_gp": lambda: MultiGP(_X[:15], _c[:15], Softmax(3), RBF(2.0, 1.5))}
+          "multi_gp": lambda: MultiGP(_X[:15], _c[:15], Softmax(3), RBF(2.0, 1.5)),
+          "multi_lmc": lambda: LMCGP(_X[:10], _c[:10], Softmax(3, n_gh=8), [RBF(1.0, 1.5), RBF(1.0, 0.5)], [[[1.0], [0.5], [-0.3]], [[0.2], [-0.6], [0.8]]], [0.1, 0.1])}
 CASES = [(m, k) for k in MODELS for m in sorted(methods_for(MODELS[k]()))]      # the methods fit offers for each model
 
 

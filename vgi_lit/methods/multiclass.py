@@ -257,32 +257,57 @@ register_method('fpi', models=('multi', 'multi_coreg'))(fpi_multi)
 register_method('grad', models=('multi', 'multi_coreg'))(grad_multi)
 DEFAULT_METHOD.setdefault('multi', 'fpi'); DEFAULT_METHOD.setdefault('multi_coreg', 'fpi')
 
+# %% ../../nbs/methods/18_multiclass.ipynb #bfab0b91
+from ..models.multi import CoregionalGP, LMCGP
+from ..softmax import RobustMax
+from .multi_output import MultiGaussian
+
 # %% ../../nbs/methods/18_multiclass.ipynb #7d1c6b2d
-def _multi_labels(labels, C: int):
+def _multi_labels(labels, lik):
     "The C class labels as a JSON-ready list (numbers or strings, distinct), or None; a ValueError naming the problem."
-    return None if labels is None else class_labels(labels, C, f"(one per class 0..{C - 1})")
+    if labels is None: return None
+    if isinstance(lik, MultiGaussian): raise ValueError("labels name the classes of a Softmax or RobustMax likelihood; a MultiGaussian has real outputs, not classes")
+    return class_labels(labels, lik.C, f"(one per class 0..{lik.C - 1})")
+
+def _multi_likelihood(lik) -> tuple[dict, dict]:
+    "(settings, arrays) of a multi-latent likelihood: Softmax (its rule's settings), RobustMax (n_classes, epsilon), MultiGaussian (Σ_ε)."
+    if type(lik) is Softmax: return {"class": "Softmax", "C": lik.C, "n_gh": lik.n_gh, "n_qmc": int(lik.n_qmc), "seed": int(lik.seed), "block": lik.block}, {}
+    if type(lik) is RobustMax: return {"class": "RobustMax", "n_classes": int(lik.C), "epsilon": float(lik.epsilon)}, {}
+    if type(lik) is MultiGaussian: return {"class": "MultiGaussian"}, {"noise_cov": np.array(lik.noise_cov)}
+    raise ValueError(f"cannot save a {type(lik).__name__} likelihood: the multi-latent format knows Softmax, RobustMax and MultiGaussian")
 
 def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
-    """(settings, arrays) of a `MultiPosterior` of a `MultiGLM` or `MultiGP` for `vgi_lit.io.save`: the model's data and
-    prior, the softmax rule's settings, m and the site precisions Λ (n, C, C) that give V(Λ) exactly (a result of GRAD,
-    whose V is not of that form, keeps V itself), how the run ended, and the class labels (`labels`, else those the
-    posterior carries in `info['labels']`)."""
-    M, lik, cov = post.model, post.model.likelihood, post.cov
-    if type(M) not in (MultiGLM, MultiGP): raise ValueError(f"cannot save a posterior of a {type(M).__name__}: the format knows MultiGLM and MultiGP")
-    if type(lik) is not Softmax: raise ValueError(f"cannot save a {type(lik).__name__} likelihood: the multi-latent format knows Softmax")
-    arrays = {"X": np.asarray(M.X if isinstance(M, MultiGLM) else M.Xtrain, float), "y": np.asarray(M.y, np.int64), "m": post.m}
-    settings = {"model": "multi_glm" if isinstance(M, MultiGLM) else "multi_gp",
-                "likelihood": {"C": lik.C, "n_gh": lik.n_gh, "n_qmc": int(lik.n_qmc), "seed": int(lik.seed), "block": lik.block},
+    """(settings, arrays) of a `MultiPosterior` of a `MultiGLM`, `MultiGP`, `CoregionalGP` or `LMCGP` with a `Softmax`,
+    `RobustMax` or `MultiGaussian` likelihood for `vgi_lit.io.save`: the model's data and prior (the GLM's prior of one class;
+    the GPs' kernels, constant mean and relative jitter, and the coregionalised priors' W and κ), the likelihood's settings,
+    m and the site precisions Λ (n, C, C) that give V(Λ) exactly (a result of GRAD, whose V is not of that form, keeps V
+    itself), how the run ended, and the class labels (`labels`, else those the posterior carries in `info['labels']`; none
+    for a MultiGaussian)."""
+    M, cov = post.model, post.cov
+    if type(M) not in (MultiGLM, MultiGP, CoregionalGP, LMCGP):
+        raise ValueError(f"cannot save a posterior of a {type(M).__name__}: the format knows MultiGLM, MultiGP, CoregionalGP and LMCGP")
+    lik_settings, arrays = _multi_likelihood(M.likelihood)
+    gaussian = isinstance(M.likelihood, MultiGaussian)
+    arrays.update({"X": np.asarray(M.X if isinstance(M, MultiGLM) else M.Xtrain, float),
+                   "y": np.asarray(M.y, float if gaussian else np.int64), "m": post.m})
+    kinds = {MultiGLM: "multi_glm", MultiGP: "multi_gp", CoregionalGP: "coregional_gp", LMCGP: "lmc_gp"}
+    settings = {"model": kinds[type(M)], "likelihood": lik_settings,
                 "feature_names": None if getattr(M, "feature_names", None) is None else [str(c) for c in M.feature_names],
                 "method": post.method, "vlb": post.vlb, "stop": post.stop.value, "message": str(post.message),
-                "n_iter": int(post.n_iter), "labels": _multi_labels(post.info.get("labels") if labels is None else labels, M.C)}
+                "n_iter": int(post.n_iter), "labels": _multi_labels(post.info.get("labels") if labels is None else labels, M.likelihood)}
     if isinstance(M, MultiGLM):
         P = M.priors[0]
         arrays["prior_mean"] = M.mu.reshape(M.C, M.p)[0]
         arrays["prior_cov"] = P.dense() if P.is_dense else P.cov_with_variances(P.variances())   # the argument that rebuilds P
-    else:
+    elif isinstance(M, MultiGP):
         settings["kernels"] = [kernel_spec(k) for k in M.kernels]; settings["mean"] = M.mean
         settings["jitter"] = M.priors[0].jitter / float(np.mean(M.kernels[0].Kdiag(M.Xtrain)))   # MultiGP's relative jitter
+    elif isinstance(M, CoregionalGP):
+        settings.update(kernel=kernel_spec(M.kernel), mean=M.mean, jitter=M.coreg.base.jitter / float(np.mean(M.kernel.Kdiag(M.Xtrain))))
+        arrays.update(W=M.W, kappa=M.kappa)
+    else:
+        settings.update(kernels=[kernel_spec(k) for k in M.kernels], mean=M.mean, jitter=M.jitter)
+        arrays.update({f"W_{q}": Wq for q, Wq in enumerate(M.W)}); arrays["kappa"] = np.stack(M.kappa)
     if cov._V is not None and not np.any(cov.lam):                     # GRAD: a dense V held beside a zero Λ
         settings["cov"], arrays["cov_V"] = "dense", cov.dense()
     else: settings["cov"], settings["cov_space"], arrays["cov_lam"] = "site", cov.space, cov.lam
@@ -291,12 +316,21 @@ def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
 # %% ../../nbs/methods/18_multiclass.ipynb #32bcccb5
 def multi_from_file(s: dict, A: dict, path) -> MultiPosterior:
     "The `MultiPosterior` a `multi_to_file` file describes, its model rebuilt with the constructors a user calls."
-    L = s["likelihood"]
-    lik = Softmax(L["C"], n_gh=L["n_gh"], n_qmc=L["n_qmc"], seed=L["seed"], block=L["block"])
+    L = s["likelihood"]; kind = L.get("class", "Softmax")                # files written before RobustMax and MultiGaussian: Softmax
+    if kind == "Softmax": lik = Softmax(L["C"], n_gh=L["n_gh"], n_qmc=L["n_qmc"], seed=L["seed"], block=L["block"])
+    elif kind == "RobustMax": lik = RobustMax(n_classes=L["n_classes"], epsilon=L["epsilon"])
+    elif kind == "MultiGaussian": lik = MultiGaussian(A["noise_cov"])
+    else: raise ValueError(f"{path}: unknown multi-latent likelihood {kind!r}")
     if s["model"] == "multi_glm": M = MultiGLM(A["X"], A["y"], lik, prior_mean=A["prior_mean"], prior_cov=A["prior_cov"])
     elif s["model"] == "multi_gp":
         ks = [kernel_from_spec(k) for k in s["kernels"]]
         M = MultiGP(A["X"], A["y"], lik, ks[0] if len(set(map(json.dumps, s["kernels"]))) == 1 else ks, mean=s["mean"], jitter=s["jitter"])
+    elif s["model"] == "coregional_gp":
+        M = CoregionalGP(A["X"], A["y"], lik, kernel_from_spec(s["kernel"]), A["W"], A["kappa"], mean=s["mean"], jitter=s["jitter"])
+    elif s["model"] == "lmc_gp":
+        Q = len(s["kernels"])
+        M = LMCGP(A["X"], A["y"], lik, [kernel_from_spec(k) for k in s["kernels"]], [A[f"W_{q}"] for q in range(Q)], list(A["kappa"]),
+                  mean=s["mean"], jitter=s["jitter"])
     else: raise ValueError(f"{path}: unknown multi-latent model kind {s['model']!r}")
     if s["feature_names"] is not None: M.feature_names = tuple(s["feature_names"])
     cov = _cov_from_dense(M, A["cov_V"]) if s["cov"] == "dense" else MultiCov(M, A["cov_lam"], s["cov_space"])
