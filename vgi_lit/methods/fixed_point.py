@@ -482,7 +482,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         without a new best VLB); the best VLB and its iteration."""
         k = 0
         if prev is not None and k_mean and isinstance(cov, _SITE_FORMS):
-            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel)
+            first = not isinstance(prev.state.cov, _SITE_FORMS)           # the first factor after a start not in site form
+            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, k_min=k_mean if first else 1)
         s = _FPState(m, r, cov, at, *state, sched)
         gm = float(np.max(np.abs(s.g)))
         gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
@@ -603,20 +604,21 @@ def _mean_dir(model, cov, g):
         return d, g - cov.lam * d
     return cov.matvec_split(g)
 
-def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, max_halvings: int = 5):
+def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, k_min: int = 1, max_halvings: int = 5):
     """(m, r, state, k): at most `k_max` natural-gradient steps on m at the fixed V of `cov` (site form), m ← m + tVg with
     t = 1, ½, … (at most `max_halvings` halvings) until the VLB rises, each from `_mean_dir` (Vg and Σ⁻¹Vg: no
     factorisation) and one likelihood evaluation at the site variances held by `at`; r = Σ⁻¹(m − μ) is carried along.
     They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the step's predicted gain, ½gᵀVg, is below the resolution of
     the run's relative stopping test, or of rounding), when gᵀVg fell by less than the factor `MEAN_RATE` over the
-    last step (slow convergence: λ is far from γ, and the next step on λ does more), or when no halving raises the VLB.
+    last step (slow convergence: λ is far from γ, and the next step on λ does more; not before `k_min` steps), or when no
+    halving raises the VLB.
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
     k = 0
     while k < k_max:
         d, rd = _mean_dir(model, cov, g)                                   # (Vg, Σ⁻¹Vg), (d,) each
         dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
-        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k and dec > MEAN_RATE * dec_prev): break
+        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= max(k_min, 1) and dec > MEAN_RATE * dec_prev): break
         dec_prev = dec
         out = halving(lambda t: (t, vlb_grad(model, m + t * d, at, r + t * rd)),
                       lambda c: _finite(c[1]) and c[1][0] > vlb, max_halvings=max_halvings)
