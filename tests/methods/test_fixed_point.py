@@ -472,12 +472,13 @@ def test_newton_direction_is_the_newton_step_of_the_stationarity_equations():
 
 
 def test_fpi_newton_warm_start_converges_in_a_few_iterations():
-    """A warm start at a neighbouring kernel (variance +5%, lengthscale −2%): Newton in ≤ 4 iterations, plain FPi in > 15;
-    the default step rule (Newton where it pays, after the three plain steps that measure the plain rate) in ≤ 6."""
+    """A warm start at a neighbouring kernel (variance +5%, lengthscale −2%): Newton in ≤ 4 iterations, plain FPi (no mean
+    steps) in > 15; the default step rule (Newton where it pays, after the three plain steps that measure the plain rate)
+    in ≤ 6."""
     p = fit(_ion_gp(80), "fpi", tol=1e-9, tol_rel=0.0)
     b = _ion_gp(80, variance=155.0 * 1.05, lengthscale=8.5 * 0.98)
     nw = fit(b, "fpi", tol=1e-7, tol_rel=0.0, m0=p.m, lam0=p.cov.lam, newton=True)
-    pl = fit(b, "fpi", tol=1e-7, tol_rel=0.0, m0=p.m, lam0=p.cov.lam, newton=False)
+    pl = fit(b, "fpi", tol=1e-7, tol_rel=0.0, m0=p.m, lam0=p.cov.lam, newton=False, mean_steps=0)
     de = fit(b, "fpi", tol=1e-7, tol_rel=0.0, m0=p.m, lam0=p.cov.lam)
     assert nw.stop is Stop.GRAD_TOL and nw.n_iter <= 4 and pl.n_iter > 15, (nw.n_iter, pl.n_iter)
     assert de.stop is Stop.GRAD_TOL and de.n_iter <= 6 and abs(de.vlb - pl.vlb) <= 1e-10 * abs(pl.vlb), de.n_iter
@@ -498,8 +499,8 @@ def _smooth_gp(kind):
 @pytest.mark.parametrize("opts", [dict(anderson=5, newton=False), dict(newton=True)])
 def test_accelerated_fpi_never_lowers_the_vlb(kind, opts):
     """Every accepted Anderson or Newton step is an ascent up to rounding (10⁻¹² relative), and on these problems some
-    proposed steps are refused (so the safeguard decides something)."""
-    p = fit(_smooth_gp(kind), "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300, **opts)
+    proposed steps are refused (so the safeguard decides something; the plain iteration, without mean steps)."""
+    p = fit(_smooth_gp(kind), "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300, mean_steps=0, **opts)
     v = np.array([r.vlb for r in p.history])
     assert p.stop is Stop.GRAD_TOL and np.all(np.diff(v) >= -1e-12 * np.abs(v[1:])), (p.stop, np.diff(v).min())
     key = list(opts)[0]
@@ -528,14 +529,15 @@ def test_damped_step_at_the_rounding_floor_returns_the_old_iterate(monkeypatch):
 def test_fpi_stops_stalled_at_the_rounding_floor():
     """With `tol` below the attainable gradient (1.1e-8 here), FPi used to accept steps of ρ ≈ 10⁻⁹ up to max_iter (300
     iterations, 482 passes): steps of ρ < 10⁻⁶ without a new best VLB count for the stall rule, and the run stops STALLED
-    at the best state within about `stall` iterations of reaching the floor (the plain steps, `newton=False`; the default
-    step rule's Newton steps get below that floor, and the default run converges)."""
+    at the best state within about `stall` iterations of reaching the floor (the plain steps, `newton=False`, without mean
+    steps; the default step rule's Newton steps, and the mean steps, get below that floor, and those runs converge)."""
     gp = _smooth_gp("logistic")
-    p = fit(gp, "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300, newton=False)
+    p = fit(gp, "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300, newton=False, mean_steps=0)
     assert p.stop is Stop.STALLED and p.n_iter < 120, (p.stop, p.n_iter)
     assert p.history[-1].step == "best" and p.vlb == max(r.vlb for r in p.history)
-    assert fit(gp, "fpi", tol=1e-7, tol_rel=0.0, polish=False, newton=False).stop is Stop.GRAD_TOL   # above the floor: converged
-    assert fit(gp, "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300).stop is Stop.GRAD_TOL  # Newton steps: below it
+    assert fit(gp, "fpi", tol=1e-7, tol_rel=0.0, polish=False, newton=False, mean_steps=0).stop is Stop.GRAD_TOL   # above the floor
+    assert fit(gp, "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300, mean_steps=0).stop is Stop.GRAD_TOL  # Newton steps: below it
+    assert fit(gp, "fpi", tol=1e-8, tol_rel=0.0, polish=False, max_iter=300, newton=False).stop is Stop.GRAD_TOL  # mean steps: below it
 
 
 def test_a_step_inside_the_rounding_band_is_judged_by_the_measure_or_by_both_gradient_sizes():
@@ -592,3 +594,34 @@ def test_scale_start_at_a_large_kernel_reaches_the_same_optimum_in_fewer_iterati
     assert 'start_iterations' not in fit(big, "fpi", m0=0.0, max_iter=2).info
     with pytest.raises(ValueError, match="scale_start must be True or False"):
         fit(big, "fpi", scale_start="yes")
+
+
+def test_mean_steps_reach_the_same_optimum_in_fewer_factorisations():
+    """The mean steps at a fixed factor (`mean_steps`, default for a GP with a log-concave likelihood): the default run
+    and the run without them end at the same optimum (VLB to 1e-10 relative), the default in fewer iterations, with mean
+    steps recorded; Poisson (log-concave) takes them too, a GLM and the Student-t GP (not log-concave) do not."""
+    gp = _ion_gp(80, variance=10.0, lengthscale=8.5)
+    ref = fit(gp, "fpi", tol=1e-9, tol_rel=0.0)
+    on, off = fit(gp, "fpi"), fit(gp, "fpi", mean_steps=0)
+    for r in (on, off): assert abs(r.vlb - ref.vlb) <= 1e-10 * abs(ref.vlb), (r.vlb, ref.vlb)
+    assert on.n_iter < off.n_iter and sum(r.get("mean_steps", 0) for r in on.history) > 0
+    assert not any(r.get("mean_steps") for r in off.history)
+    assert any(r.get("mean_steps") for r in fit(_smooth_gp("poisson"), "fpi", max_iter=3).history)
+    Xh, yh = _housing(40); Xi, yi = _ion()
+    t_gp = models.GP(Xh, yh, likelihoods.StudentT(3.0, 1.0 / 3.0), kernels.RBF(1.0, 2.0))
+    for mod in (models.GLM(Xi, yi, likelihoods.Logistic(), prior_cov=1.0), t_gp):
+        assert not any(r.get("mean_steps") for r in fit(mod, "fpi", max_iter=3).history)
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="mean_steps"): fit(gp, "fpi", mean_steps=bad)
+
+
+def test_mean_direction_is_V_times_g():
+    """`_mean_dir` (two triangular solves with the factor of B, Σ⁻¹Vg = g − λ∘Vg) equals `matvec_split` to 1e-12 relative,
+    and sites with λ_iK_ii below SMALL_LAM_K take `matvec_split` itself."""
+    gp = _ion_gp(60, variance=10.0)
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal(gp.n)
+    for lam in (rng.uniform(0.01, 0.3, gp.n), np.r_[1e-9, rng.uniform(0.01, 0.3, gp.n - 1)]):
+        cov = SiteCov(gp, lam)
+        for a, b in zip(fp._mean_dir(gp, cov, g), cov.matvec_split(g)):
+            assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(b))

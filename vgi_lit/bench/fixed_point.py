@@ -213,14 +213,16 @@ def floor_problem(name: str, data_dir=None, seed: int = 0):
 
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #flr00003
-FLOOR_VARIANTS = {"FPi": {}, "plain": dict(newton=False), "Anderson": dict(newton=False, anderson=5)}
+FLOOR_VARIANTS = {"FPi": {}, "no-mean": dict(mean_steps=0), "plain": dict(newton=False, mean_steps=0),
+                  "Anderson": dict(newton=False, anderson=5, mean_steps=0)}
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #ef2d67ef
 def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> dict:
-    """Cost of each FPi variant (`FLOOR_VARIANTS`: the default rule, the plain steps, Anderson with memory 5) to the
-    optimum to `rtol` relative: wall seconds from the call to the first record within `rtol` of VLB* (a tight default run,
-    tol 1e-9), as Cholesky factorisations of order n (median bare Cholesky of the same run), the LAPACK `potrf` calls
-    until then, the iterations and Newton steps, and the final gap of the default run (default options)."""
+    """Cost of each FPi variant (`FLOOR_VARIANTS`: the default, with mean steps and the step rule; the step rule without
+    mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative: wall seconds from the call to
+    the first record within `rtol` of VLB* (a tight default run, tol 1e-9), as Cholesky factorisations of order n (median
+    bare Cholesky of the same run), the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and
+    the final gap of the default run (default options)."""
     variants = FLOOR_VARIANTS if variants is None else variants
     ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500)
     runs = {}
@@ -238,6 +240,7 @@ def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> d
         rows[name] = dict(iterations=k if reached else None, seconds=t, chol_eq=t / t_chol if reached else np.nan,
                           n_potrf=(at_record[k] if k < len(at_record) else np.nan) if reached else np.nan,
                           newton=sum(1 for r in post.history[:k if reached else None] if r.get("newton")),
+                          mean=sum(r.get("mean_steps", 0) or 0 for r in post.history[:k + 1 if reached else None]),
                           final_gap=(vlb_opt - post.vlb) / abs(vlb_opt), run_iterations=post.n_iter, stop=post.stop.value)
     return dict(n=model.n, vlb_opt=vlb_opt, t_chol=t_chol, rtol=rtol, rows=rows)
 
@@ -246,13 +249,13 @@ def format_floor(name, res) -> str:
     "One block of the floor table."
     lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']}: {res['t_chol'] * 1e3:.1f} ms; "
              f"to {res['rtol']:g} relative of VLB*:",
-             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'potrf':>5s} {'Cholesky-eq':>11s} {'seconds':>8s} {'final gap':>9s}  stop"]
+             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'mean':>4s} {'potrf':>5s} {'Cholesky-eq':>11s} {'seconds':>8s} {'final gap':>9s}  stop"]
     for v, r in res['rows'].items():
         it = "-" if r['iterations'] is None else str(r['iterations'])
         nc = "-" if not np.isfinite(r['n_potrf']) else str(int(r['n_potrf']))
         ce = "-" if not np.isfinite(r['chol_eq']) else f"{r['chol_eq']:.1f}"
         sec = "-" if not np.isfinite(r['seconds']) else f"{r['seconds']:.3f}"
-        lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {nc:>5s} {ce:>11s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
+        lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {r['mean']:4d} {nc:>5s} {ce:>11s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
     return "\n".join(lines)
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #653679d2

@@ -9,7 +9,7 @@ import time
 import numpy as np
 from scipy.linalg.lapack import dlauum
 from scipy.sparse.linalg import LinearOperator, gmres
-from ..linalg import cholesky
+from ..linalg import cholesky, chol_solve
 from ..models import LGM, PriorCov
 from ..likelihoods import Logistic, Probit
 from ..vlb import grad_V, kl_cov_part, vlb_from
@@ -21,7 +21,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'MEAN_STEPS', 'MEAN_RATE', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -389,7 +389,7 @@ def _scale_stages(model, v0: float) -> list:
 
 
 # %% ../../nbs/methods/11a_fpi.ipynb #d719681b
-def _scale_start(model, stages, per: int = 5, a: float = 0.5, b: float = 0.75, max_seconds: float | None = None):
+def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.75, max_seconds: float | None = None):
     """(m0, λ0, iterations) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
     iterations at each prior Σ·s for s in `stages` (`_scale_stages`), each from the previous one rescaled by
     m − μ ← 10ᵃ(m − μ), λ ← 10⁻ᵇλ, and that rescaling once more for Σ itself. None when a stage does not end in site
@@ -409,7 +409,8 @@ def _scale_start(model, stages, per: int = 5, a: float = 0.5, b: float = 0.75, m
 # %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
-        stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None, scale_start: bool = True) -> VGPosterior:
+        stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None, scale_start: bool = True,
+        mean_steps: int | None = None) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
     m0: start mean, a scalar or a length-d vector (default 0, as in Sheth & Khardon 2016, §4).
@@ -445,7 +446,11 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         the factors of the scale-free measure measured on the run and the steps' costs (flops and fixed work, ``_step_costs``) (records of those iterations have `newton`); False: never.
     scale_start: with no start given, a GP classifier (Logistic or Probit likelihood) whose largest prior variance is at
         least 10⁴ v₀ starts from a continuation in the prior scale (FPi stages at Σ·10⁻ᴶ, …, Σ·10⁻¹; 'Starting at a
-        large kernel scale'): event START, `info['start_iterations']` the stages' iterations. False: the plain start."""
+        large kernel scale'): event START, `info['start_iterations']` the stages' iterations. False: the plain start.
+    mean_steps: after each step, at most this many natural-gradient steps on m at the new V (``_mean_steps``: no
+        factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), the number taken in
+        the record's `mean_steps`. None (default): 20 for a GP (H = I) with a log-concave likelihood and `line_search`,
+        0 otherwise."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
@@ -454,6 +459,10 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         raise ValueError(f"newton=True needs the sites as n × n dense matrices (a GP, or rows in memory), got sites '{model.sites.kind}'")
     if clip is not None and not isinstance(clip, (bool, np.bool_)): raise ValueError(f"clip must be True, False or None, got {clip!r}")
     if not isinstance(scale_start, (bool, np.bool_)): raise ValueError(f"scale_start must be True or False, got {scale_start!r}")
+    if mean_steps is not None and (isinstance(mean_steps, bool) or int(mean_steps) != mean_steps or mean_steps < 0):
+        raise ValueError(f"mean_steps must be an integer >= 0 or None, got {mean_steps!r}")
+    k_mean = ((MEAN_STEPS if (line_search and model.sites.is_identity and model.likelihood.log_concave) else 0)
+              if mean_steps is None else int(mean_steps))
     stages = _scale_stages(model, 1.0) if (scale_start and m0 is None and V0 is None and lam0 is None) else []
     cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
     if cont is not None: m0, lam0, k_start = cont
@@ -468,8 +477,13 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     auto = newton is None and model.sites.dense_array and model.H is None   # the step rule (a GP): Newton or plain per iteration
 
     def evaluate(m, r, cov, at, state, events, prev, sched):
-        """The Step of the state reached from `prev` (None at the start), with the stall rule's record: did the VLB
-        fall; was the iteration idle (a fall, or a step of ρ < 10⁻⁶ without a new best VLB); the best VLB and its iteration."""
+        """The Step of the state reached from `prev` (None at the start), after the mean steps at its V (`k_mean`, V in
+        site form), with the stall rule's record: did the VLB fall; was the iteration idle (a fall, or a step of ρ < 10⁻⁶
+        without a new best VLB); the best VLB and its iteration."""
+        k = 0
+        if prev is not None and k_mean and isinstance(cov, _SITE_FORMS):
+            first = not isinstance(prev.state.cov, _SITE_FORMS)           # the first factor after a start not in site form
+            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, k_min=k_mean if first else 1)
         s = _FPState(m, r, cov, at, *state, sched)
         gm = float(np.max(np.abs(s.g)))
         gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
@@ -492,7 +506,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         sched.update(it=it, best=best[0], best_it=best[1],
                      fell=(() if p is None else p.sched['fell'][1 - window:]) + (fell,),
                      idle=(() if p is None else p.sched['idle'][1 - window:]) + (idle,))
-        return _fp_step(s, gV, "fpi", events, gm, True, grad_V_exact=exact)   # finite: checked where each state is made
+        return _fp_step(s, gV, "fpi", events, gm, True, grad_V_exact=exact, **({} if prev is None else dict(mean_steps=k)))   # finite: checked where each state is made
 
     converged = _grad_tol(model, tol)
     def stop_rule(cur, prev):
@@ -574,6 +588,44 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
     return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1,
                        **({} if cont is None else dict(start_iterations=k_start)))
+
+# %% ../../nbs/methods/11a_fpi.ipynb #mstp0002
+MEAN_STEPS = 20     # the default cap of `fpi`'s mean steps at each factor for a GP ('Mean steps at a fixed factor')
+MEAN_RATE = 0.25    # the mean steps continue while each one divides gᵀVg by at least 1/MEAN_RATE
+
+def _mean_dir(model, cov, g):
+    """(Vg, Σ⁻¹Vg) (d,) each for a mean step. For a GP (H = I) whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K`
+    at every site: V = S⁻¹(I − B⁻¹)S⁻¹, so Vg = S⁻¹(u − B⁻¹u) with u = S⁻¹g by two triangular solves with the factor of
+    B = I + SKS (no product with K; the relative rounding of the subtraction is ε/(λ_iK_ii)), and Σ⁻¹Vg = g − λ∘Vg
+    (Σ⁻¹V = I − ΛV). Otherwise `matvec_split` (two products with Σ and the two solves)."""
+    if isinstance(cov, SiteCovN) and model.sites.is_identity and np.all(cov.lam * model.prior.diag() >= SMALL_LAM_K):
+        u = g / cov.s
+        d = (u - chol_solve(cov.LB, u)) / cov.s
+        return d, g - cov.lam * d
+    return cov.matvec_split(g)
+
+def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, k_min: int = 1, max_halvings: int = 5):
+    """(m, r, state, k): at most `k_max` natural-gradient steps on m at the fixed V of `cov` (site form), m ← m + tVg with
+    t = 1, ½, … (at most `max_halvings` halvings) until the VLB rises, each from `_mean_dir` (Vg and Σ⁻¹Vg: no
+    factorisation) and one likelihood evaluation at the site variances held by `at`; r = Σ⁻¹(m − μ) is carried along.
+    They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the step's predicted gain, ½gᵀVg, is below the resolution of
+    the run's relative stopping test, or of rounding), when gᵀVg fell by less than the factor `MEAN_RATE` over the
+    last step (slow convergence: λ is far from γ, and the next step on λ does more; not before `k_min` steps), or when no
+    halving raises the VLB.
+    `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
+    vlb, g, gamma = state
+    k = 0
+    while k < k_max:
+        d, rd = _mean_dir(model, cov, g)                                   # (Vg, Σ⁻¹Vg), (d,) each
+        dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
+        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= max(k_min, 1) and dec > MEAN_RATE * dec_prev): break
+        dec_prev = dec
+        out = halving(lambda t: (t, vlb_grad(model, m + t * d, at, r + t * rd)),
+                      lambda c: _finite(c[1]) and c[1][0] > vlb, max_halvings=max_halvings)
+        if out is None: break
+        (t, (vlb, g, gamma)), _, _ = out
+        m, r, k = m + t * d, r + t * rd, k + 1
+    return m, r, (vlb, g, gamma), k
 
 # %% ../../nbs/methods/11b_fpb.ipynb #dc2b523b
 def detect_two_cycle(lam_km2, lam_km1, lam_k, rtol: float = 1e-6) -> bool:
