@@ -108,6 +108,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="batch_size"): svi_inducing(g, batch_size=0)
     with pytest.raises(ValueError, match="rho"): svi_inducing(g, rho=1.5)
     with pytest.raises(ValueError, match="max_epochs"): svi_inducing(g, max_epochs=0)
+    with pytest.raises(TypeError, match="joint"): svi_inducing(g, joint="yes")
     with pytest.raises(ValueError, match="unknown parameter"): fit_inducing(g, fixed={"Q"})
     with pytest.raises(ValueError, match="lr"): Adam(lr=-1.0)
 

@@ -8,8 +8,7 @@ import time, types
 import numpy as np
 from scipy.cluster.vq import kmeans2
 from scipy.optimize import minimize
-from scipy.linalg import solve_triangular
-from scipy.linalg import cho_solve
+from scipy.linalg import solve_triangular, cho_solve
 from scipy.linalg.blas import dsyrk, dger
 from ..linalg import cholesky, chol_solve, tri_inv
 from ..kernels import RBF, Matern12, Matern32, Matern52, check_X
@@ -372,6 +371,7 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if not (isinstance(rho, (int, float)) and 0 < rho <= 1): raise ValueError(f"rho must lie in (0, 1], got {rho!r}")
     if not (isinstance(max_epochs, (int, float)) and max_epochs > 0): raise ValueError(f"max_epochs must be positive, got {max_epochs!r}")
+    if not isinstance(joint, (bool, np.bool_)): raise TypeError(f"joint must be True or False, got {joint!r}")
     bs = min(int(batch_size), n); per_epoch = int(np.ceil(n / bs))
     eval_every = per_epoch if eval_every is None else int(eval_every)
     if eval_every < 1: raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}")
