@@ -108,6 +108,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="batch_size"): svi_inducing(g, batch_size=0)
     with pytest.raises(ValueError, match="rho"): svi_inducing(g, rho=1.5)
     with pytest.raises(ValueError, match="max_epochs"): svi_inducing(g, max_epochs=0)
+    with pytest.raises(TypeError, match="joint"): svi_inducing(g, joint="yes")
     with pytest.raises(ValueError, match="unknown parameter"): fit_inducing(g, fixed={"Q"})
     with pytest.raises(ValueError, match="lr"): Adam(lr=-1.0)
 
@@ -171,3 +172,44 @@ def test_batch_fit_on_california_housing_beats_fixed_inputs():
     free = fit_inducing(mod, max_iter=150)
     lp = lambda r: float(np.mean(r.log_pred_density(X[2500:], y[2500:])))
     assert free.vlb > held.vlb and lp(free) > lp(held)
+
+
+@pytest.mark.parametrize("kern", [KERNELS[0], KERNELS[2]])
+@pytest.mark.parametrize("lik", [LIKS[0], LIKS[1]])
+def test_gradient_from_the_step_s_own_rows_equals_the_plain_route(kern, lik):
+    """What the stochastic step hands to ``InducingParams.grad`` (its rows with their K_xz, and with `at` the site
+    expectations it already computed) changes no number: same rows as `sparse_gp_site_map`, same VLB and gradient."""
+    from vgi_lit.models import sparse_gp_site_map
+    from vgi_lit.methods.inducing import _rows_with_kernel
+    mod, m, V = _problem(kern(), lik(), seed=4, n=40)
+    ip = InducingParams(mod, learn_mean=True); idx = np.arange(3, 40, 2)
+    kern_, lik_, Z, mean, P = ip.parts(ip.theta0)
+    rows, Kxz = _rows_with_kernel(kern_, Z, P, mod.X[idx], mean)
+    assert all(np.array_equal(u, v) for u, v in zip(rows, sparse_gp_site_map(kern_, Z, P, mod.X[idx], mean)))
+    assert np.array_equal(Kxz, kern_.K(mod.X[idx], Z))
+    a, c, H = rows; ms, vs = a + H @ m, c + np.sum((H @ V) * H, 1)
+    F0, g0 = ip.grad(ip.theta0, m, V, idx=idx)
+    for kw in (dict(Kxz=Kxz), dict(Kxz=Kxz, at=(ms, vs, *lik_.expected_log_lik(mod.y[idx], ms, vs)))):
+        F, g = ip.grad(ip.theta0, m, V, idx=idx, sites=rows, **kw)
+        assert abs(F - F0) <= 1e-12 * abs(F0) and np.max(np.abs(g - g0)) <= 1e-12 * np.max(np.abs(g0))
+    with pytest.raises(ValueError, match="sites"): ip.grad(ip.theta0, m, V, idx=idx, Kxz=Kxz)
+
+
+def test_joint_schedule_steps_both_blocks_from_the_same_point():
+    """joint=True: the Adam gradient at the current q from the natural step's own site expectations. With one step
+    (max_iter=1) θ moves by Adam's first step, lr·sign(g), along the gradient at the prior start q = N(mean·1, K̃)."""
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-3, 3, size=(120, 2)); y = np.where(np.sin(X[:, 0]) + 0.2 * rng.normal(size=120) > 0, 1.0, -1.0)
+    mod = SparseGP(X, y, Probit(), RBF(1.0, 1.0), kmeans_inducing(X, 5))
+    ip = InducingParams(mod)
+    idx = np.sort(np.random.default_rng(0).permutation(120)[:40])
+    _, g = ip.grad(ip.theta0, np.zeros(5), mod.prior.dense(), idx=idx)
+    one = svi_inducing(mod, batch_size=40, rho=0.2, lr=0.01, max_epochs=1, max_iter=1, eval_every=1, tol=0.0, joint=True)
+    assert one.history[-1].step != "start"                            # the step itself is returned, not the start
+    moved = InducingParams(one.model).theta0 - ip.theta0              # Adam's first step: lr·g/(|g| + eps) per coordinate
+    assert np.allclose(moved, 0.01 * g / (np.abs(g) + 1e-8), rtol=1e-9, atol=1e-12)
+    alt = svi_inducing(mod, batch_size=40, rho=0.2, lr=0.01, max_epochs=1, max_iter=1, eval_every=1, tol=0.0)
+    assert not np.allclose(InducingParams(alt.model).theta0 - ip.theta0, moved, rtol=1e-6)   # the gradient at the new q has other signs
+    full = svi_inducing(mod, batch_size=40, rho=0.2, lr=0.02, max_epochs=6, joint=True)
+    vl = full.history.vlb[np.isfinite(full.history.vlb)]
+    assert full.posterior.info["joint"] is True and vl[-1] > vl[0]

@@ -40,14 +40,17 @@ def time_to(trace, target: float):
     return next((t for t, v in trace if v >= target), None)
 
 # %% ../../nbs/bench/98k_bench_sparse.ipynb #09770fd6
-def ours(X, y, Xt, yt, lik: str, ell: float, Z0, mode: str, batch: int, epochs: float, rho: float, lr: float, max_iter: int, seed: int = 0):
+def ours(X, y, Xt, yt, lik: str, ell: float, Z0, mode: str, batch: int, epochs: float, rho: float, lr: float, max_iter: int, seed: int = 0,
+         n_gh: int = 20, joint: bool = False):
     """The package's fit from the start Z0 (kernel RBF-ARD variance 1, lengthscales `ell`; Gaussian noise 0.5 or probit):
-    `svi_inducing` (mode 'svi') or `fit_inducing` (mode 'batch', the collapsed bound for a Gaussian likelihood). Returns
+    `svi_inducing` (mode 'svi', `joint` its schedule) or `fit_inducing` (mode 'batch', the collapsed bound for a Gaussian
+    likelihood). The probit's expectations by `n_gh`-point Gauss-Hermite, the peers' rule (GPflow and GPyTorch take 20
+    points), or by the likelihood's own rule (`n_gh` 0: 32 points, a composite rule for sites wider than its bend). Returns
     dict(trace [(seconds, VLB)] with evaluations not charged, vlb, lpd (mean held-out log density), seconds)."""
-    L = Gaussian(0.5) if lik == "gaussian" else Probit()
+    L = Gaussian(0.5) if lik == "gaussian" else (Probit(method="gh", n_gh=int(n_gh)) if n_gh else Probit())
     mod = SparseGP(X, y, L, RBF(1.0, np.full(X.shape[1], ell)), Z0, block_size=None if mode == "batch" else 4096)
     t0 = time.perf_counter()
-    r = svi_inducing(mod, batch_size=batch, rho=rho, lr=lr, max_epochs=epochs, tol=0.0, seed=seed) if mode == "svi" \
+    r = svi_inducing(mod, batch_size=batch, rho=rho, lr=lr, max_epochs=epochs, tol=0.0, seed=seed, joint=joint) if mode == "svi" \
         else fit_inducing(mod, max_iter=max_iter)
     wall = time.perf_counter() - t0
     trace = [(float(rec.time), float(rec.vlb)) for rec in r.history if np.isfinite(rec.vlb) and rec.step != "best"]
@@ -173,7 +176,8 @@ PEERS = {"gpflow": gpflow_fit, "gpytorch": gpytorch_fit}
 
 def measure(argv=None):
     """Command line: `python -m vgi_lit.bench sparse [--problems california a7a] [--modes svi batch] [--M 100] [--batch 500]
-    [--epochs 10] [--rho 0.1] [--lr 0.01] [--max-iter 300] [--n-max N] [--seed 0] [--peers gpflow gpytorch] [--json]`
+    [--epochs 10] [--rho 0.1] [--lr 0.01] [--max-iter 300] [--n-max N] [--seed 0] [--n-gh 20] [--joint] [--peers gpflow gpytorch]
+    [--json]` (`--n-gh 0`: the probit likelihood's own quadrature rule; `--joint`: `svi_inducing`'s simultaneous schedule)
     (`--peers` with no name: the package alone); returns the results."""
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench sparse", description=__doc__)
     ap.add_argument("--problems", nargs="+", default=["california", "a7a"]); ap.add_argument("--modes", nargs="+", default=["svi", "batch"])
@@ -181,19 +185,23 @@ def measure(argv=None):
     ap.add_argument("--epochs", type=float, default=10.0); ap.add_argument("--rho", type=float, default=0.1)
     ap.add_argument("--lr", type=float, default=0.01); ap.add_argument("--max-iter", type=int, default=300)
     ap.add_argument("--n-max", type=int, default=None); ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-gh", type=int, default=20); ap.add_argument("--joint", action="store_true")
     ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=list(PEERS)); ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    out = dict(M=a.M, batch=a.batch, epochs=a.epochs, rho=a.rho, lr=a.lr, results=[])
+    if a.n_gh < 0: raise ValueError(f"--n-gh must be 0 (the likelihood's own rule) or a number of nodes, got {a.n_gh}")
+    out = dict(M=a.M, batch=a.batch, epochs=a.epochs, rho=a.rho, lr=a.lr, n_gh=a.n_gh, joint=a.joint, results=[])
     if not a.json:
         print(f"sparse GP, learned Z, kernel and likelihood; M = {a.M}, k-means start (seed {a.seed}), one BLAS/TF/torch thread; "
-              f"stochastic: batch {a.batch}, {a.epochs:g} epochs, natural-gradient step {a.rho:g}, Adam {a.lr:g}; batch: L-BFGS, ≤ {a.max_iter} iterations", flush=True)
+              f"stochastic: batch {a.batch}, {a.epochs:g} epochs, natural-gradient step {a.rho:g}, Adam {a.lr:g}"
+              f"{' (simultaneous)' if a.joint else ''}, probit by {f'{a.n_gh}-point Gauss-Hermite' if a.n_gh else 'its own rule'}; "
+              f"batch: L-BFGS, ≤ {a.max_iter} iterations", flush=True)
     for name in a.problems:
         X, y, Xt, yt, lik, ell = problem(name, a.n_max, a.seed)
         Z0 = kmeans_inducing(X, a.M, seed=a.seed)                         # the one start of every method
         for mode in a.modes:
             if mode == "batch" and lik != "gaussian": continue             # the collapsed bound needs a Gaussian likelihood
             kw = dict(mode=mode, batch=a.batch, epochs=a.epochs, rho=a.rho, lr=a.lr, max_iter=a.max_iter, seed=a.seed)
-            row = dict(problem=name, n=len(X), n_test=len(Xt), mode=mode, ours=ours(X, y, Xt, yt, lik, ell, Z0, **kw), peers={})
+            row = dict(problem=name, n=len(X), n_test=len(Xt), mode=mode, ours=ours(X, y, Xt, yt, lik, ell, Z0, **kw, n_gh=a.n_gh, joint=a.joint), peers={})
             if not a.json: print_row(row, None)
             best = max(v for _, v in row["ours"]["trace"])
             for peer in a.peers:

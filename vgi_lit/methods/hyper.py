@@ -260,19 +260,22 @@ def kernel_adjoint(kernel, X, Z, Abar, same: bool = False, r2=None, sw=None, K=N
     """(g_θ (P,), g_Z (M, p)): the derivatives of Σ_nm Ā_nm k(x_n, z_m) in the kernel's log-parameters (variance, then
     lengthscale(s)) and in Z with X held fixed; with `same` (X is Z, Ā symmetric) both arguments move, which doubles g_Z
     (eq. E). With W = Ā ∘ s·w(r²): g_log s = Σ Ā ∘ K, g_log ℓ_j = Σ_nm W_nm (x_nj − z_mj)²/ℓ_j², g_Z[m, j] = Σ_n W_nm (x_nj − z_mj)/ℓ_j².
-    O(nMp) time, no (n, M, p) array. `r2`, `sw`, `K`: the scaled squared distances (`radial_r2`), s·w(r²) and
+    O(nMp) time (one n × M by n × p product), no (n, M, p) array. `r2`, `sw`, `K`: the scaled squared distances (`radial_r2`), s·w(r²) and
     K(X, Z) when already computed."""
     X, Z, Abar = np.asarray(X, float), np.asarray(Z, float), np.asarray(Abar, float)
     ell2 = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (Z.shape[1],)) ** 2
     if sw is None and r2 is None: r2 = radial_r2(kernel, X, Z)
     if sw is None: sw = radial_weight(kernel, r2)
+    rbf = type(kernel) is RBF                                        # RBF: s·w(r²) is k itself
+    g_s = None if rbf else float(np.vdot(Abar, kernel.K(X, Z) if K is None else K))
     W = Abar * sw
-    if same: np.fill_diagonal(W, 0.0)
+    if same: np.fill_diagonal(W, 0.0)                                 # k(z, z) = s: no w at r = 0 on the diagonal
     rw, cw = W.sum(1), W.sum(0)
-    g_ell = (rw @ X**2 - 2.0 * np.sum((W @ Z) * X, 0) + cw @ Z**2) / ell2
-    g_Z = (W.T @ X - cw[:, None] * Z) / ell2
-    if K is None: K = sw if type(kernel) is RBF else kernel.K(X, Z)  # RBF: s·w(r²) is k itself
-    g = np.concatenate([[float(np.sum(Abar * K))], g_ell if kernel.ard else [g_ell.sum()]])
+    WX = W.T @ X                                                      # (M, p): Σ_n W_nm x_nj, the one n-long product
+    g_ell = (rw @ X**2 - 2.0 * np.sum(WX * Z, 0) + cw @ Z**2) / ell2  # Σ_nm W_nm x_nj z_mj = Σ_m (WᵀX)_mj z_mj
+    g_Z = (WX - cw[:, None] * Z) / ell2
+    if rbf: g_s = float(rw.sum()) + (float(np.diagonal(Abar) @ np.diagonal(sw)) if same else 0.0)   # Σ Ā∘K = Σ W (+ its zeroed diagonal)
+    g = np.concatenate([[g_s], g_ell if kernel.ard else [g_ell.sum()]])
     return g, (2.0 * g_Z if same else g_Z)
 
 # %% ../../nbs/methods/15_hyper.ipynb #fcdb03c5

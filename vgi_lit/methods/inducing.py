@@ -8,8 +8,8 @@ import time, types
 import numpy as np
 from scipy.cluster.vq import kmeans2
 from scipy.optimize import minimize
-from scipy.linalg import solve_triangular
-from scipy.linalg.blas import dsyrk
+from scipy.linalg import solve_triangular, cho_solve
+from scipy.linalg.blas import dsyrk, dger
 from ..linalg import cholesky, chol_solve, tri_inv
 from ..kernels import RBF, Matern12, Matern32, Matern52, check_X
 from ..likelihoods import Gaussian
@@ -54,15 +54,18 @@ def kmeans_inducing(X, M: int, seed: int = 0, iters: int = 25):
     return np.asarray(Z, dtype=float)
 
 # %% ../../nbs/methods/15a_inducing.ipynb #db44c18e
-def sites_adjoint(kernel, Z, prior, likelihood, X, y, mean, m, V, scale: float = 1.0, sites=None, Ki=None):
+def sites_adjoint(kernel, Z, prior, likelihood, X, y, mean, m, V, scale: float = 1.0, sites=None, Ki=None, at=None):
     """s·Σ_i E_i over the rows X, y (s = `scale`) of a sparse GP at fixed q(u) = N(m, V), and its derivatives in what the
     hyperparameters move (eqs. A, B, D): Ā = ∂/∂K_xz (b × M), B̄ = ∂/∂K̃ (M × M, symmetric), ∂/∂k_ii (b,), the likelihood's
     parameters, the constant mean. Returns dict(E, Abar, Bbar, dkdiag, dlik, dmean). O(bM² + M³).
-    `sites`: the rows (a, c, H) of X when already computed; `Ki`: K̃⁻¹ when already formed."""
+    `sites`: the rows (a, c, H) of X when already computed; `Ki`: K̃⁻¹ when already formed; `at`: (m_site, v_site, E, ∂E/∂m,
+    ∂E/∂v) of these rows at this q (unscaled) when already computed."""
     a, c, H = sparse_gp_site_map(kernel, Z, prior, X, mean) if sites is None else sites    # (b,), (b,), (b, M)
-    u = np.asarray(m, float) - mean; HV = H @ V
-    m_site, v_site = mean + H @ u, c + np.sum(HV * H, 1)
-    E, gm, gv = likelihood.expected_log_lik(y, m_site, v_site)
+    u = np.asarray(m, float) - mean
+    if at is None:
+        HV = H @ V; m_site, v_site = mean + H @ u, c + np.sum(HV * H, 1)
+        E, gm, gv = likelihood.expected_log_lik(y, m_site, v_site)
+    else: m_site, v_site, E, gm, gv = at
     gm, gv = scale * np.asarray(gm, float), scale * np.asarray(gv, float)
     r = prior.solve(u)                                               # K̃⁻¹u
     VKi = V @ (prior.solve(np.eye(prior.d)) if Ki is None else Ki)     # V K̃⁻¹ (M × M)
@@ -115,14 +118,16 @@ class InducingParams:
         "Every parameter by name on its natural scale (exp of a log-parameter), as `hyper.learn` names them."
         t = self.hp.full(theta)
         return {n: float(np.exp(v)) if lg else float(v) for n, v, lg in zip(self.hp.names, t, self.hp.is_log)}
-    def grad(self, theta, m, V, idx=None, chunk: int = 4096, parts=None, sites=None, Ki=None):
+    def grad(self, theta, m, V, idx=None, chunk: int = 4096, parts=None, sites=None, Ki=None, Kxz=None, at=None):
         """(F, ∂F/∂θ (free)) at fixed q = N(m, V): F the VLB (`idx` None, all rows in chunks of `chunk`) or its
         mini-batch estimate (n/|idx|)Σ_{i∈idx} E_i − KL on the rows `idx`. What the caller already holds at θ:
         `parts` = `self.parts(theta)`, `Ki` = K̃⁻¹, `sites` = the rows (a, c, H) of `idx` (of all rows, in one chunk,
-        when `idx` is None)."""
+        when `idx` is None), `Kxz` = K(X, Z) on those rows (with `sites`; for an RBF kernel it is also s·w(r²)), `at` = the
+        sites' (m_site, v_site, E, ∂E/∂m, ∂E/∂v) at q on those rows (with `sites`)."""
         kern, lik, Z, mean, P = self.parts(theta) if parts is None else parts; M = self.model
         if Ki is None: Ki = P.solve(np.eye(P.d)); Ki = 0.5 * (Ki + Ki.T)   # K̃⁻¹: B̄ is a matrix in it
         if idx is None and sites is not None: chunk = M.n                  # the rows are given: one chunk
+        if (Kxz is not None or at is not None) and sites is None: raise ValueError("Kxz and at belong to the rows `sites`: give them with it")
         rows = [np.arange(s, min(s + int(chunk), M.n)) for s in range(0, M.n, int(chunk))] if idx is None else [np.asarray(idx)]
         scale = 1.0 if idx is None else M.n / len(rows[0])
         k, l, nz = self.k, self.l, self.hp.n_z
@@ -130,9 +135,9 @@ class InducingParams:
         g = np.zeros(len(self.hp.names)); F = -kl
         if self.learn_mean: g[-1] = dmean
         for b in rows:
-            X = np.asarray(M.X[b]); a = sites_adjoint(kern, Z, P, lik, X, M.y[b], mean, m, V, scale, sites, Ki)
+            X = np.asarray(M.X[b]); a = sites_adjoint(kern, Z, P, lik, X, M.y[b], mean, m, V, scale, sites, Ki, at)
             F += a["E"]; Bbar = Bbar + a["Bbar"]
-            gx, gzx = kernel_adjoint(kern, X, Z, a["Abar"])
+            gx, gzx = kernel_adjoint(kern, X, Z, a["Abar"], sw=Kxz if Kxz is not None and type(kern) is RBF else None, K=Kxz)
             g[:k] += gx; g[l:l + nz] += gzx.ravel()
             g[0] += kern.variance * float(np.sum(a["dkdiag"]))        # ∂k_ii/∂log s = s
             g[k:l] += a["dlik"]
@@ -161,7 +166,8 @@ def collapsed_grad(ip, theta):
     Ā = g_m rᵀ + K_xz L⁻ᵀ(I − V_w)L⁻¹/σ² (eq. A with g_v = −1/(2σ²)),
     B̄ = L⁻ᵀ[sym(−(A g_m)wᵀ + G V_w/σ² − G/(2σ²)) + ½(wwᵀ − I + V_w)]L⁻¹ (eqs. B and C),
     contracted by `kernel_adjoint` as in ``InducingParams.grad``. One n × M kernel matrix, one triangular solve, one
-    rank-n update and one n × M × M product: about 4nM² flops, no `SparseGP` built. The rows must be in memory."""
+    rank-n update and one n × M × M product: about 4nM² flops, no `SparseGP` built, and (RBF) four n × M arrays. The rows
+    must be in memory."""
     M = ip.model
     if not isinstance(M.likelihood, Gaussian):
         raise ValueError(f"collapsed_grad needs a Gaussian likelihood, got {type(M.likelihood).__name__}")
@@ -171,8 +177,10 @@ def collapsed_grad(ip, theta):
     kern, lik, Z, mean, P = ip.parts(theta)
     X, y = np.asarray(M.X, dtype=float), np.asarray(M.y, dtype=float)
     n, Mz, s2 = len(y), len(Z), float(lik.variance)
-    r2 = radial_r2(kern, X, Z); sw = radial_weight(kern, r2)
-    Kxz = sw if type(kern) is RBF else kern.K(X, Z)                    # RBF: s·w(r²) is k itself
+    r2 = radial_r2(kern, X, Z)
+    if type(kern) is RBF:                                              # s·w(r²) = s·e^{−r²/2} is k itself, formed over r²
+        sw = r2; np.multiply(r2, -0.5, out=sw); np.exp(sw, out=sw); sw *= kern.variance; Kxz = sw
+    else: sw = radial_weight(kern, r2); Kxz = kern.K(X, Z)
     L = P.L
     At = solve_triangular(L, Kxz.T, lower=True, check_finite=False)   # A = L⁻¹K_zx (M × n)
     G = dsyrk(1.0, At); G = np.triu(G) + np.triu(G, 1).T               # AAᵀ, one rank-n update
@@ -187,7 +195,7 @@ def collapsed_grad(ip, theta):
     r = solve_triangular(L, w, lower=True, trans="T", check_finite=False)            # K̃⁻¹u
     Li = solve_triangular(L, I, lower=True, check_finite=False)                      # L⁻¹ (M × M)
     R = Li.T @ ((I - Vw) / s2) @ Li
-    Abar = Kxz @ R; Abar += gm[:, None] * r[None, :]
+    Abar = Kxz @ R; dger(1.0, r, gm, a=Abar.T, overwrite_a=True)     # Ā = K_xz R + g_m rᵀ, the rank-one term in place
     Y = -np.outer(At @ gm, w) + GV / s2 - G / (2 * s2); Y = 0.5 * (Y + Y.T) + 0.5 * (np.outer(w, w) - I + Vw)
     Bbar = Li.T @ Y @ Li; Bbar = 0.5 * (Bbar + Bbar.T)
     k, l, nz = ip.k, ip.l, ip.hp.n_z
@@ -331,14 +339,26 @@ class Adam:
         self.t += 1; self.m = self.b1 * self.m + (1 - self.b1) * g; self.v = self.b2 * self.v + (1 - self.b2) * g * g
         return self.lr * (self.m / (1 - self.b1**self.t)) / (np.sqrt(self.v / (1 - self.b2**self.t)) + self.eps)
 
+# %% ../../nbs/methods/15a_inducing.ipynb #16368799
+def _rows_with_kernel(kernel, Z, prior, X, mean):
+    """((a, c, H), K_xz): the rows of `sparse_gp_site_map` (H = K_xz K̃⁻¹ by the factor of `prior`, c_i = k_ii − h_iᵀK_zi,
+    a = mean − H·mean·1), the same operations, with the kernel matrix K_xz they are made of, which the adjoint reuses."""
+    Kxz = kernel.K(X, Z)                                              # (b, M)
+    H = cho_solve((prior.L, True), Kxz.T, check_finite=False).T       # (b, M)
+    c = np.maximum(kernel.Kdiag(X) - np.sum(H * Kxz, 1), 0.0)
+    return (mean - H @ np.full(prior.d, mean), c, H), Kxz
+
 # %% ../../nbs/methods/15a_inducing.ipynb #2628f74a
 def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.01, max_epochs: float = 20.0, tol: float = 1e-7,
                  max_iter: int | None = None, max_seconds: float | None = None, callback=None, seed: int = 0,
-                 eval_every: int | None = None, learn_mean: bool = False, fixed=None, bound: float = 12.0) -> HyperFit:
+                 eval_every: int | None = None, learn_mean: bool = False, fixed=None, bound: float = 12.0,
+                 joint: bool = False) -> HyperFit:
     """The stochastic fit of a `SparseGP` as SVGP users run it (Hensman et al. 2013): per mini-batch of `batch_size` rows,
     one natural-gradient step of length `rho` on q(u) (`natural_step`, eq. G), then one `Adam` step of rate `lr` on
     θ = (log kernel parameters, likelihood parameters, Z[, mean]) along the mini-batch estimate of ∂VLB/∂θ at the new q
-    (``InducingParams.grad`` on the batch). The state is q's natural parameters (M × M), θ and Adam's averages: O(M² + Mp),
+    (``InducingParams.grad`` on the batch); with `joint`, along the estimate at the current q instead, from the same site
+    expectations as the natural step (a simultaneous step on (q, θ): one quadrature and one pass over H·V per step, not two).
+    The state is q's natural parameters (M × M), θ and Adam's averages: O(M² + Mp),
     each step O(bM² + M³ + bMp). The start is the prior, q(u) = N(mean·1, K̃).
 
     The full-data VLB (`sparse_vlb`) is evaluated every `eval_every` steps (default one epoch), its time not charged to the
@@ -351,6 +371,7 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if not (isinstance(rho, (int, float)) and 0 < rho <= 1): raise ValueError(f"rho must lie in (0, 1], got {rho!r}")
     if not (isinstance(max_epochs, (int, float)) and max_epochs > 0): raise ValueError(f"max_epochs must be positive, got {max_epochs!r}")
+    if not isinstance(joint, (bool, np.bool_)): raise TypeError(f"joint must be True or False, got {joint!r}")
     bs = min(int(batch_size), n); per_epoch = int(np.ceil(n / bs))
     eval_every = per_epoch if eval_every is None else int(eval_every)
     if eval_every < 1: raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}")
@@ -372,13 +393,15 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
         if order["pos"] + bs > n: order.update(perm=rng.permutation(n), pos=0)
         idx = np.sort(order["perm"][order["pos"]:order["pos"] + bs]); order["pos"] += bs
         parts = ip.parts(s["theta"]); kern, lik, Z, mean, Kt = parts
-        rows = sparse_gp_site_map(kern, Z, Kt, np.asarray(model.X[idx]), mean); a, c, H = rows
-        _, gm, gv = lik.expected_log_lik(model.y[idx], a + H @ s["m"], c + np.sum((H @ s["V"]) * H, 1))
+        rows, Kxz = _rows_with_kernel(kern, Z, Kt, np.asarray(model.X[idx]), mean); a, c, H = rows
+        m_site, v_site = a + H @ s["m"], c + np.sum((H @ s["V"]) * H, 1)
+        E, gm, gv = lik.expected_log_lik(model.y[idx], m_site, v_site)
         Ki = Kt.solve(np.eye(Kt.d)); Ki = 0.5 * (Ki + Ki.T)
         try: P, eta1, Lp, events = natural_step(s["P"], s["eta1"], s["m"], Ki, mean, H, np.asarray(gm, float), np.asarray(gv, float), rho, n / bs)
         except ValueError as e: return Halt(Stop.FAILED, f"natural step: {e}")
         m, V = chol_solve(Lp, eta1), cov_of(Lp)
-        _, g = ip.grad(s["theta"], m, V, idx=idx, parts=parts, sites=rows, Ki=Ki)
+        if joint: _, g = ip.grad(s["theta"], s["m"], s["V"], idx=idx, parts=parts, sites=rows, Ki=Ki, Kxz=Kxz, at=(m_site, v_site, E, gm, gv))
+        else: _, g = ip.grad(s["theta"], m, V, idx=idx, parts=parts, sites=rows, Ki=Ki, Kxz=Kxz)
         theta = np.clip(s["theta"] + adam.step(g), lo, -lo)
         new = dict(theta=theta, P=P, eta1=eta1, m=m, V=V)
         extra = dict(points=(k + 1) * bs, grad_norm_stochastic=float(np.max(np.abs(g), initial=0.0)))
@@ -392,5 +415,5 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
             optimal=rel_tol_evaluated(tol), keep_best=True, history=hist)
     s = r.state; mod = ip.model_at(s["theta"]); cov = DenseCov(cholesky(s["V"], name="V"))
     post = VGPosterior(mod, s["m"], cov, "svi-inducing", vlb(mod, s["m"], cov), r.stop, r.history,
-                       f"{r.stop.value} after {r.n_iter} steps ({r.n_iter * bs / n:.2f} epochs)", n_iter=r.n_iter, batch_size=bs, rho=rho, lr=lr)
+                       f"{r.stop.value} after {r.n_iter} steps ({r.n_iter * bs / n:.2f} epochs)", n_iter=r.n_iter, batch_size=bs, rho=rho, lr=lr, joint=bool(joint))
     return HyperFit(mod, post, ip.values(s["theta"]), r.history, r.stop, post.message, r.n_iter, ip.hp.fixed)
