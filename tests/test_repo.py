@@ -163,6 +163,18 @@ def test_modules_compile_without_warnings():
             compile(path.read_text(), str(path), "exec")
 
 
+def test_docstrings_hold_no_control_characters():
+    "LaTeX such as \\tilde or \\times in a plain string is a tab plus letters: the help text loses the symbol."
+    import ast
+    bad = []
+    for path in (ROOT / "vgi_lit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False)
+                if doc and re.search(r"[\t\b\f\r\x0b\x07]", doc): bad.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 1)}")
+    assert not bad, f"control characters (an escape such as \\t in LaTeX) in the docstrings of {bad}"
+
+
 def _imports():
     "Every import of a vgi_lit module by a vgi_lit module: (importer, imported module, imported name or None)."
     import ast
