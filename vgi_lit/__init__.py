@@ -21,6 +21,7 @@ from .models import MultiGLM, MultiGP, MultiSparseGP                 # several l
 from .methods import multiclass                                      # their FPi and GRAD, registered with `fit` for the kind 'multi'
 from .methods import multi_output                                    # the multi-output Gaussian likelihood
 from .methods import multi_hyper                                     # their hyperparameters: fit(multi_model, learn=True)
+from .methods import multi_svi                                       # natural-gradient SVI for the multi-latent models with rows (fit(..., 'svi'))
 from .methods import ctm_meanfield, ctm_eval                         # the topic model's mean-field baseline and evaluation
 from .methods.pmf import PMFOptions, PMFPosterior
 from .methods.ctm import CTMOptions, CTMPosterior
