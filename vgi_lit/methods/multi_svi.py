@@ -38,8 +38,9 @@ def batch_site_moments(model, m, cov, idx):
     """(m_B (b, C), V_B (b, C, C)): the site marginals m_i = a_i + H_im, V_i = diag c_i + H_iVH_iᵀ of the sites `idx` only,
     for a model with rows x_i (block (c, c') of V_i is c_ic δ_cc' + x_iᵀV_cc'x_i)."""
     C, p = model.C, model.p
-    Xb = model.X[idx]                                                 # (b, p)
-    Vb = np.einsum('ip,cpdq,iq->icd', Xb, cov.dense().reshape(C, p, C, p), Xb)
+    Xb = model.X[idx]; b = len(Xb)                                    # (b, p)
+    Vr = cov.dense().reshape(C, p, C, p).transpose(1, 0, 2, 3).reshape(p, C * C * p)   # V_cc' side by side
+    Vb = np.einsum('icdq,iq->icd', (Xb @ Vr).reshape(b, C, C, p), Xb)  # x_iᵀV_cc'x_i, the product by one matrix product
     Vb[:, np.arange(C), np.arange(C)] += model.c[idx]
     return model.a[idx] + Xb @ np.asarray(m, float).reshape(C, p).T, 0.5 * (Vb + np.swapaxes(Vb, 1, 2))
 
@@ -61,7 +62,9 @@ def multi_svi_step(model, m, cov: PrecisionMultiCov, idx, rho: float, prior_prec
     _, dE_dm, dE_dV = model.likelihood.expected_log_lik(model.y[idx], mB, VB)
     g_hat = s * (Xb.T @ dE_dm).T.ravel() - model.prior_solve(m - model.mu)
     def moved(Gam):
-        curv = np.einsum('ip,icd,iq->cpdq', Xb, Gam, Xb).reshape(d, d)  # Σ_{i∈B} H_iᵀΓ_iH_i
+        b = len(Xb)                                                    # Σ_{i∈B} H_iᵀΓ_iH_i, block (c, c') = Σ_i Γ_i,cc' x_ix_iᵀ, by one matrix product
+        curv = (Xb.T @ (Gam.reshape(b, C * C)[:, :, None] * Xb[:, None, :]).reshape(b, C * C * p)).reshape(p, C, C, p)
+        curv = curv.transpose(1, 0, 2, 3).reshape(d, d)
         return PrecisionMultiCov(model, (1.0 - rho) * cov.Lam_w + rho * s * curv, prior_prec)
     events, Gam = [], -2.0 * dE_dV
     try: new = moved(Gam)
