@@ -17,10 +17,11 @@ from .methods import hyper                                           # fit(model
 from .models import PMF, CTM, GME                                    # the two-level models (vgi_lit/models/): fit(PMF(...)), ...
 from .methods import pmf, ctm, gme                                   # their algorithms, registered with `fit` for their model kinds
 from . import softmax                                                # the softmax likelihood (a C-vector per site)
-from .models import MultiGLM, MultiGP                                # several latent functions per site (models/multi.py)
+from .models import MultiGLM, MultiGP, MultiSparseGP                 # several latent functions per site (models/multi.py, models/multi_sparse.py)
 from .methods import multiclass                                      # their FPi and GRAD, registered with `fit` for the kind 'multi'
 from .methods import multi_output                                    # the multi-output Gaussian likelihood
 from .methods import multi_hyper                                     # their hyperparameters: fit(multi_model, learn=True)
+from .methods import multi_svi                                       # natural-gradient SVI for the multi-latent models with rows (fit(..., 'svi'))
 from .methods import ctm_meanfield, ctm_eval                         # the topic model's mean-field baseline and evaluation
 from .methods.pmf import PMFOptions, PMFPosterior
 from .methods.ctm import CTMOptions, CTMPosterior
