@@ -8,6 +8,7 @@ from vgi_lit.inference import fit
 from vgi_lit.kernels import RBF, Matern32
 from vgi_lit.models.lgm import PriorCov
 from vgi_lit.models.multi import MultiGLM, MultiGP, CoregionalGP, LMCGP, MultiLGM
+from vgi_lit.models.multi_sparse import MultiSparseGP
 from vgi_lit.softmax import Softmax, RobustMax
 from vgi_lit.methods.multi_output import MultiGaussian
 from vgi_lit.methods.multiclass import multi_vlb, multi_to_file, multi_from_file
@@ -27,6 +28,7 @@ MODELS = {
     "gp_gaussian": lambda: MultiGP(X, Y, MultiGaussian(SE), [RBF(), RBF(0.5, 2.0), RBF(2.0, 0.7)]),
     "glm_robustmax": lambda: MultiGLM(np.c_[np.ones(10), X], c, RobustMax(3, 0.05), prior_cov=[4.0, 1.0, 1.0]),
     "gp_robustmax": lambda: MultiGP(X, c, RobustMax(3, 0.02), RBF(1.0, 1.0)),
+    "sparse_softmax": lambda: MultiSparseGP(X, c, Softmax(3, n_gh=6), RBF(1.0, 1.3), X[::3], mean=0.2, jitter=1e-6),
 }
 
 
@@ -54,6 +56,13 @@ def test_round_trip(name, tmp_path):
         assert np.array_equal(back.model.likelihood.noise_cov, SE) and np.array_equal(np.isnan(back.model.y), np.isnan(Y))
     if isinstance(mod, LMCGP):
         assert all(np.array_equal(a, b) for a, b in zip(back.model.W, mod.W)) and back.model.jitter == mod.jitter
+    if isinstance(mod, MultiSparseGP):
+        assert np.array_equal(back.model.Z, mod.Z) and abs(back.model.jitter - mod.jitter) <= 1e-15 * mod.jitter
+
+
+def test_sparse_svi_result(tmp_path):
+    post = fit(MODELS["sparse_softmax"](), "svi", max_iter=30)
+    _round_trip(post, tmp_path, "sparse_svi")
 
 
 def test_grad_result_and_labels(tmp_path):

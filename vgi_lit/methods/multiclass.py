@@ -259,6 +259,7 @@ DEFAULT_METHOD.setdefault('multi', 'fpi'); DEFAULT_METHOD.setdefault('multi_core
 
 # %% ../../nbs/methods/18_multiclass.ipynb #bfab0b91
 from ..models.multi import CoregionalGP, LMCGP
+from ..models.multi_sparse import MultiSparseGP
 from ..softmax import RobustMax
 from .multi_output import MultiGaussian
 
@@ -277,20 +278,20 @@ def _multi_likelihood(lik) -> tuple[dict, dict]:
     raise ValueError(f"cannot save a {type(lik).__name__} likelihood: the multi-latent format knows Softmax, RobustMax and MultiGaussian")
 
 def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
-    """(settings, arrays) of a `MultiPosterior` of a `MultiGLM`, `MultiGP`, `CoregionalGP` or `LMCGP` with a `Softmax`,
+    """(settings, arrays) of a `MultiPosterior` of a `MultiGLM`, `MultiGP`, `MultiSparseGP`, `CoregionalGP` or `LMCGP` with a `Softmax`,
     `RobustMax` or `MultiGaussian` likelihood for `vgi_lit.io.save`: the model's data and prior (the GLM's prior of one class;
-    the GPs' kernels, constant mean and relative jitter, and the coregionalised priors' W and κ), the likelihood's settings,
+    the GPs' kernels, constant mean and relative jitter (and the sparse GP's inducing inputs), and the coregionalised priors' W and κ), the likelihood's settings,
     m and the site precisions Λ (n, C, C) that give V(Λ) exactly (a result of GRAD, whose V is not of that form, keeps V
     itself), how the run ended, and the class labels (`labels`, else those the posterior carries in `info['labels']`; none
     for a MultiGaussian)."""
     M, cov = post.model, post.cov
-    if type(M) not in (MultiGLM, MultiGP, CoregionalGP, LMCGP):
-        raise ValueError(f"cannot save a posterior of a {type(M).__name__}: the format knows MultiGLM, MultiGP, CoregionalGP and LMCGP")
+    if type(M) not in (MultiGLM, MultiGP, MultiSparseGP, CoregionalGP, LMCGP):
+        raise ValueError(f"cannot save a posterior of a {type(M).__name__}: the format knows MultiGLM, MultiGP, MultiSparseGP, CoregionalGP and LMCGP")
     lik_settings, arrays = _multi_likelihood(M.likelihood)
     gaussian = isinstance(M.likelihood, MultiGaussian)
     arrays.update({"X": np.asarray(M.X if isinstance(M, MultiGLM) else M.Xtrain, float),
                    "y": np.asarray(M.y, float if gaussian else np.int64), "m": post.m})
-    kinds = {MultiGLM: "multi_glm", MultiGP: "multi_gp", CoregionalGP: "coregional_gp", LMCGP: "lmc_gp"}
+    kinds = {MultiGLM: "multi_glm", MultiGP: "multi_gp", MultiSparseGP: "multi_sparse_gp", CoregionalGP: "coregional_gp", LMCGP: "lmc_gp"}
     settings = {"model": kinds[type(M)], "likelihood": lik_settings,
                 "feature_names": None if getattr(M, "feature_names", None) is None else [str(c) for c in M.feature_names],
                 "method": post.method, "vlb": post.vlb, "stop": post.stop.value, "message": str(post.message),
@@ -302,6 +303,9 @@ def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
     elif isinstance(M, MultiGP):
         settings["kernels"] = [kernel_spec(k) for k in M.kernels]; settings["mean"] = M.mean
         settings["jitter"] = M.priors[0].jitter / float(np.mean(M.kernels[0].Kdiag(M.Xtrain)))   # MultiGP's relative jitter
+    elif isinstance(M, MultiSparseGP):
+        settings.update(kernel=kernel_spec(M.kernel), mean=M.mean, jitter=M.jitter / float(np.mean(M.kernel.Kdiag(M.Z))))   # relative, as the constructor takes it
+        arrays["Z"] = M.Z
     elif isinstance(M, CoregionalGP):
         settings.update(kernel=kernel_spec(M.kernel), mean=M.mean, jitter=M.coreg.base.jitter / float(np.mean(M.kernel.Kdiag(M.Xtrain))))
         arrays.update(W=M.W, kappa=M.kappa)
@@ -325,6 +329,8 @@ def multi_from_file(s: dict, A: dict, path) -> MultiPosterior:
     elif s["model"] == "multi_gp":
         ks = [kernel_from_spec(k) for k in s["kernels"]]
         M = MultiGP(A["X"], A["y"], lik, ks[0] if len(set(map(json.dumps, s["kernels"]))) == 1 else ks, mean=s["mean"], jitter=s["jitter"])
+    elif s["model"] == "multi_sparse_gp":
+        M = MultiSparseGP(A["X"], A["y"], lik, kernel_from_spec(s["kernel"]), A["Z"], mean=s["mean"], jitter=s["jitter"])
     elif s["model"] == "coregional_gp":
         M = CoregionalGP(A["X"], A["y"], lik, kernel_from_spec(s["kernel"]), A["W"], A["kappa"], mean=s["mean"], jitter=s["jitter"])
     elif s["model"] == "lmc_gp":
