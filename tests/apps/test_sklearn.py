@@ -219,8 +219,13 @@ def test_save_and_load_without_pickle(make, tmp_path):
 def test_count_errors_suggest_and_tags():
     X = np.random.default_rng(7).normal(size=(10, 2))
     with pytest.raises(ValueError, match="VGRegressor"): VGPoissonRegressor(latent="glm").fit(X, np.linspace(-1, 1, 10))
-    with pytest.warns(UserWarning, match="not learned"): clf = VGClassifier(latent="glm").fit(X, np.arange(10) % 4)
+    clf = VGClassifier(latent="glm").fit(X, np.arange(10) % 4)                       # C > 2: the prior variance learned by the VLB
     P = clf.predict_proba(X); assert P.shape == (10, 4) and np.allclose(P.sum(1), 1) and list(clf.classes_) == [0, 1, 2, 3]
+    fixed = VGClassifier(latent="glm", learn_hyperparameters=False).fit(X, np.arange(10) % 4)
+    assert set(clf.hyperparameters_) == {"prior_var"} and fixed.hyperparameters_ == {}
+    assert clf.log_marginal_likelihood_value_ >= fixed.log_marginal_likelihood_value_ - 1e-9
+    with pytest.warns(UserWarning, match="not learned"): sp = VGClassifier(latent="sparse_gp", n_inducing=4, random_state=0).fit(X, np.arange(10) % 4)
+    assert sp.predict_proba(X).shape == (10, 4) and sp.posterior_.model.Z.shape == (4, 2)
     with pytest.raises(ValueError, match="two classes"): VGClassifier(latent="glm", likelihood="probit").fit(X, np.arange(10) % 4)
     with pytest.raises(ValueError, match="one class"): VGClassifier(latent="glm").fit(X, np.zeros(10))
     assert VGPoissonRegressor().__sklearn_tags__().target_tags.positive_only

@@ -25,6 +25,8 @@ from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, 
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 from ..softmax import Softmax
 from ..models.multi import MultiGLM, MultiGP
+from ..models.multi_sparse import MultiSparseGP
+from ..inference import EventKind
 from ..methods.multiclass import MultiPosterior
 
 # %% auto #0
@@ -215,7 +217,7 @@ _COMMON_DOC = """
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk06
 _BINARY = {"logistic": Logistic, "probit": Probit}
-MULTICLASS_VARIANCE = 4.0     # the kernel variance of each class's GP with C > 2 classes (fixed: not learned)
+MULTICLASS_VARIANCE = 4.0     # the start of the kernel variance of each class's GP with C > 2 classes
 
 class VGClassifier(ClassifierMixin, _VGEstimator):
     __doc__ = """Classifier with a latent Gaussian model. Two classes: p(y = classes_[1] | f) = σ(f) (logistic) or Φ(f)
@@ -225,9 +227,10 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
 
     likelihood: "logistic" or "probit" (no parameter to learn; with C > 2 classes "logistic" means the softmax).
     Labels: any values scikit-learn accepts (numbers, strings, booleans); `classes_` holds them sorted (with two
-    classes the second is the positive class). With C > 2 classes the kernel's hyperparameters are not learned yet:
-    the kernel is the given one, or an RBF with its lengthscale at the median distance between standardised inputs
-    and variance `MULTICLASS_VARIANCE`; `learn_hyperparameters=True` then warns that it is ignored.""" + _COMMON_DOC
+    classes the second is the positive class). With C > 2 classes the kernel starts as the given one, or an RBF with its
+    lengthscale at the median distance between standardised inputs and variance `MULTICLASS_VARIANCE`, and with
+    `learn_hyperparameters` is learned by the VLB of the joint model (not for `latent="sparse_gp"`, which warns);
+    `latent="sparse_gp"` uses `n_inducing` rows of X as inducing inputs shared by the classes.""" + _COMMON_DOC
     _default_restarts = 2
     def __init__(self, likelihood="logistic", latent="gp", kernel=None, standardize=True, method=None,
                  learn_hyperparameters=True, n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0,
@@ -253,30 +256,42 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         return self
 
     def _fit_multiclass(self, X, k):
-        "C > 2 classes: the softmax likelihood on C latent functions, fitted jointly by `vgi_lit.fit` (FPi by default)."
+        """C > 2 classes: the softmax likelihood on C latent functions, fitted jointly by `vgi_lit.fit` (FPi by default);
+        with `learn_hyperparameters` the kernel (or the GLM's prior variance) is learned by the VLB (`learn_multi`)."""
         C = len(self.classes_)
         if self.likelihood != "logistic":
             raise ValueError(f"likelihood={self.likelihood!r} is for two classes; with {C} classes the multinomial logit (softmax) "
                              "is used: pass likelihood='logistic'")
         latent = str(self.latent).replace("-", "_")
         if latent not in LATENTS: raise ValueError(f"latent must be one of {', '.join(LATENTS)}, got {self.latent!r}")
-        if latent == "sparse_gp": raise NotImplementedError(f"latent='sparse_gp' with {C} classes is not implemented yet; use 'gp' or 'glm'")
         Z, lik = self.scaler_.transform(X), Softmax(C)
+        learn = bool(self.learn_hyperparameters)
         if latent == "glm":
             model = MultiGLM(np.hstack([Z, np.ones((len(Z), 1))]) if self.fit_intercept else Z, k, lik, prior_cov=self.prior_var)
         else:
             if self.kernel is None: kernel = data_kernel(RBF(), Z, MULTICLASS_VARIANCE)
             elif isinstance(self.kernel, Kernel): kernel = self.kernel
             else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
-            model = MultiGP(Z, k, lik, kernel)
-        if self.learn_hyperparameters:
-            warnings.warn(f"VGClassifier: with {C} classes the hyperparameters are not learned (not implemented yet); the "
-                          "kernel (or the GLM's prior variance) is kept as given or started from the data. Pass "
-                          "learn_hyperparameters=False to silence this.", UserWarning, stacklevel=3)
+            if latent == "gp": model = MultiGP(Z, k, lik, kernel)
+            else:
+                if isinstance(self.n_inducing, bool) or not isinstance(self.n_inducing, (int, np.integer)) or self.n_inducing < 1:
+                    raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}")
+                idx = np.sort(check_random_state(self.random_state).choice(len(Z), size=min(int(self.n_inducing), len(Z)), replace=False))
+                model = MultiSparseGP(Z, k, lik, kernel, Z[idx])
+                if learn:
+                    warnings.warn(f"VGClassifier: with {C} classes and latent='sparse_gp' the kernel is not learned (the sparse "
+                                  "multiclass GP's hyperparameter gradient is not implemented); it is kept as given or started "
+                                  "from the data. Pass learn_hyperparameters=False to silence this.", UserWarning, stacklevel=3)
+                    learn = False
         opts = dict(self.fit_options or {})
-        post = _fit(model, self.method, progress=bool(self.progress), **opts)
-        self.fit_result_, self.posterior_, self.hyperparameters_ = post, post, {}
+        post = _fit(model, self.method, learn=True, progress=bool(self.progress), **opts) if learn else \
+            _fit(model, self.method, progress=bool(self.progress), **opts)
+        self.fit_result_, self.posterior_ = post, post
+        self.hyperparameters_ = dict(post.info.get("theta", {})) if learn else {}
         self._set_fitted(post)
+        ran = [e.detail for _, e in post.history.events if e.kind is EventKind.BOUND_ACTIVE] if learn else []
+        if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
+                                                      + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
         return self
 
     def predict_proba(self, X, return_std=False):
