@@ -461,12 +461,23 @@ def test_few_integer_values_are_not_silently_counts(tmp_path, capsys):
     assert main(["fit", tr, "--target", "species", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "3 distinct integer values (0, 1, 2)" in err and "--likelihood softmax" in err and "poisson" in err and "ordinal" in err
-    for extra, words in ((["--likelihood", "softmax", "--model", "sparse-gp"], "sparse-gp with the softmax likelihood is not implemented"),
-                         (["--likelihood", "softmax", "--fix", "kernel.variance"], "none is learned: drop --fix"),
+    for extra, words in ((["--likelihood", "softmax", "--fix", "kernel.variance"], "none is learned: drop --fix"),
                          (["--likelihood", "logistic"], "or --likelihood softmax (unordered classes)")):
         assert main(["fit", tr, "--target", "species", "--no-progress", *extra]) == 2
         err = capsys.readouterr().err
         assert words in err and err.count("\n") == 1, err
+
+
+def test_softmax_sparse_gp(tmp_path, capsys):
+    tr, te, ds, idx = _iris_csv(tmp_path, n=45, text=False)
+    assert main(["fit", tr, "--target", "species", "--likelihood", "softmax", "--model", "sparse-gp", "--inducing", "8", "--no-learn",
+                 "--no-progress", "--predict", te, "--predictions", str(tmp_path / "p.csv"), "--out", str(tmp_path / "f.npz")]) == 0
+    names, P = read_csv(tmp_path / "p.csv")
+    assert names == ["y_pred", "p_0", "p_1", "p_2"] and np.mean(P[:, 0] == ds.target[idx[45:60]]) >= 0.8
+    post = load(tmp_path / "f.npz")
+    assert type(post.model).__name__ == "MultiSparseGP" and post.model.Z.shape == (8, 4)
+    assert main(["predict", str(tmp_path / "f.npz"), te, "--predictions", str(tmp_path / "q.csv")]) == 0
+    assert np.array_equal(read_csv(tmp_path / "q.csv")[1], P)
 
 
 @pytest.mark.slow

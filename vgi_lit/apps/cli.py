@@ -17,6 +17,7 @@ from ..likelihoods import (Gaussian, Laplace, Logistic, NegativeBinomial, Ordina
                                   ZeroInflatedPoisson, frequency_cutpoints)
 from ..models import GLM, GP, SparseGP
 from ..models.multi import MultiGLM, MultiGP
+from ..models.multi_sparse import MultiSparseGP
 from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
@@ -129,17 +130,20 @@ def build_model(X, y, names, a, cutpoints=None):
 
 def _softmax_model(X, y, names, a, kind):
     """The softmax model of class codes y (0..C-1): a `MultiGLM` (a weight vector per class, with the intercept column
-    unless --no-intercept) or C GPs sharing one kernel (`MultiGP`), its variance `SOFTMAX_VARIANCE` and its lengthscale
+    unless --no-intercept), C GPs sharing one kernel (`MultiGP`), or their sparse form with `--inducing` rows as inducing inputs
+    shared by the classes (`MultiSparseGP`); the kernel's variance `SOFTMAX_VARIANCE` and its lengthscale
     at the data's median distance unless --kernel-start unit."""
     lik = Softmax(int(np.max(y)) + 1)
-    if kind == "sparse_gp": raise CLIError("--model sparse-gp with the softmax likelihood is not implemented; use --model gp or glm")
     if kind == "glm":
         if a.intercept: X, names = np.hstack([X, np.ones((len(X), 1))]), names + [INTERCEPT]
         model = MultiGLM(X, y, lik, prior_cov=a.prior_var)
     else:
         k = _kernel(a.kernel, X.shape[1], a.ard)
         if getattr(a, "kernel_start", "data") == "data": k = data_kernel(k, X, SOFTMAX_VARIANCE)
-        model = MultiGP(X, y, lik, k)
+        if kind == "gp": model = MultiGP(X, y, lik, k)
+        else:                                                                  # --inducing rows shared by the classes
+            idx = np.sort(np.random.default_rng(a.seed).choice(len(X), size=min(a.inducing, len(X)), replace=False))
+            model = MultiSparseGP(X, y, lik, k, X[idx])
     model.feature_names = tuple(names)
     return model
 
