@@ -32,7 +32,7 @@ def multi_vlb(model: MultiLGM, m, cov: MultiCov, r=None):
 # %% ../../nbs/methods/18_multiclass.ipynb #538ca22f
 def fp_operator_multi(model: MultiLGM, m, cov: MultiCov) -> MultiCov:
     "T(V) = (Σ⁻¹ + Σ_i H_iᵀ Γ_i H_i)⁻¹ at (m, V) (the generalised eq. 8 of Sheth & Khardon 2016), as a `MultiCov` with Λ = Γ."
-    return MultiCov(model, multi_vlb(model, m, cov)[2], cov.space)
+    return MultiCov(model, multi_vlb(model, m, cov)[2], 'w' if cov.space == 'w' else None)
 
 # %% ../../nbs/methods/18_multiclass.ipynb #30314f18
 class MultiPosterior(Posterior):
@@ -68,11 +68,6 @@ def _multi_state(model, m, cov, r=None):
     gV = _gV_inf(model, cov.lam, Gam)
     return Step(dict(m=m, cov=cov, r=r, g=g, Gam=Gam, vlb=vlb), vlb, max(gm, gV), extra=dict(grad_m=gm, grad_V=gV))
 
-def _psd_part(Lam):
-    "The nearest PSD matrices (in Frobenius norm) to the symmetric parts of Λ (n, C, C): negative eigenvalues set to 0."
-    e, Q = np.linalg.eigh(0.5 * (Lam + np.swapaxes(Lam, 1, 2)))
-    return (Q * np.maximum(e, 0.0)[:, None, :]) @ np.swapaxes(Q, 1, 2)
-
 def _check_model(model):
     if not isinstance(model, MultiLGM): raise TypeError(f"model must be a MultiLGM (MultiGLM, MultiGP), got {type(model).__name__}")
 
@@ -84,14 +79,15 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
     tol: stop (`Stop.GRAD_TOL`) when max(‖g‖∞, ‖∂VLB/∂V‖∞) ≤ tol.
     max_iter, max_seconds: iteration and time budgets. callback: `callback(record)`; True stops the run.
     tol_rel: also stop (`Stop.REL_TOL`) when an undamped step changes the VLB by ≤ tol_rel·|VLB| (0: off).
-    space: 'n' (site space, GP only), 'w' (weight space) or None (`MultiCov`'s choice).
+    space: 'n' (site space, GP only, needs every Λ_i ⪰ 0), 'u' (whitened), 'w' (weight space) or None (`MultiCov`'s choice
+        for each iterate).
     anderson: depth of Anderson acceleration (Walker & Ni 2011, type II) of the map G(m, Λ) = (m + V(Λ)g, Γ), whose fixed
         points are the optimum: from the last `anderson` + 1 pairs (x, G(x) − x) (G read off each iterate's own evaluation,
-        so a pair costs nothing extra) the extrapolated x, Λ made PSD, is the next iterate when its VLB is at least the
-        current one; otherwise (and while fewer than two pairs are held) the FPi step is taken and, if it was damped, the
+        so a pair costs nothing extra) the extrapolated x is the next iterate when its posterior precision is positive
+        definite and its VLB is at least the current one; otherwise (and while fewer than two pairs are held) the FPi step is taken and, if it was damped, the
         memory cleared. Default 3; 0: plain FPi.
     m0, lam0: a start q = N(m0, V(Λ0)) (a warm start, e.g. the optimum of a nearby model carried over as m0 = μ + Σr and its
-        site precisions): m0 (d,), lam0 (n, C, C) positive semi-definite; None: the prior (m0 = μ, Λ0 = 0)."""
+        site precisions): m0 (d,), lam0 (n, C, C) with Σ⁻¹ + Σ H_iᵀΛ0_iH_i positive definite; None: the prior (m0 = μ, Λ0 = 0)."""
     _check_model(model); check_budget(tol, max_iter, max_seconds)
     if not (isinstance(tol_rel, (int, float)) and tol_rel >= 0): raise ValueError(f"tol_rel must be a number >= 0, got {tol_rel!r}")
     if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
@@ -117,7 +113,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
             if cand is not None: return cand
         def propose(rho):
             lam = (1.0 - rho) * s['cov'].lam + rho * s['Gam']
-            try: cov = MultiCov(model, lam, s['cov'].space)
+            try: cov = MultiCov(model, lam, space)
             except ValueError: return None
             return _multi_state(model, s['m'] + rho * cov.matvec(s['g']), cov, s['r'] + rho * cov.prior_solve_matvec(s['g']))
         def accept(c):                                                          # the VLB rises, or the stationarity residual falls
@@ -138,7 +134,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         if len(mem) < 2: return None
         dX = np.stack([b[0] - a[0] for a, b in zip(mem, mem[1:])], 1); dF = np.stack([b[1] - a[1] for a, b in zip(mem, mem[1:])], 1)
         f = mem[-1][1]; xa = x + f - (dX + dF) @ np.linalg.lstsq(dF, f, rcond=None)[0]
-        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, _psd_part(xa[model.d:].reshape(n, C, C)), s['cov'].space))
+        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, xa[model.d:].reshape(n, C, C), space))
         except ValueError: cand = None
         if cand is None or not (cand.finite() and (cand.value > s['vlb'] + 1e-12 * abs(s['vlb']) or cand.grad_norm < cur.grad_norm)):
             return None                                                         # the FPi step instead; the memory is kept
@@ -207,11 +203,17 @@ def grad_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 5000, max_sec
     cov = _cov_from_dense(model, Vdense)
     return MultiPosterior(model, m, cov, model.prior_solve(m - model.mu), "grad", -fun(x)[0], out.stop, hist, out.message, out.n_iter)
 
+def _precision_factor(V):
+    """A lower-triangular L with L Lᵀ = V⁻¹, by triangular solves: with J the reversal permutation and JVJ = L̃L̃ᵀ (Cholesky),
+    V⁻¹ = (J L̃⁻ᵀ J)(J L̃⁻ᵀ J)ᵀ, and J L̃⁻ᵀ J is lower triangular."""
+    Lr = cholesky(V[::-1, ::-1], name="V of GRAD's result")
+    return solve_triangular(Lr, np.eye(len(V)), lower=True, check_finite=False).T[::-1, ::-1].copy()
+
 def _cov_from_dense(model, V):
-    "A weight-space `MultiCov` holding the dense V (its precision factorised; for the KL and the predictions)."
+    "A weight-space `MultiCov` holding the dense V (its precision factorised by `_precision_factor`; for the KL and the predictions)."
     cov = MultiCov(model, np.zeros((model.n, model.C, model.C)), 'w')
     V = 0.5 * (V + V.T); cov._V = V
-    cov.L = cholesky(0.5 * (np.linalg.inv(V) + np.linalg.inv(V).T), name="V⁻¹ of GRAD's result")
+    cov.L = _precision_factor(V)
     return cov
 
 # %% ../../nbs/methods/18_multiclass.ipynb #e9f54a4d
