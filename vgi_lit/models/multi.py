@@ -247,7 +247,7 @@ class MultiCov:
         "V_i = diag c_i + H_i V H_iᵀ, (n, C, C) (computed once; a copy is returned)."
         if self._site is None:
             md, C, n, p = self.model, self.model.C, self.model.n, self.model.p
-            if self.space in ('n', 'u'):                                         # from W, no d × d V
+            if md.X is None and self.space in ('n', 'u'):                        # from W, no d × d V
                 W3 = self._W.reshape(-1, C, n)
                 out = np.einsum('kci,kdi->icd', W3, W3)
                 if self.space == 'n': out = md.prior_site_cov() - out          # Σ_[(c,i),(c',i)] − W[:, (c, i)]ᵀ W[:, (c', i)]
