@@ -219,28 +219,24 @@ def _cov_from_dense(model, V):
 # %% ../../nbs/methods/18_multiclass.ipynb #e9f54a4d
 def solve_stationarity(model: MultiLGM, alpha0=None, lam0=None, f_tol: float = 1e-10, maxiter: int = 50):
     """(m, V (dense), residual ∞-norm) at the root of F(α, Λ) = (α − ∂E/∂m, Λ − Γ), by Newton-Krylov from (α0, Λ0)
-    (default 0), with m = μ + Σ Σ_i H_iᵀα_i and V = Σ − ΣS(I + SΣS)⁻¹SΣ by dense solves (S: blocks of Λ_i^{1/2})."""
+    (default 0), with m = μ + Σ Σ_i H_iᵀα_i and V = L_Σ(I + L_ΣᵀΣ H_iᵀΛ_iH_i L_Σ)⁻¹L_Σᵀ by dense solves (Λ_i of any sign)."""
     from scipy.optimize import newton_krylov
     n, C, d, p = model.n, model.C, model.d, model.p
     Sig = model.prior_dense()
     Hfull = np.zeros((n, C, d))
     Xr = np.eye(n) if model.X is None else model.X
     for c in range(C): Hfull[:, c, c * p:(c + 1) * p] = Xr
-    Hbig = Hfull.transpose(1, 0, 2).reshape(n * C, d)                           # rows (c, i)
     iu = np.triu_indices(C)
     def unpack(z):
         al = z[:n * C].reshape(n, C); lam = np.zeros((n, C, C)); t = z[n * C:].reshape(n, -1)
         lam[:, iu[0], iu[1]] = t; lam[:, iu[1], iu[0]] = t
         return al, lam
+    Ls = model.prior_half_dense()
     def q_of(al, lam):
         m = model.mu + Sig @ model.HTmul(al)
-        e, Q = np.linalg.eigh(lam); Sq = (Q * np.sqrt(np.maximum(e, 0))[:, None, :]) @ np.swapaxes(Q, 1, 2)
-        S = np.zeros((n * C, n * C)); idx = np.arange(n)
-        for c in range(C):
-            for c2 in range(C): S[c * n + idx, c2 * n + idx] = Sq[:, c, c2]
-        HS = Hbig @ Sig                                                           # (nC, d)
-        SHS = S @ HS
-        V = Sig - SHS.T @ np.linalg.solve(np.eye(n * C) + SHS @ Hbig.T @ S, SHS)
+        HL = np.einsum('icd,de->ice', Hfull, Ls)                                  # H_i L_Σ
+        B = np.eye(d) + np.einsum('icd,ice,ief->df', HL, lam, HL, optimize=True)               # I + L_Σᵀ(Σ H_iᵀΛ_iH_i)L_Σ, any signs of Λ_i
+        V = Ls @ np.linalg.solve(B, Ls.T)
         return m, 0.5 * (V + V.T)
     def F(z):
         al, lam = unpack(z); m, V = q_of(al, lam)
