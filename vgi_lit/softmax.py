@@ -120,6 +120,7 @@ class Softmax:
         if curvature not in (None, 'exact', 'price'): raise ValueError(f"curvature must be 'exact', 'price' or None, got {curvature!r}")
         self.C, self.n_gh, self.n_qmc, self.seed, self.block = int(n_classes), n_gh, n_qmc, seed, int(block)
         self.zr, self.wr = mvn_rule(self.C - 1, n_gh, n_qmc, seed)              # the rule of the differences
+        self._zrT, self._zw = np.ascontiguousarray(self.zr.T), self.zr * self.wr[:, None]   # (C−1, S) and w_s z_s (S, C−1)
         self.z, self.w = mvn_rule(self.C, n_gh if self.C <= 3 else None, n_qmc, seed)   # the rule of f, for predictions
         product_rule = n_gh is not None or self.C - 1 <= 3
         self.curvature = curvature if curvature is not None else ('price' if product_rule else 'exact')
@@ -154,10 +155,12 @@ class Softmax:
             Vyo = Vb[i, yb[:, None], O]                                           # V_{y,k}, (b, C−1)
             S_d = Vb[i[:, :, None], O[:, :, None], O[:, None, :]] - Vyo[:, :, None] - Vyo[:, None, :] + Vb[np.arange(b), yb, yb][:, None, None]
             e, Qe = _site_eig(S_d); r = np.sqrt(e)
-            Fd = mu_d[:, :, None] + np.matmul((Qe * r[:, None, :]) @ np.swapaxes(Qe, 1, 2), self.zr.T)   # (b, C−1, S) δ = μ_δ + Rz_s
-            mx = np.maximum(Fd.max(axis=1), 0.0)                                  # (b, S): the largest of 0 and the δ_k
-            Q = np.exp(Fd - mx[:, None, :]); tot = np.exp(-mx) + Q.sum(axis=1)
-            lse = mx + np.log(tot)                                                # log(1 + Σ e^δ)
+            Q = np.matmul((Qe * r[:, None, :]) @ np.swapaxes(Qe, 1, 2), self._zrT)   # (b, C−1, S) Rz_s; in place from here on
+            Q += mu_d[:, :, None]                                                 # δ = μ_δ + Rz_s at the nodes
+            mx = Q.max(axis=1); np.maximum(mx, 0.0, out=mx)                       # (b, S): the largest of 0 and the δ_k
+            Q -= mx[:, None, :]; np.exp(Q, out=Q)
+            tot = Q.sum(axis=1); tot += np.exp(-mx)
+            lse = np.log(tot); lse += mx                                          # log(1 + Σ e^δ)
             Q /= tot[:, None, :]                                                  # (b, C−1, S) p_k, k ≠ y; ∇g_s = −p_s
             qbar = Q @ self.wr
             def price(rows):                                                      # ½ Σ_s w_s ∇²g_s = −½ E[diag q − qqᵀ]
@@ -165,7 +168,7 @@ class Softmax:
                 G[:, np.arange(K), np.arange(K)] += qbar[rows]
                 return -0.5 * G
             if self.curvature == 'price': G = -2.0 * price(slice(None))          # Γ_δ = E[diag q − qqᵀ]
-            else: G = -2.0 * _root_adjoint(-(Q @ (self.zr * self.wr[:, None])), r, Qe, price)   # Mᵀ = −Σ_s w_s q_s z_sᵀ (only sym(M) enters)
+            else: G = -2.0 * _root_adjoint(-(Q @ self._zw), r, Qe, price)         # Mᵀ = −Σ_s w_s q_s z_sᵀ (only sym(M) enters)
             E[sl] = -(lse @ self.wr)
             dmb = np.zeros((b, C)); dmb[i, O] = -qbar; dmb[np.arange(b), yb] = qbar.sum(1)   # Dᵀ ∂E/∂μ_δ
             Gb = np.zeros((b, C, C)); rs = G.sum(2)                               # Γ = Dᵀ Γ_δ D
