@@ -165,3 +165,13 @@ def test_precision_factor():
     L = _precision_factor(V)
     assert np.allclose(L, np.tril(L)) and np.allclose(L @ L.T @ V, np.eye(6))
     with pytest.raises(ValueError, match="GRAD's result"): _precision_factor(V - 10 * np.eye(6))
+
+
+def test_grad_result_predicts_with_its_own_covariance():
+    "GRAD's dense V on a GP (held in weight space) gives predictions at the training inputs equal to its site marginals, not the prior's."
+    X, y = _iris(np.r_[0:3, 50:53, 100:103])
+    mod = MultiGP(X, y, Softmax(3, n_gh=6), RBF(variance=2.0, lengthscale=1.5))
+    post = grad_multi(mod, tol=1e-6)
+    mean, cov = post.predict(X)
+    assert np.allclose(mean, mod.site_mean(post.m), atol=1e-5) and np.allclose(cov, post.cov.site_cov(), atol=1e-6)
+    assert np.max(np.abs(cov - mod.prior_site_cov())) > 1e-2
