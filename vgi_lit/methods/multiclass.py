@@ -68,6 +68,11 @@ def _multi_state(model, m, cov, r=None):
     gV = _gV_inf(model, cov.lam, Gam)
     return Step(dict(m=m, cov=cov, r=r, g=g, Gam=Gam, vlb=vlb), vlb, max(gm, gV), extra=dict(grad_m=gm, grad_V=gV))
 
+def _psd_part(Lam):
+    "The nearest PSD matrices (in Frobenius norm) to the symmetric parts of Λ (n, C, C): negative eigenvalues set to 0."
+    e, Q = np.linalg.eigh(0.5 * (Lam + np.swapaxes(Lam, 1, 2)))
+    return (Q * np.maximum(e, 0.0)[:, None, :]) @ np.swapaxes(Q, 1, 2)
+
 def _check_model(model):
     if not isinstance(model, MultiLGM): raise TypeError(f"model must be a MultiLGM (MultiGLM, MultiGP), got {type(model).__name__}")
 
@@ -83,8 +88,9 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         for each iterate).
     anderson: depth of Anderson acceleration (Walker & Ni 2011, type II) of the map G(m, Λ) = (m + V(Λ)g, Γ), whose fixed
         points are the optimum: from the last `anderson` + 1 pairs (x, G(x) − x) (G read off each iterate's own evaluation,
-        so a pair costs nothing extra) the extrapolated x is the next iterate when its posterior precision is positive
-        definite and its VLB is at least the current one; otherwise (and while fewer than two pairs are held) the FPi step is taken and, if it was damped, the
+        so a pair costs nothing extra) the extrapolated x (its Λ projected onto the PSD matrices when the likelihood's Γ is
+        PSD by construction, `curvature_psd`, as the fixed point's is) is the next iterate when its posterior precision is
+        positive definite and its VLB is at least the current one; otherwise (and while fewer than two pairs are held) the FPi step is taken and, if it was damped, the
         memory cleared. Default 3; 0: plain FPi.
     m0, lam0: a start q = N(m0, V(Λ0)) (a warm start, e.g. the optimum of a nearby model carried over as m0 = μ + Σr and its
         site precisions): m0 (d,), lam0 (n, C, C) with Σ⁻¹ + Σ H_iᵀΛ0_iH_i positive definite; None: the prior (m0 = μ, Λ0 = 0)."""
@@ -93,6 +99,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
     if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
         raise ValueError(f"anderson must be an integer >= 0 (0: off), got {anderson!r}")
     mem = []                                                                     # (x, G(x) − x) of the last undamped steps
+    psd = bool(getattr(model.likelihood, 'curvature_psd', True))                  # Γ ⪰ 0 by construction: the fixed point's Λ is too
     C, n = model.C, model.n
     if m0 is None and lam0 is None:
         start = _multi_state(model, model.mu.copy(), MultiCov(model, np.zeros((n, C, C)), space), np.zeros(model.d))
@@ -134,7 +141,8 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         if len(mem) < 2: return None
         dX = np.stack([b[0] - a[0] for a, b in zip(mem, mem[1:])], 1); dF = np.stack([b[1] - a[1] for a, b in zip(mem, mem[1:])], 1)
         f = mem[-1][1]; xa = x + f - (dX + dF) @ np.linalg.lstsq(dF, f, rcond=None)[0]
-        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, xa[model.d:].reshape(n, C, C), space))
+        lam_a = xa[model.d:].reshape(n, C, C)
+        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, _psd_part(lam_a) if psd else lam_a, space))
         except ValueError: cand = None
         if cand is None or not (cand.finite() and (cand.value > s['vlb'] + 1e-12 * abs(s['vlb']) or cand.grad_norm < cur.grad_norm)):
             return None                                                         # the FPi step instead; the memory is kept
