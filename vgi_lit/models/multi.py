@@ -161,15 +161,18 @@ class MultiCov:
     B = I + SΣS, S = blocks of Λ_i^{1/2}, V = Σ − ΣSB⁻¹SΣ; needs every Λ_i ⪰ 0) or 'u' (whitened, w = μ + L_Σu:
     B = I + L_Σᵀ(Σ H_iᵀΛ_iH_i)L_Σ, V = L_ΣB⁻¹L_Σᵀ = WᵀW with W = L_B⁻¹L_Σᵀ; any Λ_i, indefinite blocks included, whose
     posterior precision is positive definite, since B = L_Σᵀ P L_Σ; with independent classes L_Σ is block diagonal: B by
-    C(C+1)/2 block products, W by block solves). `None` picks weight space for a GLM and, for a GP, site space while every
-    Λ_i ⪰ 0 and whitened space once one is indefinite. Jitter: none; a failed factorisation (P not positive definite) is a
+    C(C+1)/2 block products, W by block solves). `None` picks weight space for a GLM; for a GP whitened space with
+    independent classes (the cheapest), else site space while every Λ_i ⪰ 0 and whitened space once one is indefinite. Jitter: none; a failed factorisation (P not positive definite) is a
     ValueError naming the matrix. In site and whitened space the KL's trace comes from the site blocks: tr(Σ⁻¹V) = d − Σ_i ⟨Λ_i, H_iVH_iᵀ⟩, since
     Σ⁻¹V = I − (Σ H_iᵀΛ_iH_i)V."""
     def __init__(self, model, lam, space: str | None = None):
         self.model, self.lam = model, np.asarray(lam, dtype=float)
         C, p, n, d = model.C, model.p, model.n, model.d
         if self.lam.shape != (n, C, C): raise ValueError(f"lam must have shape ({n}, {C}, {C}), got {self.lam.shape}")
-        if space is None: space = 'w' if model.X is not None else ('n' if _is_psd(self.lam) else 'u')
+        if space is None:                                                        # the cheapest space that holds Λ
+            if model.X is not None: space = 'w'
+            elif getattr(model, 'priors', None) is not None: space = 'u'         # block-diagonal L_Σ: the cheapest for a GP
+            else: space = 'n' if _is_psd(self.lam) else 'u'
         self.space = space
         if space == 'n':
             if model.X is not None: raise ValueError("site space needs x_i = e_i (a GP model)")
