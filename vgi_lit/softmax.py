@@ -52,10 +52,15 @@ def log_sum_exp(x, axis: int = -1, keepdims: bool = False):
     out = mx + np.log(np.sum(np.exp(x - mx), axis=axis, keepdims=True))
     return out if keepdims else np.squeeze(out, axis=axis)
 
+def _site_eig(V):
+    "Eigen-decompositions (e (n, C), Q (n, C, C)) of the symmetric parts of V (n, C, C), negative rounding eigenvalues set to 0."
+    e, Q = np.linalg.eigh(0.5 * (V + np.swapaxes(V, 1, 2)))
+    return np.maximum(e, 0.0), Q
+
 def _site_roots(V):
     "Symmetric square roots R (n, C, C) with R Rᵀ = V of the site covariances V (n, C, C), negative rounding eigenvalues set to 0."
-    e, Q = np.linalg.eigh(0.5 * (V + np.swapaxes(V, 1, 2)))
-    return (Q * np.sqrt(np.maximum(e, 0.0))[:, None, :]) @ np.swapaxes(Q, 1, 2)      # Q diag(√e) Qᵀ: smooth in V
+    e, Q = _site_eig(V)
+    return (Q * np.sqrt(e)[:, None, :]) @ np.swapaxes(Q, 1, 2)                     # Q diag(√e) Qᵀ: smooth in V
 
 def _check_site_moments(m, V, C: int):
     "Site means (n, C) and covariances (n, C, C) as float arrays; a ValueError naming the shape or the non-finite entries."
@@ -81,20 +86,48 @@ def _check_labels(y, C: int, who: str):
     if bad.any(): raise ValueError(f"{who}: labels must lie in 0..{C - 1} (n_classes = {C}); got {sorted(set(a[bad].tolist()))[:5]}")
     return a
 
+# %% ../nbs/01b_softmax.ipynb #ba31b804
+def _root_adjoint(M, r, Q, fallback):
+    """∂E/∂S (n, K, K) for E = Σ_s w_s g(μ + R z_s), R = S^{1/2} = Q diag(r) Qᵀ, from M = Σ_s w_s z_s ∇g_sᵀ (n, K, K): the
+    solution G of the Lyapunov equation RG + GR = sym(M), G̃_jk = M̃_jk / (r_j + r_k) in R's eigenbasis (M̃ = Qᵀ sym(M) Q).
+    Where r_j + r_k ≤ 10⁻⁶ max r (S singular along both directions, to rounding) the entry is `fallback(sites)` (n', K, K), the
+    Gaussian-exact value ½E[∇²g] in the original basis, rotated into the eigenbasis."""
+    Qt = np.swapaxes(Q, 1, 2)
+    Mt = Qt @ (0.5 * (M + np.swapaxes(M, 1, 2))) @ Q
+    rr = r[:, :, None] + r[:, None, :]
+    small = rr <= 1e-6 * np.max(r, axis=1, initial=0.0)[:, None, None]
+    with np.errstate(divide='ignore', invalid='ignore'): Gt = np.where(small, 0.0, Mt / rr)
+    bad = np.flatnonzero(small.any(axis=(1, 2)))
+    if len(bad): Gt[bad] = np.where(small[bad], Qt[bad] @ fallback(bad) @ Q[bad], Gt[bad])
+    return Q @ Gt @ Qt
+
 # %% ../nbs/01b_softmax.ipynb #45ff635a
 class Softmax:
     """Multinomial logit: p(y | f) = exp(f_y) / Σ_k exp(f_k), f ∈ ℝ^C, y ∈ {0, …, C−1}.
 
     Gaussian expectations over N(m_i, V_i) (V_i a full C × C covariance) in the C − 1 differences f_k − f_y, by the rule
-    `mvn_rule(C − 1, n_gh, n_qmc, seed)`; derivatives by Bonnet's and Price's theorems: ∂E/∂m = e_y − E[p],
-    Γ = −2 ∂E/∂V = E[diag p − ppᵀ] ⪰ 0. Predictions (E[softmax(f)]) use the C-dimensional rule."""
+    `mvn_rule(C − 1, n_gh, n_qmc, seed)`: E = Σ_s w_s g(μ_δ + R z_s), R = S_δ^{1/2}. ∂E/∂m = e_y − Σ_s w_s p_s (Bonnet; the
+    exact derivative of the rule's E). Γ = −2 ∂E/∂V by `curvature`: 'exact', the derivative of the rule's E through the
+    symmetric root (the Lyapunov adjoint RG + GR = sym Σ_s w_s z_s ∇g_sᵀ; Γ_i may have small negative eigenvalues, of the
+    size of the rule's error), or 'price', Price's Σ_s w_s(diag p_s − p_s p_sᵀ) ⪰ 0 (equal to the exact derivative only up
+    to the rule's error). None: 'price' for the Gauss-Hermite product rule (C ≤ 4 or `n_gh` given, where both agree to
+    about 10⁻⁸), 'exact' for the Sobol' rule. Predictions (E[softmax(f)]) use the C-dimensional rule."""
     log_concave = True
-    def __init__(self, n_classes: int, n_gh: int | None = None, n_qmc: int = 2048, seed: int = 0, block: int = 2_000_000):
+    def __init__(self, n_classes: int, n_gh: int | None = None, n_qmc: int = 2048, seed: int = 0, block: int = 2_000_000,
+                 curvature: str | None = None):
         if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
             raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+        if curvature not in (None, 'exact', 'price'): raise ValueError(f"curvature must be 'exact', 'price' or None, got {curvature!r}")
         self.C, self.n_gh, self.n_qmc, self.seed, self.block = int(n_classes), n_gh, n_qmc, seed, int(block)
         self.zr, self.wr = mvn_rule(self.C - 1, n_gh, n_qmc, seed)              # the rule of the differences
+        self._zrT, self._zw = np.ascontiguousarray(self.zr.T), self.zr * self.wr[:, None]   # (C−1, S) and w_s z_s (S, C−1)
         self.z, self.w = mvn_rule(self.C, n_gh if self.C <= 3 else None, n_qmc, seed)   # the rule of f, for predictions
+        product_rule = n_gh is not None or self.C - 1 <= 3
+        self.curvature = curvature if curvature is not None else ('price' if product_rule else 'exact')
+    @property
+    def curvature_psd(self) -> bool:
+        "Whether every Γ_i = −2 ∂E_i/∂V_i is positive semi-definite by construction (Price's form)."
+        return self.curvature == 'price'
     def check_y(self, y):
         "Labels as an int array; a ValueError for anything that is not an integer in 0..C−1 (strings, NaN, fractions, out of range)."
         return _check_labels(y, self.C, "Softmax")
@@ -113,20 +146,29 @@ class Softmax:
         """(E (n,), ∂E/∂m (n, C), ∂E/∂V (n, C, C)) at site means `m` (n, C) and covariances `V` (n, C, C)
         for labels `y` (n,) already checked by `check_y`."""
         m, V = _check_site_moments(m, V, self.C); n, C = m.shape
-        y = np.asarray(y)
+        y = np.asarray(y); K = C - 1
         E, dm, dV = np.empty(n), np.zeros((n, C)), np.zeros((n, C, C))
         for sl in self._blocks(n, len(self.wr)):
             yb, mb, Vb = y[sl], m[sl], V[sl]; b = len(yb); i = np.arange(b)[:, None]
-            O = np.arange(C - 1)[None, :]; O = np.where(O < yb[:, None], O, O + 1)   # (b, C−1) the classes k ≠ y
+            O = np.arange(K)[None, :]; O = np.where(O < yb[:, None], O, O + 1)     # (b, C−1) the classes k ≠ y
             mu_d = mb[i, O] - mb[i, yb[:, None]]                                  # D m
             Vyo = Vb[i, yb[:, None], O]                                           # V_{y,k}, (b, C−1)
             S_d = Vb[i[:, :, None], O[:, :, None], O[:, None, :]] - Vyo[:, :, None] - Vyo[:, None, :] + Vb[np.arange(b), yb, yb][:, None, None]
-            Fd = mu_d[:, None, :] + np.matmul(self.zr, _site_roots(S_d))          # (b, S, C−1) differences at the nodes
-            lse = log_sum_exp(np.concatenate([np.zeros(Fd.shape[:2] + (1,)), Fd], 2), axis=2)   # log(1 + Σ e^δ)
-            Q = np.exp(Fd - lse[..., None])                                       # (b, S, C−1) p_k, k ≠ y
-            qbar = np.matmul(self.wr, Q)
-            G = -np.matmul(np.swapaxes(Q, 1, 2) * self.wr, Q)
-            G[:, np.arange(C - 1), np.arange(C - 1)] += qbar                      # Γ_δ = E[diag q − qqᵀ]
+            e, Qe = _site_eig(S_d); r = np.sqrt(e)
+            Q = np.matmul((Qe * r[:, None, :]) @ np.swapaxes(Qe, 1, 2), self._zrT)   # (b, C−1, S) Rz_s; in place from here on
+            Q += mu_d[:, :, None]                                                 # δ = μ_δ + Rz_s at the nodes
+            mx = Q.max(axis=1); np.maximum(mx, 0.0, out=mx)                       # (b, S): the largest of 0 and the δ_k
+            Q -= mx[:, None, :]; np.exp(Q, out=Q)
+            tot = Q.sum(axis=1); tot += np.exp(-mx)
+            lse = np.log(tot); lse += mx                                          # log(1 + Σ e^δ)
+            Q /= tot[:, None, :]                                                  # (b, C−1, S) p_k, k ≠ y; ∇g_s = −p_s
+            qbar = Q @ self.wr
+            def price(rows):                                                      # ½ Σ_s w_s ∇²g_s = −½ E[diag q − qqᵀ]
+                G = -np.matmul(Q[rows] * self.wr, np.swapaxes(Q[rows], 1, 2))
+                G[:, np.arange(K), np.arange(K)] += qbar[rows]
+                return -0.5 * G
+            if self.curvature == 'price': G = -2.0 * price(slice(None))          # Γ_δ = E[diag q − qqᵀ]
+            else: G = -2.0 * _root_adjoint(-(Q @ self._zw), r, Qe, price)         # Mᵀ = −Σ_s w_s q_s z_sᵀ (only sym(M) enters)
             E[sl] = -(lse @ self.wr)
             dmb = np.zeros((b, C)); dmb[i, O] = -qbar; dmb[np.arange(b), yb] = qbar.sum(1)   # Dᵀ ∂E/∂μ_δ
             Gb = np.zeros((b, C, C)); rs = G.sum(2)                               # Γ = Dᵀ Γ_δ D

@@ -20,19 +20,11 @@ __all__ = ['multi_prior_adjoint', 'noise_adjoint', 'MultiHyperParams', 'learn_mu
 # %% ../../nbs/methods/18b_multi_hyper.ipynb #28160975
 def multi_prior_adjoint(model, m, cov):
     """(A (C, C, p, p), R (C, p)): A_cc' = ½(r_c r_c'ᵀ − Ω_cc') with r = Σ⁻¹(m − μ) (R its class blocks) and
-    Ω = Σ⁻¹ − Σ⁻¹VΣ⁻¹, so that ∂VLB/∂θ = Σ_cc' ⟨A_cc', ∂Σ_cc'/∂θ⟩ + rᵀ∂μ/∂θ at fixed q (eq. G). Ω = (L_B⁻¹S)ᵀ(L_B⁻¹S)
-    for a site-space `MultiCov` (B = I + SΣS), Σ⁻¹ − Σ⁻¹VΣ⁻¹ by solves with Σ otherwise."""
+    Ω = Σ⁻¹ − Σ⁻¹VΣ⁻¹, so that ∂VLB/∂θ = Σ_cc' ⟨A_cc', ∂Σ_cc'/∂θ⟩ + rᵀ∂μ/∂θ at fixed q (eq. G). Ω by `MultiCov.omega`
+    ((L_B⁻¹S)ᵀ(L_B⁻¹S) for Λ_i ⪰ 0 in site or whitened space, Λ − ΛVΛ for indefinite blocks, solves with Σ in weight space)."""
     C, p, d = model.C, model.p, model.d
     r = model.prior_solve(np.asarray(m, float) - model.mu)
-    if getattr(cov, 'space', None) == 'n':
-        n = model.n; Sd = np.zeros((C, n, C, n)); i = np.arange(n)
-        Sd[:, i, :, i] = cov.S                        # S_i at the entries ((c, i), (c', i))
-        Z = solve_triangular(cov.L, Sd.reshape(d, d), lower=True, check_finite=False)   # L_B⁻¹S
-        W = Z.T @ Z
-    else:
-        Si = model.prior_solve(np.eye(d))
-        W = Si - model.prior_solve(model.prior_solve(cov.dense()).T)
-    W = 0.5 * (W + W.T)
+    W = cov.omega()                                   # Ω in the stablest form the covariance's space offers
     R = r.reshape(C, p)
     A = 0.5 * (np.einsum('ci,dj->cdij', R, R) - W.reshape(C, p, C, p).transpose(0, 2, 1, 3))
     return A, R

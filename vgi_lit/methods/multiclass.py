@@ -32,7 +32,7 @@ def multi_vlb(model: MultiLGM, m, cov: MultiCov, r=None):
 # %% ../../nbs/methods/18_multiclass.ipynb #538ca22f
 def fp_operator_multi(model: MultiLGM, m, cov: MultiCov) -> MultiCov:
     "T(V) = (Σ⁻¹ + Σ_i H_iᵀ Γ_i H_i)⁻¹ at (m, V) (the generalised eq. 8 of Sheth & Khardon 2016), as a `MultiCov` with Λ = Γ."
-    return MultiCov(model, multi_vlb(model, m, cov)[2], cov.space)
+    return MultiCov(model, multi_vlb(model, m, cov)[2], 'w' if cov.space == 'w' else None)
 
 # %% ../../nbs/methods/18_multiclass.ipynb #30314f18
 class MultiPosterior(Posterior):
@@ -84,19 +84,22 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
     tol: stop (`Stop.GRAD_TOL`) when max(‖g‖∞, ‖∂VLB/∂V‖∞) ≤ tol.
     max_iter, max_seconds: iteration and time budgets. callback: `callback(record)`; True stops the run.
     tol_rel: also stop (`Stop.REL_TOL`) when an undamped step changes the VLB by ≤ tol_rel·|VLB| (0: off).
-    space: 'n' (site space, GP only), 'w' (weight space) or None (`MultiCov`'s choice).
+    space: 'n' (site space, GP only, needs every Λ_i ⪰ 0), 'u' (whitened), 'w' (weight space) or None (`MultiCov`'s choice
+        for each iterate).
     anderson: depth of Anderson acceleration (Walker & Ni 2011, type II) of the map G(m, Λ) = (m + V(Λ)g, Γ), whose fixed
         points are the optimum: from the last `anderson` + 1 pairs (x, G(x) − x) (G read off each iterate's own evaluation,
-        so a pair costs nothing extra) the extrapolated x, Λ made PSD, is the next iterate when its VLB is at least the
-        current one; otherwise (and while fewer than two pairs are held) the FPi step is taken and, if it was damped, the
+        so a pair costs nothing extra) the extrapolated x (its Λ projected onto the PSD matrices when the likelihood's Γ is
+        PSD by construction, `curvature_psd`, as the fixed point's is) is the next iterate when its posterior precision is
+        positive definite and its VLB is at least the current one; otherwise (and while fewer than two pairs are held) the FPi step is taken and, if it was damped, the
         memory cleared. Default 3; 0: plain FPi.
     m0, lam0: a start q = N(m0, V(Λ0)) (a warm start, e.g. the optimum of a nearby model carried over as m0 = μ + Σr and its
-        site precisions): m0 (d,), lam0 (n, C, C) positive semi-definite; None: the prior (m0 = μ, Λ0 = 0)."""
+        site precisions): m0 (d,), lam0 (n, C, C) with Σ⁻¹ + Σ H_iᵀΛ0_iH_i positive definite; None: the prior (m0 = μ, Λ0 = 0)."""
     _check_model(model); check_budget(tol, max_iter, max_seconds)
     if not (isinstance(tol_rel, (int, float)) and tol_rel >= 0): raise ValueError(f"tol_rel must be a number >= 0, got {tol_rel!r}")
     if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
         raise ValueError(f"anderson must be an integer >= 0 (0: off), got {anderson!r}")
     mem = []                                                                     # (x, G(x) − x) of the last undamped steps
+    psd = bool(getattr(model.likelihood, 'curvature_psd', True))                  # Γ ⪰ 0 by construction: the fixed point's Λ is too
     C, n = model.C, model.n
     if m0 is None and lam0 is None:
         start = _multi_state(model, model.mu.copy(), MultiCov(model, np.zeros((n, C, C)), space), np.zeros(model.d))
@@ -117,7 +120,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
             if cand is not None: return cand
         def propose(rho):
             lam = (1.0 - rho) * s['cov'].lam + rho * s['Gam']
-            try: cov = MultiCov(model, lam, s['cov'].space)
+            try: cov = MultiCov(model, lam, space)
             except ValueError: return None
             return _multi_state(model, s['m'] + rho * cov.matvec(s['g']), cov, s['r'] + rho * cov.prior_solve_matvec(s['g']))
         def accept(c):                                                          # the VLB rises, or the stationarity residual falls
@@ -138,7 +141,8 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         if len(mem) < 2: return None
         dX = np.stack([b[0] - a[0] for a, b in zip(mem, mem[1:])], 1); dF = np.stack([b[1] - a[1] for a, b in zip(mem, mem[1:])], 1)
         f = mem[-1][1]; xa = x + f - (dX + dF) @ np.linalg.lstsq(dF, f, rcond=None)[0]
-        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, _psd_part(xa[model.d:].reshape(n, C, C)), s['cov'].space))
+        lam_a = xa[model.d:].reshape(n, C, C)
+        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, _psd_part(lam_a) if psd else lam_a, space))
         except ValueError: cand = None
         if cand is None or not (cand.finite() and (cand.value > s['vlb'] + 1e-12 * abs(s['vlb']) or cand.grad_norm < cur.grad_norm)):
             return None                                                         # the FPi step instead; the memory is kept
@@ -207,38 +211,40 @@ def grad_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 5000, max_sec
     cov = _cov_from_dense(model, Vdense)
     return MultiPosterior(model, m, cov, model.prior_solve(m - model.mu), "grad", -fun(x)[0], out.stop, hist, out.message, out.n_iter)
 
+def _precision_factor(V):
+    """A lower-triangular L with L Lᵀ = V⁻¹, by triangular solves: with J the reversal permutation and JVJ = L̃L̃ᵀ (Cholesky),
+    V⁻¹ = (J L̃⁻ᵀ J)(J L̃⁻ᵀ J)ᵀ, and J L̃⁻ᵀ J is lower triangular."""
+    Lr = cholesky(V[::-1, ::-1], name="V of GRAD's result")
+    return solve_triangular(Lr, np.eye(len(V)), lower=True, check_finite=False).T[::-1, ::-1].copy()
+
 def _cov_from_dense(model, V):
-    "A weight-space `MultiCov` holding the dense V (its precision factorised; for the KL and the predictions)."
+    "A weight-space `MultiCov` holding the dense V (its precision factorised by `_precision_factor`; for the KL and the predictions)."
     cov = MultiCov(model, np.zeros((model.n, model.C, model.C)), 'w')
     V = 0.5 * (V + V.T); cov._V = V
-    cov.L = cholesky(0.5 * (np.linalg.inv(V) + np.linalg.inv(V).T), name="V⁻¹ of GRAD's result")
+    cov.L = _precision_factor(V)
     return cov
 
 # %% ../../nbs/methods/18_multiclass.ipynb #e9f54a4d
 def solve_stationarity(model: MultiLGM, alpha0=None, lam0=None, f_tol: float = 1e-10, maxiter: int = 50):
     """(m, V (dense), residual ∞-norm) at the root of F(α, Λ) = (α − ∂E/∂m, Λ − Γ), by Newton-Krylov from (α0, Λ0)
-    (default 0), with m = μ + Σ Σ_i H_iᵀα_i and V = Σ − ΣS(I + SΣS)⁻¹SΣ by dense solves (S: blocks of Λ_i^{1/2})."""
+    (default 0), with m = μ + Σ Σ_i H_iᵀα_i and V = L_Σ(I + L_ΣᵀΣ H_iᵀΛ_iH_i L_Σ)⁻¹L_Σᵀ by dense solves (Λ_i of any sign)."""
     from scipy.optimize import newton_krylov
     n, C, d, p = model.n, model.C, model.d, model.p
     Sig = model.prior_dense()
     Hfull = np.zeros((n, C, d))
     Xr = np.eye(n) if model.X is None else model.X
     for c in range(C): Hfull[:, c, c * p:(c + 1) * p] = Xr
-    Hbig = Hfull.transpose(1, 0, 2).reshape(n * C, d)                           # rows (c, i)
     iu = np.triu_indices(C)
     def unpack(z):
         al = z[:n * C].reshape(n, C); lam = np.zeros((n, C, C)); t = z[n * C:].reshape(n, -1)
         lam[:, iu[0], iu[1]] = t; lam[:, iu[1], iu[0]] = t
         return al, lam
+    Ls = model.prior_half_dense()
     def q_of(al, lam):
         m = model.mu + Sig @ model.HTmul(al)
-        e, Q = np.linalg.eigh(lam); Sq = (Q * np.sqrt(np.maximum(e, 0))[:, None, :]) @ np.swapaxes(Q, 1, 2)
-        S = np.zeros((n * C, n * C)); idx = np.arange(n)
-        for c in range(C):
-            for c2 in range(C): S[c * n + idx, c2 * n + idx] = Sq[:, c, c2]
-        HS = Hbig @ Sig                                                           # (nC, d)
-        SHS = S @ HS
-        V = Sig - SHS.T @ np.linalg.solve(np.eye(n * C) + SHS @ Hbig.T @ S, SHS)
+        HL = np.einsum('icd,de->ice', Hfull, Ls)                                  # H_i L_Σ
+        B = np.eye(d) + np.einsum('icd,ice,ief->df', HL, lam, HL, optimize=True)               # I + L_Σᵀ(Σ H_iᵀΛ_iH_i)L_Σ, any signs of Λ_i
+        V = Ls @ np.linalg.solve(B, Ls.T)
         return m, 0.5 * (V + V.T)
     def F(z):
         al, lam = unpack(z); m, V = q_of(al, lam)

@@ -149,21 +149,42 @@ class MultiLGM:
     def __repr__(self): return f"{type(self).__name__}(n={self.n}, C={self.C}, p={self.p}, d={self.d}, likelihood={self.likelihood!r})"
 
 # %% ../../nbs/models/03f_multi.ipynb #df5760a8
-def _sqrt_psd(Lam):
-    "Symmetric square roots of the PSD matrices Λ (n, C, C), negative rounding eigenvalues set to 0."
+def _sqrt_psd(Lam, name: str = "site precisions Λ_i"):
+    """Symmetric square roots of the PSD matrices Λ (n, C, C): eigenvalues down to −10⁻¹² times the largest |eigenvalue|
+    (rounding) are taken as 0; a ValueError naming the site for a clearly negative one (no silent clipping)."""
     e, Q = np.linalg.eigh(0.5 * (Lam + np.swapaxes(Lam, 1, 2)))
+    tol = 1e-12 * float(np.max(np.abs(e), initial=0.0))
+    if e.size and e.min() < -tol:
+        i = int(np.argmin(e.min(1)))
+        raise ValueError(f"{name} must be positive semi-definite for site space: site {i} has eigenvalue {e[i].min():.3e} "
+                         f"(use space='u', which needs only a positive definite posterior precision)")
     return (Q * np.sqrt(np.maximum(e, 0.0))[:, None, :]) @ np.swapaxes(Q, 1, 2)
 
+def _is_psd(Lam) -> bool:
+    "Whether every Λ_i (n, C, C) is positive semi-definite to rounding (eigenvalues ≥ −10⁻¹² max |eigenvalue|)."
+    e = np.linalg.eigvalsh(0.5 * (Lam + np.swapaxes(Lam, 1, 2)))
+    return bool(e.size == 0 or e.min() >= -1e-12 * float(np.max(np.abs(e))))
+
 class MultiCov:
-    """V(Λ) = (Σ⁻¹ + Σ_i H_iᵀΛ_iH_i)⁻¹ for a `MultiLGM`, factorised in weight space (`space='w'`: P = Σ⁻¹ + Σ H_iᵀΛ_iH_i,
-    d × d) or in site space (`space='n'`, x_i = e_i only: B = I + SΣS, S = blocks of Λ_i^{1/2}); `None` picks site space
-    for a GP and weight space otherwise. `lam` (n, C, C) holds the site precisions Λ_i. Jitter: none (P and B are
-    positive definite for Λ ⪰ 0 and a positive definite Σ; a failed factorisation is an error naming the matrix)."""
+    """V(Λ) = (Σ⁻¹ + Σ_i H_iᵀΛ_iH_i)⁻¹ for a `MultiLGM`, `lam` (n, C, C) the site precisions Λ_i, factorised in one of three
+    spaces: `space='w'` (weight space, d × d: P = Σ⁻¹ + Σ H_iᵀΛ_iH_i = L_P L_Pᵀ), 'n' (site space, x_i = e_i only:
+    B = I + SΣS, S = blocks of Λ_i^{1/2}, V = Σ − ΣSB⁻¹SΣ; needs every Λ_i ⪰ 0) or 'u' (whitened, w = μ + L_Σu:
+    B = I + L_Σᵀ(Σ H_iᵀΛ_iH_i)L_Σ, V = L_ΣB⁻¹L_Σᵀ = WᵀW with W = L_B⁻¹L_Σᵀ; any Λ_i, indefinite blocks included, whose
+    posterior precision is positive definite, since B = L_Σᵀ P L_Σ; with independent classes L_Σ is block diagonal: B by
+    C(C+1)/2 block products, W by block solves). `None` picks weight space for a GLM; for a GP whitened space with
+    independent classes (the cheapest), else site space while every Λ_i ⪰ 0 and whitened space once one is indefinite. Jitter: none; a failed factorisation (P not positive definite) is a
+    ValueError naming the matrix. In site and whitened space the KL's trace comes from the site blocks: tr(Σ⁻¹V) = d − Σ_i ⟨Λ_i, H_iVH_iᵀ⟩, since
+    Σ⁻¹V = I − (Σ H_iᵀΛ_iH_i)V."""
     def __init__(self, model, lam, space: str | None = None):
         self.model, self.lam = model, np.asarray(lam, dtype=float)
         C, p, n, d = model.C, model.p, model.n, model.d
-        self.space = ('n' if model.X is None else 'w') if space is None else space
-        if self.space == 'n':
+        if self.lam.shape != (n, C, C): raise ValueError(f"lam must have shape ({n}, {C}, {C}), got {self.lam.shape}")
+        if space is None:                                                        # the cheapest space that holds Λ
+            if model.X is not None: space = 'w'
+            elif getattr(model, 'priors', None) is not None: space = 'u'         # block-diagonal L_Σ: the cheapest for a GP
+            else: space = 'n' if _is_psd(self.lam) else 'u'
+        self.space = space
+        if space == 'n':
             if model.X is not None: raise ValueError("site space needs x_i = e_i (a GP model)")
             S = _sqrt_psd(self.lam)                                              # (n, C, C)
             SK = model.prior_site_mul(S)                                         # SΣ as (C, n, C, n)
@@ -171,11 +192,41 @@ class MultiCov:
             B[np.diag_indices(d)] += 1.0
             self.S, self.L = S, cholesky(0.5 * (B + B.T), name="B = I + S Σ S")
             self._W = solve_triangular(self.L, SK.reshape(d, d), lower=True, check_finite=False)   # L_B⁻¹ S Σ
-        elif self.space == 'w':
+        elif space == 'u':
+            self.Ls = Ls = model.prior_half_dense()                              # lower triangular, L_Σ L_Σᵀ = Σ
+            B = np.asfortranarray(self._whitened_curvature(Ls))
+            B[np.diag_indices(d)] += 1.0
+            self.L = cholesky(B, name="B = I + L_Σᵀ(Σ H_iᵀΛ_iH_i)L_Σ, i.e. the posterior precision Σ⁻¹ + Σ H_iᵀΛ_iH_i,",
+                              check=False, overwrite=True)
+            self._W = self._solve_prior_factor(Ls)
+        elif space == 'w':
             P = model.prior_solve(np.eye(d)) + model.curvature_sum(self.lam)
             self.L = cholesky(0.5 * (P + P.T), name="posterior precision Σ⁻¹ + Σ H_iᵀΛ_iH_i")
-        else: raise ValueError(f"space must be 'n', 'w' or None, got {space!r}")
-        self._V = None
+        else: raise ValueError(f"space must be 'n', 'w', 'u' or None, got {space!r}")
+        self._V = self._site = None
+    def _whitened_curvature(self, Ls):
+        "L_Σᵀ(Σ_i H_iᵀΛ_iH_i)L_Σ (d × d): by class blocks for independent priors (L_Σ block diagonal), else densely."
+        md, lam = self.model, self.lam; C, p, n, d = md.C, md.p, md.n, md.d
+        if md.X is not None: return Ls.T @ md.curvature_sum(lam) @ Ls
+        if getattr(md, 'priors', None) is None:                                 # a coupled prior: Λ L_Σ by site blocks, then L_Σᵀ(·)
+            return Ls.T @ np.einsum('icd,dij->cij', lam, Ls.reshape(C, n, d)).reshape(d, d)
+        out = np.empty((d, d)); blk = [slice(c * p, (c + 1) * p) for c in range(C)]
+        for c in range(C):
+            Lc = Ls[blk[c], blk[c]]
+            for c2 in range(c, C):
+                out[blk[c], blk[c2]] = Lc.T @ (lam[:, c, c2][:, None] * Ls[blk[c2], blk[c2]])   # L_cᵀ diag(Λ_·cc') L_c'
+                if c2 > c: out[blk[c2], blk[c]] = out[blk[c], blk[c2]].T
+        return out
+    def _solve_prior_factor(self, Ls):
+        "W = L_B⁻¹L_Σᵀ; for a block-diagonal L_Σ the columns of class c vanish above row c·p, so each block solve starts there."
+        md = self.model; C, p, d = md.C, md.p, md.d
+        if getattr(md, 'priors', None) is None: return solve_triangular(self.L, Ls.T, lower=True, check_finite=False)
+        W = np.zeros((d, d))
+        for c in range(C):
+            s = slice(c * p, (c + 1) * p)
+            W[c * p:, s] = solve_triangular(self.L[c * p:, c * p:], np.r_[Ls[s, s].T, np.zeros((d - (c + 1) * p, p))],
+                                            lower=True, check_finite=False)
+        return W
     def _Smul(self, v):
         "S v for v (d,) or (d, k) in class-major order."
         n, C = self.model.n, self.model.C; V3 = v.reshape(C, n, -1)
@@ -183,42 +234,80 @@ class MultiCov:
     def dense(self):
         "V as a d × d matrix (computed once)."
         if self._V is None:
-            if self.space == 'n':
-                self._V = self.model.prior_dense() - self._W.T @ self._W
+            if self.space == 'n': self._V = self.model.prior_dense() - self._W.T @ self._W
+            elif self.space == 'u': self._V = self._W.T @ self._W
             else: self._V = cho_solve((self.L, True), np.eye(self.model.d), check_finite=False)
             self._V = 0.5 * (self._V + self._V.T)
         return self._V
     def matvec(self, g):
         "V g"
         if self.space == 'w': return cho_solve((self.L, True), g, check_finite=False)
+        if self.space == 'u': return self._W.T @ (self._W @ g)
         Sg = self.model.prior_matmul(g)
         return Sg - self._W.T @ solve_triangular(self.L, self._Smul(Sg), lower=True, check_finite=False)
     def prior_solve_matvec(self, g):
         "Σ⁻¹ V g"
         if self.space == 'w': return self.model.prior_solve(self.matvec(g))
+        if self.space == 'u':                                                    # L_Σ⁻ᵀ L_B⁻ᵀ W g
+            x = solve_triangular(self.L, self._W @ g, lower=True, trans='T', check_finite=False)
+            return solve_triangular(self.Ls, x, lower=True, trans='T', check_finite=False)
         u = cho_solve((self.L, True), self._Smul(self.model.prior_matmul(g)), check_finite=False)
         return g - self._Smul(u)
     def site_cov(self):
-        "V_i = diag c_i + H_i V H_iᵀ, (n, C, C)."
-        md, C, n, p = self.model, self.model.C, self.model.n, self.model.p
-        if self.space == 'n':                                                    # Σ_[(c,i),(c',i)] − W[:, (c, i)]ᵀ W[:, (c', i)], no d × d V
-            W3 = self._W.reshape(-1, C, n)
-            out = md.prior_site_cov() - np.einsum('kci,kdi->icd', W3, W3)
-        elif md.X is None: out = np.einsum('cidi->icd', self.dense().reshape(C, p, C, p)).copy()
-        else: out = np.einsum('ip,cpdq,iq->icd', md.X, self.dense().reshape(C, p, C, p), md.X)
-        out[:, np.arange(C), np.arange(C)] += md.c
-        return 0.5 * (out + np.swapaxes(out, 1, 2))
+        "V_i = diag c_i + H_i V H_iᵀ, (n, C, C) (computed once; a copy is returned)."
+        if self._site is None:
+            md, C, n, p = self.model, self.model.C, self.model.n, self.model.p
+            if md.X is None and self.space in ('n', 'u'):                        # from W, no d × d V
+                W3 = self._W.reshape(-1, C, n)
+                out = np.einsum('kci,kdi->icd', W3, W3)
+                if self.space == 'n': out = md.prior_site_cov() - out          # Σ_[(c,i),(c',i)] − W[:, (c, i)]ᵀ W[:, (c', i)]
+            elif md.X is None: out = np.einsum('cidi->icd', self.dense().reshape(C, p, C, p)).copy()
+            else: out = np.einsum('ip,cpdq,iq->icd', md.X, self.dense().reshape(C, p, C, p), md.X)
+            out[:, np.arange(C), np.arange(C)] += md.c
+            self._site = 0.5 * (out + np.swapaxes(out, 1, 2))
+        return self._site.copy()
+    def _lam_site(self) -> float:
+        "Σ_i ⟨Λ_i, H_iVH_iᵀ⟩ = tr((Σ H_iᵀΛ_iH_i)V)."
+        C = self.model.C; Vi = self.site_cov(); Vi[:, np.arange(C), np.arange(C)] -= self.model.c
+        return float(np.sum(self.lam * Vi))
     def logdet(self) -> float:
         "log|V|"
         ld = 2.0 * float(np.sum(np.log(np.diag(self.L))))
-        return self.model.prior_logdet() - ld if self.space == 'n' else -ld
+        return -ld if self.space == 'w' else self.model.prior_logdet() - ld
     def trace_prior_solve(self) -> float:
-        "tr(Σ⁻¹V)"
-        if self.space == 'n': return float(np.sum(tri_inv(self.L)**2))           # tr(B⁻¹) = ‖L_B⁻¹‖_F²
-        return float(np.trace(self.model.prior_solve(self.dense())))
+        "tr(Σ⁻¹V): d − Σ_i ⟨Λ_i, H_iVH_iᵀ⟩ in site and whitened space, by solves with Σ in weight space (which may hold any dense V)"
+        if self.space == 'w': return float(np.trace(self.model.prior_solve(self.dense())))
+        return self.model.d - self._lam_site()
     def kl_cov_part(self) -> float:
-        "½[tr(Σ⁻¹V) − d + log|Σ| − log|V|]"
-        return 0.5 * (self.trace_prior_solve() - self.model.d + self.model.prior_logdet() - self.logdet())
+        "½[tr(Σ⁻¹V) − d + log|Σ| − log|V|] (in site and whitened space ½[log|B| − Σ_i ⟨Λ_i, H_iVH_iᵀ⟩], no d to cancel)"
+        if self.space == 'w': return 0.5 * (self.trace_prior_solve() - self.model.d + self.model.prior_logdet() - self.logdet())
+        return 0.5 * (self.model.prior_logdet() - self.logdet() - self._lam_site())
+    def omega(self):
+        """Ω = Σ⁻¹ − Σ⁻¹VΣ⁻¹ (d × d), the adjoint of the prior at fixed q. Site space: (L_B⁻¹S)ᵀ(L_B⁻¹S) (no cancellation);
+        whitened space: the site-space form when every Λ_i ⪰ 0 and x_i = e_i (one more factorisation), else Λ − ΛVΛ with
+        Λ = Σ H_iᵀΛ_iH_i (since Σ⁻¹V = I − ΛV); weight space: Σ⁻¹ − Σ⁻¹VΣ⁻¹ by solves with Σ."""
+        md, C, n, d = self.model, self.model.C, self.model.n, self.model.d
+        if self.space == 'u' and md.X is None and _is_psd(self.lam): return MultiCov(md, self.lam, 'n').omega()
+        if self.space == 'n':
+            Sd = np.zeros((C, n, C, n)); i = np.arange(n)
+            Sd[:, i, :, i] = self.S                                              # S_i at the entries ((c, i), (c', i))
+            Z = solve_triangular(self.L, Sd.reshape(d, d), lower=True, check_finite=False)   # L_B⁻¹S
+            O = Z.T @ Z
+        elif self.space == 'u':
+            Lam = md.curvature_sum(self.lam); WL = self._W @ Lam
+            O = Lam - WL.T @ WL
+        else: O = md.prior_solve(np.eye(d)) - md.prior_solve(md.prior_solve(self.dense()).T)
+        return 0.5 * (O + O.T)
+    def predictive_factors(self, U):
+        """(A, N) with Uᵀ(Σ⁻¹ − Σ⁻¹VΣ⁻¹)U = AᵀA − NᵀN for U (d, k), e.g. the prior covariance of w with new latent
+        values, whose predictive covariance is then K_** − AᵀA + NᵀN. Site space: A = L_B⁻¹SU, N empty (Λ ⪰ 0);
+        whitened and weight space: A = L_Σ⁻¹U (the prior's conditional), N = L_B⁻¹A or L_P⁻¹Σ⁻¹U (what q adds back)."""
+        U = np.asarray(U, dtype=float)
+        if self.space == 'n': return solve_triangular(self.L, self._Smul(U), lower=True, check_finite=False), np.zeros((0,) + U.shape[1:])
+        Ls = self.Ls if self.space == 'u' else self.model.prior_half_dense()
+        A = solve_triangular(Ls, U, lower=True, check_finite=False)
+        if self.space == 'u': return A, solve_triangular(self.L, A, lower=True, check_finite=False)
+        return A, solve_triangular(self.L, self.model.prior_solve(U), lower=True, check_finite=False)
 
 # %% ../../nbs/models/03f_multi.ipynb #d9bb3ecd
 def _check_labels_rows(X, y, likelihood, name="X"):
@@ -265,17 +354,17 @@ class MultiGP(MultiLGM):
             priors.append(cache[id(k)])
         super().__init__(y, likelihood, self.mean, priors, 0.0, 0.0, None)
     def predict_latent(self, m, cov, X_new):
-        "(means (n*, C), covariances (n*, C, C)) of f(x_*) under q; `cov` a site-space `MultiCov`."
+        "(means (n*, C), covariances (n*, C, C)) of f(x_*) under q; `cov` a `MultiCov` (K_** − AᵀA + NᵀN by its `predictive_factors`)."
         Xn = check_X(np.asarray(X_new, dtype=float), "X_new")
         if Xn.shape[1] != self.Xtrain.shape[1]: raise ValueError(f"X_new has {Xn.shape[1]} columns, the model has {self.Xtrain.shape[1]} inputs")
-        if getattr(cov, 'space', None) != 'n': cov = MultiCov(self, cov.lam, 'n')
         C, n, k = self.C, self.n, len(Xn)
         Ks = np.stack([kk.K(self.Xtrain, Xn) for kk in self.kernels])           # (C, n, n*)
         r = self._blocks(self.prior_solve(np.asarray(m, float) - self.mu))       # (C, n)
         mean = self.mean + np.einsum('cit,ci->tc', Ks, r)
-        U = np.einsum('icd,dit->citd', cov.S, Ks).reshape(C * n, k * C)        # S K̃_*
-        Q = solve_triangular(cov.L, U, lower=True, check_finite=False).reshape(C * n, k, C)
-        out = -np.einsum('atc,atd->tcd', Q, Q)
+        U = np.zeros((C, n, k, C)); U[np.arange(C), :, :, np.arange(C)] = Ks   # K̃_*: Cov(w_(c,i), f_*d(t)) = δ_cd k_c(x_i, x_t)
+        A, N = cov.predictive_factors(U.reshape(C * n, k * C))
+        A, N = A.reshape(-1, k, C), N.reshape(-1, k, C)
+        out = np.einsum('atc,atd->tcd', N, N) - np.einsum('atc,atd->tcd', A, A)
         out[:, np.arange(C), np.arange(C)] += np.stack([kk.Kdiag(Xn) for kk in self.kernels], 1)
         return mean, out
 
@@ -304,17 +393,16 @@ class CoregionalGP(MultiLGM):
         base = PriorCov(K, len(X), jitter=float(jitter) * float(np.mean(np.diag(K))), name="kernel matrix K(X, X)")
         super().__init__(y, likelihood, self.mean, KronPrior(W @ W.T + np.diag(self.kappa), base), 0.0, 0.0, None)
     def predict_latent(self, m, cov, X_new):
-        "(means (n*, C), covariances (n*, C, C)) of f(x_*) under q; `cov` a `MultiCov` (taken to site space)."
+        "(means (n*, C), covariances (n*, C, C)) of f(x_*) under q; `cov` a `MultiCov` (K_** − AᵀA + NᵀN by its `predictive_factors`)."
         Xn = check_X(np.asarray(X_new, dtype=float), "X_new")
         if Xn.shape[1] != self.Xtrain.shape[1]: raise ValueError(f"X_new has {Xn.shape[1]} columns, the model has {self.Xtrain.shape[1]} inputs")
-        if getattr(cov, 'space', None) != 'n': cov = MultiCov(self, cov.lam, 'n')
         C, n, k, B = self.C, self.n, len(Xn), self.coreg.B
         Ks = self.kernel.K(self.Xtrain, Xn)                                      # (n, n*)
         r = self._blocks(self.prior_solve(np.asarray(m, float) - self.mu))       # (C, n)
         mean = self.mean + (Ks.T @ r.T) @ B                                      # Σ_*ᵀ Σ⁻¹(m − μ)
-        U = np.einsum('icd,it->citd', cov.S @ B, Ks).reshape(C * n, k * C)      # S Σ_*
-        Q = solve_triangular(cov.L, U, lower=True, check_finite=False).reshape(C * n, k, C)
-        return mean, B[None] * self.kernel.Kdiag(Xn)[:, None, None] - np.einsum('atc,atd->tcd', Q, Q)
+        A, N = cov.predictive_factors(np.einsum('cd,it->citd', B, Ks).reshape(C * n, k * C))   # Σ_*
+        A, N = A.reshape(-1, k, C), N.reshape(-1, k, C)
+        return mean, B[None] * self.kernel.Kdiag(Xn)[:, None, None] - np.einsum('atc,atd->tcd', A, A) + np.einsum('atc,atd->tcd', N, N)
 
 # %% ../../nbs/models/03f_multi.ipynb #2017d851
 class LMCPrior:
