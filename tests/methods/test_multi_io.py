@@ -94,3 +94,13 @@ def test_file_without_likelihood_class_is_softmax():
     s["likelihood"] = {k: v for k, v in s["likelihood"].items() if k != "class"}       # the settings as written before the class was recorded
     back = multi_from_file(s, A, "old.npz")
     assert type(back.model.likelihood) is Softmax and np.array_equal(back.predict_proba(Xq), post.predict_proba(Xq))
+
+
+def test_likelihood_settings_travel(tmp_path):
+    "The softmax's curvature and robust-max's rule (n_qmc, seed) are written and read back."
+    for k, lik in enumerate((Softmax(3, n_gh=6, curvature="exact"), RobustMax(4, 0.01, n_qmc=256, seed=3))):
+        yk = c if lik.C == 3 else np.arange(10) % 4
+        post = fit(MultiGP(X, yk, lik, RBF()), max_iter=3)
+        back = vio.load(vio.save(post, tmp_path / f"l{k}.npz")).model.likelihood
+        assert (back.curvature == "exact") if k == 0 else (back.n_qmc, back.seed) == (256, 3)
+        assert np.array_equal(back.predict_y(*post.predict(Xq)), lik.predict_y(*post.predict(Xq)))

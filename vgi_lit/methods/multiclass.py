@@ -277,9 +277,10 @@ def _multi_labels(labels, lik):
     return class_labels(labels, lik.C, f"(one per class 0..{lik.C - 1})")
 
 def _multi_likelihood(lik) -> tuple[dict, dict]:
-    "(settings, arrays) of a multi-latent likelihood: Softmax (its rule's settings), RobustMax (n_classes, epsilon), MultiGaussian (Σ_ε)."
-    if type(lik) is Softmax: return {"class": "Softmax", "C": lik.C, "n_gh": lik.n_gh, "n_qmc": int(lik.n_qmc), "seed": int(lik.seed), "block": lik.block}, {}
-    if type(lik) is RobustMax: return {"class": "RobustMax", "n_classes": int(lik.C), "epsilon": float(lik.epsilon)}, {}
+    "(settings, arrays) of a multi-latent likelihood: Softmax (its rule's settings and curvature), RobustMax (n_classes, epsilon, its rule's settings), MultiGaussian (Σ_ε)."
+    if type(lik) is Softmax: return {"class": "Softmax", "C": lik.C, "n_gh": lik.n_gh, "n_qmc": int(lik.n_qmc), "seed": int(lik.seed), "block": lik.block,
+                                     "curvature": lik.curvature}, {}
+    if type(lik) is RobustMax: return {"class": "RobustMax", "n_classes": int(lik.C), "epsilon": float(lik.epsilon), "n_qmc": int(lik.n_qmc), "seed": None if lik.seed is None else int(lik.seed)}, {}
     if type(lik) is MultiGaussian: return {"class": "MultiGaussian"}, {"noise_cov": np.array(lik.noise_cov)}
     raise ValueError(f"cannot save a {type(lik).__name__} likelihood: the multi-latent format knows Softmax, RobustMax and MultiGaussian")
 
@@ -327,8 +328,8 @@ def multi_to_file(post: MultiPosterior, labels=None) -> tuple[dict, dict]:
 def multi_from_file(s: dict, A: dict, path) -> MultiPosterior:
     "The `MultiPosterior` a `multi_to_file` file describes, its model rebuilt with the constructors a user calls."
     L = s["likelihood"]; kind = L.get("class", "Softmax")                # files written before RobustMax and MultiGaussian: Softmax
-    if kind == "Softmax": lik = Softmax(L["C"], n_gh=L["n_gh"], n_qmc=L["n_qmc"], seed=L["seed"], block=L["block"])
-    elif kind == "RobustMax": lik = RobustMax(n_classes=L["n_classes"], epsilon=L["epsilon"])
+    if kind == "Softmax": lik = Softmax(L["C"], n_gh=L["n_gh"], n_qmc=L["n_qmc"], seed=L["seed"], block=L["block"], curvature=L.get("curvature"))
+    elif kind == "RobustMax": lik = RobustMax(n_classes=L["n_classes"], epsilon=L["epsilon"], n_qmc=L.get("n_qmc", 1024), seed=L.get("seed", 0))
     elif kind == "MultiGaussian": lik = MultiGaussian(A["noise_cov"])
     else: raise ValueError(f"{path}: unknown multi-latent likelihood {kind!r}")
     if s["model"] == "multi_glm": M = MultiGLM(A["X"], A["y"], lik, prior_mean=A["prior_mean"], prior_cov=A["prior_cov"])
