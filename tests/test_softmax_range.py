@@ -125,7 +125,7 @@ def _ref_nested(mu, S, k):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("s", [1e-4, 0.5, 2.0, 5.0, 20.0, 50.0, 1e3, 1e4])
+@pytest.mark.parametrize("s", [1e-4, 2.0, 50.0, 1e4])
 @pytest.mark.parametrize("rho, ratio, mu", [(0.6, 1.0, (0.3, 0.0)), (-0.99999, 0.4, (0.3, -0.3)), (0.99999, 2.0, (-40.0, 25.0)),
                                             (-1.0, 1.0, (5.0, -5.0)), (0.0, 0.05, (300.0, -200.0))])
 def test_two_differences_against_nested_quadrature(s, rho, ratio, mu):
