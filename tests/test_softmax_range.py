@@ -107,12 +107,14 @@ def test_one_difference_against_mpmath(s):
 
 
 def _ref_nested(mu, S, k):
-    "E[lse] (k = 0), E[p1], E[p2] (k = 1, 2) under N(mu, S) by nested scipy quad, the larger-variance difference outside."
+    """E[lse] (k = 0), E[p1], E[p2] (k = 1, 2), E[p1 − p1²], −E[p1 p2], E[p2 − p2²] (k = 3, 4, 5) under N(mu, S) by nested
+    scipy quad, the larger-variance difference outside."""
     mu = np.asarray(mu, float); S = np.asarray(S, float)
-    if S[1, 1] > S[0, 0]: mu, S, k = mu[::-1], S[::-1, ::-1], (0, 2, 1)[k]
+    if S[1, 1] > S[0, 0]: mu, S, k = mu[::-1], S[::-1, ::-1], (0, 2, 1, 5, 4, 3)[k]
     s1 = np.sqrt(S[0, 0]); b = S[0, 1] / S[0, 0]; sc = np.sqrt(max(S[1, 1] - b * S[0, 1], 0.0))
     def fn(x, y):
-        l = logsumexp([0.0, x, y]); return (l, np.exp(x - l), np.exp(y - l))[k]
+        l = logsumexp([0.0, x, y]); p1, p2 = np.exp(x - l), np.exp(y - l)
+        return (l, p1, p2, p1 - p1 * p1, -p1 * p2, p2 - p2 * p2)[k]
     def inner(x):
         m = mu[1] + b * (x - mu[0])
         if sc == 0: return fn(x, m)
@@ -134,3 +136,13 @@ def test_two_differences_against_nested_quadrature(s, rho, ratio, mu):
     for k, v in enumerate((E[0], g[0, 0], g[0, 1])):
         r = _ref_nested(mu, S, k)
         assert abs(v - r) / max(1, abs(r)) < 1e-10, (k, v, r)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("s, rho, mu", [(3.0, 0.5, (0.3, 0.0)), (30.0, -0.9999, (2.0, -1.0)), (500.0, 0.99, (-40.0, 25.0))])
+def test_curvature_against_nested_quadrature(s, rho, mu):
+    S = _cov(s, 0.7 * s, rho); mu = np.array(mu)
+    _, _, dS = expected_lse(mu[None], S[None])
+    for k, v in zip((3, 4, 5), (2 * dS[0, 0, 0], 2 * dS[0, 0, 1], 2 * dS[0, 1, 1])):
+        r = _ref_nested(mu, S, k)
+        assert abs(v - r) < 1e-10, (k, v, r)
