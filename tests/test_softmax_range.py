@@ -24,6 +24,12 @@ def test_bad_input(mu, S, msg):
     with pytest.raises(ValueError, match=msg): expected_lse(mu, S)
 
 
+@pytest.mark.parametrize("mu, s, msg", [(np.zeros(2), np.ones(3), "one shape"), (np.array([np.nan]), np.ones(1), "NaN"),
+                                         (np.zeros(1), -np.ones(1), ">= 0")])
+def test_bad_moments_input(mu, s, msg):
+    with pytest.raises(ValueError, match=msg): softplus_moments(mu, s)
+
+
 @pytest.mark.parametrize("scale", [0.0, 1e-16])
 def test_zero_covariance_limit(scale):
     mu = np.array([[0.3, -2.0], [800.0, -900.0], [-1e3, 5.0], [0.0, 0.0]])
