@@ -124,12 +124,12 @@ def _ref_nested(mu, S, k):
     def inner(x):
         m = mu[1] + b * (x - mu[0])
         if sc == 0: return fn(x, m)
-        c = np.logaddexp(0, x); pts = [(t - m) / sc for t in (c - 30, c - 5, c, c + 5, c + 30) if abs(t - m) < 12 * sc]
+        c = np.logaddexp(0, x); pts = sorted({(t - m) / sc for t in (c - 30, c - 5, c, c + 5, c + 30, -30, -5, 0, 5, 30) if abs(t - m) < 12 * sc})
         return quad(lambda z: fn(x, m + sc * z) * np.exp(-z * z / 2) / np.sqrt(2 * np.pi), -12, 12, points=pts or None,
-                    epsabs=1e-14, epsrel=1e-13, limit=200)[0]
+                    epsabs=1e-12, epsrel=1e-13, limit=500)[0]
     pts = [(t - mu[0]) / s1 for t in (0.0, -30.0, 30.0, -5.0, 5.0) if abs(t - mu[0]) < 11 * s1]
     return quad(lambda z: inner(mu[0] + s1 * z) * np.exp(-z * z / 2) / np.sqrt(2 * np.pi), -11, 11, points=pts or None,
-                epsabs=1e-14, epsrel=1e-13, limit=200)[0]
+                epsabs=1e-11, epsrel=1e-14, limit=1000)[0]
 
 
 @pytest.mark.slow
