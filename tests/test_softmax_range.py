@@ -140,7 +140,7 @@ def _ref_nested(mu, S, k):
 def test_two_differences_against_nested_quadrature(s, rho, ratio, mu):
     """E against nested quad; E[p] against nested quad where quad reports no trouble, else (near-singular covariances at
     s = 1e4, where quad of the step-like p misses by up to a factor 2 with an IntegrationWarning) against central
-    differences (h = 1) of the quad value of E."""
+    differences (h = s/1000) of the quad value of E."""
     S = _cov(s, s * ratio, rho); mu = np.array(mu)
     E, g, _ = expected_lse(mu[None], S[None])
     r = _ref_nested(mu, S, 0)
@@ -152,7 +152,7 @@ def test_two_differences_against_nested_quadrature(s, rho, ratio, mu):
             except IntegrationWarning:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", IntegrationWarning)
-                    e = np.eye(2)[k - 1]; r, tol = (_ref_nested(mu + e, S, 0) - _ref_nested(mu - e, S, 0)) / 2, 1e-6
+                    e = 1e-3 * s * np.eye(2)[k - 1]; r, tol = (_ref_nested(mu + e, S, 0) - _ref_nested(mu - e, S, 0)) / (2e-3 * s), 1e-6
         assert abs(g[0, k - 1] - r) < tol, (k, g[0, k - 1], r)
 
 
