@@ -133,7 +133,7 @@ def expected_lse(mu_d, S_d):
     `mu_d` (n, q) and positive semi-definite covariances `S_d` (n, q, q) (singular allowed). ∂E/∂μ = 𝔼[p],
     ∂E/∂S = ½𝔼[diag p − ppᵀ] (Bonnet, Price), p_k = e^{δ_k}/(1 + Σ_j e^{δ_j}). q = 2: lse = softplus(δ₁) + softplus(δ₂ − softplus(δ₁)),
     the inner expectation over δ₂ | δ₁ by `softplus_moments`, the outer over δ₁ (the larger variance) by the 64-node
-    Gauss-Hermite rule when s₁ ≤ 1.5, else the graded composite Gauss-Legendre rule of `_outer_rule`."""
+    Gauss-Hermite rule when s₁ ≤ 1.5, else the graded composite Gauss-Legendre rule of ``_outer_rule``."""
     mu_d, S_d = _check_diff_moments(mu_d, S_d); n, q = mu_d.shape
     if q == 1:
         F0, F1, F2 = softplus_moments(mu_d[:, 0], np.sqrt(np.maximum(S_d[:, 0, 0], 0.0)))

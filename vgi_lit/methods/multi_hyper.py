@@ -20,7 +20,7 @@ __all__ = ['multi_prior_adjoint', 'noise_adjoint', 'MultiHyperParams', 'learn_mu
 # %% ../../nbs/methods/18b_multi_hyper.ipynb #28160975
 def multi_prior_adjoint(model, m, cov):
     """(A (C, C, p, p), R (C, p)): A_cc' = ½(r_c r_c'ᵀ − Ω_cc') with r = Σ⁻¹(m − μ) (R its class blocks) and
-    Ω = Σ⁻¹ − Σ⁻¹VΣ⁻¹, so that ∂VLB/∂θ = Σ_cc' ⟨A_cc', ∂Σ_cc'/∂θ⟩ + rᵀ∂μ/∂θ at fixed q (eq. G). Ω by `MultiCov.omega`
+    Ω = Σ⁻¹ − Σ⁻¹VΣ⁻¹, so that ∂VLB/∂θ = Σ_cc' ⟨A_cc', ∂Σ_cc'/∂θ⟩ + rᵀ∂μ/∂θ at fixed q (eq. G). Ω by ``MultiCov.omega``
     ((L_B⁻¹S)ᵀ(L_B⁻¹S) for Λ_i ⪰ 0 in site or whitened space, Λ − ΛVΛ for indefinite blocks, solves with Σ in weight space)."""
     C, p, d = model.C, model.p, model.d
     r = model.prior_solve(np.asarray(m, float) - model.mu)
