@@ -79,11 +79,14 @@ class _VGEstimator(BaseEstimator):
         elif isinstance(self.kernel, Kernel): kernel = self.kernel
         else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
         if latent == "gp": return GP(Z, y, lik, kernel, mean=mean)
+        return SparseGP(Z, y, lik, kernel, self._inducing_rows(Z), mean=mean)
+
+    def _inducing_rows(self, Z):
+        "`n_inducing` rows of the standardised inputs Z drawn without replacement (seeded by `random_state`), in row order."
         if isinstance(self.n_inducing, bool) or not isinstance(self.n_inducing, (int, np.integer)) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}")
-        rng = check_random_state(self.random_state)
-        idx = np.sort(rng.choice(len(Z), size=min(int(self.n_inducing), len(Z)), replace=False))
-        return SparseGP(Z, y, lik, kernel, Z[idx], mean=mean)
+        idx = np.sort(check_random_state(self.random_state).choice(len(Z), size=min(int(self.n_inducing), len(Z)), replace=False))
+        return Z[idx]
 
     def _fit_model(self, model):
         """Fit q (and, with `learn_hyperparameters`, the hyperparameters, from 1 + `n_restarts` starts); set the
@@ -274,10 +277,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
             else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
             if latent == "gp": model = MultiGP(Z, k, lik, kernel)
             else:
-                if isinstance(self.n_inducing, bool) or not isinstance(self.n_inducing, (int, np.integer)) or self.n_inducing < 1:
-                    raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}")
-                idx = np.sort(check_random_state(self.random_state).choice(len(Z), size=min(int(self.n_inducing), len(Z)), replace=False))
-                model = MultiSparseGP(Z, k, lik, kernel, Z[idx])
+                model = MultiSparseGP(Z, k, lik, kernel, self._inducing_rows(Z))
                 if learn:
                     warnings.warn(f"VGClassifier: with {C} classes and latent='sparse_gp' the kernel is not learned (the sparse "
                                   "multiclass GP's hyperparameter gradient is not implemented); it is kept as given or started "
