@@ -61,14 +61,10 @@ class KronPrior:
 # %% ../../nbs/models/03f_multi.ipynb #bd56a5f2
 _ROW_CHUNK = 256                                                                 # rows per matrix product: bounds the b × C(C+1)/2 × p intermediate
 
-def _pairs(C: int, sym: bool):
-    "The block pairs (c, c') as two index arrays: c ≤ c' for a symmetric matrix, else all C² of them."
-    return np.triu_indices(C) if sym else tuple(np.indices((C, C)).reshape(2, -1))
-
 def _rows_quad(X, V4):
     """x_iᵀV_cc'x_i (n, C, C) for rows X (n, p) and the blocks V4 (C, p, C, p) of a symmetric V: the blocks c ≤ c' side by side,
     T = X[V_cc']_(c,c') by one matrix product per chunk of rows, then x_iᵀV_cc'x_i = Σ_q T_i,(cc'q) x_iq; c > c' mirrored."""
-    C, p = V4.shape[:2]; c1, c2 = _pairs(C, True); k, n = len(c1), len(X)
+    C, p = V4.shape[:2]; c1, c2 = np.triu_indices(C); k, n = len(c1), len(X)
     Vp = V4[c1, :, c2, :].transpose(1, 0, 2).reshape(p, k * p)                  # V_cc' side by side, (p, k p)
     out = np.empty((n, C, C))
     for s in range(0, n, _ROW_CHUNK):
@@ -79,20 +75,18 @@ def _rows_quad(X, V4):
 
 # %% ../../nbs/models/03f_multi.ipynb #6c2b3e1f
 def _rows_curv(X, Lam):
-    """Σ_i Λ_i ⊗ x_ix_iᵀ as blocks (C, p, C, p), block (c, c') = Xᵀ diag(Λ_·cc') X, for rows X (n, p) and Λ (n, C, C): the rows scaled
-    by Λ_i,cc' for every pair side by side, Xᵀ[Λ_·cc' ⊙ X]_(c,c') by one matrix product per chunk of rows; the pairs c ≤ c' only
-    (the others their transposes) when every Λ_i is symmetric."""
-    n, p = X.shape; C = Lam.shape[1]
-    sym = bool(np.array_equal(Lam, np.swapaxes(Lam, 1, 2)))
-    c1, c2 = _pairs(C, sym); k = len(c1)
+    """Σ_i Λ_i ⊗ x_ix_iᵀ as blocks (C, p, C, p), block (c, c') = Xᵀ diag(Λ_·cc') X, for rows X (n, p) and the symmetric parts of
+    Λ (n, C, C): the rows scaled by Λ_i,cc' for every pair c ≤ c' side by side, Xᵀ[Λ_·cc' ⊙ X]_(c,c') by one matrix product per
+    chunk of rows; c > c' the transposes."""
+    n, p = X.shape; C = Lam.shape[1]; c1, c2 = np.triu_indices(C); k = len(c1)
+    Lp = np.ascontiguousarray((0.5 * (Lam + np.swapaxes(Lam, 1, 2)))[:, c1, c2])   # (n, k): Λ_i,cc' of the pairs
     acc = np.zeros((p, k * p))
     for s in range(0, n, _ROW_CHUNK):
-        Xb, Lb = X[s:s + _ROW_CHUNK], Lam[s:s + _ROW_CHUNK][:, c1, c2]          # (b, p), (b, k)
-        acc += Xb.T @ (Lb[:, :, None] * Xb[:, None, :]).reshape(len(Xb), k * p)
+        Xb = X[s:s + _ROW_CHUNK]
+        acc += Xb.T @ (Lp[s:s + _ROW_CHUNK, :, None] * Xb[:, None, :]).reshape(len(Xb), k * p)
     A = acc.reshape(p, k, p).transpose(1, 0, 2)                                  # A[j] = Σ_i Λ_i,(c1_j c2_j) x_ix_iᵀ
     out = np.empty((C, p, C, p))
-    out[c1, :, c2, :] = A
-    if sym: out[c2, :, c1, :] = np.swapaxes(A, 1, 2)
+    out[c1, :, c2, :] = A; out[c2, :, c1, :] = np.swapaxes(A, 1, 2)
     return out
 
 # %% ../../nbs/models/03f_multi.ipynb #6cc768a6
@@ -155,12 +149,12 @@ class MultiLGM:
         out = np.zeros((self.C, self.p)); np.add.at(out, (slice(None), sel), G.T)
         return out.ravel()
     def curvature_sum(self, Lam, rows=None):
-        """Σ_i H_iᵀ Λ_i H_i as a dense d × d matrix, for Λ (n, C, C), or for Λ (b, C, C) of the sites `rows` (the sum over
-        those sites only): with rows x_i by one matrix product over the block pairs (the page's one-product form)."""
+        """Σ_i H_iᵀ Λ_i H_i as a dense d × d matrix, for the symmetric parts of Λ (n, C, C), or of Λ (b, C, C) of the sites `rows`
+        (the sum over those sites only): with rows x_i by one matrix product over the block pairs (the page's one-product form)."""
         C, p = self.C, self.p; sel = self._rows(rows); Lam = self._site_array(Lam, sel, (C, C), "Lam")
         if self.X is not None: return _rows_curv(self.X[sel], Lam).reshape(self.d, self.d)
         out = np.zeros((C, p, C, p)); i = np.arange(p)[sel]
-        np.add.at(out, (slice(None), i, slice(None), i), Lam)                    # block (c, c') = diag(Λ_{·,cc'})
+        np.add.at(out, (slice(None), i, slice(None), i), 0.5 * (Lam + np.swapaxes(Lam, 1, 2)))   # block (c, c') = diag(Λ_{·,cc'})
         return out.reshape(self.d, self.d)
     def prior_solve(self, v):
         "Σ⁻¹ v for v (d,) or (d, k)."
