@@ -1,6 +1,7 @@
 """Natural-gradient SVI for multi-latent models (`vgi_lit.methods.multi_svi`): bad input refused by name; at ρ = 1 on the
 full batch the run is FPi's sequence of undamped steps; minibatch SVI reaches FPi's optimum (GLM and sparse GP,
-seeded); indefinite site curvatures are clipped with an event; a saved SVI posterior predicts as before."""
+seeded); a minibatch step equals (N) with its sums written as einsums; indefinite site curvatures are clipped with an event;
+a saved SVI posterior predicts as before."""
 import numpy as np
 import pytest
 import vgi_lit
