@@ -1,6 +1,7 @@
 """Natural-gradient SVI for multi-latent models (`vgi_lit.methods.multi_svi`): bad input refused by name; at ρ = 1 on the
 full batch the run is FPi's sequence of undamped steps; minibatch SVI reaches FPi's optimum (GLM and sparse GP,
-seeded); indefinite site curvatures are clipped with an event; a saved SVI posterior predicts as before."""
+seeded); a minibatch step equals (N) with its sums written as einsums; indefinite site curvatures are clipped with an event;
+a saved SVI posterior predicts as before."""
 import numpy as np
 import pytest
 import vgi_lit
@@ -84,6 +85,22 @@ def test_indefinite_curvature_is_clipped():
     m1, c1, events, _ = multi_svi_step(bad, bad.mu, cov, np.arange(10), 1.0)
     assert [e.kind for e in events] == [EventKind.CLIPPED_GAMMA] and events[0].count == 10
     assert np.all(np.isfinite(m1)) and np.all(np.linalg.eigvalsh(c1.dense()) > 0)
+
+
+def test_minibatch_step_equals_the_einsum_forms():
+    "One step on a minibatch of a sparse GP against (N) with the site blocks and the curvature sum written as einsums over the batch."
+    mod = MultiSparseGP(X, y, Softmax(3, n_gh=6), RBF(2.0, 1.0), X[::5]); C, p, d = mod.C, mod.p, mod.d
+    r = np.random.default_rng(8); A = r.normal(size=(d, d)); Lam_w = A @ A.T / d
+    m, idx, rho = 0.3 * r.normal(size=d), np.sort(r.choice(mod.n, 17, replace=False)), 0.4
+    cov = PrecisionMultiCov(mod, Lam_w)
+    Xb, s = mod.X[idx], mod.n / len(idx)
+    VB = np.einsum('ip,cpdq,iq->icd', Xb, cov.dense().reshape(C, p, C, p), Xb) + np.stack([np.diag(c) for c in mod.c[idx]])
+    _, dm, dV = mod.likelihood.expected_log_lik(mod.y[idx], mod.a[idx] + Xb @ m.reshape(C, p).T, VB)
+    g = s * np.einsum('ip,ic->cp', Xb, dm).ravel() - mod.prior_solve(m - mod.mu)
+    P = mod.prior_solve(np.eye(d)) + (1 - rho) * Lam_w + rho * s * np.einsum('ip,icd,iq->cpdq', Xb, -2 * dV, Xb).reshape(d, d)
+    m1, c1, events, gn = multi_svi_step(mod, m, cov, idx, rho)
+    assert events == [] and np.isclose(gn, np.abs(g).max(), rtol=1e-12)
+    assert np.allclose(c1.dense(), np.linalg.inv(P), rtol=1e-10, atol=1e-12) and np.allclose(m1, m + rho * np.linalg.solve(P, g), rtol=1e-10, atol=1e-12)
 
 
 def test_saved_svi_posterior_predicts_the_same(tmp_path):

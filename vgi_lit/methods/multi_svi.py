@@ -9,12 +9,12 @@ import numpy as np
 from ..linalg import cholesky
 from ..inference import Event, EventKind, History, Stop, check_budget, register_method
 from ..driver import Halt, Step, rel_tol_evaluated, run
-from ..models.multi import MultiLGM, MultiCov
+from ..models.multi import MultiLGM, MultiCov, psd_part
 from .multiclass import MultiPosterior
 from .svi import step_size, epoch_order
 
 # %% auto #0
-__all__ = ['PrecisionMultiCov', 'batch_site_moments', 'multi_svi_step', 'multi_vlb_stream', 'svi_multi']
+__all__ = ['PrecisionMultiCov', 'multi_svi_step', 'multi_vlb_stream', 'svi_multi']
 
 # %% ../../nbs/methods/18c_multi_svi.ipynb #db6632fc
 class PrecisionMultiCov(MultiCov):
@@ -31,45 +31,24 @@ class PrecisionMultiCov(MultiCov):
         self.model, self.space, self.Lam_w = model, 'w', Lam_w
         self.lam = np.broadcast_to(0.0, (model.n, model.C, model.C))
         self.L = cholesky(0.5 * (P + P.T), name="posterior precision Σ⁻¹ + Λ_w")
-        self._V = None                                                # V, computed once when read (MultiCov.dense)
-
-# %% ../../nbs/methods/18c_multi_svi.ipynb #50f424be
-def batch_site_moments(model, m, cov, idx):
-    """(m_B (b, C), V_B (b, C, C)): the site marginals m_i = a_i + H_im, V_i = diag c_i + H_iVH_iᵀ of the sites `idx` only,
-    for a model with rows x_i (block (c, c') of V_i is c_ic δ_cc' + x_iᵀV_cc'x_i)."""
-    C, p = model.C, model.p
-    Xb = model.X[idx]; b = len(Xb)                                    # (b, p)
-    Vr = cov.dense().reshape(C, p, C, p).transpose(1, 0, 2, 3).reshape(p, C * C * p)   # V_cc' side by side
-    Vb = np.einsum('icdq,iq->icd', (Xb @ Vr).reshape(b, C, C, p), Xb)  # x_iᵀV_cc'x_i, the product by one matrix product
-    Vb[:, np.arange(C), np.arange(C)] += model.c[idx]
-    return model.a[idx] + Xb @ np.asarray(m, float).reshape(C, p).T, 0.5 * (Vb + np.swapaxes(Vb, 1, 2))
+        self._V = self._site = None                                   # V and the site blocks, computed once when read (MultiCov)
 
 # %% ../../nbs/methods/18c_multi_svi.ipynb #296c3208
-def _psd_sites(Gam):
-    "(Γ with negative eigenvalues set to 0, the number of sites that had one) for Γ (b, C, C)."
-    e, Q = np.linalg.eigh(0.5 * (Gam + np.swapaxes(Gam, 1, 2)))
-    return (Q * np.maximum(e, 0.0)[:, None, :]) @ np.swapaxes(Q, 1, 2), int(np.sum(np.any(e < 0, 1)))
-
 def multi_svi_step(model, m, cov: PrecisionMultiCov, idx, rho: float, prior_prec=None):
     """One natural-gradient step (eq. N) on the minibatch `idx`: Λ_w' = (1 − ρ)Λ_w + ρ s Σ_{i∈B} H_iᵀΓ_iH_i, m' = m + ρV'ĝ with
     s = n/|B| and ĝ = s Σ_{i∈B} H_iᵀ ∂E_i/∂m_i − Σ⁻¹(m − μ). Returns (m', cov' a `PrecisionMultiCov`, events, ‖ĝ‖∞).
 
     m: (d,); cov: the current `PrecisionMultiCov`; idx: the sites of the minibatch; rho: the step size in (0, 1];
     prior_prec: Σ⁻¹ (d, d) when already computed."""
-    C, p, d = model.C, model.p, model.d
-    Xb, s = model.X[idx], model.n / len(idx)
-    mB, VB = batch_site_moments(model, m, cov, idx)
-    _, dE_dm, dE_dV = model.likelihood.expected_log_lik(model.y[idx], mB, VB)
-    g_hat = s * (Xb.T @ dE_dm).T.ravel() - model.prior_solve(m - model.mu)
-    def moved(Gam):
-        b = len(Xb)                                                    # Σ_{i∈B} H_iᵀΓ_iH_i, block (c, c') = Σ_i Γ_i,cc' x_ix_iᵀ, by one matrix product
-        curv = (Xb.T @ (Gam.reshape(b, C * C)[:, :, None] * Xb[:, None, :]).reshape(b, C * C * p)).reshape(p, C, C, p)
-        curv = curv.transpose(1, 0, 2, 3).reshape(d, d)
-        return PrecisionMultiCov(model, (1.0 - rho) * cov.Lam_w + rho * s * curv, prior_prec)
+    s = model.n / len(idx)
+    _, dE_dm, dE_dV = model.likelihood.expected_log_lik(model.y[idx], model.site_mean(m, idx), cov.site_cov(idx))
+    g_hat = s * model.HTmul(dE_dm, idx) - model.prior_solve(m - model.mu)
+    def moved(Gam):                                                    # Λ_w' with s Σ_{i∈B} H_iᵀΓ_iH_i
+        return PrecisionMultiCov(model, (1.0 - rho) * cov.Lam_w + rho * s * model.curvature_sum(Gam, idx), prior_prec)
     events, Gam = [], -2.0 * dE_dV
     try: new = moved(Gam)
     except ValueError:
-        Gp, k = _psd_sites(Gam)
+        Gp, k = psd_part(Gam)
         new = moved(Gp)
         events.append(Event(EventKind.CLIPPED_GAMMA, "Σ⁻¹ + Λ_w' was not positive definite: step redone with negative eigenvalues of Γ_i set to 0", k))
     return m + rho * new.matvec(g_hat), new, events, float(np.max(np.abs(g_hat)))
@@ -83,9 +62,8 @@ def multi_vlb_stream(model, m, cov, chunk: int = 1024):
     E, G = 0.0, np.zeros(model.d)
     for s0 in range(0, model.n, chunk):
         idx = np.arange(s0, min(s0 + chunk, model.n))
-        mB, VB = batch_site_moments(model, m, cov, idx)
-        e, dE_dm, _ = model.likelihood.expected_log_lik(model.y[idx], mB, VB)
-        E += float(np.sum(e)); G += (model.X[idx].T @ dE_dm).T.ravel()
+        e, dE_dm, _ = model.likelihood.expected_log_lik(model.y[idx], model.site_mean(m, idx), cov.site_cov(idx))
+        E += float(np.sum(e)); G += model.HTmul(dE_dm, idx)
     return E - 0.5 * float((m - model.mu) @ r) - cov.kl_cov_part(), float(np.max(np.abs(G - r)))
 
 # %% ../../nbs/methods/18c_multi_svi.ipynb #600bf5f6

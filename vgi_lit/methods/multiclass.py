@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 from ..inference import (Event, EventKind, History, Posterior, Stop, DEFAULT_METHOD, check_budget, register_method)
 from ..driver import Halt, Monitor, Step, grad_tol, halving, run
 from ..linalg import cholesky
-from ..models.multi import MultiLGM, MultiCov, MultiGLM, MultiGP
+from ..models.multi import MultiLGM, MultiCov, MultiGLM, MultiGP, psd_part
 from ..softmax import Softmax
 from ..io import kernel_spec, kernel_from_spec, register_format, class_labels
 
@@ -67,11 +67,6 @@ def _multi_state(model, m, cov, r=None):
     gm = float(np.max(np.abs(g)))
     gV = _gV_inf(model, cov.lam, Gam)
     return Step(dict(m=m, cov=cov, r=r, g=g, Gam=Gam, vlb=vlb), vlb, max(gm, gV), extra=dict(grad_m=gm, grad_V=gV))
-
-def _psd_part(Lam):
-    "The nearest PSD matrices (in Frobenius norm) to the symmetric parts of Λ (n, C, C): negative eigenvalues set to 0."
-    e, Q = np.linalg.eigh(0.5 * (Lam + np.swapaxes(Lam, 1, 2)))
-    return (Q * np.maximum(e, 0.0)[:, None, :]) @ np.swapaxes(Q, 1, 2)
 
 def _check_model(model):
     if not isinstance(model, MultiLGM): raise TypeError(f"model must be a MultiLGM (MultiGLM, MultiGP), got {type(model).__name__}")
@@ -142,7 +137,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         dX = np.stack([b[0] - a[0] for a, b in zip(mem, mem[1:])], 1); dF = np.stack([b[1] - a[1] for a, b in zip(mem, mem[1:])], 1)
         f = mem[-1][1]; xa = x + f - (dX + dF) @ np.linalg.lstsq(dF, f, rcond=None)[0]
         lam_a = xa[model.d:].reshape(n, C, C)
-        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, _psd_part(lam_a) if psd else lam_a, space))
+        try: cand = _multi_state(model, xa[:model.d], MultiCov(model, psd_part(lam_a)[0] if psd else lam_a, space))
         except ValueError: cand = None
         if cand is None or not (cand.finite() and (cand.value > s['vlb'] + 1e-12 * abs(s['vlb']) or cand.grad_norm < cur.grad_norm)):
             return None                                                         # the FPi step instead; the memory is kept

@@ -7,7 +7,8 @@ Hand-maintained (not generated); every name below is exported from its notebook:
   pmf   probabilistic matrix factorisation `PMF`                                  nbs/models/03c_pmf.ipynb   (algorithms: methods/pmf.py)
   ctm   the correlated topic model `CTM`                                          nbs/models/03d_ctm.ipynb   (algorithms: methods/ctm.py)
   gme   the mixed-effects GLM with Rayleigh noise variance `GME`                  nbs/models/03e_gme.ipynb   (algorithms: methods/gme.py)
-  multi several latent values per site: `MultiLGM`, `MultiGLM`, `MultiGP`, `CoregionalGP`, `KronPrior`, `LMCGP`, `LMCPrior`, `MultiCov`
+  multi several latent values per site: `MultiLGM`, `MultiGLM`, `MultiGP`, `CoregionalGP`, `KronPrior`, `LMCGP`, `LMCPrior`, `MultiCov`,
+        `psd_part` (the nearest PSD part of C × C site blocks)
         nbs/models/03f_multi.ipynb (algorithms: methods/multiclass.py, methods/multi_output.py, methods/multi_svi.py)
   multi_sparse  the sparse multiclass GP with shared inducing inputs `MultiSparseGP` (a `MultiLGM`)   nbs/models/03g_multi_sparse.ipynb"""
 from .lgm import PriorCov, ScalarPriorCov, DiagPriorCov, DensePriorCov, GaussianPrior, LGM, GLM, GP, inducing_prior, sparse_gp_site_map, SparseGP, dask_site_matrix
@@ -15,5 +16,5 @@ from .blocks import Blocks, BlockStep, natural_step, block_kl, blocks_kl, block_
 from .pmf import PMF, check_indices
 from .ctm import CTM, DocRows, check_counts, init_beta, check_beta
 from .gme import GME
-from .multi import MultiLGM, MultiGLM, MultiGP, MultiCov, KronPrior, CoregionalGP, LMCPrior, LMCGP
+from .multi import MultiLGM, MultiGLM, MultiGP, MultiCov, KronPrior, CoregionalGP, LMCPrior, LMCGP, psd_part
 from .multi_sparse import MultiSparseGP

@@ -12,7 +12,7 @@ from ..kernels import check_X
 from .lgm import PriorCov
 
 # %% auto #0
-__all__ = ['KronPrior', 'MultiLGM', 'MultiCov', 'MultiGLM', 'MultiGP', 'CoregionalGP', 'LMCPrior', 'LMCGP']
+__all__ = ['KronPrior', 'MultiLGM', 'psd_part', 'MultiCov', 'MultiGLM', 'MultiGP', 'CoregionalGP', 'LMCPrior', 'LMCGP']
 
 # %% ../../nbs/models/03f_multi.ipynb #86209ffa
 class KronPrior:
@@ -58,6 +58,37 @@ class KronPrior:
         return np.einsum('icd,ij->cidj', S @ self.B, self.base.dense())
     def __repr__(self): return f"KronPrior(C={self.C}, base={self.base!r})"
 
+# %% ../../nbs/models/03f_multi.ipynb #bd56a5f2
+_ROW_CHUNK = 256                                                                 # rows per matrix product: bounds the b × C(C+1)/2 × p intermediate
+
+def _rows_quad(X, V4):
+    """x_iᵀV_cc'x_i (n, C, C) for rows X (n, p) and the blocks V4 (C, p, C, p) of a symmetric V: the blocks c ≤ c' side by side,
+    T = X[V_cc']_(c,c') by one matrix product per chunk of rows, then x_iᵀV_cc'x_i = Σ_q T_i,(cc'q) x_iq; c > c' mirrored."""
+    C, p = V4.shape[:2]; c1, c2 = np.triu_indices(C); k, n = len(c1), len(X)
+    Vp = V4[c1, :, c2, :].transpose(1, 0, 2).reshape(p, k * p)                  # V_cc' side by side, (p, k p)
+    out = np.empty((n, C, C))
+    for s in range(0, n, _ROW_CHUNK):
+        Xb = X[s:s + _ROW_CHUNK]; b = len(Xb)
+        T = np.einsum('ikq,iq->ik', (Xb @ Vp).reshape(b, k, p), Xb)
+        out[s:s + b, c1, c2] = T; out[s:s + b, c2, c1] = T
+    return out
+
+# %% ../../nbs/models/03f_multi.ipynb #6c2b3e1f
+def _rows_curv(X, Lam):
+    """Σ_i Λ_i ⊗ x_ix_iᵀ as blocks (C, p, C, p), block (c, c') = Xᵀ diag(Λ_·cc') X, for rows X (n, p) and the symmetric parts of
+    Λ (n, C, C): the rows scaled by Λ_i,cc' for every pair c ≤ c' side by side, Xᵀ[Λ_·cc' ⊙ X]_(c,c') by one matrix product per
+    chunk of rows; c > c' the transposes."""
+    n, p = X.shape; C = Lam.shape[1]; c1, c2 = np.triu_indices(C); k = len(c1)
+    Lp = np.ascontiguousarray((0.5 * (Lam + np.swapaxes(Lam, 1, 2)))[:, c1, c2])   # (n, k): Λ_i,cc' of the pairs
+    acc = np.zeros((p, k * p))
+    for s in range(0, n, _ROW_CHUNK):
+        Xb = X[s:s + _ROW_CHUNK]
+        acc += Xb.T @ (Lp[s:s + _ROW_CHUNK, :, None] * Xb[:, None, :]).reshape(len(Xb), k * p)
+    A = acc.reshape(p, k, p).transpose(1, 0, 2)                                  # A[j] = Σ_i Λ_i,(c1_j c2_j) x_ix_iᵀ
+    out = np.empty((C, p, C, p))
+    out[c1, :, c2, :] = A; out[c2, :, c1, :] = np.swapaxes(A, 1, 2)
+    return out
+
 # %% ../../nbs/models/03f_multi.ipynb #6cc768a6
 class MultiLGM:
     """Multi-latent Gaussian model: f_i = a_i + (I_C ⊗ x_iᵀ) w + N(0, diag c_i), w = (w_1, …, w_C) ~ N(μ, Σ) (Sheth &
@@ -95,21 +126,36 @@ class MultiLGM:
         "'multi' (independent blocks: every multi-latent method) or 'multi_coreg' (a coupled prior: the methods that take any Σ)."
         return 'multi' if self.coreg is None else 'multi_coreg'
     def _blocks(self, v): return np.asarray(v, dtype=float).reshape(self.C, self.p)
-    def site_mean(self, m):
-        "m_i = a_i + H_i m, as an (n, C) array."
-        M = self._blocks(m)
-        return self.a + (M.T if self.X is None else self.X @ M.T)
-    def HTmul(self, G):
-        "Σ_i H_iᵀ g_i (d,) for G (n, C)."
-        return (G.T if self.X is None else (self.X.T @ G).T).ravel()
-    def curvature_sum(self, Lam):
-        "Σ_i H_iᵀ Λ_i H_i as a dense d × d matrix, for Λ (n, C, C)."
-        C, p = self.C, self.p
-        if self.X is None:
-            out = np.zeros((C, p, C, p)); i = np.arange(p)
-            out[:, i, :, i] = Lam                                                # block (c, c') = diag(Λ_{·,cc'})
-            return out.reshape(self.d, self.d)
-        return np.einsum('ip,icd,iq->cpdq', self.X, Lam, self.X).reshape(self.d, self.d)
+    def _rows(self, rows):
+        """The sites `rows` (integers, repeats allowed, or a boolean mask of length n) as a 1-d integer array; None: slice(None),
+        every site. IndexError for a site outside 0, …, n − 1."""
+        if rows is None: return slice(None)
+        idx = np.arange(self.n)[rows]
+        if idx.ndim != 1: raise ValueError(f"rows must be a 1-d index of sites, got shape {np.shape(rows)}")
+        return idx
+    def _site_array(self, A, sel, shape, name):
+        "A as a float array of the shape (b, *shape) of the sites `sel`; ValueError naming it otherwise."
+        A = np.asarray(A, dtype=float); b = self.n if isinstance(sel, slice) else len(sel)
+        if A.shape != (b,) + shape: raise ValueError(f"{name} must have shape {(b,) + shape} (one entry per site), got {A.shape}")
+        return A
+    def site_mean(self, m, rows=None):
+        "m_i = a_i + H_i m, as an (n, C) array, or (b, C) for the sites `rows` only."
+        M, sel = self._blocks(m), self._rows(rows)
+        return self.a[sel] + (M.T[sel] if self.X is None else self.X[sel] @ M.T)
+    def HTmul(self, G, rows=None):
+        "Σ_i H_iᵀ g_i (d,) for G (n, C), or for G (b, C) of the sites `rows` (the sum over those sites only)."
+        sel = self._rows(rows); G = self._site_array(G, sel, (self.C,), "G")
+        if self.X is not None: return (self.X[sel].T @ G).T.ravel()
+        out = np.zeros((self.C, self.p)); np.add.at(out, (slice(None), sel), G.T)
+        return out.ravel()
+    def curvature_sum(self, Lam, rows=None):
+        """Σ_i H_iᵀ Λ_i H_i as a dense d × d matrix, for the symmetric parts of Λ (n, C, C), or of Λ (b, C, C) of the sites `rows`
+        (the sum over those sites only): with rows x_i by one matrix product over the block pairs (the page's one-product form)."""
+        C, p = self.C, self.p; sel = self._rows(rows); Lam = self._site_array(Lam, sel, (C, C), "Lam")
+        if self.X is not None: return _rows_curv(self.X[sel], Lam).reshape(self.d, self.d)
+        out = np.zeros((C, p, C, p)); i = np.arange(p)[sel]
+        np.add.at(out, (slice(None), i, slice(None), i), 0.5 * (Lam + np.swapaxes(Lam, 1, 2)))   # block (c, c') = diag(Λ_{·,cc'})
+        return out.reshape(self.d, self.d)
     def prior_solve(self, v):
         "Σ⁻¹ v for v (d,) or (d, k)."
         v = np.asarray(v, dtype=float); B = v.reshape(self.C, self.p, -1)
@@ -148,22 +194,25 @@ class MultiLGM:
         return np.einsum('icd,dij->cidj', S, np.stack([P.dense() for P in self.priors]))
     def __repr__(self): return f"{type(self).__name__}(n={self.n}, C={self.C}, p={self.p}, d={self.d}, likelihood={self.likelihood!r})"
 
-# %% ../../nbs/models/03f_multi.ipynb #df5760a8
-def _sqrt_psd(Lam, name: str = "site precisions Λ_i"):
-    """Symmetric square roots of the PSD matrices Λ (n, C, C): eigenvalues down to −10⁻¹² times the largest |eigenvalue|
-    (rounding) are taken as 0; a ValueError naming the site for a clearly negative one (no silent clipping)."""
-    e, Q = np.linalg.eigh(0.5 * (Lam + np.swapaxes(Lam, 1, 2)))
-    tol = 1e-12 * float(np.max(np.abs(e), initial=0.0))
-    if e.size and e.min() < -tol:
-        i = int(np.argmin(e.min(1)))
-        raise ValueError(f"{name} must be positive semi-definite for site space: site {i} has eigenvalue {e[i].min():.3e} "
-                         f"(use space='u', which needs only a positive definite posterior precision)")
-    return (Q * np.sqrt(np.maximum(e, 0.0))[:, None, :]) @ np.swapaxes(Q, 1, 2)
+# %% ../../nbs/models/03f_multi.ipynb #7168ad41
+def psd_part(G, sqrt: bool = False) -> tuple[np.ndarray, int]:
+    """(P, k) for the symmetric parts ½(G_i + G_iᵀ) = Q diag(e) Qᵀ of the blocks G (n, C, C): P (n, C, C) their nearest positive
+    semi-definite matrices in the Frobenius norm, Q diag(max(e, 0)) Qᵀ (Higham 1988), or with `sqrt` the symmetric square roots
+    Q diag(max(e, 0)^½) Qᵀ of those; k the number of blocks with an eigenvalue below −10⁻¹² max |e| (the largest over all blocks:
+    an eigenvalue above that is rounding, set to 0 but not counted)."""
+    G = np.asarray(G, dtype=float)
+    if G.ndim != 3 or G.shape[1] != G.shape[2] or G.shape[1] < 1: raise ValueError(f"G must be a stack of square blocks (n, C, C), got shape {G.shape}")
+    if not np.all(np.isfinite(G)): raise ValueError("G contains NaN or inf")
+    e, Q = np.linalg.eigh(0.5 * (G + np.swapaxes(G, 1, 2)))
+    k = int(np.sum(e.min(1) < -1e-12 * float(np.max(np.abs(e), initial=0.0))))
+    f = np.maximum(e, 0.0)
+    P = (Q * (np.sqrt(f) if sqrt else f)[:, None, :]) @ np.swapaxes(Q, 1, 2)
+    return 0.5 * (P + np.swapaxes(P, 1, 2)), k
 
+# %% ../../nbs/models/03f_multi.ipynb #df5760a8
 def _is_psd(Lam) -> bool:
-    "Whether every Λ_i (n, C, C) is positive semi-definite to rounding (eigenvalues ≥ −10⁻¹² max |eigenvalue|)."
-    e = np.linalg.eigvalsh(0.5 * (Lam + np.swapaxes(Lam, 1, 2)))
-    return bool(e.size == 0 or e.min() >= -1e-12 * float(np.max(np.abs(e))))
+    "Whether every Λ_i (n, C, C) is positive semi-definite to rounding (`psd_part` counts no block)."
+    return psd_part(Lam)[1] == 0
 
 class MultiCov:
     """V(Λ) = (Σ⁻¹ + Σ_i H_iᵀΛ_iH_i)⁻¹ for a `MultiLGM`, `lam` (n, C, C) the site precisions Λ_i, factorised in one of three
@@ -186,7 +235,11 @@ class MultiCov:
         self.space = space
         if space == 'n':
             if model.X is not None: raise ValueError("site space needs x_i = e_i (a GP model)")
-            S = _sqrt_psd(self.lam)                                              # (n, C, C)
+            S, k = psd_part(self.lam, sqrt=True)                                 # (n, C, C)
+            if k:
+                e = np.linalg.eigvalsh(0.5 * (self.lam + np.swapaxes(self.lam, 1, 2))).min(1); i = int(np.argmin(e))
+                raise ValueError(f"site precisions Λ_i must be positive semi-definite for site space: {k} sites are not, site {i} has "
+                                 f"eigenvalue {e[i]:.3e} (use space='u', which needs only a positive definite posterior precision)")
             SK = model.prior_site_mul(S)                                         # SΣ as (C, n, C, n)
             B = np.einsum('cidj,jde->ciej', SK, S).reshape(d, d)                 # S Σ S
             B[np.diag_indices(d)] += 1.0
@@ -253,19 +306,23 @@ class MultiCov:
             return solve_triangular(self.Ls, x, lower=True, trans='T', check_finite=False)
         u = cho_solve((self.L, True), self._Smul(self.model.prior_matmul(g)), check_finite=False)
         return g - self._Smul(u)
-    def site_cov(self):
-        "V_i = diag c_i + H_i V H_iᵀ, (n, C, C) (computed once; a copy is returned)."
-        if self._site is None:
-            md, C, n, p = self.model, self.model.C, self.model.n, self.model.p
-            if md.X is None and self.space in ('n', 'u'):                        # from W, no d × d V
-                W3 = self._W.reshape(-1, C, n)
-                out = np.einsum('kci,kdi->icd', W3, W3)
-                if self.space == 'n': out = md.prior_site_cov() - out          # Σ_[(c,i),(c',i)] − W[:, (c, i)]ᵀ W[:, (c', i)]
-            elif md.X is None: out = np.einsum('cidi->icd', self.dense().reshape(C, p, C, p)).copy()
-            else: out = np.einsum('ip,cpdq,iq->icd', md.X, self.dense().reshape(C, p, C, p), md.X)
-            out[:, np.arange(C), np.arange(C)] += md.c
-            self._site = 0.5 * (out + np.swapaxes(out, 1, 2))
-        return self._site.copy()
+    def site_cov(self, rows=None):
+        """V_i = diag c_i + H_i V H_iᵀ, (n, C, C), or (b, C, C) for the sites `rows` only (all sites are computed once and kept,
+        a copy returned; the sites of `rows` alone are computed when all are not kept, e.g. a minibatch); with rows x_i by
+        one matrix product over the block pairs (the page's one-product form)."""
+        md, C, n, p = self.model, self.model.C, self.model.n, self.model.p
+        sel = md._rows(rows)
+        if self._site is not None: return self._site[sel].copy()
+        if md.X is None and self.space in ('n', 'u'):                            # from W, no d × d V
+            Wt = self._W.reshape(-1, C, n)[:, :, sel].transpose(2, 1, 0)        # (b, C, d): W[:, (c, i)] for the sites i
+            out = Wt @ np.swapaxes(Wt, 1, 2)
+            if self.space == 'n': out = md.prior_site_cov()[sel] - out         # Σ_[(c,i),(c',i)] − W[:, (c, i)]ᵀ W[:, (c', i)]
+        elif md.X is None: out = np.einsum('cidi->icd', self.dense().reshape(C, p, C, p))[sel].copy()
+        else: out = _rows_quad(md.X[sel], self.dense().reshape(C, p, C, p))
+        out[:, np.arange(C), np.arange(C)] += md.c[sel]
+        out = 0.5 * (out + np.swapaxes(out, 1, 2))
+        if rows is None: self._site = out; return out.copy()
+        return out
     def _lam_site(self) -> float:
         "Σ_i ⟨Λ_i, H_iVH_iᵀ⟩ = tr((Σ H_iᵀΛ_iH_i)V)."
         C = self.model.C; Vi = self.site_cov(); Vi[:, np.arange(C), np.arange(C)] -= self.model.c
@@ -330,8 +387,7 @@ class MultiGLM(MultiLGM):
         "(means (n*, C), covariances (n*, C, C)) of f_* = Wᵀx_* under q."
         Xn = check_X(np.asarray(X_new, dtype=float), "X_new")
         if Xn.shape[1] != self.p: raise ValueError(f"X_new has {Xn.shape[1]} columns, the model has {self.p} inputs")
-        Vb = cov.dense().reshape(self.C, self.p, self.C, self.p)
-        return Xn @ self._blocks(m).T, np.einsum('ip,cpdq,iq->icd', Xn, Vb, Xn)
+        return Xn @ self._blocks(m).T, _rows_quad(Xn, cov.dense().reshape(self.C, self.p, self.C, self.p))
 
 # %% ../../nbs/models/03f_multi.ipynb #350a059e
 class MultiGP(MultiLGM):
