@@ -615,6 +615,25 @@ def test_mean_steps_reach_the_same_optimum_in_fewer_factorisations():
         with pytest.raises(ValueError, match="mean_steps"): fit(gp, "fpi", mean_steps=bad)
 
 
+def test_mean_steps_cost_rule():
+    """The cost rule of the mean steps ('How many mean steps'): ρ* = Q^(−c_m/c_p) is the break-even rate of the two prices
+    and grows with n past MEAN_RATE; the steps stop once a decrement ratio exceeds the rate given; on a GP of 80 sites the
+    default takes one mean step at the first factor (the rule), a rate of 1 lets the same factor run on, and both end at
+    the optimum of the run without mean steps."""
+    for n in (50, 300, 1000, 3000):
+        u = n ** 3 / 3.0
+        c_m = (fp._OVERHEAD['q_E'] * n + fp.MEAN_COST['a'] * n * n + fp.MEAN_COST['o_m']) / u
+        assert np.isclose(np.log(1.0 / fp._mean_rate(n)) * fp._step_costs(n)[0], np.log(fp.STATE_GAIN) * c_m, rtol=1e-12)
+    assert fp._mean_rate(100) < fp.MEAN_RATE < fp._mean_rate(600) < fp._mean_rate(1500) < fp._mean_rate(4000) < 1.0
+    gp = _ion_gp(80, variance=10.0, lengthscale=8.5)
+    p1 = fit(gp, "fpi", max_iter=1, polish=False, mean_steps=0)
+    r1 = gp.prior.solve(p1.m - gp.mu); at1, st1 = fp._state(gp, p1.m, p1.cov, r1)
+    k = {rate: fp._mean_steps(gp, p1.m, r1, p1.cov, at1, st1, fp.MEAN_STEPS, 1e-9, rate=rate)[3] for rate in (fp._mean_rate(gp.n), 1.0)}
+    assert k[fp._mean_rate(gp.n)] == 1 and k[1.0] > 3, k
+    on, off = fit(gp, "fpi"), fit(gp, "fpi", mean_steps=0)
+    assert on.history[1]["mean_steps"] == 1 and abs(on.vlb - off.vlb) <= 1e-10 * abs(off.vlb)
+
+
 def test_mean_direction_is_V_times_g():
     """`_mean_dir` (two triangular solves with the factor of B, Σ⁻¹Vg = g − λ∘Vg) equals `matvec_split` to 1e-12 relative,
     and sites with λ_iK_ii below SMALL_LAM_K take `matvec_split` itself."""

@@ -17,9 +17,10 @@ from ..methods.fixed_point import initial_state, AtCov, vlb_grad
 import vgi_lit.methods.fixed_point  # noqa: F401  (registers fpb / fpi)
 
 # %% auto #0
-__all__ = ['CHOLESKY_ROUTES', 'FLOOR', 'FLOOR_VARIANTS', 'DEFAULT', 'count_factorisations', 'cholesky_seconds',
-           'cholesky_cpu_seconds', 'bench_problem', 'fpi_phase_seconds', 'fpi_iteration_seconds', 'format_result',
-           'ratio_sweep', 'format_sweep', 'floor_problem', 'bench_floor', 'format_floor', 'run']
+__all__ = ['CHOLESKY_ROUTES', 'FLOOR', 'FLOOR_VARIANTS', 'MEAN_PROBLEMS', 'MEAN_HEADER', 'DEFAULT', 'count_factorisations',
+           'cholesky_seconds', 'cholesky_cpu_seconds', 'bench_problem', 'fpi_phase_seconds', 'fpi_iteration_seconds',
+           'format_result', 'ratio_sweep', 'format_sweep', 'floor_problem', 'bench_floor', 'format_floor',
+           'bench_mean_steps', 'format_mean_steps', 'run']
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #a4e20830
 def _spd(size: int, seed: int = 0):
@@ -197,15 +198,20 @@ def format_sweep(rows) -> str:
 FLOOR = ("gp-logistic-a7a1000", "gp-logistic-a1a", "gp-logistic-a7a2000", "gp-logistic-a7a4000")
 
 def floor_problem(name: str, data_dir=None, seed: int = 0):
-    """(model, info) of a GP-logistic problem of `FLOOR`'s form: 'gp-logistic-a1a' (all 1,605 training rows of a1a) or
-    'gp-logistic-a7aN' (N seeded rows of a7a's 16,100), z-scored inputs, RBF kernel of variance 10 and lengthscale √D as in
-    `make_problem`."""
-    if name == "gp-logistic-a1a": model, _, _, info = make_problem("gp-logistic-a1a500", data_dir, n_max=1605, seed=seed); return model, info
-    if not name.startswith("gp-logistic-a7a") or not name[15:].isdigit():
-        raise ValueError(f"unknown floor problem {name!r}: 'gp-logistic-a1a' or 'gp-logistic-a7aN' with N rows of a7a, e.g. {FLOOR}")
-    n = int(name[15:])
-    ds = datasets.load_a7a(data_dir=data_dir if data_dir is not None else datasets.shared_data_dir())
-    if not 1 <= n <= len(ds.y): raise ValueError(f"a7a has {len(ds.y)} training rows; cannot take n = {n}")
+    """(model, info) of a GP-logistic problem of `FLOOR`'s form: 'gp-logistic-a1a' (all 1,605 training rows of a1a),
+    'gp-logistic-a1aN' or 'gp-logistic-a7aN' (N seeded rows of a1a's 1,605 or a7a's 16,100 training rows), or
+    'gp-logistic-ionosphereN' (N seeded rows of ionosphere's 280), z-scored inputs, RBF kernel of variance 10 and
+    lengthscale √D as in `make_problem`."""
+    full = "gp-logistic-a1a1605" if name == "gp-logistic-a1a" else name
+    stem = next((s for s in ("a1a", "a7a", "ionosphere") if full.startswith("gp-logistic-" + s)), None)
+    digits = full[len("gp-logistic-" + stem):] if stem else ""
+    if not digits.isdigit():
+        raise ValueError(f"unknown floor problem {name!r}: 'gp-logistic-a1a', or 'gp-logistic-a1aN', 'gp-logistic-a7aN' or "
+                         f"'gp-logistic-ionosphereN' with N rows of the data set, e.g. {FLOOR}")
+    n = int(digits)
+    dd = data_dir if data_dir is not None else datasets.shared_data_dir()
+    ds = datasets.load_ionosphere(data_dir=dd) if stem == "ionosphere" else getattr(datasets, f"load_{stem}")(data_dir=dd)
+    if not 1 <= n <= len(ds.y): raise ValueError(f"{stem} has {len(ds.y)} training rows; cannot take n = {n}")
     idx = subsample(len(ds.y), n, seed)
     X = datasets.zscore(ds.X[idx]).X
     model = models.GP(X, ds.y[idx], likelihoods.Logistic(), kernels.RBF(variance=10.0, lengthscale=np.sqrt(X.shape[1])))
@@ -217,39 +223,47 @@ FLOOR_VARIANTS = {"FPi": {}, "no-mean": dict(mean_steps=0), "plain": dict(newton
                   "Anderson": dict(newton=False, anderson=5, mean_steps=0)}
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #ef2d67ef
-def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> dict:
+def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 3) -> dict:
     """Cost of each FPi variant (`FLOOR_VARIANTS`: the default, with mean steps and the step rule; the step rule without
-    mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative: wall seconds from the call to
-    the first record within `rtol` of VLB* (a tight default run, tol 1e-9), as Cholesky factorisations of order n (median
-    bare Cholesky of the same run), the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and
-    the final gap of the default run (default options)."""
+    mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative: CPU seconds
+    (`time.process_time`, read by the callback at each record) from the call to the first record within `rtol` of VLB*
+    (a tight default run, tol 1e-9), the median of `repeats` runs per variant (the variants interleaved), as Cholesky
+    factorisations of order n (the CPU seconds of the faster bare Cholesky route, `cholesky_cpu_seconds`, in the same
+    run), the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and the final gap of the
+    run (default options)."""
     variants = FLOOR_VARIANTS if variants is None else variants
+    if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500)
-    runs = {}
-    for name, opts in variants.items():
-        at_record = []
-        with count_factorisations() as counts:
-            post = fit(model, method="fpi", callback=lambda rec: at_record.append(counts['cholesky']) and False, **opts)
-        runs[name] = (post, at_record)
-    vlb_opt = max([ref.vlb] + [p.vlb for p, _ in runs.values() if np.isfinite(p.vlb)])
-    t_chol = min(cholesky_seconds(model.n, repeats=repeats).values())
+    runs = {name: [] for name in variants}
+    for _ in range(int(repeats)):
+        for name, opts in variants.items():
+            at_record, cpu = [], []
+            with count_factorisations() as counts:
+                t0 = time.process_time()
+                post = fit(model, method="fpi", callback=lambda rec: (at_record.append(counts['cholesky']),
+                                                                        cpu.append(time.process_time() - t0)) and False, **opts)
+            runs[name].append((post, at_record, cpu))
+    vlb_opt = max([ref.vlb] + [p.vlb for rs in runs.values() for p, _, _ in rs if np.isfinite(p.vlb)])
+    t_chol = min(cholesky_cpu_seconds(model.n, repeats=max(5, min(50, 4 * 10**8 // model.n**3 + 5))).values())
     rows = {}
-    for name, (post, at_record) in runs.items():
+    for name, rs in runs.items():
+        post, at_record, _ = rs[0]                                         # the counts do not depend on the run
         t, k, rec = time_to(post.history, vlb_opt, rtol)
         reached = rec is not None
-        rows[name] = dict(iterations=k if reached else None, seconds=t, chol_eq=t / t_chol if reached else np.nan,
+        sec = float(np.median([cpu[k] for _, _, cpu in rs])) if reached else np.nan
+        rows[name] = dict(iterations=k if reached else None, seconds=sec, chol_eq=sec / t_chol if reached else np.nan,
                           n_potrf=(at_record[k] if k < len(at_record) else np.nan) if reached else np.nan,
                           newton=sum(1 for r in post.history[:k if reached else None] if r.get("newton")),
                           mean=sum(r.get("mean_steps", 0) or 0 for r in post.history[:k + 1 if reached else None]),
                           final_gap=(vlb_opt - post.vlb) / abs(vlb_opt), run_iterations=post.n_iter, stop=post.stop.value)
-    return dict(n=model.n, vlb_opt=vlb_opt, t_chol=t_chol, rtol=rtol, rows=rows)
+    return dict(n=model.n, vlb_opt=vlb_opt, t_chol=t_chol, rtol=rtol, repeats=int(repeats), rows=rows)
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #2b4f0f5e
 def format_floor(name, res) -> str:
     "One block of the floor table."
-    lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']}: {res['t_chol'] * 1e3:.1f} ms; "
-             f"to {res['rtol']:g} relative of VLB*:",
-             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'mean':>4s} {'potrf':>5s} {'Cholesky-eq':>11s} {'seconds':>8s} {'final gap':>9s}  stop"]
+    lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']}: {res['t_chol'] * 1e3:.1f} ms CPU; "
+             f"to {res['rtol']:g} relative of VLB*, CPU, median of {res['repeats']} runs:",
+             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'mean':>4s} {'potrf':>5s} {'Cholesky-eq':>11s} {'CPU s':>8s} {'final gap':>9s}  stop"]
     for v, r in res['rows'].items():
         it = "-" if r['iterations'] is None else str(r['iterations'])
         nc = "-" if not np.isfinite(r['n_potrf']) else str(int(r['n_potrf']))
@@ -257,6 +271,50 @@ def format_floor(name, res) -> str:
         sec = "-" if not np.isfinite(r['seconds']) else f"{r['seconds']:.3f}"
         lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {r['mean']:4d} {nc:>5s} {ce:>11s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
     return "\n".join(lines)
+
+# %% ../../nbs/bench/98a_bench_fixed_point.ipynb #4a815839
+MEAN_PROBLEMS = ("gp-logistic-ionosphere200", "gp-logistic-ionosphere280", "gp-logistic-a1a500", "gp-logistic-a7a1000",
+                 "gp-logistic-a7a2000")
+
+def bench_mean_steps(model, repeats: int = 7, rtol: float = 1e-6) -> dict:
+    """The default FPi (mean steps by the cost rule) against `mean_steps=0` on `model`: per variant the median over
+    `repeats` interleaved runs of the CPU seconds (`time.process_time`) of the whole run and to the first record within
+    `rtol` of VLB* (a tight run, tol 1e-9), the latter also in Cholesky factorisations of order n (`cholesky_cpu_seconds`),
+    with the iterations, the mean steps, those of the first factor, and the final gap (every run must end within 10⁻¹⁰ of
+    VLB*: a ValueError otherwise)."""
+    if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500)
+    variants = {"mean steps": {}, "none": dict(mean_steps=0)}
+    out = {v: dict(run=[], to=[]) for v in variants}
+    for _ in range(int(repeats)):
+        for v, opts in variants.items():
+            cpu = []; t0 = time.process_time()
+            post = fit(model, method="fpi", callback=lambda rec: cpu.append(time.process_time() - t0) and False, **opts)
+            out[v]['run'].append(time.process_time() - t0)
+            _, k, rec = time_to(post.history, ref.vlb, rtol)
+            gap = (ref.vlb - post.vlb) / abs(ref.vlb)
+            if rec is None or abs(gap) > 1e-10: raise ValueError(f"variant {v!r} ended {gap:.1e} from VLB* (tight run)")
+            out[v].update(k=k, post=post, gap=gap); out[v]['to'].append(cpu[k])
+    t_chol = min(cholesky_cpu_seconds(model.n, repeats=max(5, min(50, 4 * 10**8 // model.n**3 + 5))).values())
+    rows = {}
+    for v, o in out.items():
+        h = o['post'].history
+        rows[v] = dict(run_seconds=float(np.median(o['run'])), to_seconds=float(np.median(o['to'])),
+                       to_chol_eq=float(np.median(o['to'])) / t_chol, iterations=o['post'].n_iter, to_iterations=o['k'],
+                       mean=sum(r.get("mean_steps", 0) or 0 for r in h), first=(h[1].get("mean_steps", 0) or 0) if len(h) > 1 else 0,
+                       final_gap=o['gap'])
+    return dict(n=model.n, t_chol=t_chol, repeats=int(repeats), rows=rows)
+
+# %% ../../nbs/bench/98a_bench_fixed_point.ipynb #5d0e48d1
+def format_mean_steps(name, res) -> str:
+    "Rows of the small-GP table: the default against `mean_steps=0`."
+    a, b = res['rows']['mean steps'], res['rows']['none']
+    return (f"  {name:26s} {res['n']:5d} {a['run_seconds'] * 1e3:9.2f} {b['run_seconds'] * 1e3:9.2f} {a['run_seconds'] / b['run_seconds']:6.2f}"
+            f" {a['to_chol_eq']:7.1f} {b['to_chol_eq']:7.1f} {a['iterations']:3d}/{b['iterations']:<3d} {a['to_iterations']:2d}/{b['to_iterations']:<2d}"
+            f" {a['mean']:4d} {a['first']:5d}")
+
+MEAN_HEADER = (f"  {'problem':26s} {'n':>5s} {'run ms':>9s} {'(none)':>9s} {'ratio':>6s} {'to 1e-6':>7s} {'(none)':>7s} {'iters':>7s}"
+               f" {'to':>5s} {'mean':>4s} {'first':>5s}")
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #653679d2
 DEFAULT = ("gp-logistic-ionosphere", "gp-logistic-a1a500", "gp-logistic-sonar", "glm-logistic-a1a", "sgp-laplace-housing")
@@ -272,16 +330,25 @@ def run(argv=None) -> int:
                    help="instead: FPi iteration / Cholesky for GP-logistic on N rows of a1a (no N: 200 250 300 350 400 500)")
     p.add_argument("--floor", nargs="*", default=None, metavar="NAME",
                    help=f"only the floor table (Cholesky factorisations to 1e-6 of the dense GP fit) on NAME (no NAME: {' '.join(FLOOR)})")
+    p.add_argument("--mean-steps", nargs="*", default=None, metavar="NAME",
+                   help=f"only the small-GP table: the default against mean_steps=0 on NAME (no NAME: {' '.join(MEAN_PROBLEMS)})")
+    p.add_argument("--repeats", type=int, default=None, help="runs per variant of the floor (default 3) and mean-step (7) tables")
     a = p.parse_args(argv)
     import os
     print(f"vgi_lit fixed-point benchmark, numpy {np.__version__}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     if a.sweep is not None:
         print(format_sweep(ratio_sweep(a.sweep or (200, 250, 300, 350, 400, 500), a.data_dir)), flush=True)
         return 0
+    if a.mean_steps is not None:
+        print("default FPi (mean steps by the cost rule) against mean_steps=0: CPU, median of runs; to 1e-6 in Cholesky factorisations")
+        print(MEAN_HEADER, flush=True)
+        for name in (a.mean_steps or MEAN_PROBLEMS):
+            print(format_mean_steps(name, bench_mean_steps(floor_problem(name, a.data_dir)[0], repeats=a.repeats or 7)), flush=True)
+        return 0
     if a.floor is None:
         for name in (a.problems or DEFAULT):
             print(format_result(bench_problem(name, a.data_dir, a.time_limit, grad_max_iter=a.grad_max_iter)), flush=True)
     if a.floor is not None or a.problems is None:                       # the default run ends with the floor table
         for name in (a.floor or FLOOR):
-            print(format_floor(name, bench_floor(floor_problem(name, a.data_dir)[0])), flush=True)
+            print(format_floor(name, bench_floor(floor_problem(name, a.data_dir)[0], repeats=a.repeats or 3)), flush=True)
     return 0

@@ -21,7 +21,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'MEAN_STEPS', 'MEAN_RATE', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -448,9 +448,9 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         least 10⁴ v₀ starts from a continuation in the prior scale (FPi stages at Σ·10⁻ᴶ, …, Σ·10⁻¹; 'Starting at a
         large kernel scale'): event START, `info['start_iterations']` the stages' iterations. False: the plain start.
     mean_steps: after each step, at most this many natural-gradient steps on m at the new V (``_mean_steps``: no
-        factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), the number taken in
-        the record's `mean_steps`. None (default): 20 for a GP (H = I) with a log-concave likelihood and `line_search`,
-        0 otherwise."""
+        factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), fewer when the cost rule
+        ('How many mean steps') stops them, the number taken in the record's `mean_steps`. None (default): 20 for a GP
+        (H = I) with a log-concave likelihood and `line_search`, 0 otherwise."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
@@ -463,6 +463,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         raise ValueError(f"mean_steps must be an integer >= 0 or None, got {mean_steps!r}")
     k_mean = ((MEAN_STEPS if (line_search and model.sites.is_identity and model.likelihood.log_concave) else 0)
               if mean_steps is None else int(mean_steps))
+    rate_first = _mean_rate(model.n) if k_mean else 0.0                  # the cost rule after the start ('How many mean steps')
+    rate_later = min(MEAN_RATE, rate_first)                               # and after a step on λ
     stages = _scale_stages(model, 1.0) if (scale_start and m0 is None and V0 is None and lam0 is None) else []
     cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
     if cont is not None: m0, lam0, k_start = cont
@@ -483,7 +485,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         k = 0
         if prev is not None and k_mean and isinstance(cov, _SITE_FORMS):
             first = not isinstance(prev.state.cov, _SITE_FORMS)           # the first factor after a start not in site form
-            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, k_min=k_mean if first else 1)
+            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later)
         s = _FPState(m, r, cov, at, *state, sched)
         gm = float(np.max(np.abs(s.g)))
         gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
@@ -591,7 +593,17 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
 
 # %% ../../nbs/methods/11a_fpi.ipynb #mstp0002
 MEAN_STEPS = 20     # the default cap of `fpi`'s mean steps at each factor for a GP ('Mean steps at a fixed factor')
-MEAN_RATE = 0.25    # the mean steps continue while each one divides gᵀVg by at least 1/MEAN_RATE
+MEAN_RATE = 0.25    # after a step on λ, the mean steps continue while each one divides gᵀVg by at least 1/MEAN_RATE
+STATE_GAIN = 100.0  # Q: the factor by which a state divides the error of λ with m at its maximiser (the lower end of 10²–10³)
+MEAN_COST = dict(a=10.0, o_m=1e6)   # a mean step beyond its likelihood evaluation: a·n² (two triangular solves), o_m fixed work
+
+def _mean_rate(n: int) -> float:
+    """ρ* = Q^(−c_m/c_p) ('How many mean steps'): the largest ratio of successive decrements gᵀVg at which a further mean
+    step still divides the error by more per unit of cost than a state (`STATE_GAIN` Q in c_p, the plain step's cost of
+    `_step_costs`), with c_m = (q_E n + a n² + o_m)/u, u = n³/3, the mean step's cost (`_OVERHEAD`'s q_E, `MEAN_COST`)."""
+    u = n ** 3 / 3.0
+    c_m = (_OVERHEAD['q_E'] * n + MEAN_COST['a'] * n * n + MEAN_COST['o_m']) / u
+    return float(STATE_GAIN ** (-c_m / _step_costs(n)[0]))
 
 def _mean_dir(model, cov, g):
     """(Vg, Σ⁻¹Vg) (d,) each for a mean step. For a GP (H = I) whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K`
@@ -604,21 +616,21 @@ def _mean_dir(model, cov, g):
         return d, g - cov.lam * d
     return cov.matvec_split(g)
 
-def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, k_min: int = 1, max_halvings: int = 5):
+def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: float = MEAN_RATE, max_halvings: int = 5):
     """(m, r, state, k): at most `k_max` natural-gradient steps on m at the fixed V of `cov` (site form), m ← m + tVg with
     t = 1, ½, … (at most `max_halvings` halvings) until the VLB rises, each from `_mean_dir` (Vg and Σ⁻¹Vg: no
     factorisation) and one likelihood evaluation at the site variances held by `at`; r = Σ⁻¹(m − μ) is carried along.
     They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the step's predicted gain, ½gᵀVg, is below the resolution of
-    the run's relative stopping test, or of rounding), when gᵀVg fell by less than the factor `MEAN_RATE` over the
-    last step (slow convergence: λ is far from γ, and the next step on λ does more; not before `k_min` steps), or when no
-    halving raises the VLB.
+    the run's relative stopping test, or of rounding), when gᵀVg fell by less than the factor `rate` over the last step
+    (the next step, predicted to contract as the last, divides the error by less per unit of cost than a state: `_mean_rate`;
+    or λ is far from γ and the next step on λ does more: `MEAN_RATE`), or when no halving raises the VLB.
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
     k = 0
     while k < k_max:
         d, rd = _mean_dir(model, cov, g)                                   # (Vg, Σ⁻¹Vg), (d,) each
         dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
-        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= max(k_min, 1) and dec > MEAN_RATE * dec_prev): break
+        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
         dec_prev = dec
         out = halving(lambda t: (t, vlb_grad(model, m + t * d, at, r + t * rd)),
                       lambda c: _finite(c[1]) and c[1][0] > vlb, max_halvings=max_halvings)
