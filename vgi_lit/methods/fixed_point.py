@@ -451,7 +451,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         step is taken when ``_prefer_newton`` predicts a lower cost to the stopping point than the plain steps', from
         the factors of the scale-free measure measured on the run and the steps' costs (flops and fixed work, ``_step_costs``) (records of those iterations have `newton`); False: never.
     scale_start: with no start given, a GP classifier (Logistic or Probit likelihood) whose largest prior variance is at
-        least 10⁴ v₀ starts from a continuation in the prior scale (FPi stages at Σ·10⁻ᴶ, …, Σ·10⁻¹; 'Starting at a
+        least 10⁴ v₀ starts from a continuation in the prior scale (FPi stages at Σ·10⁻ᴶ, …, at most two decades apart; 'Starting at a
         large kernel scale'): event START, `info['start_iterations']` the stages' iterations. False: the plain start.
     mean_steps: after each step, at most this many natural-gradient steps on m at the new V (``_mean_steps``: no
         factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), the number taken in
@@ -474,7 +474,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if cont is not None: m0, lam0, k_start = cont
     signed = (clip is False) or (clip is None and not model.likelihood.log_concave)
     m, cov, events = initial_state(model, m0, V0, lam0)
-    if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·1e-{len(stages)} … Σ·1e-1, "
+    if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·{stages[0]:.3g} … Σ·{stages[-1]:.3g}, "
                                              f"{k_start} FPi iterations", count=k_start))
     hist = History(callback=callback, max_seconds=max_seconds)
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
