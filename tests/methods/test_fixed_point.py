@@ -580,7 +580,8 @@ def test_scale_start_at_a_large_kernel_reaches_the_same_optimum_in_fewer_iterati
     iterations in info['start_iterations']); it ends at the optimum of the plain start (VLB to 1e-9 relative) in fewer
     iterations in all (both run to the gradient test: at tol_rel = 1e-9 either can stop 1e-9 short). Below 1e4·v₀ the fit is the plain one, step for step."""
     big = _ion_gp(n=40, variance=1e6)
-    assert fp._scale_stages(big, 1.0) == [10.0 ** -j for j in range(6, 0, -1)]
+    assert np.allclose(np.log10(fp._scale_stages(big, 1.0)), [-6.0, -4.0, -2.0])   # at most two decades apart, equal steps
+    assert np.allclose(np.log10(fp._scale_stages(_ion_gp(n=40, variance=1e5), 1.0)), [-5.0, -10 / 3, -5 / 3])
     c, p = fit(big, "fpi", tol=1e-7, tol_rel=0.0), fit(big, "fpi", tol=1e-7, tol_rel=0.0, scale_start=False)
     assert c.history[0].has(EventKind.START) and not p.history[0].has(EventKind.START)
     assert c.converged and p.converged, (c.stop, p.stop)
@@ -594,6 +595,22 @@ def test_scale_start_at_a_large_kernel_reaches_the_same_optimum_in_fewer_iterati
     assert 'start_iterations' not in fit(big, "fpi", m0=0.0, max_iter=2).info
     with pytest.raises(ValueError, match="scale_start must be True or False"):
         fit(big, "fpi", scale_start="yes")
+
+
+def test_scale_start_optimum_matches_the_default_start_and_grad_at_extreme_variances():
+    """GP-logistic on 40 ionosphere rows at kernel variance 1, 1e6 and 1e8: the default FPi (the continuation start from
+    1e6 on), FPi from the default start and GRAD end at the same VLB to 1e-10 relative; the stages are the two-decade ones."""
+    for v in (1.0, 1e6, 1e8):
+        gp = _ion_gp(n=40, variance=v)
+        c = fit(gp, "fpi", tol=1e-8, tol_rel=0.0)
+        p = fit(gp, "fpi", tol=1e-8, tol_rel=0.0, scale_start=False)
+        g = fit(gp, "grad", tol=1e-9, max_iter=20000)
+        assert c.stop is Stop.GRAD_TOL and p.stop is Stop.GRAD_TOL and g.converged, (v, c.stop, p.stop, g.stop)
+        assert ('start_iterations' in c.info) == (v >= 1e4)
+        assert abs(c.vlb - p.vlb) <= 1e-10 * abs(p.vlb) and abs(c.vlb - g.vlb) <= 1e-10 * abs(g.vlb), (v, c.vlb, p.vlb, g.vlb)
+        if v >= 1e4:
+            J = int(np.floor(np.log10(v)))
+            assert np.allclose(np.log10(fp._scale_stages(gp, 1.0)), np.linspace(-J, 0, int(np.ceil(J / 2)) + 1)[:-1])
 
 
 def test_mean_steps_reach_the_same_optimum_in_fewer_factorisations():

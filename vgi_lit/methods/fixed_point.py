@@ -376,34 +376,40 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
 
 # %% ../../nbs/methods/11a_fpi.ipynb #44da1a1c
 _SCALE_START_RATIO = 1e4      # the continuation starts a fit whose largest prior variance is at least this many v₀
+_SCALE_STAGE_DECADES = 2.0    # the largest step of the continuation between stages, in decades of the prior scale
 
 def _scale_stages(model, v0: float) -> list:
-    """The relative prior scales 10⁻ᴶ, …, 10⁻¹ of the continuation start ('Starting at a large kernel scale'), J =
-    ⌊log₁₀(max_i Σ_ii / v₀)⌋, or [] when it does not apply: sites other than the latent values (H ≠ I, c ≠ 0), a prior
-    that is not dense, a likelihood other than `Logistic` or `Probit`, or max_i Σ_ii < `_SCALE_START_RATIO`·v₀."""
+    """The relative prior scales 10⁻ᴶ = s₀ < s₁ < … < s_{N−1} < 1 of the continuation start ('Starting at a large kernel
+    scale'), J = ⌊log₁₀(max_i Σ_ii / v₀)⌋, N = ⌈J / `_SCALE_STAGE_DECADES`⌉, equally spaced in log₁₀ s, or [] when it
+    does not apply: sites other than the latent values (H ≠ I, c ≠ 0), a prior that is not dense, a likelihood other
+    than `Logistic` or `Probit`, or max_i Σ_ii < `_SCALE_START_RATIO`·v₀."""
     if not (model.sites.is_identity and not np.any(model.c) and model.prior.is_dense
             and isinstance(model.likelihood, (Logistic, Probit))): return []
     s = float(np.max(model.prior.diag())) / v0
     if not (np.isfinite(s) and s >= _SCALE_START_RATIO): return []
-    return [10.0 ** -j for j in range(int(np.floor(np.log10(s))), 0, -1)]
+    J = int(np.floor(np.log10(s))); N = int(np.ceil(J / _SCALE_STAGE_DECADES))
+    return [10.0 ** (-J + J * k / N) for k in range(N)]
 
 
 # %% ../../nbs/methods/11a_fpi.ipynb #d719681b
-def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.75, max_seconds: float | None = None):
+def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, max_seconds: float | None = None):
     """(m0, λ0, iterations) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
-    iterations at each prior Σ·s for s in `stages` (`_scale_stages`), each from the previous one rescaled by
-    m − μ ← 10ᵃ(m − μ), λ ← 10⁻ᵇλ, and that rescaling once more for Σ itself. None when a stage does not end in site
-    form with finite (m, λ), or when `max_seconds` runs out first (the caller then starts as without it)."""
+    iterations at each prior Σ·s for s in `stages` (`_scale_stages`), each from the previous one carried up by the
+    Δ = log₁₀(s'/s) decades between them, m − μ ← 10^(aΔ)(m − μ), λ ← 10^(−bΔ)λ, and carried once more to Σ itself.
+    None when a stage does not end in site form with finite (m, λ), or when `max_seconds` runs out first (the caller
+    then starts as without it)."""
     t0, S, mu, r, k = time.perf_counter(), model.prior.dense(), model.mu, None, 0
-    up = lambda post: (mu + (post.m - mu) * 10.0 ** a, post.cov.lam * 10.0 ** -b)   # one decade up
-    for s in stages:
+    def up(post, s_from, s_to):                                            # Δ decades up: the power laws of the optimum
+        dec = np.log10(s_to / s_from)
+        return mu + (post.m - mu) * 10.0 ** (a * dec), post.cov.lam * 10.0 ** (-b * dec)
+    for i, s in enumerate(stages):
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: return None
         stage = LGM(model.y, model.likelihood, mu, PriorCov(S * s, model.d), model.a, model.c, None)
-        kw = {} if r is None else dict(zip(("m0", "lam0"), up(r)))
+        kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)))
         r = fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
         if not (isinstance(r.cov, _SITE_FORMS) and np.all(np.isfinite(r.m)) and np.all(np.isfinite(r.cov.lam))): return None
-    return up(r) + (k,)
+    return up(r, stages[-1], 1.0) + (k,)
 
 
 # %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
@@ -445,7 +451,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         step is taken when ``_prefer_newton`` predicts a lower cost to the stopping point than the plain steps', from
         the factors of the scale-free measure measured on the run and the steps' costs (flops and fixed work, ``_step_costs``) (records of those iterations have `newton`); False: never.
     scale_start: with no start given, a GP classifier (Logistic or Probit likelihood) whose largest prior variance is at
-        least 10⁴ v₀ starts from a continuation in the prior scale (FPi stages at Σ·10⁻ᴶ, …, Σ·10⁻¹; 'Starting at a
+        least 10⁴ v₀ starts from a continuation in the prior scale (FPi stages at Σ·10⁻ᴶ, …, at most two decades apart; 'Starting at a
         large kernel scale'): event START, `info['start_iterations']` the stages' iterations. False: the plain start.
     mean_steps: after each step, at most this many natural-gradient steps on m at the new V (``_mean_steps``: no
         factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), fewer when the cost rule
@@ -470,7 +476,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if cont is not None: m0, lam0, k_start = cont
     signed = (clip is False) or (clip is None and not model.likelihood.log_concave)
     m, cov, events = initial_state(model, m0, V0, lam0)
-    if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·1e-{len(stages)} … Σ·1e-1, "
+    if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·{stages[0]:.3g} … Σ·{stages[-1]:.3g}, "
                                              f"{k_start} FPi iterations", count=k_start))
     hist = History(callback=callback, max_seconds=max_seconds)
     r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
