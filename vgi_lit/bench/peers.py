@@ -4,7 +4,7 @@
 
 # %% ../../nbs/bench/98m_bench_peers.ipynb #8c3b95f9
 from __future__ import annotations
-import argparse, datetime, json, os, platform, time
+import argparse, datetime, json, platform, time
 import numpy as np
 from scipy.linalg import solve_triangular
 from .. import datasets, models, likelihoods, kernels
@@ -211,14 +211,15 @@ def measure_problem(name: str, n: int | None, lik: str = "logistic", peers=tuple
                     max_seconds: float = 600.0, n_gh: int = N_GH, data_dir=None, phases: bool = False) -> dict:
     """One row: the reference optimum, the package's default fit, one bare Cholesky of order n (`cholesky_seconds`, the
     faster route), each peer of `peers` (skipped with a message when not installed), and with `phases` FPi's phase
-    timer (`fpi_phase_seconds`: T(V), Newton direction, likelihood and VLB per iteration)."""
+    timer (`fpi_phase_seconds`: T(V), Newton direction, likelihood and VLB per iteration). `rates`: the step sizes raced,
+    one tuple for every peer or a dict {peer: tuple}."""
     model, info = peer_problem(name, n, lik, n_gh, data_dir)
     post = reference(model)
     row = dict(info, vlb_ref=float(post.vlb), ref_stop=post.stop.value, ours=ours(model, post.vlb - rtol * abs(post.vlb)), peers={})
     row["t_chol"] = min(cholesky_seconds(model.n, repeats=5).values())
     if phases: row["phases"] = fpi_phase_seconds(model, repeats=1)
     for peer in peers:
-        res = PEERS[peer](model, post, rtol, rates, max_seconds)
+        res = PEERS[peer](model, post, rtol, rates[peer] if isinstance(rates, dict) else rates, max_seconds)
         if res is None: print(f"  ({peer} is not installed: skipped)", flush=True); continue
         res["elbo_gap"] = (post.vlb - res["elbo_at_opt"]) / abs(post.vlb)
         row["peers"][peer] = res
@@ -238,7 +239,7 @@ def format_row(row) -> str:
     for peer, g in row["peers"].items():
         if g["seconds"] is None:
             far = ", ".join(f"γ {r:g}: {t['steps']} steps, gap {t['gap']:.1e}{' (' + t['failed'] + ')' if t['failed'] else ''}" for r, t in g["tried"].items())
-            lines.append(f"{'':10s} {'':5s} {peer:9s} {'-':>5s} {'not reached':>9s} {'':>9s} {'':>8s} {'':>8s} {'':>8s}  {far}")
+            lines.append(f"{'':10s} {'':5s} {peer:9s} {'-':>5s} {'not reached':>11s} {'':>9s} {'':>8s} {'':>8s} {'':>8s}  {far}")
             continue
         ratio = g["seconds"] / o["seconds"] if o["seconds"] else float("nan")
         ratio_cpu = g["cpu"] / o["cpu"] if o["cpu"] else float("nan")
@@ -247,7 +248,8 @@ def format_row(row) -> str:
                      f"{best['steps']} steps; ELBO at q* − VLB* {-g['elbo_gap'] * abs(row['vlb_ref']):.1e}"
                      + (f"; compile {g['compile_seconds']:.1f} s" if g["compile_seconds"] else "")
                      + "".join(f"; γ {r:g}: " + ("diverged" if t["failed"] else "not within the cap" if t["seconds"] is None else f"{t['seconds']:.2f} s")
-                               for r, t in g["tried"].items() if r != g["rate"]))
+                               for r, t in g["tried"].items() if r != g["rate"])
+                     + ("; γ not raced (the race's choice at the smaller problems)" if len(g["tried"]) == 1 else ""))
     return "\n".join(lines)
 
 # %% ../../nbs/bench/98m_bench_peers.ipynb #b3097fc8
@@ -255,14 +257,15 @@ HEADER = (f"{'problem':10s} {'n':>5s} {'side':9s} {'γ':>5s} {'wall s':>9s} {'CP
 
 def measure(argv=None) -> list:
     """Command line: `python -m vgi_lit.bench peers [--sizes 200 500 1000 2000 4000] [--extra ionosphere sonar] [--lik logistic]
-    [--peers gpflow gpytorch] [--rates 1 0.5 0.1] [--max-seconds 600] [--rtol 1e-6] [--n-gh 20] [--phases] [--json]`
-    (`--peers` with no name: the package alone; `--phases`: FPi's phase timer per problem); prints the table, returns the rows."""
+    [--peers gpflow gpytorch] [--rates 1 0.5 0.1] [--race-max-n N] [--max-seconds 600] [--rtol 1e-6] [--n-gh 20] [--phases]
+    [--json]` (`--peers` with no name: the package alone; `--race-max-n N`: above N rows each peer runs only the step size its
+    race chose at the last problem raced; `--phases`: FPi's phase timer per problem); prints the table, returns the rows."""
     ap = argparse.ArgumentParser(prog="python -m vgi_lit.bench peers", description=measure.__doc__)
     ap.add_argument("--sizes", type=int, nargs="*", default=list(SIZES)); ap.add_argument("--extra", nargs="*", default=["ionosphere", "sonar"])
     ap.add_argument("--lik", default="logistic", choices=["logistic", "probit"])
     ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=list(PEERS))
     ap.add_argument("--rates", type=float, nargs="+", default=list(RATES)); ap.add_argument("--max-seconds", type=float, default=600.0)
-    ap.add_argument("--rtol", type=float, default=1e-6); ap.add_argument("--n-gh", type=int, default=N_GH)
+    ap.add_argument("--race-max-n", type=int, default=None); ap.add_argument("--rtol", type=float, default=1e-6); ap.add_argument("--n-gh", type=int, default=N_GH)
     ap.add_argument("--phases", action="store_true"); ap.add_argument("--data-dir", default=None); ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if not 0 < a.rtol < 1: raise ValueError(f"--rtol must be in (0, 1), got {a.rtol}")
@@ -270,13 +273,17 @@ def measure(argv=None) -> list:
     problems = [(e, None) for e in a.extra] + [("a7a", n) for n in a.sizes]
     if not a.json:
         print(f"dense GP {a.lik} (RBF variance 10, lengthscale √D, jitter {JITTER:g}, {a.n_gh}-point Gauss-Hermite on every side), "
-              f"time to VLB* within {a.rtol:g} relative; step sizes {', '.join(f'{r:g}' for r in a.rates)} raced, cap {a.max_seconds:g} s; "
+              f"time to VLB* within {a.rtol:g} relative; step sizes {', '.join(f'{r:g}' for r in a.rates)} raced"
+              f"{'' if a.race_max_n is None else f' up to n = {a.race_max_n}'}, cap {a.max_seconds:g} s per run; "
               f"one thread; numpy {np.__version__}, {platform.machine()}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC", flush=True)
         print(HEADER + "\n  (wall ×, CPU ×: the peer's seconds over vgi_lit's; Chol-eq: vgi_lit's wall seconds over one bare Cholesky of order n)", flush=True)
-    rows = []
+    rows, chosen = [], {}
     for name, n in problems:
-        row = measure_problem(name, n, a.lik, a.peers, a.rtol, tuple(a.rates), a.max_seconds, a.n_gh, a.data_dir, a.phases)
+        raced = a.race_max_n is None or (n or 0) <= a.race_max_n
+        rates = tuple(a.rates) if raced else {p: (chosen.get(p, a.rates[0]),) for p in a.peers}
+        row = measure_problem(name, n, a.lik, a.peers, a.rtol, rates, a.max_seconds, a.n_gh, a.data_dir, a.phases)
         rows.append(row)
+        if raced: chosen.update({p: g["rate"] for p, g in row["peers"].items() if g["rate"] is not None})
         if not a.json: print(format_row(row), flush=True)
     if a.json: print(json.dumps(rows, indent=1, default=lambda x: None if x is None else float(x)))
     return rows
