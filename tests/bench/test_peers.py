@@ -58,11 +58,12 @@ def test_ours_on_sonar_and_registration():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("peer", ["gpflow", "gpytorch"])
-def test_peer_elbo_at_optimum(peer):
+@pytest.mark.parametrize("lik", ["logistic", "probit"])
+def test_peer_elbo_at_optimum(peer, lik):
     if importlib.util.find_spec(peer) is None: pytest.skip(f"{peer} is not installed")
-    model, _ = bp.peer_problem("sonar")
+    model, _ = bp.peer_problem("sonar", lik=lik)
     post = bp.reference(model)
     res = bp.PEERS[peer](model, post, rates=(1.0,), max_seconds=60.0)
     # GPflow's VGP is the same function; GPyTorch predicts f(X) through K(K + jI)⁻¹u, a jK⁻¹-sized change
     assert abs(res["elbo_at_opt"] - post.vlb) <= (1e-10 if peer == "gpflow" else 1e-6) * abs(post.vlb)
-    assert res["seconds"] is not None and res["rate"] == 1.0
+    assert res["seconds"] is not None and res["rate"] == 1.0          # γ = 1 reaches the target on Sonar (6 and 19 steps)

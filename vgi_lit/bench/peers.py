@@ -119,7 +119,8 @@ def _steps(step, elbo, reset, target: float, vlb_ref: float, cap: float) -> dict
 # %% ../../nbs/bench/98m_bench_peers.ipynb #d262f626
 def gpflow_side(model, post, rtol: float = 1e-6, rates=RATES, max_seconds: float = 600.0) -> dict | None:
     """GPflow's `VGP` (whitened, started at the prior) by `NaturalGradient(gamma)`, `gamma` raced over `rates`; the
-    likelihood the model's ('logistic': log σ by softplus; 'probit': GPflow's `Bernoulli`) with `model.likelihood.n_gh`
+    likelihood the model's ('logistic': log σ by softplus; 'probit': log Φ by TensorFlow Probability's normal `log_cdf`; GPflow's
+    `Bernoulli` squashes Φ into [10⁻³, 1 − 10⁻³]) with `model.likelihood.n_gh`
     Gauss-Hermite points. Returns dict(elbo_at_opt (its ELBO at `post`'s q), target, compile_seconds, and `race`'s result),
     or None when GPflow is not installed."""
     peers = gpflow_one_thread()
@@ -133,7 +134,14 @@ def gpflow_side(model, post, rtol: float = 1e-6, rates=RATES, max_seconds: float
         def _scalar_log_prob(self, X, F, Y): return -tf.nn.softplus(-(2.0 * Y - 1.0) * F)
         def _conditional_mean(self, X, F): return tf.sigmoid(F)
         def _conditional_variance(self, X, F): p = tf.sigmoid(F); return p * (1.0 - p)
-    lik = LogisticLik() if logistic else gpflow.likelihoods.Bernoulli(quadrature=quad)
+    class ProbitLik(gpflow.likelihoods.ScalarLikelihood):               # log Φ((2y − 1) f), GPflow's own squashes Φ into [1e-3, 1 − 1e-3]
+        def __init__(self): super().__init__(quadrature=quad)
+        def _scalar_log_prob(self, X, F, Y): return std_normal.log_cdf((2.0 * Y - 1.0) * F)
+        def _conditional_mean(self, X, F): return std_normal.cdf(F)
+        def _conditional_variance(self, X, F): p = std_normal.cdf(F); return p * (1.0 - p)
+    import tensorflow_probability as tfp
+    std_normal = tfp.distributions.Normal(tf.constant(0.0, tf.float64), tf.constant(1.0, tf.float64))
+    lik = LogisticLik() if logistic else ProbitLik()
     kern = gpflow.kernels.SquaredExponential(variance=model.kernel.variance, lengthscales=float(model.kernel.lengthscale))
     if gpflow.config.default_jitter() != JITTER: raise RuntimeError(f"GPflow's default jitter is {gpflow.config.default_jitter()}, not {JITTER}")
     vgp = gpflow.models.VGP((X, Y), kern, lik)
@@ -156,8 +164,9 @@ def gpflow_side(model, post, rtol: float = 1e-6, rates=RATES, max_seconds: float
 def gpytorch_side(model, post, rtol: float = 1e-6, rates=RATES, max_seconds: float = 600.0) -> dict | None:
     """GPyTorch's `ApproximateGP` with `VariationalStrategy` (whitened; inducing inputs = the training inputs, not learned;
     `jitter_val` = `JITTER`) over a `NaturalVariationalDistribution` started at the prior, `NGD(lr)` on the full data, `lr`
-    raced over `rates`, float64, one torch thread; the likelihood the model's ('logistic': a Bernoulli with logits;
-    'probit': `BernoulliLikelihood`) with `model.likelihood.n_gh` Gauss-Hermite points. Returns what `gpflow_side`
+    raced over `rates`, float64, one torch thread; the likelihood the model's ('logistic': a Bernoulli with logits f;
+    'probit': logits log Φ(f) − log Φ(−f), so that log p(y = 1 | f) = log Φ(f); `BernoulliLikelihood` takes the logarithm of Φ
+    computed as a probability and clamped away from 0 and 1) with `model.likelihood.n_gh` Gauss-Hermite points. Returns what `gpflow_side`
     returns (no compile step), or None when GPyTorch is not installed."""
     try:
         import torch, gpytorch
@@ -168,6 +177,9 @@ def gpytorch_side(model, post, rtol: float = 1e-6, rates=RATES, max_seconds: flo
     f64 = lambda a: torch.as_tensor(np.asarray(a, float), dtype=torch.float64)
     class LogisticLik(gpytorch.likelihoods.likelihood._OneDimensionalLikelihood):
         def forward(self, f, *args, **kw): return torch.distributions.Bernoulli(logits=f)
+    class ProbitLik(gpytorch.likelihoods.likelihood._OneDimensionalLikelihood):  # logit log Φ(f) − log Φ(−f): log p(1 | f) = log Φ(f)
+        def forward(self, f, *args, **kw):
+            return torch.distributions.Bernoulli(logits=torch.special.log_ndtr(f) - torch.special.log_ndtr(-f))
     class DenseVGP(gpytorch.models.ApproximateGP):
         def __init__(self):
             q = gpytorch.variational.NaturalVariationalDistribution(n)
@@ -179,7 +191,7 @@ def gpytorch_side(model, post, rtol: float = 1e-6, rates=RATES, max_seconds: flo
     gp.covar_module.outputscale = f64(model.kernel.variance)            # float64 tensors: a Python float is stored in float32
     gp.covar_module.base_kernel.lengthscale = f64(float(model.kernel.lengthscale))
     for p in gp.hyperparameters(): p.requires_grad_(False)
-    lik = (LogisticLik() if logistic else gpytorch.likelihoods.BernoulliLikelihood()).double()
+    lik = (LogisticLik() if logistic else ProbitLik()).double()
     quad = gpytorch.utils.quadrature.GaussHermiteQuadrature1D(num_locs=model.likelihood.n_gh)
     nodes, weights = np.polynomial.hermite.hermgauss(model.likelihood.n_gh)
     quad.locations, quad.weights = f64(nodes), f64(weights)              # its own are computed in float32
