@@ -8,9 +8,10 @@ from vgi_lit.inference import fit, Stop
 from vgi_lit.kernels import RBF
 from vgi_lit.softmax import Softmax
 from vgi_lit.models.multi import MultiGP, MultiGLM, CoregionalGP, MultiCov
+from vgi_lit.models.multi_sparse import MultiSparseGP
 from vgi_lit.methods.multi_output import MultiGaussian
 from vgi_lit.methods.multiclass import MultiPosterior
-from vgi_lit.methods.multiclass import fpi_multi
+from vgi_lit.methods.multiclass import fpi_multi, multi_vlb
 from vgi_lit.methods.multi_hyper import MultiHyperParams, learn_multi, multi_prior_adjoint, noise_adjoint
 
 
@@ -162,3 +163,64 @@ def test_iris_learned_kernel_against_an_outer_lbfgs_with_differences():
     dvlb, dth = abs(L.vlb + ref.fun) / abs(ref.fun), np.max(np.abs(th - np.exp(ref.x)) / np.exp(ref.x))
     print(f"learned {th}, VLB {L.vlb:.12f}; outer L-BFGS-B {np.exp(ref.x)}, VLB {-ref.fun:.12f}; relative gaps: VLB {dvlb:.1e}, parameters {dth:.1e}")
     assert dvlb < 1e-9 and dth < 1e-6, (dvlb, dth)
+
+
+# --- the sparse multiclass GP: kernel and inducing inputs (eq. S) ---------------------------------------------------------
+
+def _sparse(n=12, M=4, kernel=None, lik=None, y=None, mean=0.0, seed=4):
+    X, yi = _iris(n); rg = np.random.default_rng(seed)
+    Z = X[rg.choice(n, M, replace=False)] + 0.2 * rg.standard_normal((M, X.shape[1]))
+    return MultiSparseGP(X, yi if y is None else y, lik or Softmax(3), kernel or RBF(1.0, 1.3), Z, mean=mean)
+
+
+def test_sparse_parameters_names_fixed_and_build():
+    "Names (kernel, then Z[i,j], then the mean), `fixed`, `learn_inducing`, and build(θ0) is the model itself; bad input refused by name."
+    from vgi_lit.kernels import Linear
+    sg = _sparse(M=2)
+    hp = MultiHyperParams(sg, learn_mean=True)
+    assert hp.names == ["kernel.variance", "kernel.lengthscale"] + [f"Z[{i},{j}]" for i in range(2) for j in range(4)] + ["mean"]
+    assert MultiHyperParams(sg, fixed={"Z"}).fixed == tuple(f"Z[{i},{j}]" for i in range(2) for j in range(4))
+    assert MultiHyperParams(sg, fixed={"Z[1,2]"}).fixed == ("Z[1,2]",)
+    assert MultiHyperParams(sg, learn_inducing=False).names == ["kernel.variance", "kernel.lengthscale"]
+    b = hp.build(hp.theta0)
+    assert type(b) is MultiSparseGP and np.array_equal(b.Z, sg.Z) and b.jitter == pytest.approx(sg.jitter, rel=1e-12)
+    q = fit(sg, 'fpi', tol=1e-9)
+    assert abs(multi_vlb(b, q.m, MultiCov(b, q.cov.lam))[0] - q.vlb) < 1e-10 * abs(q.vlb)
+    with pytest.raises(ValueError, match="no inducing inputs"): learn_multi(MultiGP(*_iris(12), Softmax(3), RBF()), learn_inducing=True)
+    with pytest.raises(ValueError, match="learn_inducing must be"): learn_multi(sg, learn_inducing="yes")
+    with pytest.raises(TypeError, match="stationary kernel"): learn_multi(_sparse(kernel=Linear(1.0)))
+    with pytest.raises(ValueError, match="unknown parameter 'Z'"): learn_multi(sg, learn_inducing=False, fixed={"Z"})
+    with pytest.raises(TypeError, match="inner must be a dict"): learn_multi(sg, inner=[("tol", 1e-6)])
+
+
+def test_sparse_gradient_matches_differences_of_the_optimal_vlb():
+    "ARD RBF kernel, Z and the constant mean free: the envelope gradient against central differences of the optimal VLB."
+    assert _fd_dir(_sparse(kernel=RBF(1.0, [1.0, 1.5, 1.0, 0.8]), mean=0.2), learn_mean=True, seed=1) < 1e-6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["matern", "gaussian_noise", "M1"])
+def test_sparse_gradient_sweep(case):
+    "A Matérn-5/2 kernel; multi-output Gaussian noise learned with the kernel and Z; a single inducing input."
+    from vgi_lit.kernels import Matern52
+    if case == "matern": m, kw = _sparse(kernel=Matern52(0.8, 1.1), M=5), {}
+    elif case == "gaussian_noise":
+        X, _ = _iris(12); m, kw = _sparse(lik=MultiGaussian(SE), y=_outputs(X)), dict(learn_mean=True)
+    else: m, kw = _sparse(M=1), {}
+    for seed in (0, 1): assert _fd_dir(m, seed=seed, **kw) < 1e-6, (case, seed)
+
+
+@pytest.mark.slow
+def test_sparse_with_z_equal_x_learns_the_dense_kernel():
+    """With Z = X held and no jitter the sparse model is the dense MultiGP term for term: fit(..., learn=True) learns the same
+    kernel and VLB (30 flowers, the default softmax rule), and the GRAD inner route the same optimum as FPi."""
+    X, y = _iris(30)
+    s = fit(MultiSparseGP(X, y, Softmax(3), RBF(1.0, 1.0), X, jitter=0.0), learn=True, fixed={"Z"}, tol=1e-7)
+    d = fit(MultiGP(X, y, Softmax(3), RBF(1.0, 1.0), jitter=0.0), learn=True, tol=1e-7)
+    assert s.converged and d.converged and abs(s.vlb - d.vlb) <= 1e-9 * abs(d.vlb), (s.vlb, d.vlb)
+    for k, v in d.info['theta'].items(): assert abs(s.info['theta'][k] - v) <= 1e-6 * v, (k, s.info['theta'][k], v)
+    Z0 = X[::6] + 0.1
+    a = learn_multi(MultiSparseGP(X, y, Softmax(3), RBF(1.0, 1.0), Z0), tol=1e-6)
+    b = learn_multi(MultiSparseGP(X, y, Softmax(3), RBF(1.0, 1.0), Z0), method="grad", tol=1e-6, inner=dict(tol=1e-9))
+    assert abs(a.vlb - b.vlb) <= 1e-7 * abs(a.vlb), (a.vlb, b.vlb)
+    assert a.vlb > fit(MultiSparseGP(X, y, Softmax(3), RBF(1.0, 1.0), Z0), 'fpi', tol=1e-9).vlb

@@ -269,8 +269,9 @@ def learn_multi(model: MultiLGM, method: str = "fpi", fixed=None, learn_mean: bo
 
     method: the inner solve, 'fpi' (`fpi_multi` from `m0`, `lam0`: warm-started at the previous optimum's Λ and r = Σ⁻¹(m − μ)) or 'grad'
         (`grad_multi` from the prior; independent GPs, the sparse GP and the GLM only). inner: its options, over the defaults
-        tol = min(1e-8, max(tol/100, 1e-12)), max_iter=1000 and for fpi tol_rel=0 (each inner solve stops on its gradient norm, which bounds the
-        error of the envelope gradient: O(‖∇_q‖), a hundredth of the outer tol; a stop on a small VLB change leaves no such bound).
+        tol = tol/100 (at least 1e-12), max_iter=1000 and for fpi tol_rel=0: each inner solve stops on its gradient norm, which bounds
+        the error of the envelope gradient, O(‖∇_q‖), at a hundredth of the outer tol (a stop on a small change of the VLB leaves no
+        such bound, and on a flat direction of F its error moves the learned value by error/curvature).
     fixed: names held at the model's values ('kernel.lengthscale', 'kernel[1]', 'W', 'W[0]', 'noise', ...; a name fixes the entries
         under it; 'Z' every inducing input of a MultiSparseGP, 'Z[i,j]' one coordinate); None: nothing, except the kernel's variance of a
         CoregionalGP and of each term of an LMCGP (B carries the scale). An unknown name is a ValueError.
@@ -285,7 +286,7 @@ def learn_multi(model: MultiLGM, method: str = "fpi", fixed=None, learn_mean: bo
     hp = MultiHyperParams(model, fixed, learn_mean, learn_inducing)
     if method == "grad" and getattr(model, "coreg", None) is not None: raise ValueError("learn_multi: method='grad' needs independent class blocks (a MultiGP, MultiSparseGP or MultiGLM)")
     if inner is not None and not isinstance(inner, dict): raise TypeError(f"learn_multi: inner must be a dict of the inner method's options, got {type(inner).__name__}")
-    inner = {"tol": min(1e-8, max(1e-2 * tol, 1e-12)), "max_iter": 1000, **({"tol_rel": 0.0} if method == "fpi" else {}), **(inner or {})}
+    inner = {"tol": max(1e-2 * tol, 1e-12), "max_iter": 1000, **({"tol_rel": 0.0} if method == "fpi" else {}), **(inner or {})}
     hist = History(callback=callback, max_seconds=max_seconds)
     st = dict(post=None, key=None, n_inner=0, stop=None, n_outer=0)
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf); hi = -lo
