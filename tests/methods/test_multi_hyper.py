@@ -135,12 +135,31 @@ def test_iris_softmax_gp_agrees_with_derivative_free_route(n):
 
 @pytest.mark.slow
 def test_iris_per_class_kernels_and_grad_inner():
-    "Per-class kernels: FPi and GRAD as the inner solve learn the same values."
+    """Per-class kernels: FPi and GRAD as the inner solve learn the same optimum. The VLBs agree to 1e-7 relative. The learned
+    values agree as far as F identifies them: two points whose envelope gradients are g_a and g_b (each solved again to
+    ‖∇_q‖ ≤ 1e-11) lie H⁻¹(g_a − g_b) apart to first order, H the Hessian of F in the log-parameters off the box's edge (central
+    differences of the envelope gradient), so each log-value must agree to 1e-3 plus twice that first-order spread. On these
+    30 flowers class 1's kernel variance ends at the box's lower edge (e^-12) in both runs, which leaves F nearly flat in its
+    lengthscale: there the spread is what the outer tolerance allows, not 1e-3. Both points must be stationary (‖g‖∞ ≤ 1e-5 by
+    the exact inner solves), so a wrong optimum cannot widen the spread."""
     X, y = _iris(30)
     gp = MultiGP(X, y, Softmax(3), [RBF(1.0, 1.0), RBF(1.0, 1.0), RBF(1.0, 1.0)])
     a = learn_multi(gp, tol=1e-6); b = learn_multi(gp, method="grad", tol=1e-6, inner=dict(tol=1e-9))
     assert abs(a.vlb - b.vlb) <= 1e-7 * abs(a.vlb)
-    for k, v in a.info['theta'].items(): assert abs(v - b.info['theta'][k]) <= 1e-3 * abs(v), k
+    hp = MultiHyperParams(gp)
+    ta, tb = (np.log([r.info['theta'][k] for k in hp.names]) for r in (a, b))
+    edge = np.abs(ta) >= 12.0 - 1e-9
+    assert np.array_equal(edge, np.abs(tb) >= 12.0 - 1e-9) and np.array_equal(ta[edge], tb[edge]), (ta, tb)
+    def G(t):
+        p = fpi_multi(hp.build(t), tol=1e-11, tol_rel=0.0, max_iter=5000); return hp.grad(p.model, p.m, p.cov)[~edge]
+    h = 1e-3; E = np.eye(len(ta))[~edge]
+    Hs = np.array([(G(ta + h * e) - G(ta - h * e)) / (2 * h) for e in E]); Hs = 0.5 * (Hs + Hs.T)
+    assert np.all(np.linalg.eigvalsh(Hs) < 0), np.linalg.eigvalsh(Hs)                   # a maximum off the edge
+    ga, gb = G(ta), G(tb)
+    assert max(np.max(np.abs(ga)), np.max(np.abs(gb))) <= 1e-5, (ga, gb)                 # both stationary, by an exact inner solve
+    spread = np.abs(np.linalg.solve(Hs, ga - gb))
+    gap = np.abs(ta - tb)[~edge]
+    assert np.all(gap <= 1e-3 + 2.0 * spread), dict(zip(np.array(hp.names)[~edge], zip(gap, spread)))
 
 
 @pytest.mark.slow

@@ -263,7 +263,7 @@ def learn_multi(model: MultiLGM, method: str = "fpi", fixed=None, learn_mean: bo
                 max_seconds: float | None = None, callback=None, bound: float = 12.0, inner: dict | None = None,
                 learn_inducing: bool | None = None) -> MultiPosterior:
     """Hyperparameters of a multi-latent model by maximising the optimal VLB F(θ) (L-BFGS-B on the parameters of
-    `MultiHyperParams`, the envelope gradient of eq. G, K, B, Q, N); returns the `MultiPosterior` of the model at the learned values
+    `MultiHyperParams`, the envelope gradient of eq. G, K, B, Q, N, S); returns the `MultiPosterior` of the model at the learned values
     with the outer trace as `history` and `info` holding `theta` (natural values by name), `fixed`, `n_inner`, `inner_stop`,
     `inner_history`.
 
