@@ -212,6 +212,7 @@ def test_sparse_parameters_names_fixed_and_build():
     with pytest.raises(TypeError, match="inner must be a dict"): learn_multi(sg, inner=[("tol", 1e-6)])
 
 
+@pytest.mark.slow
 def test_sparse_gradient_matches_differences_of_the_optimal_vlb():
     "ARD RBF kernel, Z and the constant mean free: the envelope gradient against central differences of the optimal VLB."
     assert _fd_dir(_sparse(kernel=RBF(1.0, [1.0, 1.5, 1.0, 0.8]), mean=0.2), learn_mean=True, seed=1) < 1e-6
