@@ -441,9 +441,9 @@ def test_softmax_glm_text_classes_end_to_end(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     assert "likelihood softmax: 3 unordered classes (setosa, versicolor, virginica)" in cap.out and "--likelihood to choose" in cap.out
-    assert "not done with the softmax likelihood" in cap.out
+    assert re.search(r"learning   (grad_tol|rel_tol) \(converged\); \d+ evaluations of the optimal VLB", cap.out) and "  prior_var = " in cap.out
     for lab in ("setosa", "versicolor", "virginica"): assert f"class {lab}: coefficients" in cap.out
-    assert re.search(r"accuracy 0\.\d+ over 30 training rows", cap.out) and "mean log predictive density" in cap.out
+    assert re.search(r"accuracy [01]\.\d+ over 30 training rows", cap.out) and "mean log predictive density" in cap.out
     with open(tmp_path / "p.csv") as fh: rows = list(csv.reader(fh))
     assert rows[0] == ["y_pred", "p_setosa", "p_versicolor", "p_virginica"] and len(rows) == 16
     P = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
@@ -461,7 +461,8 @@ def test_few_integer_values_are_not_silently_counts(tmp_path, capsys):
     assert main(["fit", tr, "--target", "species", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "3 distinct integer values (0, 1, 2)" in err and "--likelihood softmax" in err and "poisson" in err and "ordinal" in err
-    for extra, words in ((["--likelihood", "softmax", "--fix", "kernel.variance"], "none is learned: drop --fix"),
+    for extra, words in ((["--likelihood", "softmax", "--no-learn", "--fix", "kernel.variance"], "it needs learning (drop --no-learn)"),
+                         (["--likelihood", "softmax", "--restarts", "2"], "drop --restarts"),
                          (["--likelihood", "logistic"], "or --likelihood softmax (unordered classes)")):
         assert main(["fit", tr, "--target", "species", "--no-progress", *extra]) == 2
         err = capsys.readouterr().err
@@ -478,6 +479,25 @@ def test_softmax_sparse_gp(tmp_path, capsys):
     assert type(post.model).__name__ == "MultiSparseGP" and post.model.Z.shape == (8, 4)
     assert main(["predict", str(tmp_path / "f.npz"), te, "--predictions", str(tmp_path / "q.csv")]) == 0
     assert np.array_equal(read_csv(tmp_path / "q.csv")[1], P)
+
+
+@pytest.mark.slow
+def test_softmax_sparse_gp_learns_its_kernel(tmp_path, capsys):
+    """--likelihood softmax learns by default, as the other likelihoods do: the sparse GP's kernel is learned (its inducing rows
+    held at the drawn rows), the summary gives the verdict and the values, --fix holds the variance at its start, and the
+    learned fit has a higher VLB than the fit at the start."""
+    from vgi_lit.apps.cli import SOFTMAX_VARIANCE
+    tr, te, ds, idx = _iris_csv(tmp_path, n=30, text=False)
+    base = ["fit", tr, "--target", "species", "--likelihood", "softmax", "--model", "sparse-gp", "--inducing", "8", "--no-progress"]
+    fits = {}
+    for name, extra in (("start", ["--no-learn"]), ("learned", []), ("fixed", ["--fix", "kernel.variance"])):
+        assert main(base + extra + ["--out", str(tmp_path / f"{name}.npz")]) == 0
+        fits[name] = (capsys.readouterr().out, load(tmp_path / f"{name}.npz"))
+    out, post = fits["learned"]
+    assert re.search(r"learning   (grad_tol|rel_tol) \(converged\)", out) and "  kernel.variance = " in out and "  kernel.lengthscale = " in out
+    assert post.vlb > fits["start"][1].vlb and np.array_equal(post.model.Z, fits["start"][1].model.Z)
+    assert post.model.kernel.variance != SOFTMAX_VARIANCE and fits["fixed"][1].model.kernel.variance == SOFTMAX_VARIANCE
+    assert "learning" not in fits["start"][0]
 
 
 @pytest.mark.slow

@@ -224,8 +224,11 @@ def test_count_errors_suggest_and_tags():
     fixed = VGClassifier(latent="glm", learn_hyperparameters=False).fit(X, np.arange(10) % 4)
     assert set(clf.hyperparameters_) == {"prior_var"} and fixed.hyperparameters_ == {}
     assert clf.log_marginal_likelihood_value_ >= fixed.log_marginal_likelihood_value_ - 1e-9
-    with pytest.warns(UserWarning, match="not learned"): sp = VGClassifier(latent="sparse_gp", n_inducing=4, random_state=0).fit(X, np.arange(10) % 4)
-    assert sp.predict_proba(X).shape == (10, 4) and sp.posterior_.model.Z.shape == (4, 2)
+    sp = VGClassifier(latent="sparse_gp", n_inducing=4, random_state=0).fit(X, np.arange(10) % 4)   # C > 2: the sparse GP's kernel learned
+    sp0 = VGClassifier(latent="sparse_gp", n_inducing=4, random_state=0, learn_hyperparameters=False).fit(X, np.arange(10) % 4)
+    assert sp.predict_proba(X).shape == (10, 4) and set(sp.hyperparameters_) == {"kernel.variance", "kernel.lengthscale"}
+    assert np.array_equal(sp.posterior_.model.Z, sp0.posterior_.model.Z) and sp.posterior_.model.Z.shape == (4, 2)   # Z held at the drawn rows
+    assert sp.log_marginal_likelihood_value_ > sp0.log_marginal_likelihood_value_ and sp.kernel_ != sp0.kernel_
     with pytest.raises(ValueError, match="two classes"): VGClassifier(latent="glm", likelihood="probit").fit(X, np.arange(10) % 4)
     with pytest.raises(ValueError, match="one class"): VGClassifier(latent="glm").fit(X, np.zeros(10))
     assert VGPoissonRegressor().__sklearn_tags__().target_tags.positive_only

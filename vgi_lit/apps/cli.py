@@ -11,7 +11,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from .. import io as vio
 from .tables import fit_quietly as _fit
-from ..inference import METHODS, CONVERGED_STOPS, Stop
+from ..inference import METHODS, CONVERGED_STOPS, Stop, EventKind
 from ..kernels import RBF, Matern12, Matern32, Matern52, Linear
 from ..likelihoods import (Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT,
                                   ZeroInflatedPoisson, frequency_cutpoints)
@@ -28,7 +28,7 @@ import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparam
 __all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'CLIError', 'default_likelihood',
            'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary', 'learning_advice',
            'coefficient_table', 'class_table', 'class_coefficient_tables', 'write_predictions', 'parser', 'cmd_fit',
-           'binary_labels', 'cmd_predict', 'main']
+           'multi_learning_text', 'binary_labels', 'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -41,7 +41,7 @@ LIKELIHOODS = {"logistic": Logistic, "probit": Probit, "gaussian": Gaussian, "la
 KERNELS = {"rbf": RBF, "matern12": Matern12, "matern32": Matern32, "matern52": Matern52, "linear": Linear}
 INTERCEPT = "(intercept)"
 FEW_VALUES = 10            # an integer target with 3..FEW_VALUES distinct values may be classes or counts: the user chooses
-SOFTMAX_VARIANCE = 4.0     # the kernel variance of each class's GP under the softmax likelihood (kept: not learned)
+SOFTMAX_VARIANCE = 4.0     # the start of the kernel variance of each class's GP under the softmax likelihood
 
 def default_likelihood(y, name="y"):
     """The likelihood read from the target values y (floats, or the pair `column_values` gives for text) when the user
@@ -347,7 +347,7 @@ def parser():
                         "numbers: gaussian). ordinal: ordered integer labels, the sorted distinct values as classes 0..K-1; cut points "
                         "start at the logits of the training class frequencies, logit P(y <= k), and are learned unless --no-learn. "
                         "softmax: unordered classes (text or numbers), one latent function per class; its kernel (or prior variance) "
-                        "is kept at its start, not learned")
+                        "is learned as the others' are, unless --no-learn (a sparse GP's inducing rows are held)")
     f.add_argument("--model", default="gp", choices=["gp", "sparse-gp", "glm"])
     f.add_argument("--kernel", default="rbf", choices=list(KERNELS)); f.add_argument("--ard", action="store_true", help="one lengthscale per input")
     f.add_argument("--kernel-start", default="data", choices=["data", "unit"],
@@ -431,7 +431,7 @@ def cmd_fit(a, out=print, err=None):
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
     model = build_model(Z, y, enc.feature_names, a, cuts)
-    if a.likelihood == "softmax": return _fit_softmax(a, model, enc, scaler, y, labels, out)
+    if a.likelihood == "softmax": return _fit_softmax(a, model, enc, scaler, y, labels, out, err)
     opts = {}
     if a.fix:
         if not a.learn: raise CLIError("--fix holds a learned hyperparameter: it needs learning (drop --no-learn)")
@@ -468,6 +468,15 @@ def cmd_fit(a, out=print, err=None):
         out(write_predictions(post, X, dest, yt, labels))
     return 0
 
+# %% ../../nbs/apps/51_cli.ipynb #a8eb5598
+def multi_learning_text(post) -> str:
+    """The learning lines of the summary for a softmax fit learned by `learn_multi` (`post` its `MultiPosterior`): the
+    outer verdict, the evaluations of the optimal VLB and inner iterations, the final inner fit's stop, the learned values."""
+    info = post.info
+    head = (f"learning   {post.stop.value}" + (" (converged)" if post.converged else " (NOT converged)")
+            + f"; {len(post.history)} evaluations of the optimal VLB, {info['n_inner']} inner iterations; final inner fit: {info['inner_stop'].value}")
+    return "\n".join([head] + [f"  {k} = {v:.6g}" for k, v in info["theta"].items()])
+
 # %% ../../nbs/apps/51_cli.ipynb #ce8628df
 def _save_with_table(post, a, enc, scaler, labels):
     "Save `post` to `a.out` through `vgi_lit.io` with the table's encoder, scaler and target beside it (what `predict` reads); the path."
@@ -477,17 +486,26 @@ def _save_with_table(post, a, enc, scaler, labels):
     with open(path, "wb") as fh: np.savez_compressed(fh, **arrays)
     return path
 
-def _fit_softmax(a, model, enc, scaler, codes, labels, out):
-    """`cmd_fit` for the softmax likelihood: the joint fit of the C latent functions at the kernel (or prior variance) it
-    starts from, the summary, a table per class (and the coefficients per class of a GLM), then --out and --predict."""
-    if a.fix: raise CLIError("--fix holds a learned hyperparameter, and with the softmax likelihood none is learned: drop --fix")
-    if a.restarts: raise CLIError("--restarts restarts hyperparameter learning, which the softmax likelihood does not do: drop --restarts")
-    if a.learn: out("learning   not done with the softmax likelihood: the kernel (or the GLM's prior variance) stays at its start "
-                    "(--no-learn to say so)")
+def _fit_softmax(a, model, enc, scaler, codes, labels, out, err=None):
+    """`cmd_fit` for the softmax likelihood: the joint fit of the C latent functions, with the kernel (or the GLM's prior
+    variance) learned by the VLB unless --no-learn, as for the other likelihoods (`learn_multi`; a sparse GP's inducing rows
+    held, as the single-latent sparse GP holds them; --fix holds a parameter), the summary, a table per class (and the
+    coefficients per class of a GLM), then --out and --predict."""
+    err = sys.stderr if err is None else err
+    if a.restarts: raise CLIError("--restarts restarts learning from perturbed starts, which the softmax likelihood's learning does not do: drop --restarts")
+    opts = {}
+    if a.fix:
+        if not a.learn: raise CLIError("--fix holds a learned hyperparameter: it needs learning (drop --no-learn)")
+        opts["fixed"] = set(a.fix)
+    if a.learn and isinstance(model, MultiSparseGP): opts["learn_inducing"] = False
     t0 = time.perf_counter()
-    try: post = _fit(model, a.method, progress=a.progress)
+    try: post = _fit(model, a.method, learn=a.learn, progress=a.progress, **opts)
     except (ValueError, TypeError) as e: raise CLIError(f"fit failed: {e}") from None
+    if getattr(post.model, "feature_names", None) is None: post.model.feature_names = model.feature_names   # a learned model is rebuilt from arrays
     out(summary(post, post, time.perf_counter() - t0))
+    if a.learn: out(multi_learning_text(post))
+    ran = [e.detail for _, e in post.history.events if e.kind is EventKind.BOUND_ACTIVE] if a.learn else []
+    if ran: _warn("learning ran a parameter to its bound: " + "; ".join(ran) + f". {RUNAWAY_ADVICE}", err)
     glm = isinstance(post.model, MultiGLM)
     if glm: out(class_coefficient_tables(post, enc.feature_names, scaler, a.intercept, labels))
     out(class_table(post, post.model.X if glm else post.model.Xtrain, codes, labels))

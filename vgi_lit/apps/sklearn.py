@@ -232,8 +232,9 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
     Labels: any values scikit-learn accepts (numbers, strings, booleans); `classes_` holds them sorted (with two
     classes the second is the positive class). With C > 2 classes the kernel starts as the given one, or an RBF with its
     lengthscale at the median distance between standardised inputs and variance `MULTICLASS_VARIANCE`, and with
-    `learn_hyperparameters` is learned by the VLB of the joint model (not for `latent="sparse_gp"`, which warns);
-    `latent="sparse_gp"` uses `n_inducing` rows of X as inducing inputs shared by the classes.""" + _COMMON_DOC
+    `learn_hyperparameters` is learned by the VLB of the joint model; `latent="sparse_gp"` uses `n_inducing` rows of X as
+    inducing inputs shared by the classes, held at those rows while the kernel is learned, as with two classes
+    (`fit_options={"learn_inducing": True}` learns them too).""" + _COMMON_DOC
     _default_restarts = 2
     def __init__(self, likelihood="logistic", latent="gp", kernel=None, standardize=True, method=None,
                  learn_hyperparameters=True, n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0,
@@ -260,7 +261,8 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
 
     def _fit_multiclass(self, X, k):
         """C > 2 classes: the softmax likelihood on C latent functions, fitted jointly by `vgi_lit.fit` (FPi by default);
-        with `learn_hyperparameters` the kernel (or the GLM's prior variance) is learned by the VLB (`learn_multi`)."""
+        with `learn_hyperparameters` the kernel (or the GLM's prior variance) is learned by the VLB (`learn_multi`; a sparse GP's
+        inducing inputs held unless `fit_options` has learn_inducing=True)."""
         C = len(self.classes_)
         if self.likelihood != "logistic":
             raise ValueError(f"likelihood={self.likelihood!r} is for two classes; with {C} classes the multinomial logit (softmax) "
@@ -275,15 +277,9 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
             if self.kernel is None: kernel = data_kernel(RBF(), Z, MULTICLASS_VARIANCE)
             elif isinstance(self.kernel, Kernel): kernel = self.kernel
             else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
-            if latent == "gp": model = MultiGP(Z, k, lik, kernel)
-            else:
-                model = MultiSparseGP(Z, k, lik, kernel, self._inducing_rows(Z))
-                if learn:
-                    warnings.warn(f"VGClassifier: with {C} classes and latent='sparse_gp' the kernel is not learned (the sparse "
-                                  "multiclass GP's hyperparameter gradient is not implemented); it is kept as given or started "
-                                  "from the data. Pass learn_hyperparameters=False to silence this.", UserWarning, stacklevel=3)
-                    learn = False
+            model = MultiGP(Z, k, lik, kernel) if latent == "gp" else MultiSparseGP(Z, k, lik, kernel, self._inducing_rows(Z))
         opts = dict(self.fit_options or {})
+        if learn and isinstance(model, MultiSparseGP): opts.setdefault("learn_inducing", False)   # Z held at the drawn rows, as with two classes
         post = _fit(model, self.method, learn=True, progress=bool(self.progress), **opts) if learn else \
             _fit(model, self.method, progress=bool(self.progress), **opts)
         self.fit_result_, self.posterior_ = post, post
