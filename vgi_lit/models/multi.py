@@ -12,7 +12,8 @@ from ..kernels import check_X
 from .lgm import PriorCov
 
 # %% auto #0
-__all__ = ['KronPrior', 'MultiLGM', 'psd_part', 'MultiCov', 'MultiGLM', 'MultiGP', 'CoregionalGP', 'LMCPrior', 'LMCGP']
+__all__ = ['KronPrior', 'rows_quad', 'MultiLGM', 'psd_part', 'MultiCov', 'MultiGLM', 'MultiGP', 'CoregionalGP', 'LMCPrior',
+           'LMCGP']
 
 # %% ../../nbs/models/03f_multi.ipynb #86209ffa
 class KronPrior:
@@ -61,7 +62,7 @@ class KronPrior:
 # %% ../../nbs/models/03f_multi.ipynb #bd56a5f2
 _ROW_CHUNK = 256                                                                 # rows per matrix product: bounds the b × C(C+1)/2 × p intermediate
 
-def _rows_quad(X, V4):
+def rows_quad(X, V4):
     """x_iᵀV_cc'x_i (n, C, C) for rows X (n, p) and the blocks V4 (C, p, C, p) of a symmetric V: the blocks c ≤ c' side by side,
     T = X[V_cc']_(c,c') by one matrix product per chunk of rows, then x_iᵀV_cc'x_i = Σ_q T_i,(cc'q) x_iq; c > c' mirrored."""
     C, p = V4.shape[:2]; c1, c2 = np.triu_indices(C); k, n = len(c1), len(X)
@@ -318,7 +319,7 @@ class MultiCov:
             out = Wt @ np.swapaxes(Wt, 1, 2)
             if self.space == 'n': out = md.prior_site_cov()[sel] - out         # Σ_[(c,i),(c',i)] − W[:, (c, i)]ᵀ W[:, (c', i)]
         elif md.X is None: out = np.einsum('cidi->icd', self.dense().reshape(C, p, C, p))[sel].copy()
-        else: out = _rows_quad(md.X[sel], self.dense().reshape(C, p, C, p))
+        else: out = rows_quad(md.X[sel], self.dense().reshape(C, p, C, p))
         out[:, np.arange(C), np.arange(C)] += md.c[sel]
         out = 0.5 * (out + np.swapaxes(out, 1, 2))
         if rows is None: self._site = out; return out.copy()
@@ -387,7 +388,7 @@ class MultiGLM(MultiLGM):
         "(means (n*, C), covariances (n*, C, C)) of f_* = Wᵀx_* under q."
         Xn = check_X(np.asarray(X_new, dtype=float), "X_new")
         if Xn.shape[1] != self.p: raise ValueError(f"X_new has {Xn.shape[1]} columns, the model has {self.p} inputs")
-        return Xn @ self._blocks(m).T, _rows_quad(Xn, cov.dense().reshape(self.C, self.p, self.C, self.p))
+        return Xn @ self._blocks(m).T, rows_quad(Xn, cov.dense().reshape(self.C, self.p, self.C, self.p))
 
 # %% ../../nbs/models/03f_multi.ipynb #350a059e
 class MultiGP(MultiLGM):

@@ -8,7 +8,7 @@ import copy
 import numpy as np
 from ..kernels import check_X
 from .lgm import inducing_prior, sparse_gp_site_map
-from .multi import MultiLGM
+from .multi import MultiLGM, rows_quad
 
 # %% auto #0
 __all__ = ['MultiSparseGP']
@@ -58,7 +58,6 @@ class MultiSparseGP(MultiLGM):
         a, c, H = self.project(X_new)
         m = np.asarray(m, dtype=float)
         if m.shape != (self.d,): raise ValueError(f"m must have shape ({self.d},), got {m.shape}")
-        Vb = cov.dense().reshape(self.C, self.p, self.C, self.p)
-        out = np.einsum('ip,cpdq,iq->icd', H, Vb, H)
+        out = rows_quad(H, cov.dense().reshape(self.C, self.p, self.C, self.p))   # symmetric by construction
         out[:, np.arange(self.C), np.arange(self.C)] += c[:, None]
-        return a[:, None] + H @ self._blocks(m).T, 0.5 * (out + np.swapaxes(out, 1, 2))
+        return a[:, None] + H @ self._blocks(m).T, out
