@@ -111,6 +111,8 @@ def test_bad_input():
     with pytest.raises(TypeError, match="joint"): svi_inducing(g, joint="yes")
     with pytest.raises(ValueError, match="unknown parameter"): fit_inducing(g, fixed={"Q"})
     with pytest.raises(ValueError, match="lr"): Adam(lr=-1.0)
+    for mem in (0, 2.5, True):
+        with pytest.raises(ValueError, match="memory"): fit_inducing(g, memory=mem)
 
 
 def test_batch_fit_raises_the_optimal_vlb_above_fixed_inputs():
@@ -140,6 +142,32 @@ def test_collapsed_fit_without_building_the_model_equals_the_built_route():
     assert fast.posterior.model.sites.dense_array and fast.vlb == pytest.approx(vlb(fast.model, fast.posterior.m, fast.posterior.cov), rel=1e-10)
     with pytest.raises(ValueError, match="in memory"):
         collapsed_grad(InducingParams(SparseGP(X, y, Gaussian(0.3), RBF(1.0, 1.0), Z0, block_size=32)), np.zeros(13))
+
+
+@pytest.mark.parametrize("kern", [lambda: RBF(1.0, np.array([0.9, 1.5])), lambda: Matern52(0.8, 1.2)])
+def test_collapsed_grad_squares_k_xz_only_when_k_tilde_is_well_conditioned(kern, monkeypatch):
+    """`collapsed_grad` forms G = L⁻¹(K_zx K_xz)L⁻ᵀ while κ̂ = tr K̃ · tr K̃⁻¹ ≤ SQUARED_KAPPA, else G = AAᵀ with A = L⁻¹K_zx:
+    both routes equal the built model's gradient on well-spread inputs; with two inducing inputs 1e-4 apart (κ̂ > 1e8) the
+    automatic choice stays at 1e-8 while the squared route, forced, loses more than 1e-7."""
+    import vgi_lit.methods.inducing as ind
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 2)); y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=400)
+    def err(Z, kappa):
+        mod = SparseGP(X, y, Gaussian(0.01), kern(), Z, mean=0.1); ip = InducingParams(mod, learn_mean=True)
+        m, cov = collapsed_q(mod); F0, g0 = ip.grad(ip.theta0, m, cov.dense())
+        if kappa is not None: monkeypatch.setattr(ind, "SQUARED_KAPPA", kappa)
+        F, g, m1, V1 = ind.collapsed_grad(ip, ip.theta0); monkeypatch.undo()
+        assert kappa == np.inf or np.allclose(m1, m, rtol=1e-8, atol=1e-10)
+        return max(abs(F - F0) / abs(F0), np.max(np.abs(g - g0)) / np.max(np.abs(g0)))
+    Z = kmeans_inducing(X, 8)
+    def kappa_hat(Z):
+        ip = InducingParams(SparseGP(X, y, Gaussian(0.01), kern(), Z)); L = ip.parts(ip.theta0)[4].L
+        return float(np.sum(L * L) * np.sum(np.linalg.inv(L) ** 2))
+    assert kappa_hat(Z) <= ind.SQUARED_KAPPA
+    assert err(Z, None) < 1e-9 and err(Z, np.inf) < 1e-9 and err(Z, 0.0) < 1e-9
+    Zc = Z.copy(); Zc[1] = Zc[0] + 1e-4
+    assert kappa_hat(Zc) > 1e8
+    assert err(Zc, None) < 1e-8 and err(Zc, 0.0) < 1e-8 and err(Zc, np.inf) > 1e-7
 
 
 def test_stochastic_fit_on_a_blocked_model_keeps_o_m2_state():
