@@ -191,6 +191,20 @@ def test_natural_step_of_length_one_on_all_rows_is_the_collapsed_optimum():
     assert not ev and np.allclose(np.linalg.solve(P1, e1), m_star, atol=1e-9) and np.allclose(P1, np.linalg.inv(cov.dense()), rtol=1e-8)
 
 
+@pytest.mark.parametrize("sign", [-1.0, 1.0])
+def test_natural_step_precision_is_eq_g_on_both_branches(sign):
+    """(G)'s precision (1 − ρ)P + ρ(K̃⁻¹ − 2s Hᵀdiag(g_v)H): by a symmetric rank-b update when every g_v ≤ 0, by a product
+    otherwise (some g_v > 0, small enough for P' to stay positive definite): both equal the formula, and P' is symmetric."""
+    rng = np.random.default_rng(3); M, b = 6, 40
+    H = rng.normal(size=(b, M)); A = rng.normal(size=(M, M)); Ki = A @ A.T + M * np.eye(M); P = Ki + 0.5 * np.eye(M)
+    gv = -rng.uniform(0.1, 1.0, size=b)
+    if sign > 0: gv[:3] = 1e-3                                          # a few positive: the product branch
+    gm, m = rng.normal(size=b), rng.normal(size=M)
+    P1, e1, L1, ev = natural_step(P, P @ m, m, Ki, 0.3, H, gm, gv, 0.4, 2.5)
+    ref = 0.6 * P + 0.4 * (Ki - 5.0 * H.T @ np.diag(gv) @ H)
+    assert not ev and np.array_equal(P1, P1.T) and np.allclose(P1, ref, rtol=1e-12, atol=1e-12) and np.allclose(L1 @ L1.T, P1)
+
+
 @pytest.mark.slow
 def test_batch_fit_on_california_housing_beats_fixed_inputs():
     from vgi_lit.experiments.scale import california
