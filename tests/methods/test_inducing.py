@@ -112,7 +112,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="unknown parameter"): fit_inducing(g, fixed={"Q"})
     with pytest.raises(ValueError, match="lr"): Adam(lr=-1.0)
     for mem in (0, 2.5, True):
-        with pytest.raises(ValueError, match="memory"): fit_inducing(g, memory=mem)
+        with pytest.raises(ValueError, match="maxcor"): fit_inducing(g, maxcor=mem)
 
 
 def test_batch_fit_raises_the_optimal_vlb_above_fixed_inputs():

@@ -245,7 +245,7 @@ def _inner(model, method, inner, post):
 # %% ../../nbs/methods/15a_inducing.ipynb #ae8af573
 def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fixed=None, tol: float = 1e-5,
                  tol_rel: float = 1e-10, max_iter: int = 500, max_seconds: float | None = None, callback=None,
-                 bound: float = 12.0, inner: dict | None = None, memory: int = 50) -> HyperFit:
+                 bound: float = 12.0, inner: dict | None = None, maxcor: int = 50) -> HyperFit:
     """Inducing inputs Z, kernel and likelihood parameters of a `SparseGP` by maximising the optimal VLB (eq. F): L-BFGS-B
     over θ = (log kernel parameters, likelihood parameters, Z[, mean]) whose gradient is ∂VLB/∂θ at the inner optimum
     q*(θ) (the envelope theorem), computed by ``InducingParams.grad``; each step of the outer loop is recorded and tested
@@ -257,11 +257,11 @@ def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fix
     learn_mean, fixed: as for `hyper.learn` ('Z' holds every inducing input, 'kernel.lengthscale' the lengthscales, ...).
     tol, tol_rel, max_iter, max_seconds, callback: the outer loop's (each record carries `inner_iter`).
     bound: log-parameters are kept in [−bound, bound].
-    memory: L-BFGS-B's number of stored correction pairs (2·memory vectors of the length of θ; with several hundred
-        inducing coordinates, 50 pairs reach a given VLB in fewer iterations than SciPy's default 10 or 20). Returns a `HyperFit`."""
+    maxcor: L-BFGS-B memory, the number of stored correction pairs (2·maxcor vectors of the length of θ; with several
+        hundred inducing coordinates, 50 pairs reach a given VLB in fewer iterations than SciPy's default 10 or 20). Returns a `HyperFit`."""
     check_budget(tol, max_iter, max_seconds); check_budget(tol_rel, 0, None, tol_name="tol_rel")
-    if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or memory < 1:
-        raise ValueError(f"memory must be a positive integer (L-BFGS-B's correction pairs), got {memory!r}")
+    if isinstance(maxcor, bool) or not isinstance(maxcor, (int, np.integer)) or maxcor < 1:
+        raise ValueError(f"maxcor must be a positive integer (L-BFGS-B's correction pairs), got {maxcor!r}")
     ip = InducingParams(model, learn_mean, fixed)
     gaussian = isinstance(model.likelihood, Gaussian)
     method = ("collapsed" if gaussian else "fpi") if method is None else method
@@ -296,7 +296,7 @@ def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fix
         visit()
         res = minimize(evaluate, theta0, jac=True, method="L-BFGS-B", callback=lambda intermediate_result: (evaluate(intermediate_result.x), visit()),
                        bounds=list(zip(np.where(np.isfinite(lo), lo, None), np.where(np.isfinite(hi), hi, None))),
-                       options=dict(maxiter=10 * int(max_iter) + 10, maxfun=20 * int(max_iter) + 20, gtol=0.0, ftol=0.0, maxcor=int(memory)))
+                       options=dict(maxiter=10 * int(max_iter) + 10, maxfun=20 * int(max_iter) + 20, gtol=0.0, ftol=0.0, maxcor=int(maxcor)))
         if st["verdict"] is None:                                     # L-BFGS-B ended by itself (SciPy ends on the callback's StopIteration too)
             evaluate(res.x)
             st["verdict"] = (Stop.GRAD_TOL, f"|g| = {st['last'][2]:.1e} <= tol") if st["last"][2] <= tol else (Stop.STALLED, f"L-BFGS-B: {res.message}")
