@@ -370,14 +370,18 @@ def _rows_with_kernel(kernel, Z, prior, X, mean):
 def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.01, max_epochs: float = 20.0, tol: float = 1e-7,
                  max_iter: int | None = None, max_seconds: float | None = None, callback=None, seed: int = 0,
                  eval_every: int | None = None, learn_mean: bool = False, fixed=None, bound: float = 12.0,
-                 joint: bool = False) -> HyperFit:
+                 joint: bool = False, average: float = 0.9) -> HyperFit:
     """The stochastic fit of a `SparseGP` as SVGP users run it (Hensman et al. 2013): per mini-batch of `batch_size` rows,
     one natural-gradient step of length `rho` on q(u) (`natural_step`, eq. G), then one `Adam` step of rate `lr` on
     θ = (log kernel parameters, likelihood parameters, Z[, mean]) along the mini-batch estimate of ∂VLB/∂θ at the new q
     (``InducingParams.grad`` on the batch); with `joint`, along the estimate at the current q instead, from the same site
     expectations as the natural step (a simultaneous step on (q, θ): one quadrature and one pass over H·V per step, not two).
     The state is q's natural parameters (M × M), θ and Adam's averages: O(M² + Mp),
-    each step O(bM² + M³ + bMp). The start is the prior, q(u) = N(mean·1, K̃).
+    each step O(bM² + M³ + bMp). The start is the prior, q(u) = N(mean·1, K̃). With `average` = β > 0 the run also keeps the
+    exponential average of the iterates (θ, V⁻¹, V⁻¹m) ← β·average + (1 − β)·iterate, bias-corrected by 1 − βᵗ (Polyak &
+    Juditsky 1992 average the iterates of a stochastic approximation; this one forgets at rate β per step): each evaluation
+    takes the VLB at the iterate and at the average, and the state it reports is the better of the two (the steps go on
+    from the iterate). β = 0 reports the iterates alone.
 
     The full-data VLB (`sparse_vlb`) is evaluated at the start and every `eval_every` steps (default one epoch), its time not charged to the
     run's clock; the run stops (driver `run`) after `max_epochs` passes (`Stop.BUDGET`), `max_iter` steps, `max_seconds`,
@@ -390,6 +394,8 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     if not (isinstance(rho, (int, float)) and 0 < rho <= 1): raise ValueError(f"rho must lie in (0, 1], got {rho!r}")
     if not (isinstance(max_epochs, (int, float)) and max_epochs > 0): raise ValueError(f"max_epochs must be positive, got {max_epochs!r}")
     if not isinstance(joint, (bool, np.bool_)): raise TypeError(f"joint must be True or False, got {joint!r}")
+    if isinstance(average, bool) or not isinstance(average, (int, float, np.floating)) or not 0 <= average < 1:
+        raise ValueError(f"average must be a number in [0, 1) (the decay of the iterates' average per step), got {average!r}")
     bs = min(int(batch_size), n); per_epoch = int(np.ceil(n / bs))
     eval_every = per_epoch if eval_every is None else int(eval_every)
     if eval_every < 1: raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}")
@@ -402,9 +408,14 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
         "V = P⁻¹ = L_P⁻ᵀL_P⁻¹ from the factor of the precision."
         Li = tri_inv(Lp, check=False); return Li.T @ Li
     def evaluated(s, kind, events, extra):
-        te = time.perf_counter(); v = sparse_vlb(ip, s["theta"], s["m"], s["V"])
+        te = time.perf_counter(); v = sparse_vlb(ip, s["theta"], s["m"], s["V"]); out, averaged = s, False
+        if average > 0 and s["t"] > 0:                                # the bias-corrected average of the iterates
+            w = 1.0 - average ** s["t"]; theta_a, P_a, eta1_a = (s["avg"][key] / w for key in ("theta", "P", "eta1"))
+            La = cholesky(0.5 * (P_a + P_a.T), name="averaged V^-1"); m_a, V_a = chol_solve(La, eta1_a), cov_of(La)
+            v_a = sparse_vlb(ip, theta_a, m_a, V_a)
+            if v_a > v: v, averaged, out = v_a, True, dict(theta=theta_a, m=m_a, V=V_a)
         hist.t0 += time.perf_counter() - te                           # a measurement: not charged, the start's neither
-        return Step(s, v, None, kind, events, extra)
+        return Step(dict(s, out=out), v, None, kind, events, dict(extra, averaged=averaged))
     def step(cur, k):
         if k >= n_steps: return Halt(Stop.BUDGET, f"{max_epochs:g} epochs spent")
         s = cur.state
@@ -421,17 +432,22 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
         if joint: _, g = ip.grad(s["theta"], s["m"], s["V"], idx=idx, parts=parts, sites=rows, Ki=Ki, Kxz=Kxz, at=(m_site, v_site, E, gm, gv))
         else: _, g = ip.grad(s["theta"], m, V, idx=idx, parts=parts, sites=rows, Ki=Ki, Kxz=Kxz)
         theta = np.clip(s["theta"] + adam.step(g), lo, -lo)
-        new = dict(theta=theta, P=P, eta1=eta1, m=m, V=V)
+        new = dict(theta=theta, P=P, eta1=eta1, m=m, V=V, t=s["t"] + 1)
+        new["avg"] = {key: average * s["avg"][key] + (1.0 - average) * new[key] for key in ("theta", "P", "eta1")}
         extra = dict(points=(k + 1) * bs, grad_norm_stochastic=float(np.max(np.abs(g), initial=0.0)))
         if (k + 1) % eval_every == 0: return evaluated(new, "svi", events, extra)
         return Step(new, None, None, "svi", events, extra)
     theta0 = np.clip(ip.theta0, lo, -lo)
     _, _, _, mean0, Kt0 = ip.parts(theta0)
     V0 = Kt0.dense(); P0 = Kt0.solve(np.eye(Kt0.d)); P0 = 0.5 * (P0 + P0.T)
-    start = evaluated(dict(theta=theta0, P=P0, eta1=P0 @ np.full(Kt0.d, mean0), m=np.full(Kt0.d, mean0), V=V0), "start", [], dict(points=0))
+    s0 = dict(theta=theta0, P=P0, eta1=P0 @ np.full(Kt0.d, mean0), m=np.full(Kt0.d, mean0), V=V0, t=0)
+    s0["avg"] = {key: np.zeros_like(s0[key]) for key in ("theta", "P", "eta1")}
+    start = evaluated(s0, "start", [], dict(points=0))
     r = run(step, start, tol=tol, max_iter=n_steps + 1 if max_iter is None else max_iter, max_seconds=max_seconds,
             optimal=rel_tol_evaluated(tol), keep_best=True, history=hist)
-    s = r.state; mod = ip.model_at(s["theta"]); cov = DenseCov(cholesky(s["V"], name="V"))
+    s = r.state.get("out", r.state)                                  # the reported state: the iterate or its average
+    mod = ip.model_at(s["theta"]); cov = DenseCov(cholesky(s["V"], name="V"))
     post = VGPosterior(mod, s["m"], cov, "svi-inducing", vlb(mod, s["m"], cov), r.stop, r.history,
-                       f"{r.stop.value} after {r.n_iter} steps ({r.n_iter * bs / n:.2f} epochs)", n_iter=r.n_iter, batch_size=bs, rho=rho, lr=lr, joint=bool(joint))
+                       f"{r.stop.value} after {r.n_iter} steps ({r.n_iter * bs / n:.2f} epochs)", n_iter=r.n_iter, batch_size=bs, rho=rho, lr=lr,
+                       joint=bool(joint), average=float(average))
     return HyperFit(mod, post, ip.values(s["theta"]), r.history, r.stop, post.message, r.n_iter, ip.hp.fixed)
