@@ -144,7 +144,8 @@ class Stationary(Kernel):
 
     def _sqdist(self, A, B, same):
         ls = self._values["lengthscale"]; A = A / ls; B = A if same else B / ls
-        D = np.sum(A**2, 1)[:, None] + np.sum(B**2, 1)[None, :] - 2.0 * A @ B.T
+        D = (-2.0 * A) @ B.T                                  # −2abᵀ, then += (‖a‖² + ‖b‖²): two n × m arrays, the same bits
+        D += np.sum(A**2, 1)[:, None] + np.sum(B**2, 1)[None, :]   # as (‖a‖² + ‖b‖²) − 2abᵀ, symmetric when same
         np.maximum(D, 0.0, out=D)
         if same: np.fill_diagonal(D, 0.0)
         return D

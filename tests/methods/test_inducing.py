@@ -111,6 +111,8 @@ def test_bad_input():
     with pytest.raises(TypeError, match="joint"): svi_inducing(g, joint="yes")
     with pytest.raises(ValueError, match="unknown parameter"): fit_inducing(g, fixed={"Q"})
     with pytest.raises(ValueError, match="lr"): Adam(lr=-1.0)
+    for mem in (0, 2.5, True):
+        with pytest.raises(ValueError, match="maxcor"): fit_inducing(g, maxcor=mem)
 
 
 def test_batch_fit_raises_the_optimal_vlb_above_fixed_inputs():
@@ -142,6 +144,32 @@ def test_collapsed_fit_without_building_the_model_equals_the_built_route():
         collapsed_grad(InducingParams(SparseGP(X, y, Gaussian(0.3), RBF(1.0, 1.0), Z0, block_size=32)), np.zeros(13))
 
 
+@pytest.mark.parametrize("kern", [lambda: RBF(1.0, np.array([0.9, 1.5])), lambda: Matern52(0.8, 1.2)])
+def test_collapsed_grad_squares_k_xz_only_when_k_tilde_is_well_conditioned(kern, monkeypatch):
+    """`collapsed_grad` forms G = L⁻¹(K_zx K_xz)L⁻ᵀ while κ̂ = tr K̃ · tr K̃⁻¹ ≤ SQUARED_KAPPA, else G = AAᵀ with A = L⁻¹K_zx:
+    both routes equal the built model's gradient on well-spread inputs; with two inducing inputs 1e-4 apart (κ̂ > 1e8) the
+    automatic choice stays at 1e-8 while the squared route, forced, loses more than 1e-7."""
+    import vgi_lit.methods.inducing as ind
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 2)); y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=400)
+    def err(Z, kappa):
+        mod = SparseGP(X, y, Gaussian(0.01), kern(), Z, mean=0.1); ip = InducingParams(mod, learn_mean=True)
+        m, cov = collapsed_q(mod); F0, g0 = ip.grad(ip.theta0, m, cov.dense())
+        if kappa is not None: monkeypatch.setattr(ind, "SQUARED_KAPPA", kappa)
+        F, g, m1, V1 = ind.collapsed_grad(ip, ip.theta0); monkeypatch.undo()
+        assert kappa == np.inf or np.allclose(m1, m, rtol=1e-8, atol=1e-10)
+        return max(abs(F - F0) / abs(F0), np.max(np.abs(g - g0)) / np.max(np.abs(g0)))
+    Z = kmeans_inducing(X, 8)
+    def kappa_hat(Z):
+        ip = InducingParams(SparseGP(X, y, Gaussian(0.01), kern(), Z)); L = ip.parts(ip.theta0)[4].L
+        return float(np.sum(L * L) * np.sum(np.linalg.inv(L) ** 2))
+    assert kappa_hat(Z) <= ind.SQUARED_KAPPA
+    assert err(Z, None) < 1e-9 and err(Z, np.inf) < 1e-9 and err(Z, 0.0) < 1e-9
+    Zc = Z.copy(); Zc[1] = Zc[0] + 1e-4
+    assert kappa_hat(Zc) > 1e8
+    assert err(Zc, None) < 1e-8 and err(Zc, 0.0) < 1e-8 and err(Zc, np.inf) > 1e-7
+
+
 def test_stochastic_fit_on_a_blocked_model_keeps_o_m2_state():
     "A SparseGP whose rows are computed per block (no n × M array) fits; the VLB rises from the prior start."
     rng = np.random.default_rng(6)
@@ -154,6 +182,24 @@ def test_stochastic_fit_on_a_blocked_model_keeps_o_m2_state():
     assert sparse_vlb(InducingParams(r.model), InducingParams(r.model).theta0, r.posterior.m, r.posterior.V) == pytest.approx(r.vlb, rel=1e-10)
 
 
+def test_averaged_iterates_report_the_better_state_and_leave_the_steps_alone():
+    """With average = β the steps are those of average = 0 (the same iterates, seeded), each evaluation reports the better
+    of the iterate and the bias-corrected average, so every evaluated VLB is at least the plain run's, the result is the
+    best record's state, and on this noisy run (probit, small batches) the average wins at least once."""
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-3, 3, size=(400, 2)); y = np.where(np.sin(2 * X[:, 0]) + 0.5 * rng.normal(size=400) > 0, 1.0, -1.0)
+    mod = SparseGP(X, y, Probit(), RBF(1.0, 1.0), kmeans_inducing(X, 6))
+    plain, avg = (svi_inducing(mod, batch_size=20, rho=0.1, lr=0.1, max_epochs=4, tol=0.0, average=b) for b in (0.0, 0.9))
+    vp, va = (np.array([r.vlb for r in f.history if r.step != "best" and np.isfinite(r.vlb)]) for f in (plain, avg))
+    assert len(vp) == len(va) == 5 and np.all(va >= vp - 1e-9 * np.abs(vp)) and np.any(va > vp + 1e-6)
+    assert not any(r.extra.get("averaged", False) for r in plain.history)
+    assert any(r.extra.get("averaged", False) for r in avg.history)
+    assert avg.vlb == pytest.approx(va.max(), rel=1e-10) and avg.vlb >= plain.vlb - 1e-9 * abs(plain.vlb)
+    g = SparseGP(X, y, Gaussian(), RBF(), X[:3])
+    for bad in (1.0, -0.1, True, "0.9"):
+        with pytest.raises(ValueError, match="average"): svi_inducing(g, average=bad)
+
+
 def test_natural_step_of_length_one_on_all_rows_is_the_collapsed_optimum():
     mod, _, _ = _problem(RBF(1.0, np.array([1.0, 0.7])), Gaussian(0.2), seed=7, n=50, M=6, mean=0.0)
     m_star, cov = collapsed_q(mod); P = mod.prior.solve(np.eye(6)); m0 = np.random.default_rng(0).normal(size=6)
@@ -161,6 +207,20 @@ def test_natural_step_of_length_one_on_all_rows_is_the_collapsed_optimum():
     _, gm, gv = mod.likelihood.expected_log_lik(mod.y, a + H @ m0, c + np.sum((H @ mod.prior.dense()) * H, 1))
     P1, e1, L1, ev = natural_step(P, P @ m0, m0, P, 0.0, H, gm, gv, 1.0, 1.0)
     assert not ev and np.allclose(np.linalg.solve(P1, e1), m_star, atol=1e-9) and np.allclose(P1, np.linalg.inv(cov.dense()), rtol=1e-8)
+
+
+@pytest.mark.parametrize("sign", [-1.0, 1.0])
+def test_natural_step_precision_is_eq_g_on_both_branches(sign):
+    """(G)'s precision (1 − ρ)P + ρ(K̃⁻¹ − 2s Hᵀdiag(g_v)H): by a symmetric rank-b update when every g_v ≤ 0, by a product
+    otherwise (some g_v > 0, small enough for P' to stay positive definite): both equal the formula, and P' is symmetric."""
+    rng = np.random.default_rng(3); M, b = 6, 40
+    H = rng.normal(size=(b, M)); A = rng.normal(size=(M, M)); Ki = A @ A.T + M * np.eye(M); P = Ki + 0.5 * np.eye(M)
+    gv = -rng.uniform(0.1, 1.0, size=b)
+    if sign > 0: gv[:3] = 1e-3                                          # a few positive: the product branch
+    gm, m = rng.normal(size=b), rng.normal(size=M)
+    P1, e1, L1, ev = natural_step(P, P @ m, m, Ki, 0.3, H, gm, gv, 0.4, 2.5)
+    ref = 0.6 * P + 0.4 * (Ki - 5.0 * H.T @ np.diag(gv) @ H)
+    assert not ev and np.array_equal(P1, P1.T) and np.allclose(P1, ref, rtol=1e-12, atol=1e-12) and np.allclose(L1 @ L1.T, P1)
 
 
 @pytest.mark.slow

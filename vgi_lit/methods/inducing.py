@@ -21,8 +21,8 @@ from ..driver import Step, Halt, Monitor, run, rel_tol_evaluated
 from .hyper import HyperParams, HyperFit, radial_weight, radial_r2, kernel_adjoint, site_map_adjoint
 
 # %% auto #0
-__all__ = ['greedy_inducing', 'kmeans_inducing', 'sites_adjoint', 'kl_adjoint', 'InducingParams', 'collapsed_q', 'collapsed_grad',
-           'grad_tol_rel', 'fit_inducing', 'sparse_vlb', 'natural_step', 'Adam', 'svi_inducing']
+__all__ = ['SQUARED_KAPPA', 'greedy_inducing', 'kmeans_inducing', 'sites_adjoint', 'kl_adjoint', 'InducingParams', 'collapsed_q',
+           'collapsed_grad', 'grad_tol_rel', 'fit_inducing', 'sparse_vlb', 'natural_step', 'Adam', 'svi_inducing']
 
 # %% ../../nbs/methods/15a_inducing.ipynb #794af9c1
 def greedy_inducing(kernel, X, M: int, tol: float = 0.0):
@@ -142,7 +142,8 @@ class InducingParams:
             g[0] += kern.variance * float(np.sum(a["dkdiag"]))        # ∂k_ii/∂log s = s
             g[k:l] += a["dlik"]
             if self.learn_mean: g[-1] += a["dmean"]
-        gz, gzz = kernel_adjoint(kern, Z, Z, Bbar, same=True)
+        Kzz = P.dense(); np.fill_diagonal(Kzz, kern.variance)           # K(Z, Z): the factorised K̃ less its jitter
+        gz, gzz = kernel_adjoint(kern, Z, Z, Bbar, same=True, sw=Kzz if type(kern) is RBF else None, K=Kzz)
         g[:k] += gz; g[0] += P.jitter * float(np.trace(Bbar))        # the jitter j = ε·s moves with s: ∂j/∂log s = j
         g[l:l + nz] += gzz.ravel()
         return F, g[self.hp.free]
@@ -157,17 +158,22 @@ def collapsed_q(model):
     cov = PrecisionCov(model.prior, model.sites.gram(np.full(model.n, 1.0 / s2)))
     return cov.matvec(model.prior.solve(model.mu) + model.HTmul((model.y - model.a) / s2)), cov
 
+# %% ../../nbs/methods/15a_inducing.ipynb #ce308a07
+SQUARED_KAPPA = 1e6   # the largest κ̂ = tr K̃ · tr K̃⁻¹ (≥ cond K̃) at which `collapsed_grad` forms G from K_zx K_xz
+
 # %% ../../nbs/methods/15a_inducing.ipynb #ca2d3897
 def collapsed_grad(ip, theta):
     """(F, ∂F/∂θ (free), m, V) at the optimal q(u) of a sparse GP with a Gaussian likelihood (eq. F with the collapsed inner
-    optimum; Titsias 2009), in whitened form: L L ᵀ = K̃, A = L⁻¹K_zx (M × n, one triangular solve), G = AAᵀ, B = I + G/σ²,
-    V_w = B⁻¹, w = V_w A e/σ² with e = y − mean (so u = Lw, V = L V_w Lᵀ), r = L⁻ᵀw and g_m = (e − Aᵀw)/σ²:
+    optimum; Titsias 2009), in whitened form: L L ᵀ = K̃, A = L⁻¹K_zx (M × n), G = AAᵀ, B = I + G/σ²,
+    V_w = B⁻¹, w = V_w A e/σ² with e = y − mean (so u = Lw, V = L V_w Lᵀ), r = L⁻ᵀw and g_m = (e − K_xz r)/σ²:
     F = −(n/2)log 2πσ² − (‖σ²g_m‖² + Σk_ii − tr G + tr(G V_w))/(2σ²) − ½(tr V_w − M − log|V_w| + wᵀw),
     Ā = g_m rᵀ + K_xz L⁻ᵀ(I − V_w)L⁻¹/σ² (eq. A with g_v = −1/(2σ²)),
     B̄ = L⁻ᵀ[sym(−(A g_m)wᵀ + G V_w/σ² − G/(2σ²)) + ½(wwᵀ − I + V_w)]L⁻¹ (eqs. B and C),
-    contracted by `kernel_adjoint` as in ``InducingParams.grad``. One n × M kernel matrix, one triangular solve, one
-    rank-n update and one n × M × M product: about 4nM² flops, no `SparseGP` built, and (RBF) four n × M arrays. The rows
-    must be in memory."""
+    contracted by `kernel_adjoint` as in ``InducingParams.grad``. A itself is never needed, only G and products of A with
+    vectors: G = L⁻¹(K_zx K_xz)L⁻ᵀ (the squared route: one rank-n update of K_xz and two M × M triangular solves) when
+    κ̂ = tr K̃ · tr K̃⁻¹ (≥ cond K̃) is at most `SQUARED_KAPPA`, else G = AAᵀ with A from one n-column triangular solve, whose
+    rounding grows as √cond K̃ rather than cond K̃. One n × M kernel matrix, one rank-n update and one n × M × M product:
+    about 1.5nM² multiply-adds (2nM² on the triangular route), no `SparseGP` built. The rows must be in memory."""
     M = ip.model
     if not isinstance(M.likelihood, Gaussian):
         raise ValueError(f"collapsed_grad needs a Gaussian likelihood, got {type(M.likelihood).__name__}")
@@ -181,32 +187,38 @@ def collapsed_grad(ip, theta):
     if type(kern) is RBF:                                              # s·w(r²) = s·e^{−r²/2} is k itself, formed over r²
         sw = r2; np.multiply(r2, -0.5, out=sw); np.exp(sw, out=sw); sw *= kern.variance; Kxz = sw
     else: sw = radial_weight(kern, r2); Kxz = kern.K(X, Z)
-    L = P.L
-    At = solve_triangular(L, Kxz.T, lower=True, check_finite=False)   # A = L⁻¹K_zx (M × n)
-    G = dsyrk(1.0, At); G = np.triu(G) + np.triu(G, 1).T               # AAᵀ, one rank-n update
-    I = np.eye(Mz); e = y - mean
+    L = P.L; I = np.eye(Mz); e = y - mean
+    Li = solve_triangular(L, I, lower=True, check_finite=False)                      # L⁻¹ (M × M)
+    if float(np.sum(L * L)) * float(np.sum(Li * Li)) <= SQUARED_KAPPA:          # κ̂ = ‖L‖²_F‖L⁻¹‖²_F = tr K̃ · tr K̃⁻¹
+        S = dsyrk(1.0, Kxz.T); S = np.triu(S) + np.triu(S, 1).T                   # K_zx K_xz, one rank-n update
+        G = solve_triangular(L, solve_triangular(L, S, lower=True, check_finite=False).T, lower=True, check_finite=False)
+    else:
+        At = solve_triangular(L, Kxz.T, lower=True, check_finite=False)       # A = L⁻¹K_zx (M × n)
+        G = dsyrk(1.0, At); G = np.triu(G) + np.triu(G, 1).T                   # AAᵀ, one rank-n update
+    G = 0.5 * (G + G.T)
+    Amul = lambda v: solve_triangular(L, Kxz.T @ v, lower=True, check_finite=False)   # A v = L⁻¹(K_zx v)
     Lb = cholesky(I + G / s2, name="I + AAᵀ/σ²")
     Vw = chol_solve(Lb, I); Vw = 0.5 * (Vw + Vw.T)
-    w = chol_solve(Lb, At @ e) / s2
-    gm = (e - At.T @ w) / s2
+    w = chol_solve(Lb, Amul(e)) / s2
+    r = solve_triangular(L, w, lower=True, trans="T", check_finite=False)            # K̃⁻¹u
+    gm = (e - Kxz @ r) / s2                                            # Aᵀw = K_xz L⁻ᵀw
     kd = float(np.sum(kern.Kdiag(X))); trG = float(np.trace(G)); GV = G @ Vw
     E = -0.5 * n * np.log(2 * np.pi * s2) - (s2 * s2 * float(gm @ gm) + kd - trG + float(np.trace(GV))) / (2 * s2)
     kl = 0.5 * (float(np.trace(Vw)) - Mz + 2.0 * float(np.sum(np.log(np.diag(Lb)))) + float(w @ w))
-    r = solve_triangular(L, w, lower=True, trans="T", check_finite=False)            # K̃⁻¹u
-    Li = solve_triangular(L, I, lower=True, check_finite=False)                      # L⁻¹ (M × M)
     R = Li.T @ ((I - Vw) / s2) @ Li
     Abar = Kxz @ R; dger(1.0, r, gm, a=Abar.T, overwrite_a=True)     # Ā = K_xz R + g_m rᵀ, the rank-one term in place
-    Y = -np.outer(At @ gm, w) + GV / s2 - G / (2 * s2); Y = 0.5 * (Y + Y.T) + 0.5 * (np.outer(w, w) - I + Vw)
+    Y = -np.outer(Amul(gm), w) + GV / s2 - G / (2 * s2); Y = 0.5 * (Y + Y.T) + 0.5 * (np.outer(w, w) - I + Vw)
     Bbar = Li.T @ Y @ Li; Bbar = 0.5 * (Bbar + Bbar.T)
     k, l, nz = ip.k, ip.l, ip.hp.n_z
     g = np.zeros(len(ip.hp.names))
     gx, gzx = kernel_adjoint(kern, X, Z, Abar, sw=sw, K=Kxz)
-    gz, gzz = kernel_adjoint(kern, Z, Z, Bbar, same=True)
+    Kzz = P.dense(); np.fill_diagonal(Kzz, kern.variance)               # K(Z, Z): the factorised K̃ less its jitter
+    gz, gzz = kernel_adjoint(kern, Z, Z, Bbar, same=True, sw=Kzz if type(kern) is RBF else None, K=Kzz)
     g[:k] = gx + gz; g[0] += kern.variance * n * (-0.5 / s2) + P.jitter * float(np.trace(Bbar))
     g[l:l + nz] = (gzx + gzz).ravel()
     if ip.hp.n_lik:                                                    # ∂E/∂log σ² = −n/2 + (‖e − Aᵀw‖² + Σv_i)/(2σ²)
         g[k] = -0.5 * n + (s2 * s2 * float(gm @ gm) + kd - trG + float(np.trace(GV))) / (2 * s2)
-    if ip.learn_mean: g[-1] = float(gm @ (1.0 - At.T @ (Li @ np.ones(Mz)))) + float(r.sum())
+    if ip.learn_mean: g[-1] = float(gm @ (1.0 - Kxz @ (Li.T @ (Li @ np.ones(Mz))))) + float(r.sum())
     u = L @ w; LV = L @ Vw
     return float(E - kl), g[ip.hp.free], mean + u, LV @ L.T
 
@@ -233,7 +245,7 @@ def _inner(model, method, inner, post):
 # %% ../../nbs/methods/15a_inducing.ipynb #ae8af573
 def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fixed=None, tol: float = 1e-5,
                  tol_rel: float = 1e-10, max_iter: int = 500, max_seconds: float | None = None, callback=None,
-                 bound: float = 12.0, inner: dict | None = None) -> HyperFit:
+                 bound: float = 12.0, inner: dict | None = None, maxcor: int = 50) -> HyperFit:
     """Inducing inputs Z, kernel and likelihood parameters of a `SparseGP` by maximising the optimal VLB (eq. F): L-BFGS-B
     over θ = (log kernel parameters, likelihood parameters, Z[, mean]) whose gradient is ∂VLB/∂θ at the inner optimum
     q*(θ) (the envelope theorem), computed by ``InducingParams.grad``; each step of the outer loop is recorded and tested
@@ -244,8 +256,12 @@ def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fix
         method of `fit` (default 'fpi'), warm-started at the previous optimum; `inner` its options (default tol 1e-8).
     learn_mean, fixed: as for `hyper.learn` ('Z' holds every inducing input, 'kernel.lengthscale' the lengthscales, ...).
     tol, tol_rel, max_iter, max_seconds, callback: the outer loop's (each record carries `inner_iter`).
-    bound: log-parameters are kept in [−bound, bound]. Returns a `HyperFit`."""
+    bound: log-parameters are kept in [−bound, bound].
+    maxcor: L-BFGS-B memory, the number of stored correction pairs (2·maxcor vectors of the length of θ; with several
+        hundred inducing coordinates, 50 pairs reach a given VLB in fewer iterations than SciPy's default 10 or 20). Returns a `HyperFit`."""
     check_budget(tol, max_iter, max_seconds); check_budget(tol_rel, 0, None, tol_name="tol_rel")
+    if isinstance(maxcor, bool) or not isinstance(maxcor, (int, np.integer)) or maxcor < 1:
+        raise ValueError(f"maxcor must be a positive integer (L-BFGS-B's correction pairs), got {maxcor!r}")
     ip = InducingParams(model, learn_mean, fixed)
     gaussian = isinstance(model.likelihood, Gaussian)
     method = ("collapsed" if gaussian else "fpi") if method is None else method
@@ -280,7 +296,7 @@ def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fix
         visit()
         res = minimize(evaluate, theta0, jac=True, method="L-BFGS-B", callback=lambda intermediate_result: (evaluate(intermediate_result.x), visit()),
                        bounds=list(zip(np.where(np.isfinite(lo), lo, None), np.where(np.isfinite(hi), hi, None))),
-                       options=dict(maxiter=10 * int(max_iter) + 10, maxfun=20 * int(max_iter) + 20, gtol=0.0, ftol=0.0, maxcor=20))
+                       options=dict(maxiter=10 * int(max_iter) + 10, maxfun=20 * int(max_iter) + 20, gtol=0.0, ftol=0.0, maxcor=int(maxcor)))
         if st["verdict"] is None:                                     # L-BFGS-B ended by itself (SciPy ends on the callback's StopIteration too)
             evaluate(res.x)
             st["verdict"] = (Stop.GRAD_TOL, f"|g| = {st['last'][2]:.1e} <= tol") if st["last"][2] <= tol else (Stop.STALLED, f"L-BFGS-B: {res.message}")
@@ -313,7 +329,9 @@ def natural_step(P, eta1, m, Ki, mean, H, dE_dm, dE_dv, rho, scale):
     (a CLIPPED_GAMMA event). Returns (P', η₁', L_P' (lower Cholesky factor), events)."""
     events, prior_term = [], Ki @ np.full(len(m), mean)
     def step(gv):
-        Pn = (1.0 - rho) * P + rho * (Ki - 2.0 * scale * (H.T * gv) @ H)
+        if np.all(gv <= 0.0): B = H * np.sqrt(-gv)[:, None]; HgH = -(B.T @ B)   # one symmetric rank-b update (log-concave sites)
+        else: HgH = (H.T * gv) @ H                                                # Hᵀdiag(∂E/∂v)H
+        Pn = (1.0 - rho) * P + rho * (Ki - 2.0 * scale * HgH)
         return 0.5 * (Pn + Pn.T), (1.0 - rho) * eta1 + rho * (prior_term + scale * H.T @ (dE_dm - 2.0 * dE_dv * (H @ m)))
     Pn, e1 = step(dE_dv)
     try: Lp = cholesky(Pn, name="V^-1")
@@ -352,16 +370,20 @@ def _rows_with_kernel(kernel, Z, prior, X, mean):
 def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.01, max_epochs: float = 20.0, tol: float = 1e-7,
                  max_iter: int | None = None, max_seconds: float | None = None, callback=None, seed: int = 0,
                  eval_every: int | None = None, learn_mean: bool = False, fixed=None, bound: float = 12.0,
-                 joint: bool = False) -> HyperFit:
+                 joint: bool = False, average: float = 0.9) -> HyperFit:
     """The stochastic fit of a `SparseGP` as SVGP users run it (Hensman et al. 2013): per mini-batch of `batch_size` rows,
     one natural-gradient step of length `rho` on q(u) (`natural_step`, eq. G), then one `Adam` step of rate `lr` on
     θ = (log kernel parameters, likelihood parameters, Z[, mean]) along the mini-batch estimate of ∂VLB/∂θ at the new q
     (``InducingParams.grad`` on the batch); with `joint`, along the estimate at the current q instead, from the same site
     expectations as the natural step (a simultaneous step on (q, θ): one quadrature and one pass over H·V per step, not two).
     The state is q's natural parameters (M × M), θ and Adam's averages: O(M² + Mp),
-    each step O(bM² + M³ + bMp). The start is the prior, q(u) = N(mean·1, K̃).
+    each step O(bM² + M³ + bMp). The start is the prior, q(u) = N(mean·1, K̃). With `average` = β > 0 the run also keeps the
+    exponential average of the iterates (θ, V⁻¹, V⁻¹m) ← β·average + (1 − β)·iterate, bias-corrected by 1 − βᵗ (Polyak &
+    Juditsky 1992 average the iterates of a stochastic approximation; this one forgets at rate β per step): each evaluation
+    takes the VLB at the iterate and at the average, and the state it reports is the better of the two (the steps go on
+    from the iterate). β = 0 reports the iterates alone.
 
-    The full-data VLB (`sparse_vlb`) is evaluated every `eval_every` steps (default one epoch), its time not charged to the
+    The full-data VLB (`sparse_vlb`) is evaluated at the start and every `eval_every` steps (default one epoch), its time not charged to the
     run's clock; the run stops (driver `run`) after `max_epochs` passes (`Stop.BUDGET`), `max_iter` steps, `max_seconds`,
     the callback, or when two evaluations differ by at most tol·(1 + |VLB|) (`Stop.REL_TOL`). The best evaluated state is
     returned. `fixed`, `learn_mean`, `bound` as for `fit_inducing`. Returns a `HyperFit` whose posterior is q(u) as a `DenseCov`."""
@@ -372,6 +394,8 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     if not (isinstance(rho, (int, float)) and 0 < rho <= 1): raise ValueError(f"rho must lie in (0, 1], got {rho!r}")
     if not (isinstance(max_epochs, (int, float)) and max_epochs > 0): raise ValueError(f"max_epochs must be positive, got {max_epochs!r}")
     if not isinstance(joint, (bool, np.bool_)): raise TypeError(f"joint must be True or False, got {joint!r}")
+    if isinstance(average, bool) or not isinstance(average, (int, float, np.floating)) or not 0 <= average < 1:
+        raise ValueError(f"average must be a number in [0, 1) (the decay of the iterates' average per step), got {average!r}")
     bs = min(int(batch_size), n); per_epoch = int(np.ceil(n / bs))
     eval_every = per_epoch if eval_every is None else int(eval_every)
     if eval_every < 1: raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}")
@@ -383,10 +407,15 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     def cov_of(Lp):
         "V = P⁻¹ = L_P⁻ᵀL_P⁻¹ from the factor of the precision."
         Li = tri_inv(Lp, check=False); return Li.T @ Li
-    def evaluated(s, kind, events, extra, charged=False):
-        te = time.perf_counter(); v = sparse_vlb(ip, s["theta"], s["m"], s["V"])
-        if not charged: hist.t0 += time.perf_counter() - te
-        return Step(s, v, None, kind, events, extra)
+    def evaluated(s, kind, events, extra):
+        te = time.perf_counter(); v = sparse_vlb(ip, s["theta"], s["m"], s["V"]); out, averaged = s, False
+        if average > 0 and s["t"] > 0:                                # the bias-corrected average of the iterates
+            w = 1.0 - average ** s["t"]; theta_a, P_a, eta1_a = (s["avg"][key] / w for key in ("theta", "P", "eta1"))
+            La = cholesky(0.5 * (P_a + P_a.T), name="averaged V^-1"); m_a, V_a = chol_solve(La, eta1_a), cov_of(La)
+            v_a = sparse_vlb(ip, theta_a, m_a, V_a)
+            if v_a > v: v, averaged, out = v_a, True, dict(theta=theta_a, m=m_a, V=V_a)
+        hist.t0 += time.perf_counter() - te                           # a measurement: not charged, the start's neither
+        return Step(dict(s, out=out), v, None, kind, events, dict(extra, averaged=averaged))
     def step(cur, k):
         if k >= n_steps: return Halt(Stop.BUDGET, f"{max_epochs:g} epochs spent")
         s = cur.state
@@ -403,17 +432,22 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
         if joint: _, g = ip.grad(s["theta"], s["m"], s["V"], idx=idx, parts=parts, sites=rows, Ki=Ki, Kxz=Kxz, at=(m_site, v_site, E, gm, gv))
         else: _, g = ip.grad(s["theta"], m, V, idx=idx, parts=parts, sites=rows, Ki=Ki, Kxz=Kxz)
         theta = np.clip(s["theta"] + adam.step(g), lo, -lo)
-        new = dict(theta=theta, P=P, eta1=eta1, m=m, V=V)
+        new = dict(theta=theta, P=P, eta1=eta1, m=m, V=V, t=s["t"] + 1)
+        new["avg"] = {key: average * s["avg"][key] + (1.0 - average) * new[key] for key in ("theta", "P", "eta1")}
         extra = dict(points=(k + 1) * bs, grad_norm_stochastic=float(np.max(np.abs(g), initial=0.0)))
         if (k + 1) % eval_every == 0: return evaluated(new, "svi", events, extra)
         return Step(new, None, None, "svi", events, extra)
     theta0 = np.clip(ip.theta0, lo, -lo)
     _, _, _, mean0, Kt0 = ip.parts(theta0)
     V0 = Kt0.dense(); P0 = Kt0.solve(np.eye(Kt0.d)); P0 = 0.5 * (P0 + P0.T)
-    start = evaluated(dict(theta=theta0, P=P0, eta1=P0 @ np.full(Kt0.d, mean0), m=np.full(Kt0.d, mean0), V=V0), "start", [], dict(points=0), charged=True)
+    s0 = dict(theta=theta0, P=P0, eta1=P0 @ np.full(Kt0.d, mean0), m=np.full(Kt0.d, mean0), V=V0, t=0)
+    s0["avg"] = {key: np.zeros_like(s0[key]) for key in ("theta", "P", "eta1")}
+    start = evaluated(s0, "start", [], dict(points=0))
     r = run(step, start, tol=tol, max_iter=n_steps + 1 if max_iter is None else max_iter, max_seconds=max_seconds,
             optimal=rel_tol_evaluated(tol), keep_best=True, history=hist)
-    s = r.state; mod = ip.model_at(s["theta"]); cov = DenseCov(cholesky(s["V"], name="V"))
+    s = r.state.get("out", r.state)                                  # the reported state: the iterate or its average
+    mod = ip.model_at(s["theta"]); cov = DenseCov(cholesky(s["V"], name="V"))
     post = VGPosterior(mod, s["m"], cov, "svi-inducing", vlb(mod, s["m"], cov), r.stop, r.history,
-                       f"{r.stop.value} after {r.n_iter} steps ({r.n_iter * bs / n:.2f} epochs)", n_iter=r.n_iter, batch_size=bs, rho=rho, lr=lr, joint=bool(joint))
+                       f"{r.stop.value} after {r.n_iter} steps ({r.n_iter * bs / n:.2f} epochs)", n_iter=r.n_iter, batch_size=bs, rho=rho, lr=lr,
+                       joint=bool(joint), average=float(average))
     return HyperFit(mod, post, ip.values(s["theta"]), r.history, r.stop, post.message, r.n_iter, ip.hp.fixed)
