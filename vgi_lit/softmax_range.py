@@ -14,7 +14,8 @@ __all__ = ['softplus_moments', 'expected_lse']
 
 # %% ../nbs/01d_softmax_range.ipynb #717e3612
 _S_SWITCH = 1.5                                    # s.d. at or below which the Gauss-Hermite rule is used (one difference)
-_GH_LEVELS = ((0.0, 1), (0.25, 10), (0.5, 16), (0.75, 24), (1.0, 40), (1.25, 48), (1.5, 64), (2.0, 128))   # (largest s.d., nodes)
+_GH_LEVELS = ((0.0, 1), (0.25, 8), (0.375, 12), (0.5, 14), (0.625, 18), (0.75, 24), (0.875, 28), (1.0, 34), (1.25, 48), (1.375, 56),
+              (1.5, 64), (1.625, 80), (1.75, 88), (1.875, 104), (2.0, 112))                  # (largest s.d., Gauss-Hermite nodes)
 _GH_RULES = [(z[w / w.sum() > 1e-18], (w / w.sum())[w / w.sum() > 1e-18]) for z, w in (hermegauss(n) for _, n in _GH_LEVELS)]   # weights
 # below 1e-18 (beyond |z| ≈ 9, together < 1e-18) dropped
 _GH_S = np.array([l[0] for l in _GH_LEVELS])
