@@ -13,6 +13,7 @@ from scipy.special import expit, ndtr
 __all__ = ['softplus_moments', 'expected_lse']
 
 # %% ../nbs/01d_softmax_range.ipynb #717e3612
+_CHUNK = 8192                                      # values per block of node evaluations (64 kB arrays)
 _S_SWITCH = 1.5                                    # s.d. at or below which the Gauss-Hermite rule is used (one difference)
 _GH_LEVELS = ((0.0, 1), (0.25, 8), (0.375, 12), (0.5, 14), (0.625, 18), (0.75, 24), (0.875, 28), (1.0, 34), (1.25, 48), (1.375, 56),
               (1.5, 64), (1.625, 80), (1.75, 88), (1.875, 104), (2.0, 112))                  # (largest s.d., Gauss-Hermite nodes)
@@ -66,9 +67,11 @@ def _moments(mu, s):
         F1[far] = np.where(m > 0, ndtr(h), ndtr(-h))
     lev = np.where(far, len(_GH_LEVELS), _gh_level(s))
     for L in np.unique(lev[(s <= _S_SWITCH) & ~far]):                            # Gauss-Hermite with the nodes the s.d. needs
-        g = lev == L; z, w = _GH_RULES[L]
-        sp, sg, dsg = _sp_terms(mu[g, None] + s[g, None] * z)
-        F0[g] = sp @ w; F1[g] = sg @ w; F2[g] = dsg @ w
+        g = lev == L; m_g, s_g = mu[g], s[g]; z, w = _GH_RULES[L]; step = max(1, _CHUNK // len(z))
+        out = np.empty((3, len(m_g)))
+        for k in range(0, len(m_g), step):                                      # blocks of ~_CHUNK values: the temporaries stay in cache
+            out[:, k:k + step] = [t @ w for t in _sp_terms(m_g[k:k + step, None] + s_g[k:k + step, None] * z)]
+        F0[g], F1[g], F2[g] = out
     big = (s > _S_SWITCH) & ~far
     if big.any():
         m, sd = mu[big], s[big]
