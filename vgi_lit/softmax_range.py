@@ -16,7 +16,8 @@ __all__ = ['softplus_moments', 'expected_lse']
 _CHUNK = 8192                                      # values per block of node evaluations (64 kB arrays)
 _S_SWITCH = 1.5                                    # s.d. at or below which the Gauss-Hermite rule is used (one difference)
 _GH_LEVELS = ((0.0, 1), (0.25, 8), (0.375, 12), (0.5, 14), (0.625, 18), (0.75, 24), (0.875, 28), (1.0, 34), (1.25, 48), (1.375, 56),
-              (1.5, 64), (1.625, 80), (1.75, 88), (1.875, 104), (2.0, 112))                  # (largest s.d., Gauss-Hermite nodes)
+              (1.5, 64), (1.625, 80), (1.75, 88), (1.875, 104), (2.0, 112), (2.25, 136), (2.5, 168), (2.75, 200), (3.0, 232))
+# (largest s.d., Gauss-Hermite nodes); above 1.5 for the outer rule of two differences only
 _GH_RULES = [(z[w / w.sum() > 1e-18], (w / w.sum())[w / w.sum() > 1e-18]) for z, w in (hermegauss(n) for _, n in _GH_LEVELS)]   # weights
 # below 1e-18 (beyond |z| ≈ 9, together < 1e-18) dropped
 _GH_S = np.array([l[0] for l in _GH_LEVELS])
@@ -74,13 +75,15 @@ def _moments(mu, s):
         F0[g], F1[g], F2[g] = out
     big = (s > _S_SWITCH) & ~far
     if big.any():
-        m, sd = mu[big], s[big]
-        x_s = _X / sd[:, None]; m_s = (m / sd)[:, None]
-        n_plus = np.exp(-0.5 * np.square(x_s - m_s))                                 # √(2π) s N(x; μ, s²) at the nodes
-        n_minus = np.exp(-0.5 * np.square(x_s + m_s))                                # √(2π) s N(−x; μ, s²)
-        R = (n_plus @ _ON_PLUS + n_minus @ _ON_MINUS) / (_SQ2PI * sd[:, None])      # the three remainder integrals
-        h = m / sd
-        F0[big] = m * ndtr(h) + sd * np.exp(-0.5 * h * h) / _SQ2PI + R[:, 0]
+        m_b, s_b = mu[big], s[big]; R = np.empty((len(m_b), 3)); step = max(1, _CHUNK // len(_X))
+        for k in range(0, len(m_b), step):                                      # in blocks, as above
+            x_s = _X / s_b[k:k + step, None]; m_s = (m_b[k:k + step] / s_b[k:k + step])[:, None]
+            n_plus = np.exp(-0.5 * np.square(x_s - m_s))                             # √(2π) s N(x; μ, s²) at the nodes
+            n_minus = np.exp(-0.5 * np.square(x_s + m_s))                            # √(2π) s N(−x; μ, s²)
+            R[k:k + step] = n_plus @ _ON_PLUS + n_minus @ _ON_MINUS
+        R /= _SQ2PI * s_b[:, None]                                                  # the three remainder integrals
+        h = m_b / s_b
+        F0[big] = m_b * ndtr(h) + s_b * np.exp(-0.5 * h * h) / _SQ2PI + R[:, 0]
         F1[big] = ndtr(h) + R[:, 1]
         F2[big] = R[:, 2]
     return F0, F1, F2
@@ -152,7 +155,7 @@ def expected_lse(mu_d, S_d):
     `mu_d` (n, q) and positive semi-definite covariances `S_d` (n, q, q) (singular allowed). ∂E/∂μ = 𝔼[p],
     ∂E/∂S = ½𝔼[diag p − ppᵀ] (Bonnet, Price), p_k = e^{δ_k}/(1 + Σ_j e^{δ_j}). q = 2: lse = softplus(δ₁) + softplus(δ₂ − softplus(δ₁)),
     the inner expectation over δ₂ | δ₁ by `softplus_moments`, the outer over δ₁ (the larger variance) by the Gauss-Hermite
-    rule of `_GH_LEVELS` for s₁(1 + max(0, −b)) when that is ≤ 2 (b = S₁₂/S₁₁), else the graded composite Gauss-Legendre
+    rule of `_GH_LEVELS` for s₁(1 + max(0, −b)) when that is ≤ 3 (b = S₁₂/S₁₁), else the graded composite Gauss-Legendre
     rule of ``_outer_rule``."""
     mu_d, S_d = _check_diff_moments(mu_d, S_d); n, q = mu_d.shape
     if q == 1:
