@@ -226,3 +226,25 @@ def test_robustmax_four_classes_fpi_and_grad_agree():
     mod = MultiGLM(X, y, RobustMax(C, 0.05, n_qmc=256))
     pf, pg = fpi_multi(mod, max_iter=500, tol=1e-8), grad_multi(mod, tol=1e-8, max_iter=3000)
     assert pf.stop.value in ("grad_tol", "rel_tol") and abs(pf.vlb - pg.vlb) < 1e-8 * abs(pg.vlb) and np.allclose(pf.m, pg.m, atol=1e-3)
+
+
+def test_wide_route_dispatch_and_mixed_blocks():
+    """`wide_route(K)`: `expected_lse` for K ≤ 2 with the default rule, None for a given `n_gh` or K ≥ 3. A block holding
+    narrow and wide sites gives, site by site, the product rule's numbers at the narrow ones and `expected_lse`'s at the wide ones."""
+    from vgi_lit.softmax_range import expected_lse
+    assert Softmax(3).wide_route(2) is expected_lse and Softmax(2).wide_route(1) is expected_lse
+    assert Softmax(3, n_gh=32).wide_route(2) is None and Softmax(4).wide_route(3) is None
+    rng = np.random.default_rng(4); lik = Softmax(3); n = 8
+    m = rng.normal(size=(n, 3)); y = rng.integers(0, 3, n)
+    B = rng.normal(size=(n, 3, 3)); V = B @ np.swapaxes(B, 1, 2) * np.where(np.arange(n) % 2, 4.0, 0.02)[:, None, None]
+    D = np.zeros((n, 2, 3))
+    for i, yi in enumerate(y): D[i, [0, 1], [k for k in range(3) if k != yi]] = 1.0; D[i, :, yi] = -1.0
+    S = D @ V @ np.swapaxes(D, 1, 2); wide = np.linalg.eigvalsh(S)[:, -1] > lik.RULE_RANGE[2] ** 2
+    assert wide.any() and not wide.all()
+    E, dm, dV = lik.expected_log_lik(y, m, V)
+    Er, dmr, dVr = Softmax(3, n_gh=32).expected_log_lik(y[~wide], m[~wide], V[~wide])
+    assert np.array_equal(E[~wide], Er) and np.array_equal(dm[~wide], dmr) and np.array_equal(dV[~wide], dVr)
+    Ew, gw, dSw = expected_lse(np.einsum('ikc,ic->ik', D[wide], m[wide]), S[wide])
+    np.testing.assert_allclose(E[wide], -Ew, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(dm[wide], -np.einsum('ikc,ik->ic', D[wide], gw), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(dV[wide], -np.swapaxes(D[wide], 1, 2) @ dSw @ D[wide], rtol=0, atol=1e-13)

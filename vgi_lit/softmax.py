@@ -114,8 +114,8 @@ class Softmax:
     size of the rule's error), or 'price', Price's Σ_s w_s(diag p_s − p_s p_sᵀ) ⪰ 0 (equal to the exact derivative only up
     to the rule's error). None: 'price' for the Gauss-Hermite product rule (C ≤ 4 or `n_gh` given, where both agree to
     about 10⁻⁸), 'exact' for the Sobol' rule. C ≤ 3 with the default rule: a site whose differences have a standard
-    deviation above `RULE_RANGE[C − 1]` (where the product rule's error passes 10⁻¹³) is computed by `expected_lse`
-    instead (closed-form maximum plus kink-adapted rules, ~10⁻¹² at every scale). Predictions (E[softmax(f)]) use the
+    deviation above `RULE_RANGE[C − 1]` (where the product rule's error passes 10⁻¹³) is computed by `wide_route(C − 1)`
+    instead (`expected_lse`: closed-form maximum plus kink-adapted rules, ~10⁻¹² at every scale), and the rule only at the others. Predictions (E[softmax(f)]) use the
     C-dimensional rule."""
     RULE_RANGE = {1: 1.5, 2: 1.0}     # the largest s.d. of the differences at which the default product rule is kept
     log_concave = True
@@ -148,11 +148,35 @@ class Softmax:
         "f at the rule's nodes (n, S, C) and its log Σ_k exp (n, S)."
         F = m[:, None, :] + np.matmul(self.z, _site_roots(V))                   # R symmetric: (z Rᵀ)_s = R z_s
         return F, log_sum_exp(F, axis=2)
+    def wide_route(self, K: int):
+        """The expectation taken over the sites too wide for the product rule (a standard deviation of the K = C − 1 differences
+        above `RULE_RANGE[K]`): a function (μ_δ (n, K), S_δ (n, K, K)) ↦ (E[lse] (n,), ∂/∂μ_δ (n, K), ∂/∂S_δ (n, K, K)) of
+        E[lse(δ)] = −E, `expected_lse` for K ≤ 2 with the default rule; None where the rule is kept at every site."""
+        return expected_lse if self.n_gh is None and K in self.RULE_RANGE else None
+    def _rule(self, mu_d, e, Qe):
+        "(E (b,), E[q] (b, K), Γ_δ (b, K, K)) by the product rule at sites of difference means `mu_d` and covariances Qe diag(e) Qeᵀ."
+        K = mu_d.shape[1]; r = np.sqrt(e)
+        Q = np.matmul((Qe * r[:, None, :]) @ np.swapaxes(Qe, 1, 2), self._zrT)   # (b, C−1, S) Rz_s; in place from here on
+        Q += mu_d[:, :, None]                                                 # δ = μ_δ + Rz_s at the nodes
+        mx = Q.max(axis=1); np.maximum(mx, 0.0, out=mx)                       # (b, S): the largest of 0 and the δ_k
+        Q -= mx[:, None, :]; np.exp(Q, out=Q)
+        tot = Q.sum(axis=1); tot += np.exp(-mx)
+        lse = np.log(tot); lse += mx                                          # log(1 + Σ e^δ)
+        Q /= tot[:, None, :]                                                  # (b, C−1, S) p_k, k ≠ y; ∇g_s = −p_s
+        qbar = Q @ self.wr
+        def price(rows):                                                      # ½ Σ_s w_s ∇²g_s = −½ E[diag q − qqᵀ]
+            G = -np.matmul(Q[rows] * self.wr, np.swapaxes(Q[rows], 1, 2))
+            G[:, np.arange(K), np.arange(K)] += qbar[rows]
+            return -0.5 * G
+        if self.curvature == 'price': G = -2.0 * price(slice(None))          # Γ_δ = E[diag q − qqᵀ]
+        else: G = -2.0 * _root_adjoint(-(Q @ self._zw), r, Qe, price)         # Mᵀ = −Σ_s w_s q_s z_sᵀ (only sym(M) enters)
+        return -(lse @ self.wr), qbar, G
     def expected_log_lik(self, y, m, V):
         """(E (n,), ∂E/∂m (n, C), ∂E/∂V (n, C, C)) at site means `m` (n, C) and covariances `V` (n, C, C)
-        for labels `y` (n,) already checked by `check_y`."""
+        for labels `y` (n,) already checked by `check_y`. Each site goes to the product rule or, when its differences have a
+        standard deviation above `RULE_RANGE[C − 1]`, to `wide_route(C − 1)`."""
         m, V = _check_site_moments(m, V, self.C); n, C = m.shape
-        y = np.asarray(y); K = C - 1
+        y = np.asarray(y); K = C - 1; route = self.wide_route(K)
         E, dm, dV = np.empty(n), np.zeros((n, C)), np.zeros((n, C, C))
         for sl in self._blocks(n, len(self.wr)):
             yb, mb, Vb = y[sl], m[sl], V[sl]; b = len(yb); i = np.arange(b)[:, None]
@@ -160,27 +184,14 @@ class Softmax:
             mu_d = mb[i, O] - mb[i, yb[:, None]]                                  # D m
             Vyo = Vb[i, yb[:, None], O]                                           # V_{y,k}, (b, C−1)
             S_d = Vb[i[:, :, None], O[:, :, None], O[:, None, :]] - Vyo[:, :, None] - Vyo[:, None, :] + Vb[np.arange(b), yb, yb][:, None, None]
-            e, Qe = _site_eig(S_d); r = np.sqrt(e)
-            Q = np.matmul((Qe * r[:, None, :]) @ np.swapaxes(Qe, 1, 2), self._zrT)   # (b, C−1, S) Rz_s; in place from here on
-            Q += mu_d[:, :, None]                                                 # δ = μ_δ + Rz_s at the nodes
-            mx = Q.max(axis=1); np.maximum(mx, 0.0, out=mx)                       # (b, S): the largest of 0 and the δ_k
-            Q -= mx[:, None, :]; np.exp(Q, out=Q)
-            tot = Q.sum(axis=1); tot += np.exp(-mx)
-            lse = np.log(tot); lse += mx                                          # log(1 + Σ e^δ)
-            Q /= tot[:, None, :]                                                  # (b, C−1, S) p_k, k ≠ y; ∇g_s = −p_s
-            qbar = Q @ self.wr
-            def price(rows):                                                      # ½ Σ_s w_s ∇²g_s = −½ E[diag q − qqᵀ]
-                G = -np.matmul(Q[rows] * self.wr, np.swapaxes(Q[rows], 1, 2))
-                G[:, np.arange(K), np.arange(K)] += qbar[rows]
-                return -0.5 * G
-            if self.curvature == 'price': G = -2.0 * price(slice(None))          # Γ_δ = E[diag q − qqᵀ]
-            else: G = -2.0 * _root_adjoint(-(Q @ self._zw), r, Qe, price)         # Mᵀ = −Σ_s w_s q_s z_sᵀ (only sym(M) enters)
-            E[sl] = -(lse @ self.wr)
-            if self.n_gh is None and K in self.RULE_RANGE:                      # wide sites: the rule's kinks error; expected_lse
-                wide = np.flatnonzero(e[:, -1] > self.RULE_RANGE[K] ** 2)
-                if len(wide):
-                    Ew, qbar[wide], dS = expected_lse(mu_d[wide], S_d[wide])
-                    E[np.arange(sl.start, sl.stop)[wide]] = -Ew; G[wide] = 2.0 * dS
+            e, Qe = _site_eig(S_d)
+            wide = e[:, -1] > self.RULE_RANGE[K] ** 2 if route is not None else np.zeros(b, bool)   # the rule's kinks err there
+            Eb, qbar, G = np.empty(b), np.empty((b, K)), np.empty((b, K, K))
+            if not wide.all(): Eb[~wide], qbar[~wide], G[~wide] = self._rule(mu_d[~wide], e[~wide], Qe[~wide])
+            if wide.any():
+                Ew, qbar[wide], dS = route(mu_d[wide], S_d[wide])
+                Eb[wide] = -Ew; G[wide] = 2.0 * dS
+            E[sl] = Eb
             dmb = np.zeros((b, C)); dmb[i, O] = -qbar; dmb[np.arange(b), yb] = qbar.sum(1)   # Dᵀ ∂E/∂μ_δ
             Gb = np.zeros((b, C, C)); rs = G.sum(2)                               # Γ = Dᵀ Γ_δ D
             Gb[i[:, :, None], O[:, :, None], O[:, None, :]] = G

@@ -13,8 +13,24 @@ from scipy.special import expit, ndtr
 __all__ = ['softplus_moments', 'expected_lse']
 
 # %% ../nbs/01d_softmax_range.ipynb #717e3612
-_S_SWITCH = 1.5                                    # s.d. at or below which the plain Gauss-Hermite rule is used
-_Z_GH, _W_GH = hermegauss(64); _W_GH = _W_GH / _W_GH.sum()
+_CHUNK = 8192                                      # values per block of node evaluations (64 kB arrays)
+_S_SWITCH = 1.5                                    # s.d. at or below which the Gauss-Hermite rule is used (one difference)
+_GH_LEVELS = ((0.0, 1), (0.25, 8), (0.375, 12), (0.5, 14), (0.625, 18), (0.75, 24), (0.875, 28), (1.0, 34), (1.25, 48), (1.375, 56),
+              (1.5, 64), (1.625, 80), (1.75, 88), (1.875, 104), (2.0, 112), (2.25, 136), (2.5, 168), (2.75, 200), (3.0, 232))
+# (largest s.d., Gauss-Hermite nodes); above 1.5 for the outer rule of two differences only
+_GH_RULES = [(z[w / w.sum() > 1e-18], (w / w.sum())[w / w.sum() > 1e-18]) for z, w in (hermegauss(n) for _, n in _GH_LEVELS)]   # weights
+# below 1e-18 (beyond |z| ≈ 9, together < 1e-18) dropped
+_GH_S = np.array([l[0] for l in _GH_LEVELS])
+
+def _gh_level(s):
+    "Index into `_GH_LEVELS` of the fewest nodes whose s.d. bound covers `s` (len(_GH_LEVELS) above the last)."
+    return np.searchsorted(_GH_S, s, side='left')
+
+def _sp_terms(w):
+    "(softplus(w), σ(w), σ(w)σ(−w)) by one exponential t = e^{−|w|}: max(0, w) + log(1 + t), (1 or t)/(1 + t), t/(1 + t)²."
+    t = np.exp(-np.abs(w)); d = 1.0 + t
+    return np.maximum(w, 0.0) + np.log1p(t), np.where(w >= 0, 1.0, t) / d, t / (d * d)
+
 _T10, _W10 = leggauss(10); _T6, _W6 = leggauss(6)
 
 def _panels(breaks, t, w):
@@ -32,13 +48,17 @@ _SQ2PI = np.sqrt(2 * np.pi)
 def softplus_moments(mu, s):
     """(E[softplus(w)], E[σ(w)], E[σ(w)σ(−w)]) for w ~ N(μ, s²), arrays `mu`, `s` ≥ 0 of one shape.
 
-    s ≤ 1.5: the 64-node Gauss-Hermite rule. s > 1.5: softplus(w) = max(0, w) + log(1 + e^{−|w|}), with
+    s ≤ 1.5: the Gauss-Hermite rule of `_GH_LEVELS` for s (1 to 64 nodes, ``_sp_terms`` at the nodes). s > 1.5: softplus(w) = max(0, w) + log(1 + e^{−|w|}), with
     E[max(0, w)] = μΦ(μ/s) + sφ(μ/s) and E[log(1 + e^{−|w|})] = ∫₀^∞ log(1 + e^{−x}) (N(x; μ, s²) + N(−x; μ, s²)) dx by a
     composite Gauss-Legendre rule on [0, 32]; likewise σ(w) = 1[w > 0] − sign(w) σ(−|w|) and σ(w)σ(−w) (even in w)."""
     mu = np.asarray(mu, dtype=float); s = np.asarray(s, dtype=float)
     if mu.shape != s.shape: raise ValueError(f"mu and s must have one shape, got {mu.shape} and {s.shape}")
     if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(s))): raise ValueError("mu or s contain NaN or inf")
     if np.any(s < 0): raise ValueError("s is a standard deviation and must be >= 0")
+    return _moments(mu, s)
+
+def _moments(mu, s):
+    "`softplus_moments` without the checks of its input."
     F0, F1, F2 = np.empty(mu.shape), np.empty(mu.shape), np.zeros(mu.shape)
     far = np.abs(mu) > 36.0 + 9.0 * s                          # the remainders are < e^{−36} + 2φ(9): dropped
     if far.any():
@@ -46,20 +66,24 @@ def softplus_moments(mu, s):
         with np.errstate(divide='ignore'): h = np.abs(m) / sd                    # |μ|/s, +inf where s = 0
         F0[far] = np.maximum(m, 0.0) + sd * np.exp(-0.5 * h * h) / _SQ2PI - np.abs(m) * ndtr(-h)   # μΦ(μ/s) + sφ(μ/s)
         F1[far] = np.where(m > 0, ndtr(h), ndtr(-h))
-    small = (s <= _S_SWITCH) & ~far
-    if small.any():
-        w = mu[small, None] + s[small, None] * _Z_GH
-        sg = expit(w)
-        F0[small] = np.logaddexp(0.0, w) @ _W_GH; F1[small] = sg @ _W_GH; F2[small] = (sg * expit(-w)) @ _W_GH
-    big = ~small & ~far
+    lev = np.where(far, len(_GH_LEVELS), _gh_level(s))
+    for L in np.unique(lev[(s <= _S_SWITCH) & ~far]):                            # Gauss-Hermite with the nodes the s.d. needs
+        g = lev == L; m_g, s_g = mu[g], s[g]; z, w = _GH_RULES[L]; step = max(1, _CHUNK // len(z))
+        out = np.empty((3, len(m_g)))
+        for k in range(0, len(m_g), step):                                      # blocks of ~_CHUNK values: the temporaries stay in cache
+            out[:, k:k + step] = [t @ w for t in _sp_terms(m_g[k:k + step, None] + s_g[k:k + step, None] * z)]
+        F0[g], F1[g], F2[g] = out
+    big = (s > _S_SWITCH) & ~far
     if big.any():
-        m, sd = mu[big], s[big]
-        x_s = _X / sd[:, None]; m_s = (m / sd)[:, None]
-        n_plus = np.exp(-0.5 * np.square(x_s - m_s))                                 # √(2π) s N(x; μ, s²) at the nodes
-        n_minus = np.exp(-0.5 * np.square(x_s + m_s))                                # √(2π) s N(−x; μ, s²)
-        R = (n_plus @ _ON_PLUS + n_minus @ _ON_MINUS) / (_SQ2PI * sd[:, None])      # the three remainder integrals
-        h = m / sd
-        F0[big] = m * ndtr(h) + sd * np.exp(-0.5 * h * h) / _SQ2PI + R[:, 0]
+        m_b, s_b = mu[big], s[big]; R = np.empty((len(m_b), 3)); step = max(1, _CHUNK // len(_X))
+        for k in range(0, len(m_b), step):                                      # in blocks, as above
+            x_s = _X / s_b[k:k + step, None]; m_s = (m_b[k:k + step] / s_b[k:k + step])[:, None]
+            n_plus = np.exp(-0.5 * np.square(x_s - m_s))                             # √(2π) s N(x; μ, s²) at the nodes
+            n_minus = np.exp(-0.5 * np.square(x_s + m_s))                            # √(2π) s N(−x; μ, s²)
+            R[k:k + step] = n_plus @ _ON_PLUS + n_minus @ _ON_MINUS
+        R /= _SQ2PI * s_b[:, None]                                                  # the three remainder integrals
+        h = m_b / s_b
+        F0[big] = m_b * ndtr(h) + s_b * np.exp(-0.5 * h * h) / _SQ2PI + R[:, 0]
         F1[big] = ndtr(h) + R[:, 1]
         F2[big] = R[:, 2]
     return F0, F1, F2
@@ -110,8 +134,6 @@ def _outer_rule(mu1, s1, a, b):
     return X, W / W.sum(1, keepdims=True)                                         # the mass beyond 10 s₁ (2e-23) moved inside: constants exact
 
 # %% ../nbs/01d_softmax_range.ipynb #43d2c54c
-_Z_OUT, _W_OUT = hermegauss(64); _W_OUT = _W_OUT / _W_OUT.sum()
-
 def _check_diff_moments(mu_d, S_d):
     mu_d = np.asarray(mu_d, dtype=float); S_d = np.asarray(S_d, dtype=float)
     if mu_d.ndim != 2 or mu_d.shape[1] not in (1, 2):
@@ -132,8 +154,9 @@ def expected_lse(mu_d, S_d):
     """(E (n,), ∂E/∂μ (n, q), ∂E/∂S (n, q, q)) of E = 𝔼[log(1 + Σ_k e^{δ_k})], δ ~ N(μ_i, S_i), q = 1 or 2, for means
     `mu_d` (n, q) and positive semi-definite covariances `S_d` (n, q, q) (singular allowed). ∂E/∂μ = 𝔼[p],
     ∂E/∂S = ½𝔼[diag p − ppᵀ] (Bonnet, Price), p_k = e^{δ_k}/(1 + Σ_j e^{δ_j}). q = 2: lse = softplus(δ₁) + softplus(δ₂ − softplus(δ₁)),
-    the inner expectation over δ₂ | δ₁ by `softplus_moments`, the outer over δ₁ (the larger variance) by the 64-node
-    Gauss-Hermite rule when s₁ ≤ 1.5, else the graded composite Gauss-Legendre rule of ``_outer_rule``."""
+    the inner expectation over δ₂ | δ₁ by `softplus_moments`, the outer over δ₁ (the larger variance) by the Gauss-Hermite
+    rule of `_GH_LEVELS` for s₁(1 + max(0, −b)) when that is ≤ 3 (b = S₁₂/S₁₁), else the graded composite Gauss-Legendre
+    rule of ``_outer_rule``."""
     mu_d, S_d = _check_diff_moments(mu_d, S_d); n, q = mu_d.shape
     if q == 1:
         F0, F1, F2 = softplus_moments(mu_d[:, 0], np.sqrt(np.maximum(S_d[:, 0, 0], 0.0)))
@@ -145,15 +168,18 @@ def expected_lse(mu_d, S_d):
     sc = np.sqrt(np.maximum(S[:, 1, 1] - b * S[:, 0, 1], 0.0))                     # s.d. of δ₂ given δ₁
     a = mu[:, 1] - b * mu[:, 0]                                                     # 𝔼[δ₂ | δ₁] = a + b δ₁
     E, g, G = np.empty(n), np.empty((n, 2)), np.empty((n, 2, 2))
-    small = s1 <= _S_SWITCH
-    for grp in (small, ~small):
-        if not grp.any(): continue
-        if grp is small: D1 = mu[grp, 0, None] + s1[grp, None] * _Z_OUT; W = np.broadcast_to(_W_OUT, D1.shape)
-        else: D1, W = _outer_rule(mu[grp, 0], s1[grp], a[grp], b[grp])
-        sp1, sg1 = np.logaddexp(0.0, D1), expit(D1)
-        live = W > 1e-18                                                            # padding and the far tails (they sum to < 1e-15) skipped
-        W = np.where(live, W, 0.0); F0, F1, F2 = np.zeros(D1.shape), np.zeros(D1.shape), np.zeros(D1.shape)
-        F0[live], F1[live], F2[live] = softplus_moments((a[grp, None] + b[grp, None] * D1 - sp1)[live], np.broadcast_to(sc[grp, None], D1.shape)[live])
+    lev = _gh_level(s1 * (1.0 + np.maximum(0.0, -b)))                              # the outer integrand is analytic for |Im δ₁| < π/(1 + max(0, −b))
+    for L in np.unique(lev):
+        grp = lev == L
+        if L < len(_GH_LEVELS):
+            z, w = _GH_RULES[L]; D1 = mu[grp, 0, None] + s1[grp, None] * z; W = np.broadcast_to(w, D1.shape); live = slice(None)
+        else:
+            D1, W = _outer_rule(mu[grp, 0], s1[grp], a[grp], b[grp])
+            live = W > 1e-18                                                        # padding and the far tails (they sum to < 1e-15) skipped
+            W = np.where(live, W, 0.0)
+        sp1, sg1, _ = _sp_terms(D1)
+        F0, F1, F2 = np.zeros(D1.shape), np.zeros(D1.shape), np.zeros(D1.shape)
+        F0[live], F1[live], F2[live] = _moments((a[grp, None] + b[grp, None] * D1 - sp1)[live], np.broadcast_to(sc[grp, None], D1.shape)[live])
         E[grp] = np.sum(W * (sp1 + F0), 1)
         p1 = np.sum(W * sg1 * (1 - F1), 1)                                          # p₁ = σ(δ₁) σ(−u), p₂ = σ(u), u = δ₂ − softplus(δ₁)
         g[grp, 0], g[grp, 1] = p1, np.sum(W * F1, 1)
