@@ -81,11 +81,11 @@ def _moments_tables(x, site, s3):
         cnt = np.where(used, np.ceil((np.where(used, hi, 0.0) - lo) / h).astype(int) + 8, 0)
         start = np.concatenate([[0], np.cumsum(cnt)]); owner = np.repeat(np.arange(n), cnt)
         T = np.stack(softplus_moments(lo[owner] + h[owner] * (np.arange(start[-1]) - start[owner]), s3[owner]), 1)   # (tables, 3)
-        C = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(T, 8, axis=0) @ _VINV.T).reshape(-1, 24)
+        C = (np.lib.stride_tricks.sliding_window_view(T, 8, axis=0) @ _VINV.T).transpose(2, 0, 1).reshape(8, -1)   # [a, 3 cell + k]
         u = (xi - lo[si]) / h[si]; j = np.floor(u).astype(int); u -= j                # x = lo + (j + u) h, 0 ≤ u < 1
-        Cn = np.take(C, np.clip(j, 3, cnt[si] - 5) + start[si] - 3, axis=0).reshape(-1, 3, 8)
-        r = Cn[:, :, 7]; u = u[:, None]
-        for a in range(6, -1, -1): r = r * u + Cn[:, :, a]
+        idx = 3 * (np.clip(j, 3, cnt[si] - 5) + start[si] - 3)[:, None] + np.arange(3)  # (N, 3) the cell's coefficients of F₀, F₁, F₂
+        r = np.take(C[7], idx); u = u[:, None]
+        for a in range(6, -1, -1): r = r * u + np.take(C[a], idx)
         F[inside] = r
     return F
 
