@@ -111,7 +111,7 @@ def expected_lse_wide(mu_d, S_d, block: int = 40_000):
     crossings of m₃ with ℓ₂ (width w₃|₂), δ₃ | δ₁, δ₂ exactly by `softplus_moments` (interpolated, `_moments_tables`); node pairs of weight
     below 10⁻¹⁴ dropped. E = 𝔼[ℓ₂ + F₀(m₃ − ℓ₂, s₃)]; ∂E/∂μ = 𝔼[p], ∂E/∂S = ½𝔼[diag p − ppᵀ] (Bonnet, Price) from F₁, F₂ and
     π = softmax of (0, δ₁, δ₂) on the same nodes. About 10⁻⁹ (relative where E > 1) at every scale (measured on the page). All sites
-    are handled together; `block` bounds the δ₁ nodes (times 137) handled at once."""
+    are handled together, `block` // 137 δ₁ nodes (about `block` node pairs) at a time."""
     mu_d, S_d = _check_diff(mu_d, S_d, (3,)); n = len(mu_d)
     order = np.argsort(-np.diagonal(S_d, axis1=1, axis2=2), axis=1, kind='stable')   # δ₁: the largest variance
     mu = np.take_along_axis(mu_d, order, 1); S = S_d[np.arange(n)[:, None, None], order[:, :, None], order[:, None, :]]
@@ -144,7 +144,7 @@ def expected_lse_wide(mu_d, S_d, block: int = 40_000):
         xa, xb = _soft_crossings(al + b32[si] * c - c, b32[si])                       # m₃ = ℓ₂ = c + softplus(δ₂ − c)
         wr = 0.5 * np.maximum(w32[si], 1.0)
         X2, W2 = _graded(m2, s2[si], np.stack([c, c + xa, c + xb], 1), np.stack([np.full_like(wr, 0.5), wr, wr], 1))
-        W = w1[:, None] * W2; rr, cc = np.nonzero(W > 1e-14)                          # the far tails (they sum to < 10⁻¹¹) dropped
+        W = w1[:, None] * W2; rr, cc = np.nonzero(W > 1e-14)                          # the far tails dropped (E moves by < 10⁻¹⁰)
         if not len(rr): continue
         w = W[rr, cc]; d2 = X2[rr, cc]; sn = si[rr]
         l2 = np.logaddexp(c[rr], d2)                                                 # ℓ₂ = log(1 + e^{δ₁} + e^{δ₂})
