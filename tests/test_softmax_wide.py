@@ -58,6 +58,23 @@ def test_wide_reductions_to_two_differences(seed, s):
         assert abs(E4[0] - E5[0]) < 1e-8 * max(1, E5[0])
 
 
+@pytest.mark.parametrize("s", [4.0, 1e4])
+def test_wide_sites_together_equal_one_at_a_time(s):
+    # all sites are integrated together in blocks of node pairs; a site's result must not depend on its neighbours or the block size
+    rng = np.random.default_rng(21); D4 = np.hstack([-np.ones((3, 1)), np.eye(3)])
+    B = rng.normal(size=(4, 4, 4)); V = s * B @ np.swapaxes(B, 1, 2) / 4
+    mu = rng.normal(size=(4, 4)) @ D4.T * 3; S = D4 @ V @ D4.T
+    S[1] = np.outer([1.0, 2.0, -1.0], [1.0, 2.0, -1.0]) * s                             # a rank-one covariance among them
+    E, g, G = expected_lse_wide(mu, S)
+    for blk in (137, 5000):                                                              # one δ₁ node per block; a site split over blocks
+        Eb, gb, Gb = expected_lse_wide(mu, S, block=blk)
+        np.testing.assert_allclose(Eb, E, rtol=1e-13); np.testing.assert_allclose(gb, g, atol=1e-13); np.testing.assert_allclose(Gb, G, atol=1e-13)
+    for i in (0, 1, 3):
+        Ei, gi, Gi = expected_lse_wide(mu[i:i + 1], S[i:i + 1])
+        np.testing.assert_allclose(Ei, E[i:i + 1], rtol=1e-13); np.testing.assert_allclose(gi, g[i:i + 1], atol=1e-13); np.testing.assert_allclose(Gi, G[i:i + 1], atol=1e-13)
+    assert np.all(np.isfinite(G)) and np.allclose(G, np.swapaxes(G, 1, 2), atol=1e-15)
+
+
 def test_wide_constant():
     assert 1.0 <= WIDE_RANGE <= 2.0
 

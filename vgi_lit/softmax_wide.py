@@ -16,7 +16,8 @@ __all__ = ['WIDE_RANGE', 'expected_lse_wide', 'expected_lse_preint']
 # %% ../nbs/01e_softmax_wide.ipynb #52b590f4
 def _soft_crossings(a, b):
     """The (up to two) solutions x of a + b x = softplus(x), arrays `a`, `b` of one shape; NaN where absent. Newton's method on the convex
-    softplus(x) − b x − a from the roots of a + b x = max(0, x), where it is ≥ 0, so the iteration is monotone."""
+    softplus(x) − b x − a from the roots of a + b x = max(0, x), where it is ≥ 0, so the iteration is monotone (at most 30 steps, stopped
+    once no step moves an x by more than 10⁻¹³ relative)."""
     out = []
     for left in (True, False):
         with np.errstate(divide='ignore', invalid='ignore'): x = -a / b if left else a / (1 - b)
@@ -25,7 +26,9 @@ def _soft_crossings(a, b):
         for _ in range(30):
             f = np.logaddexp(0.0, x) - b * x - a; d = expit(x) - b
             with np.errstate(divide='ignore', invalid='ignore'): xn = x - f / d
-            x = np.where(np.isfinite(xn), xn, x)
+            xn = np.where(np.isfinite(xn), xn, x)
+            done = np.all(np.abs(xn - x) <= 1e-13 * np.maximum(1.0, np.abs(x))); x = xn
+            if done: break
         ok &= np.abs(np.logaddexp(0.0, x) - b * x - a) <= 1e-9 * np.maximum(1.0, np.abs(x))   # no crossing: Newton stalls above 0
         out.append(np.where(ok, x, np.nan))
     return out
@@ -34,16 +37,21 @@ def _soft_crossings(a, b):
 _T6, _W6 = leggauss(6)
 _ZB = np.arange(-8.0, 9.0, 2.0)                    # breakpoints every 2 s.d. on [−8, 8]
 
-def _graded(m, s, kinks):
+def _graded(m, s, kinks, d0):
     """Nodes X (k, J) and weights W (k, J) (the density N(x; m, s²) included, each row summing to one) of composite 6-point Gauss-Legendre
-    rules on [m − 8s, m + 8s], for means `m` (k,), s.d. `s` (k,) and soft kinks `kinks` (k, K) (NaN: absent): breakpoints every 2s and at
-    c ± d around each kink c, d graded geometrically (ratio ≤ 4) from ½ to 2s. Where s = 0: one node at m of weight one."""
+    rules on [m − 8s, m + 8s], for means `m` (k,), s.d. `s` (k,), soft kinks `kinks` (k, K) (NaN: absent) of widths 2·`d0` (k, K) (d0 ≥ ½):
+    breakpoints every 2s and at c ± d around each kink c, d graded geometrically (ratio ≤ 4) from d0 to 2s (none where d0 ≥ 2s; a kink with
+    fewer steps than the row's largest repeats 2s: zero-width panels, weight 0). Where s = 0: one node at m of weight one."""
     k = len(m); sp = np.maximum(s, 1e-300)
-    M = int(max(1, np.ceil(np.log(max(4 * np.max(s, initial=0.0), 1.0)) / np.log(4.0))))
-    d = 0.5 * np.maximum(4 * sp[:, None], 1.0) ** (np.arange(M + 1) / M)           # (k, M + 1): ½ … 2s (½ only where s ≤ ¼)
-    offs = np.concatenate([-d[:, ::-1], np.zeros((k, 1)), d], 1)
+    d0 = np.where(np.isnan(kinks), np.inf, np.maximum(d0, 0.5))
+    with np.errstate(divide='ignore', invalid='ignore'):
+        Mk = np.ceil(np.log(np.maximum(2 * sp[:, None] / d0, 1.0)) / np.log(4.0))   # grading steps per kink
+        r = np.where(Mk > 0, (2 * sp[:, None] / d0) ** (1 / np.maximum(Mk, 1)), 1.0)
+    M = int(max(1, Mk.max(initial=1.0)))
+    d = np.where(Mk[..., None] > 0, np.where(Mk > 0, d0, 0.0)[..., None] * r[..., None] ** np.minimum(np.arange(M + 1), Mk[..., None]), 0.0)
+    offs = np.concatenate([-d[..., ::-1], np.zeros(d.shape[:-1] + (1,)), d], -1)   # (k, K, 2M + 3)
     kk = np.where(np.isnan(kinks), (m - 8 * sp)[:, None], kinks)                    # absent kinks: zero-width panels at the edge
-    B = np.concatenate([m[:, None] + sp[:, None] * _ZB, (kk[:, :, None] + offs[:, None, :]).reshape(k, -1)], 1)
+    B = np.concatenate([m[:, None] + sp[:, None] * _ZB, (kk[:, :, None] + offs).reshape(k, -1)], 1)
     B = np.sort(np.clip(B, (m - 8 * sp)[:, None], (m + 8 * sp)[:, None]), 1)
     lo, hi = B[:, :-1, None], B[:, 1:, None]
     X = ((lo + hi) / 2 + (hi - lo) / 2 * _T6).reshape(k, -1)
@@ -54,25 +62,31 @@ def _graded(m, s, kinks):
     return X, W
 
 # %% ../nbs/01e_softmax_wide.ipynb #8239e569
-_LAGR = np.arange(-2, 4)                          # the 6 interpolation nodes around a grid cell
+_LAGR = np.arange(-3, 5)                                                            # the 8 interpolation nodes around a grid cell
+_VINV = np.linalg.inv(np.vander(_LAGR.astype(float), 8, increasing=True))          # values at the nodes → coefficients in u
 
-def _moments_table(m, s: float):
-    """`softplus_moments(m, s)` for many `m` (k,) and one s ≥ 0: 6-point Lagrange interpolation from a table of it on a uniform grid of step
-    h = max(0.025, 0.01 s) covering the m with |m| ≤ 36 + 9s; the others by `softplus_moments` itself (its closed form there)."""
-    F = [np.empty(m.shape) for _ in range(3)]
-    inside = np.abs(m) <= 36.0 + 9.0 * s
-    if (~inside).any():
-        out = softplus_moments(m[~inside], np.full(int((~inside).sum()), s))
-        for k in range(3): F[k][~inside] = out[k]
+def _moments_tables(x, site, s3):
+    """(F₀, F₁, F₂) (N, 3) = `softplus_moments(x, s3[site])` for arguments `x` (N,) of sites `site` (N,), s.d. `s3` (n,) one per site:
+    8-point Lagrange interpolation (its polynomial in u by Horner) from one table per site on a uniform grid of step h = max(0.07, 0.03 s₃)
+    covering that site's x with |x| ≤ 36 + 9s₃, all tables built by one call of `softplus_moments`; the other x by it directly."""
+    F = np.empty((len(x), 3)); sd = s3[site]
+    inside = np.abs(x) <= 36.0 + 9.0 * sd
+    if (~inside).any(): F[~inside] = np.stack(softplus_moments(x[~inside], sd[~inside]), 1)
     if inside.any():
-        mi = m[inside]; h = max(0.025, 0.01 * s); lo = mi.min() - 3 * h
-        T = softplus_moments(lo + h * np.arange(int(np.ceil((mi.max() - lo) / h)) + 4), np.full(int(np.ceil((mi.max() - lo) / h)) + 4, s))
-        u = (mi - lo) / h; j = np.floor(u).astype(int); u -= j                     # m = lo + (j + u) h, 0 ≤ u < 1
-        W = np.ones((len(mi), 6))
-        for a in range(6):
-            for b in range(6):
-                if a != b: W[:, a] *= (u - _LAGR[b]) / (_LAGR[a] - _LAGR[b])
-        for k in range(3): F[k][inside] = np.sum(W * T[k][j[:, None] + _LAGR], 1)
+        xi, si = x[inside], site[inside]; n = len(s3)
+        lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
+        np.minimum.at(lo, si, xi); np.maximum.at(hi, si, xi)
+        used = np.isfinite(lo); h = np.maximum(0.07, 0.03 * s3)
+        lo = np.where(used, lo - 4 * h, 0.0)
+        cnt = np.where(used, np.ceil((np.where(used, hi, 0.0) - lo) / h).astype(int) + 8, 0)
+        start = np.concatenate([[0], np.cumsum(cnt)]); owner = np.repeat(np.arange(n), cnt)
+        T = np.stack(softplus_moments(lo[owner] + h[owner] * (np.arange(start[-1]) - start[owner]), s3[owner]), 1)   # (tables, 3)
+        C = (np.lib.stride_tricks.sliding_window_view(T, 8, axis=0) @ _VINV.T).transpose(2, 0, 1).reshape(8, -1)   # [a, 3 cell + k]
+        u = (xi - lo[si]) / h[si]; j = np.floor(u).astype(int); u -= j                # x = lo + (j + u) h, 0 ≤ u < 1
+        idx = 3 * (np.clip(j, 3, cnt[si] - 5) + start[si] - 3)[:, None] + np.arange(3)  # (N, 3) the cell's coefficients of F₀, F₁, F₂
+        r = np.take(C[7], idx); u = u[:, None]
+        for a in range(6, -1, -1): r = r * u + np.take(C[a], idx)
+        F[inside] = r
     return F
 
 # %% ../nbs/01e_softmax_wide.ipynb #f450024d
@@ -90,12 +104,14 @@ def _check_diff(mu_d, S_d, qs):
     return mu_d, S_d
 
 # %% ../nbs/01e_softmax_wide.ipynb #14a78867
-def expected_lse_wide(mu_d, S_d, block: int = 20_000):
+def expected_lse_wide(mu_d, S_d, block: int = 40_000):
     """(E (n,), ∂E/∂μ (n, 3), ∂E/∂S (n, 3, 3)) of E = 𝔼[log(1 + Σ_k e^{δ_k})], δ ~ N(μ_i, S_i), for three differences: means `mu_d`
-    (n, 3), positive semi-definite covariances `S_d` (n, 3, 3) (singular allowed). Nested: δ₁ (the largest variance) by `_graded`, δ₂ | δ₁
-    by `_graded` around the kinks of ℓ₂ = log(1 + e^{δ₁} + e^{δ₂}) and the crossings of m₃ with ℓ₂, δ₃ | δ₁, δ₂ exactly by `softplus_moments` (interpolated from a table, `_moments_table`):
-    E = 𝔼[ℓ₂ + F₀(m₃ − ℓ₂, s₃)]; ∂E/∂μ = 𝔼[p], ∂E/∂S = ½𝔼[diag p − ppᵀ] (Bonnet, Price) from F₁, F₂ and π = softmax of (0, δ₁, δ₂) on the
-    same nodes. About 10⁻⁹ (relative where E > 1) at every scale (measured on the page). `block` bounds the (δ₁, δ₂) nodes handled at once."""
+    (n, 3), positive semi-definite covariances `S_d` (n, 3, 3) (singular allowed). Nested: δ₁ (the largest variance) by `_graded` around
+    the bends of the conditional means (widths w₂, w₃, w₂₃), δ₂ | δ₁ by `_graded` around the kink of ℓ₂ = log(1 + e^{δ₁} + e^{δ₂}) and the
+    crossings of m₃ with ℓ₂ (width w₃|₂), δ₃ | δ₁, δ₂ exactly by `softplus_moments` (interpolated, `_moments_tables`); node pairs of weight
+    below 10⁻¹⁴ dropped. E = 𝔼[ℓ₂ + F₀(m₃ − ℓ₂, s₃)]; ∂E/∂μ = 𝔼[p], ∂E/∂S = ½𝔼[diag p − ppᵀ] (Bonnet, Price) from F₁, F₂ and
+    π = softmax of (0, δ₁, δ₂) on the same nodes. About 10⁻⁹ (relative where E > 1) at every scale (measured on the page). All sites
+    are handled together, `block` // 137 δ₁ nodes (about `block` node pairs) at a time."""
     mu_d, S_d = _check_diff(mu_d, S_d, (3,)); n = len(mu_d)
     order = np.argsort(-np.diagonal(S_d, axis1=1, axis2=2), axis=1, kind='stable')   # δ₁: the largest variance
     mu = np.take_along_axis(mu_d, order, 1); S = S_d[np.arange(n)[:, None, None], order[:, :, None], order[:, None, :]]
@@ -104,32 +120,46 @@ def expected_lse_wide(mu_d, S_d, block: int = 20_000):
         b21 = np.where(v1 > 0, S[:, 0, 1] / v1, 0.0); b31 = np.where(v1 > 0, S[:, 0, 2] / v1, 0.0)
         v2 = np.maximum(S[:, 1, 1] - b21 * S[:, 0, 1], 0.0); c23 = S[:, 1, 2] - b21 * S[:, 0, 2]   # Var, Cov given δ₁
         b32 = np.where(v2 > tiny, c23 / v2, 0.0)
-    v3 = np.maximum(S[:, 2, 2] - b31 * S[:, 0, 2] - b32 * c23, 0.0)
+    v31 = np.maximum(S[:, 2, 2] - b31 * S[:, 0, 2], 0.0)                             # Var(δ₃ | δ₁)
+    v3 = np.maximum(v31 - b32 * c23, 0.0)
     s1, s2, s3 = np.sqrt(v1), np.sqrt(v2), np.sqrt(v3)
     a2 = mu[:, 1] - b21 * mu[:, 0]; a3 = mu[:, 2] - b31 * mu[:, 0]                  # E[δ₂ | δ₁] = a₂ + b₂₁δ₁, E[δ₃ | δ₁] = a₃ + b₃₁δ₁
     with np.errstate(divide='ignore', invalid='ignore'):
-        hard = np.stack([np.zeros(n), -a2 / b21, a2 / (1 - b21), -a3 / b31, a3 / (1 - b31), (a3 - a2) / (b21 - b31)], 1)
-    kinks1 = np.concatenate([np.where(np.isfinite(hard), hard, np.nan), np.stack(_soft_crossings(a2, b21), 1), np.stack(_soft_crossings(a3, b31), 1)], 1)
-    X1, W1 = _graded(mu[:, 0], s1, kinks1)
-    E, g, H = np.zeros(n), np.zeros((n, 3)), np.zeros((n, 3, 3))
-    for i in range(n):
-        live = np.flatnonzero(W1[i] > 1e-18)                                        # the far tails (they sum to < 1e-15) skipped
-        for part in np.array_split(live, max(1, int(np.ceil(len(live) * 64 / block)))):
-            d1, w1 = X1[i, part], W1[i, part]
-            c = np.logaddexp(0.0, d1); m2 = a2[i] + b21[i] * d1
-            al = mu[i, 2] + b31[i] * (d1 - mu[i, 0]) - b32[i] * m2                   # m₃ = al + b₃₂ δ₂
-            xa, xb = _soft_crossings(al + b32[i] * c - c, np.full_like(d1, b32[i]))  # m₃ = ℓ₂ = c + softplus(δ₂ − c)
-            X2, W2 = _graded(m2, np.full_like(d1, s2[i]), np.stack([c, c + xa, c + xb], 1))
-            W = w1[:, None] * W2; ok = W > 1e-18
-            w = W[ok]; d2 = X2[ok]; cc = np.broadcast_to(c[:, None], X2.shape)[ok]
-            l2 = np.logaddexp(cc, d2)                                               # ℓ₂ = log(1 + e^{δ₁} + e^{δ₂})
-            pi1 = np.exp(np.broadcast_to(d1[:, None], X2.shape)[ok] - l2); pi2 = np.exp(d2 - l2)
-            F0, F1, F2 = _moments_table(np.broadcast_to(al[:, None], X2.shape)[ok] + b32[i] * d2 - l2, s3[i])
-            q1, q2 = 1.0 - F1, 1.0 - F1 - F2                                        # 𝔼σ(−u), 𝔼σ(−u)²
-            E[i] += w @ (l2 + F0)
-            g[i] += [w @ (q1 * pi1), w @ (q1 * pi2), w @ F1]
-            H[i, 0, 0] += w @ (q1 * pi1 - q2 * pi1 * pi1); H[i, 1, 1] += w @ (q1 * pi2 - q2 * pi2 * pi2); H[i, 2, 2] += w @ F2
-            H[i, 0, 1] -= w @ (q2 * pi1 * pi2); H[i, 0, 2] -= w @ (F2 * pi1); H[i, 1, 2] -= w @ (F2 * pi2)
+        k23 = (a3 - a2) / (b21 - b31)                                                # the conditional means cross each other
+        w2 = s2 / np.maximum(np.abs(b21), np.abs(1 - b21)); w3 = np.sqrt(v31) / np.maximum(np.abs(b31), np.abs(1 - b31))
+        w23 = np.sqrt(np.maximum(v2 + v31 - 2 * c23, 0.0)) / np.abs(b21 - b31)
+        w32 = np.sqrt(1 + v3) / np.maximum(np.abs(b32), np.abs(1 - b32))            # the width of the bend of F₀(m₃ − ℓ₂, s₃) in δ₂
+    kinks1 = np.concatenate([np.zeros((n, 1)), np.where(np.isfinite(k23), k23, np.nan)[:, None], np.stack(_soft_crossings(a2, b21), 1),
+                             np.stack(_soft_crossings(a3, b31), 1)], 1)
+    wid1 = np.stack([np.ones(n), np.where(np.isfinite(w23), w23, np.inf), w2, w2, w3, w3], 1)
+    X1, W1 = _graded(mu[:, 0], s1, kinks1, 0.5 * np.maximum(wid1, 1.0))
+    rs, rc = np.nonzero(W1 > 1e-14)                                                 # (site, δ₁ node) pairs, in site order
+    D1, V1 = X1[rs, rc], W1[rs, rc]
+    acc = np.zeros((10, n))
+    step = max(1, block // 137)
+    for r0 in range(0, len(rs), step):
+        si = rs[r0:r0 + step]; d1 = D1[r0:r0 + step]; w1 = V1[r0:r0 + step]
+        c = np.logaddexp(0.0, d1); m2 = a2[si] + b21[si] * d1
+        al = mu[si, 2] + b31[si] * (d1 - mu[si, 0]) - b32[si] * m2                   # m₃ = al + b₃₂ δ₂
+        xa, xb = _soft_crossings(al + b32[si] * c - c, b32[si])                       # m₃ = ℓ₂ = c + softplus(δ₂ − c)
+        wr = 0.5 * np.maximum(w32[si], 1.0)
+        X2, W2 = _graded(m2, s2[si], np.stack([c, c + xa, c + xb], 1), np.stack([np.full_like(wr, 0.5), wr, wr], 1))
+        W = w1[:, None] * W2; rr, cc = np.nonzero(W > 1e-14)                          # the far tails dropped (E moves by < 10⁻¹⁰)
+        if not len(rr): continue
+        w = W[rr, cc]; d2 = X2[rr, cc]; sn = si[rr]
+        l2 = np.logaddexp(c[rr], d2)                                                 # ℓ₂ = log(1 + e^{δ₁} + e^{δ₂})
+        pi1 = np.exp(d1[rr] - l2); pi2 = np.exp(d2 - l2)
+        F = _moments_tables(al[rr] + b32[sn] * d2 - l2, sn, s3)
+        F0, F1, F2 = F[:, 0], F[:, 1], F[:, 2]
+        wq1 = w * (1.0 - F1); wq2 = w * (1.0 - F1 - F2); wF2 = w * F2; lf = l2 + F0  # 𝔼σ(−u), 𝔼σ(−u)² weighted
+        q2p1 = wq2 * pi1; q2p2 = wq2 * pi2
+        cuts = np.concatenate([[0], np.flatnonzero(np.diff(sn)) + 1, [len(sn)]])
+        for lo, hi in zip(cuts[:-1], cuts[1:]):                                        # the nodes of one site
+            z = slice(lo, hi); t1, t2 = wq1[z] @ pi1[z], wq1[z] @ pi2[z]
+            acc[:, sn[lo]] += [w[z] @ lf[z], t1, t2, w[z] @ F1[z], t1 - q2p1[z] @ pi1[z], t2 - q2p2[z] @ pi2[z], wF2[z].sum(),
+                               -(q2p1[z] @ pi2[z]), -(wF2[z] @ pi1[z]), -(wF2[z] @ pi2[z])]
+    E, g, H = acc[0], acc[1:4].T.copy(), np.zeros((n, 3, 3))
+    H[:, 0, 0], H[:, 1, 1], H[:, 2, 2], H[:, 0, 1], H[:, 0, 2], H[:, 1, 2] = acc[4:]
     H = np.triu(H) + np.swapaxes(np.triu(H, 1), 1, 2)
     inv = np.argsort(order, 1)
     g = np.take_along_axis(g, inv, 1); H = H[np.arange(n)[:, None, None], inv[:, :, None], inv[:, None, :]]
