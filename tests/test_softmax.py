@@ -229,11 +229,14 @@ def test_robustmax_four_classes_fpi_and_grad_agree():
 
 
 def test_wide_route_dispatch_and_mixed_blocks():
-    """`wide_route(K)`: `expected_lse` for K ≤ 2 with the default rule, None for a given `n_gh` or K ≥ 3. A block holding
+    """`wide_route(K)`: `expected_lse` for K ≤ 2 and `expected_lse_wide` for K = 3 with the default rule, None for a given
+    `n_gh` or K ≥ 4. A block holding
     narrow and wide sites gives, site by site, the product rule's numbers at the narrow ones and `expected_lse`'s at the wide ones."""
     from vgi_lit.softmax_range import expected_lse
     assert Softmax(3).wide_route(2) is expected_lse and Softmax(2).wide_route(1) is expected_lse
-    assert Softmax(3, n_gh=32).wide_route(2) is None and Softmax(4).wide_route(3) is None
+    from vgi_lit.softmax_wide import expected_lse_wide
+    assert Softmax(4).wide_route(3) is expected_lse_wide and Softmax(4, n_gh=16).wide_route(3) is None
+    assert Softmax(3, n_gh=32).wide_route(2) is None and Softmax(5).wide_route(4) is None
     rng = np.random.default_rng(4); lik = Softmax(3); n = 8
     m = rng.normal(size=(n, 3)); y = rng.integers(0, 3, n)
     B = rng.normal(size=(n, 3, 3)); V = B @ np.swapaxes(B, 1, 2) * np.where(np.arange(n) % 2, 4.0, 0.02)[:, None, None]
@@ -248,3 +251,26 @@ def test_wide_route_dispatch_and_mixed_blocks():
     np.testing.assert_allclose(E[wide], -Ew, rtol=0, atol=1e-13)
     np.testing.assert_allclose(dm[wide], -np.einsum('ikc,ik->ic', D[wide], gw), rtol=0, atol=1e-13)
     np.testing.assert_allclose(dV[wide], -np.swapaxes(D[wide], 1, 2) @ dSw @ D[wide], rtol=0, atol=1e-13)
+
+
+def test_four_classes_wide_sites_by_the_nested_rule():
+    """C = 4: sites whose differences have a s.d. above `RULE_RANGE[3]` go to `expected_lse_wide`, narrow ones keep the 16³
+    product rule (bit for bit); at a wide site ∂E/∂V matches central differences of E (the curvature FPi uses is the
+    derivative of the E the VLB reports) and E agrees with a 40³ product rule at a scale where that rule is still accurate."""
+    from vgi_lit.softmax_wide import expected_lse_wide
+    rng = np.random.default_rng(7); lik = Softmax(4); n = 6
+    m = rng.normal(size=(n, 4)); y = rng.integers(0, 4, n)
+    B = rng.normal(size=(n, 4, 4)); V = B @ np.swapaxes(B, 1, 2) * np.where(np.arange(n) % 2, 1.5, 0.01)[:, None, None]
+    E, dm, dV = lik.expected_log_lik(y, m, V)
+    D = np.zeros((n, 3, 4))
+    for i, yi in enumerate(y): D[i, [0, 1, 2], [k for k in range(4) if k != yi]] = 1.0; D[i, :, yi] = -1.0
+    S = D @ V @ np.swapaxes(D, 1, 2); wide = np.linalg.eigvalsh(S)[:, -1] > lik.RULE_RANGE[3] ** 2
+    assert wide.any() and not wide.all()
+    Er = Softmax(4, n_gh=16).expected_log_lik(y[~wide], m[~wide], V[~wide])[0]
+    assert np.array_equal(E[~wide], Er)
+    Ew = expected_lse_wide(np.einsum('ikc,ic->ik', D[wide], m[wide]), S[wide])[0]
+    np.testing.assert_allclose(E[wide], -Ew, rtol=0, atol=1e-13)
+    i = int(np.flatnonzero(wide)[0]); h = 1e-5; P = rng.normal(size=(4, 4)); P = P + P.T
+    Ep = lik.expected_log_lik(y[[i]], m[[i]], V[[i]] + h * P)[0][0]; Em = lik.expected_log_lik(y[[i]], m[[i]], V[[i]] - h * P)[0][0]
+    assert abs((Ep - Em) / (2 * h) - np.sum(dV[i] * P)) < 1e-6 * (1 + np.abs(dV[i]).sum())
+    assert abs(E[i] - Softmax(4, n_gh=40).expected_log_lik(y[[i]], m[[i]], V[[i]])[0][0]) < 1e-6
