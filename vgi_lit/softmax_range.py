@@ -10,7 +10,7 @@ from numpy.polynomial.legendre import leggauss
 from scipy.special import expit, ndtr
 
 # %% auto #0
-__all__ = ['softplus_moments', 'expected_lse']
+__all__ = ['softplus_moments', 'soft_crossings', 'expected_lse']
 
 # %% ../nbs/01d_softmax_range.ipynb #717e3612
 _CHUNK = 8192                                      # values per block of node evaluations (64 kB arrays)
@@ -89,9 +89,10 @@ def _moments(mu, s):
     return F0, F1, F2
 
 # %% ../nbs/01d_softmax_range.ipynb #011b2371
-def _crossings(a, b):
+def soft_crossings(a, b):
     """The (up to two) solutions x of a + b x = softplus(x), NaN where absent: Newton's method on the convex
-    softplus(x) − b x − a from the roots of a + b x = max(0, x), where it is ≥ 0 (softplus ≥ max), so the iteration is monotone."""
+    softplus(x) − b x − a from the roots of a + b x = max(0, x), where it is ≥ 0 (softplus ≥ max), so the iteration is monotone
+    (at most 30 steps, stopped once no step moves an x by more than 10⁻¹³ relative)."""
     out = []
     for left in (True, False):
         with np.errstate(divide='ignore', invalid='ignore'):
@@ -101,7 +102,9 @@ def _crossings(a, b):
         for _ in range(30):
             f = np.logaddexp(0.0, x) - b * x - a; d = expit(x) - b
             with np.errstate(divide='ignore', invalid='ignore'): xn = x - f / d
-            x = np.where(np.isfinite(xn), xn, x)
+            xn = np.where(np.isfinite(xn), xn, x)
+            done = np.all(np.abs(xn - x) <= 1e-13 * np.maximum(1.0, np.abs(x))); x = xn
+            if done: break
         ok &= np.abs(np.logaddexp(0.0, x) - b * x - a) <= 1e-9 * np.maximum(1.0, np.abs(x))   # no crossing: Newton stalls above 0
         out.append(np.where(ok, x, np.nan))
     return out[0], out[1]
@@ -112,11 +115,11 @@ _RATIO = 3.0
 
 def _outer_rule(mu1, s1, a, b):
     """Nodes X (n, K) and weights W (n, K) (the density N(x; μ₁, s₁²) included) of a composite 10-point Gauss-Legendre rule on
-    [μ₁ − 10 s₁, μ₁ + 10 s₁] with breakpoints every 2 s₁ and at the soft kinks c (0 and the crossings of `_crossings`), graded
+    [μ₁ − 10 s₁, μ₁ + 10 s₁] with breakpoints every 2 s₁ and at the soft kinks c (0 and the crossings of `soft_crossings`), graded
     geometrically (ratio ≤ 3) from c ± ½ to c ± 2 s₁, weights scaled to sum to one; sites are grouped by their number of
     grading steps and of kinks, and padded with zero weights."""
     n = len(mu1)
-    kinks = np.stack([np.zeros(n), *_crossings(a, b)], 1)                           # (n, 3), NaN where a crossing is absent
+    kinks = np.stack([np.zeros(n), *soft_crossings(a, b)], 1)                           # (n, 3), NaN where a crossing is absent
     n_kinks = 3 - np.isnan(kinks).sum(1)
     kinks = np.sort(np.where(np.isnan(kinks), np.inf, kinks), 1)                    # the absent ones (inf) last
     steps = np.maximum(2, 2 * np.ceil(np.log(4 * s1) / np.log(_RATIO) / 2)).astype(int)

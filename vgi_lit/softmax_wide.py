@@ -8,30 +8,10 @@ import numpy as np
 from numpy.polynomial.legendre import leggauss
 from scipy.special import expit, ndtr, ndtri
 from scipy.stats import qmc
-from .softmax_range import softplus_moments
+from .softmax_range import soft_crossings, softplus_moments
 
 # %% auto #0
 __all__ = ['WIDE_RANGE', 'expected_lse_wide', 'expected_lse_preint']
-
-# %% ../nbs/01e_softmax_wide.ipynb #52b590f4
-def _soft_crossings(a, b):
-    """The (up to two) solutions x of a + b x = softplus(x), arrays `a`, `b` of one shape; NaN where absent. Newton's method on the convex
-    softplus(x) − b x − a from the roots of a + b x = max(0, x), where it is ≥ 0, so the iteration is monotone (at most 30 steps, stopped
-    once no step moves an x by more than 10⁻¹³ relative)."""
-    out = []
-    for left in (True, False):
-        with np.errstate(divide='ignore', invalid='ignore'): x = -a / b if left else a / (1 - b)
-        ok = np.isfinite(x) & ((x < 0) if left else (x > 0))
-        x = np.where(ok, x, 0.0)
-        for _ in range(30):
-            f = np.logaddexp(0.0, x) - b * x - a; d = expit(x) - b
-            with np.errstate(divide='ignore', invalid='ignore'): xn = x - f / d
-            xn = np.where(np.isfinite(xn), xn, x)
-            done = np.all(np.abs(xn - x) <= 1e-13 * np.maximum(1.0, np.abs(x))); x = xn
-            if done: break
-        ok &= np.abs(np.logaddexp(0.0, x) - b * x - a) <= 1e-9 * np.maximum(1.0, np.abs(x))   # no crossing: Newton stalls above 0
-        out.append(np.where(ok, x, np.nan))
-    return out
 
 # %% ../nbs/01e_softmax_wide.ipynb #d2215d0c
 _T6, _W6 = leggauss(6)
@@ -129,8 +109,8 @@ def expected_lse_wide(mu_d, S_d, block: int = 40_000):
         w2 = s2 / np.maximum(np.abs(b21), np.abs(1 - b21)); w3 = np.sqrt(v31) / np.maximum(np.abs(b31), np.abs(1 - b31))
         w23 = np.sqrt(np.maximum(v2 + v31 - 2 * c23, 0.0)) / np.abs(b21 - b31)
         w32 = np.sqrt(1 + v3) / np.maximum(np.abs(b32), np.abs(1 - b32))            # the width of the bend of F₀(m₃ − ℓ₂, s₃) in δ₂
-    kinks1 = np.concatenate([np.zeros((n, 1)), np.where(np.isfinite(k23), k23, np.nan)[:, None], np.stack(_soft_crossings(a2, b21), 1),
-                             np.stack(_soft_crossings(a3, b31), 1)], 1)
+    kinks1 = np.concatenate([np.zeros((n, 1)), np.where(np.isfinite(k23), k23, np.nan)[:, None], np.stack(soft_crossings(a2, b21), 1),
+                             np.stack(soft_crossings(a3, b31), 1)], 1)
     wid1 = np.stack([np.ones(n), np.where(np.isfinite(w23), w23, np.inf), w2, w2, w3, w3], 1)
     X1, W1 = _graded(mu[:, 0], s1, kinks1, 0.5 * np.maximum(wid1, 1.0))
     rs, rc = np.nonzero(W1 > 1e-14)                                                 # (site, δ₁ node) pairs, in site order
@@ -141,7 +121,7 @@ def expected_lse_wide(mu_d, S_d, block: int = 40_000):
         si = rs[r0:r0 + step]; d1 = D1[r0:r0 + step]; w1 = V1[r0:r0 + step]
         c = np.logaddexp(0.0, d1); m2 = a2[si] + b21[si] * d1
         al = mu[si, 2] + b31[si] * (d1 - mu[si, 0]) - b32[si] * m2                   # m₃ = al + b₃₂ δ₂
-        xa, xb = _soft_crossings(al + b32[si] * c - c, b32[si])                       # m₃ = ℓ₂ = c + softplus(δ₂ − c)
+        xa, xb = soft_crossings(al + b32[si] * c - c, b32[si])                       # m₃ = ℓ₂ = c + softplus(δ₂ − c)
         wr = 0.5 * np.maximum(w32[si], 1.0)
         X2, W2 = _graded(m2, s2[si], np.stack([c, c + xa, c + xb], 1), np.stack([np.full_like(wr, 0.5), wr, wr], 1))
         W = w1[:, None] * W2; rr, cc = np.nonzero(W > 1e-14)                          # the far tails dropped (E moves by < 10⁻¹⁰)
