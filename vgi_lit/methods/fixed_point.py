@@ -552,7 +552,10 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             if res is None: res = _damped_step(model, m, r, cov, state, rho, signed=signed, at=at)
             if res is None:
                 rec.events.append(Event(EventKind.STEP_REJECTED, "no damped step down to ρ = 1e-10 keeps V positive definite and the VLB"))
-                return Halt(Stop.STALLED, "stalled: no damped natural-gradient step raises the VLB")
+                floor[0] = not signed and model.likelihood.log_concave        # an ascent direction: only rounding can refuse it
+                return Halt(Stop.STALLED, "stalled: no damped natural-gradient step raises the VLB" +
+                            (" (log-concave likelihood: the natural-gradient direction is an ascent, so this is the rounding floor"
+                             " of the VLB; no GRAD polish)" if floor[0] else ""))
             st, at_new, new, rho_used, ev = res
             if rho_used < rho: events.append(Event(EventKind.STEP_REJECTED, f"the step with ρ = {rho:g} failed: ρ = {rho_used:g} taken"))
             if (gamma < 0).any() and not signed: events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int((gamma < 0).sum())))
@@ -587,13 +590,15 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
                 return Halt(Stop.NOT_FINITE, "the expected log-likelihood overflows at T(V) for every mean step; the last finite state is returned")
         return evaluate(m + tau * delta, r + tau * r_delta, cov_T, at_T, new, events, cur, dict(sc))
 
+    floor = [False]                                                       # set when the damped steps stall at the rounding floor
     start = evaluate(m, r, cov, at, state, events + ev, None, dict(rho=1.0, full=True, tiny=False, pairs=[]))
     res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=stop_rule, history=hist,
               keep_best=(Stop.STALLED, Stop.NOT_FINITE))                 # a stalled or overflowing run returns its best state
     s, stop, msg = res.state, res.stop, res.message
     _exact_last(model, s.cov, s.gamma, hist)
     m, cov = s.m, s.cov
-    if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
+    if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED and not floor[0], callback,
+                                           clipped=not signed)
     return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1,
                        **({} if cont is None else dict(start_iterations=k_start)))
 
