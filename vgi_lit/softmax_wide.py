@@ -86,9 +86,9 @@ def _check_diff(mu_d, S_d, qs):
 # %% ../nbs/01e_softmax_wide.ipynb #14a78867
 def expected_lse_wide(mu_d, S_d, block: int = 40_000):
     """(E (n,), ∂E/∂μ (n, 3), ∂E/∂S (n, 3, 3)) of E = 𝔼[log(1 + Σ_k e^{δ_k})], δ ~ N(μ_i, S_i), for three differences: means `mu_d`
-    (n, 3), positive semi-definite covariances `S_d` (n, 3, 3) (singular allowed). Nested: δ₁ (the largest variance) by `_graded` around
-    the bends of the conditional means (widths w₂, w₃, w₂₃), δ₂ | δ₁ by `_graded` around the kink of ℓ₂ = log(1 + e^{δ₁} + e^{δ₂}) and the
-    crossings of m₃ with ℓ₂ (width w₃|₂), δ₃ | δ₁, δ₂ exactly by `softplus_moments` (interpolated, `_moments_tables`); node pairs of weight
+    (n, 3), positive semi-definite covariances `S_d` (n, 3, 3) (singular allowed). Nested: δ₁ (the largest variance) by ``_graded`` around
+    the bends of the conditional means (widths w₂, w₃, w₂₃), δ₂ | δ₁ by ``_graded`` around the kink of ℓ₂ = log(1 + e^{δ₁} + e^{δ₂}) and the
+    crossings of m₃ with ℓ₂ (width w₃|₂), δ₃ | δ₁, δ₂ exactly by `softplus_moments` (interpolated, ``_moments_tables``); node pairs of weight
     below 10⁻¹⁴ dropped. E = 𝔼[ℓ₂ + F₀(m₃ − ℓ₂, s₃)]; ∂E/∂μ = 𝔼[p], ∂E/∂S = ½𝔼[diag p − ppᵀ] (Bonnet, Price) from F₁, F₂ and
     π = softmax of (0, δ₁, δ₂) on the same nodes. About 10⁻⁹ (relative where E > 1) at every scale (measured on the page). All sites
     are handled together, `block` // 137 δ₁ nodes (about `block` node pairs) at a time."""
@@ -233,9 +233,9 @@ def _outer_nodes(q: int, n_qmc: int, seed: int):
 def expected_lse_preint(mu_d, S_d, n_qmc: int = 256, seed: int = 0, block: int = 4_000_000):
     """(E (n,), ∂E/∂μ (n, q), ∂E/∂S (n, q, q)) of E = 𝔼[log(1 + Σ_k e^{δ_k})], δ ~ N(μ_i, S_i), 3 ≤ q ≤ 9, for means `mu_d` (n, q) and
     positive semi-definite covariances `S_d` (n, q, q), by pre-integration: δ = μ + R(u t + Q⊥y), R = S^{1/2}; the expectation over t
-    exactly (`_inner`), over y by the 2·`n_qmc` moment-matched Sobol' points of `_outer_nodes` (seeded by `seed`); u the candidate of
-    `_candidates` farthest from every kink hyperplane. ∂E/∂μ = mean of E_t[p]; ∂E/∂S the Lyapunov adjoint of ∂E/∂R = mean of
-    E_t[p](Q⊥y)ᵀ + E_t[tp]uᵀ (Price's ½E[diag p − ppᵀ] where S is singular in both directions): the exact derivatives of the estimate.
+    exactly (``_inner``), over y by the 2·`n_qmc` moment-matched Sobol' points of ``_outer_nodes`` (seeded by `seed`); u the candidate of
+    ``_candidates`` farthest from every kink hyperplane. ∂E/∂μ = mean of E_t[p]; ∂E/∂S the Lyapunov adjoint of ∂E/∂R = mean of
+    E_t[p] (Q⊥y)ᵀ + E_t[tp]uᵀ (Price's ½E[diag p − ppᵀ] where S is singular in both directions): the exact derivatives of the estimate.
     Sites go in groups of at most `block` (nodes × lines) numbers."""
     mu_d, S_d = _check_diff(mu_d, S_d, range(3, 10)); n, q = mu_d.shape
     if isinstance(n_qmc, bool) or int(n_qmc) != n_qmc or n_qmc < 16 or (int(n_qmc) & (int(n_qmc) - 1)):

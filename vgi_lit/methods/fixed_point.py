@@ -611,7 +611,7 @@ MEAN_COST = dict(a=10.0, o_m=1e6)   # a mean step beyond its likelihood evaluati
 def _mean_rate(n: int) -> float:
     """ρ* = Q^(−c_m/c_p) ('How many mean steps'): the largest ratio of successive decrements gᵀVg at which a further mean
     step still divides the error by more per unit of cost than a state (`STATE_GAIN` Q in c_p, the plain step's cost of
-    `_step_costs`), with c_m = (q_E n + a n² + o_m)/u, u = n³/3, the mean step's cost (`_OVERHEAD`'s q_E, `MEAN_COST`)."""
+    ``_step_costs``), with c_m = (q_E n + a n² + o_m)/u, u = n³/3, the mean step's cost (`_OVERHEAD`'s q_E, `MEAN_COST`)."""
     u = n ** 3 / 3.0
     c_m = (_OVERHEAD['q_E'] * n + MEAN_COST['a'] * n * n + MEAN_COST['o_m']) / u
     return float(STATE_GAIN ** (-c_m / _step_costs(n)[0]))
@@ -633,7 +633,7 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: f
     factorisation) and one likelihood evaluation at the site variances held by `at`; r = Σ⁻¹(m − μ) is carried along.
     They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the step's predicted gain, ½gᵀVg, is below the resolution of
     the run's relative stopping test, or of rounding), when gᵀVg fell by less than the factor `rate` over the last step
-    (the next step, predicted to contract as the last, divides the error by less per unit of cost than a state: `_mean_rate`;
+    (the next step, predicted to contract as the last, divides the error by less per unit of cost than a state: ``_mean_rate``;
     or λ is far from γ and the next step on λ does more: `MEAN_RATE`), or when no halving raises the VLB.
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
@@ -896,7 +896,7 @@ def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylo
     x ↦ A(Px) − x, two matrix-vector products with n × n matrices each) without an n × n product or solve; for
     n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ).
     work: dict(k=the GMRES products taken (0 for the dense solve), nodes=the quadrature nodes of the curvatures); the
-    step rule prices the direction from it (`_step_costs`)."""
+    step rule prices the direction from it (``_step_costs``)."""
     V = _site_dense_V(model, cov)
     work = {}
     e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site, work)
@@ -934,7 +934,7 @@ def _step_costs(n: int, k: int | None = None, nodes: int | None = None) -> tuple
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwrul002
 def _prefer_newton(sched: dict, n: int, tol: float) -> bool:
-    """Whether the next FPi step is the Newton step (the rule of 'Which step'). Costs c_p, c_N from `_step_costs` (the
+    """Whether the next FPi step is the Newton step (the rule of 'Which step'). Costs c_p, c_N from ``_step_costs`` (the
     last direction's GMRES products and quadrature nodes). Newton when either (i) some j ≥ 1 Newton steps
     (μ ← min(1, Cμ)μ) followed by plain steps (μ ← rμ) reach μ ≤ τ = max(`tol`, 10⁻¹²) at a lower predicted cost than
     plain steps alone, with μ the site term of the scale-free measure (`_decrement` with mean=False, O(n) per state), r
