@@ -381,7 +381,7 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     exponential average of the iterates (θ, V⁻¹, V⁻¹m) ← β·average + (1 − β)·iterate, bias-corrected by 1 − βᵗ (Polyak &
     Juditsky 1992 average the iterates of a stochastic approximation; this one forgets at rate β per step): each evaluation
     takes the VLB at the iterate and at the average, and the state it reports is the better of the two (the steps go on
-    from the iterate). β = 0 reports the iterates alone.
+    from the iterate; the evaluation at the average is charged to the run's clock, as it is part of the method). β = 0 reports the iterates alone.
 
     The full-data VLB (`sparse_vlb`) is evaluated at the start and every `eval_every` steps (default one epoch), its time not charged to the
     run's clock; the run stops (driver `run`) after `max_epochs` passes (`Stop.BUDGET`), `max_iter` steps, `max_seconds`,
@@ -409,12 +409,12 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
         Li = tri_inv(Lp, check=False); return Li.T @ Li
     def evaluated(s, kind, events, extra):
         te = time.perf_counter(); v = sparse_vlb(ip, s["theta"], s["m"], s["V"]); out, averaged = s, False
-        if average > 0 and s["t"] > 0:                                # the bias-corrected average of the iterates
+        hist.t0 += time.perf_counter() - te                           # a measurement: not charged, the start's neither
+        if average > 0 and s["t"] > 0:        # the bias-corrected average, evaluated on the clock: choosing the reported state is the method's work
             w = 1.0 - average ** s["t"]; theta_a, P_a, eta1_a = (s["avg"][key] / w for key in ("theta", "P", "eta1"))
             La = cholesky(0.5 * (P_a + P_a.T), name="averaged V^-1"); m_a, V_a = chol_solve(La, eta1_a), cov_of(La)
             v_a = sparse_vlb(ip, theta_a, m_a, V_a)
             if v_a > v: v, averaged, out = v_a, True, dict(theta=theta_a, m=m_a, V=V_a)
-        hist.t0 += time.perf_counter() - te                           # a measurement: not charged, the start's neither
         return Step(dict(s, out=out), v, None, kind, events, dict(extra, averaged=averaged))
     def step(cur, k):
         if k >= n_steps: return Halt(Stop.BUDGET, f"{max_epochs:g} epochs spent")
