@@ -14,10 +14,11 @@ from ..covariance import DenseCov
 from ..vlb import vlb, site_terms, grad_m, grad_L
 from ..inference import fit, EventKind
 from ..methods.hyper import learn, dvlb_dprior, HyperParams, hyper_values, joint_lbfgs as _joint
+from .sparse import time_to
 
 # %% auto #0
-__all__ = ['PROBLEMS', 'INNER', 'INNERS', 'generated_gp', 'problems', 'cold_solve', 'joint_lbfgs', 'joint_white', 'time_to',
-           'bench_problem', 'compare_inner', 'separable_sets', 'reference_optimum', 'separable_row', 'run']
+__all__ = ['PROBLEMS', 'INNER', 'INNERS', 'generated_gp', 'problems', 'cold_solve', 'joint_lbfgs', 'joint_white', 'bench_problem',
+           'compare_inner', 'separable_sets', 'reference_optimum', 'separable_row', 'run']
 
 # %% ../../nbs/bench/98g_bench_hyper.ipynb #h5b05
 def generated_gp(n: int = 500, d: int = 5, seed: int = 0, variance: float = 4.0, lengthscale: float = 1.5):
@@ -104,13 +105,6 @@ def joint_white(model, max_seconds: float = 600.0, gtol: float = 1e-7, maxcor: i
     r = _joint(model, whiten=True, tol=gtol, max_iter=10**6, max_seconds=max_seconds, maxcor=maxcor, trace=trace)
     best = max(v for _, v in trace)
     return dict(vlb=best, theta=r["theta"], seconds=trace[-1][0], nit=r["nit"], nfev=r["nfev"], trace=trace, stop=r["message"])
-
-# %% ../../nbs/bench/98g_bench_hyper.ipynb #b756efc3
-def time_to(trace, target):
-    "First time in `trace` [(seconds, vlb)] with vlb ≥ target, or None."
-    for t, v in trace:
-        if v >= target: return t
-    return None
 
 # %% ../../nbs/bench/98g_bench_hyper.ipynb #h5b09
 def bench_problem(name: str, model, joint: bool = True, joint_seconds: float = 600.0, repeat: int = 3, log=print,

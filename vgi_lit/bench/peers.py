@@ -11,12 +11,13 @@ from .. import datasets, models, likelihoods, kernels
 from ..inference import fit
 from ..experiments.fp_experiments import subsample
 from .core import gpflow_one_thread
+from .sparse import time_to
 from .fixed_point import cholesky_seconds, fpi_phase_seconds
 
 # %% auto #0
 __all__ = ['JITTER', 'RATES', 'SIZES', 'N_GH', 'PEERS', 'HEADER', 'peer_problem', 'whitened_optimum', 'lower_sqrt_inverse',
-           'reference', 'time_to', 'ours', 'race', 'gpflow_side', 'gpytorch_side', 'measure_problem', 'format_row',
-           'measure', 'run']
+           'reference', 'ours', 'race', 'gpflow_side', 'gpytorch_side', 'measure_problem', 'format_row', 'measure',
+           'run']
 
 # %% ../../nbs/bench/98m_bench_peers.ipynb #0e6f0ae4
 JITTER = 1e-6                                  # absolute jitter on K, every side (GPflow's default_jitter)
@@ -72,17 +73,12 @@ def reference(model, max_iter: int = 500):
     (so that the result keeps its site precisions λ). Returns the `VGPosterior`."""
     return fit(model, method="fpi", tol=1e-12, tol_rel=0.0, max_iter=max_iter, polish=False)
 
-# %% ../../nbs/bench/98m_bench_peers.ipynb #a9e9725b
-def time_to(trace, target: float):
-    "The first (wall, CPU) pair of `trace` ([(wall, CPU, VLB)], in order) whose VLB is ≥ `target`, or None."
-    return next(((w, c) for w, c, v in trace if v >= target), None)
-
 # %% ../../nbs/bench/98m_bench_peers.ipynb #bfe43eb3
 def ours(model, target: float) -> dict:
-    """The package's default `fit(model)`: the trace [(wall, CPU, VLB)] of its records, the clocks started just before the
+    """The package's default `fit(model)`: the trace [((wall, CPU), VLB)] of its records, the clocks started just before the
     call (set-up included), read by the callback at each record; the (wall, CPU) seconds to `target`, and of the whole call."""
     trace, t0, p0 = [], time.perf_counter(), time.process_time()
-    post = fit(model, callback=lambda rec: trace.append((time.perf_counter() - t0, time.process_time() - p0, rec.vlb)) and False)
+    post = fit(model, callback=lambda rec: trace.append(((time.perf_counter() - t0, time.process_time() - p0), rec.vlb)) and False)
     wall, cpu = time.perf_counter() - t0, time.process_time() - p0
     hit = time_to(trace, target)
     return dict(vlb=float(post.vlb), seconds=hit[0] if hit else None, cpu=hit[1] if hit else None, wall_call=wall,
