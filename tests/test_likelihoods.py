@@ -50,7 +50,11 @@ def oracle_ell(lik, y, m, v, pts):
     if isinstance(lik, Ordinal):
         d = _ordinal_scalar(list(lik.cutpoints), int(y))
         return np.array([c * quad_expect(lambda f, k=k: d(k, f), m, v, pts) for k, c in ((0, 1), (1, 1), (2, .5))])
-    ref = [c * quad_expect(lambda f, k=k: lik.derivs(np.float64(y), f)[k], m, v, pts) for k, c in ((0, 1), (1, 1), (2, .5))]
+    memo = {}                                         # the three integrals share most of quad's nodes: derivs once per node
+    def d(f):
+        if f not in memo: memo[f] = lik.derivs(np.float64(y), f)
+        return memo[f]
+    ref = [c * quad_expect(lambda f, k=k: d(f)[k], m, v, pts) for k, c in ((0, 1), (1, 1), (2, .5))]
     return np.array(ref)
 
 
