@@ -488,10 +488,13 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         """The Step of the state reached from `prev` (None at the start), after the mean steps at its V (`k_mean`, V in
         site form), with the stall rule's record: did the VLB fall; was the iteration idle (a fall, or a step of ρ < 10⁻⁶
         without a new best VLB); the best VLB and its iteration."""
-        k = 0
+        k, e_r = 0, _EPS * float(np.max(np.abs(r)))                      # the carried r's rounding bound ('The VLB of a far start')
+        if prev is not None: r, state, e_r = _carried_r(model, m, r, state, prev.state.r, prev.state.sched['r_err'])
         if prev is not None and k_mean and isinstance(cov, _SITE_FORMS):
             first = not isinstance(prev.state.cov, _SITE_FORMS)           # the first factor after a start not in site form
+            r0 = r
             m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later)
+            if k: r, state, e_r = _carried_r(model, m, r, state, r0, e_r, k)
         s = _FPState(m, r, cov, at, *state, sched)
         gm = float(np.max(np.abs(s.g)))
         gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
@@ -511,7 +514,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
                     sched['gain_plain'] = gain
                     sched['r_plain'] = (sched.get('r_plain', ()) + (dec / d0,))[-3:]   # μ' = r μ (linear), the last three
                     if sched.get('took') == 'newton_rejected': sched['C_newton'], sched['gain_newton'] = 1.0 / d0, 0.0   # no gain at μ = d0
-        sched.update(it=it, best=best[0], best_it=best[1],
+        sched.update(it=it, best=best[0], best_it=best[1], r_err=e_r,
                      fell=(() if p is None else p.sched['fell'][1 - window:]) + (fell,),
                      idle=(() if p is None else p.sched['idle'][1 - window:]) + (idle,))
         return _fp_step(s, gV, "fpi", events, gm, True, grad_V_exact=exact, **({} if prev is None else dict(mean_steps=k)))   # finite: checked where each state is made
@@ -767,6 +770,28 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
 register_method("fpi")(fpi)
 register_method("fpb")(fpb)
 
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #761ff9e6
+from scipy.special import expit
+from ..likelihoods import KINK_EDGES, KINK_ORDER
+
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #75bf3192
+_EPS = float(np.finfo(float).eps)
+
+def _carried_r(model, m, r, state, r_prev, e_prev: float, k: int = 1):
+    """(r, state, e): the carried r = Σ⁻¹(m − μ) of a state reached from one whose carried value was `r_prev` with
+    rounding-error bound `e_prev` by `k` updates r ← r + Σ⁻¹δm, the bound grown by 4ε(‖r_prev‖∞ + ‖r‖∞ + ‖g‖∞) per update
+    ('The VLB of a far start'). When ½‖m − μ‖₁·e exceeds 10⁻¹²|VLB| (the rounding band of `_rises`), r is solved afresh
+    with the prior and `state` = (VLB, g, γ) corrected: VLB += ½(m − μ)ᵀ(r_carried − r), g += r_carried − r; e restarts
+    at ε‖r‖∞."""
+    vlb, g, gamma = state
+    e = e_prev + 4.0 * k * _EPS * (float(np.max(np.abs(r_prev))) + float(np.max(np.abs(r))) + float(np.max(np.abs(g))))
+    dm = m - model.mu
+    if not 0.5 * float(np.sum(np.abs(dm))) * e > 1e-12 * abs(vlb): return r, state, e
+    r_new = model.prior.solve(dm); diff = r - r_new
+    return r_new, (vlb + 0.5 * float(dm @ diff), g + diff, gamma), _EPS * float(np.max(np.abs(r_new)))
+
+
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxand01
 def anderson(pairs, w=None):
     """Anderson extrapolation (type II) of a fixed-point map x ↦ G(x) from the pairs (x_j, G(x_j)), oldest first: with
@@ -809,10 +834,18 @@ def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
 def site_curvature(lik, y, m, v, count: dict | None = None):
     """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
     alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule. `count`: a dict
-    that receives 'nodes', the quadrature nodes evaluated (the step rule prices the curvatures by them)."""
+    that receives 'nodes', the quadrature nodes evaluated (the step rule prices the curvatures by them). For the logistic
+    likelihood (its own 'auto' rule) the sites with v > 1 take the kink split (`` _logistic_curvature ``) instead."""
     m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
     if np.any(v <= 0): raise ValueError("site_curvature needs site variances v > 0")
     e_mv, e_vv, nodes = np.empty(len(m)), np.empty(len(m)), 0
+    if type(lik) is Logistic and lik.method == 'auto' and np.any(big := v > 1.0):
+        y = np.broadcast_to(np.asarray(y, dtype=float), m.shape); ib, ig = np.flatnonzero(big), np.flatnonzero(~big)
+        e_mv[ib], e_vv[ib] = _logistic_curvature(y[ib], m[ib], v[ib]); nodes = ib.size * _KINK_CURV[0].size
+        if ig.size:
+            c = {}; e_mv[ig], e_vv[ig] = site_curvature(lik, y[ig], m[ig], v[ig], c); nodes += c['nodes']
+        if count is not None: count['nodes'] = nodes
+        return e_mv, e_vv
     for idx, f, W in lik.rule_groups(y, m, v):
         sl = slice(None) if idx is None else idx
         z = f - m[sl][:, None]; vs = v[sl]
@@ -821,6 +854,32 @@ def site_curvature(lik, y, m, v, count: dict | None = None):
         e_vv[sl] = 0.25 * np.einsum('ij,ij->i', W, d2 * (z * z - vs[:, None])) / vs**2
     if count is not None: count['nodes'] = nodes
     return e_mv, e_vv
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #40dd7c31
+def _kink_curv_rule():
+    "The kink split's rule on t ≥ 0 (`KINK_EDGES`, `KINK_ORDER`: composite Gauss-Legendre) with w(t) = σ(t)σ(−t) in the weights."
+    x, wl = np.polynomial.legendre.leggauss(KINK_ORDER); e = np.asarray(KINK_EDGES, dtype=float)
+    half, mid = 0.5 * np.diff(e), 0.5 * (e[1:] + e[:-1])
+    T = (mid[:, None] + half[:, None] * x).ravel(); W = (half[:, None] * wl).ravel()
+    sn = expit(-T)
+    return T, sn * (1.0 - sn) * W
+
+_KINK_CURV = _kink_curv_rule()
+
+def _logistic_curvature(y, m, v):
+    """(∂²E/∂m∂v, ∂²E/∂v²) of log σ(yf) under N(m, v) by the kink split ('The logistic curvatures by the kink split'):
+    with a = μ/s, μ = ym, s = √v, u = t/s and N± ∝ exp(−(u ∓ a)²/2), ∂E[w]/∂μ = Σ W[N₊(u − a) − N₋(u + a)]/(√(2π)v)
+    and ∂E[w]/∂v = Σ W[N₊((u − a)² − 1) + N₋((u + a)² − 1)]/(2√(2π)v^{3/2}); E_mv = −½y∂E[w]/∂μ, E_vv = −½∂E[w]/∂v.
+    y, m, v: (n,) each, v > 1 for accuracy."""
+    T, WQ = _KINK_CURV
+    s = np.sqrt(v); a = y * m / s; U = T[None, :] / s[:, None]                # (n, q)
+    Dp = U - a[:, None]; Dm = U + a[:, None]
+    Np = np.exp(-0.5 * Dp * Dp); Nm = np.exp(-0.5 * Dm * Dm)
+    c = 1.0 / (np.sqrt(2.0 * np.pi) * s)
+    dmu = ((Np * Dp - Nm * Dm) @ WQ) * c / s                                  # ∂E[w]/∂μ
+    dv = ((Np * (Dp * Dp - 1.0) + Nm * (Dm * Dm - 1.0)) @ WQ) * c / (2.0 * v)  # ∂E[w]/∂v
+    return -0.5 * y * dmu, -0.5 * dv
+
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxndir1
 def _newton_dir(model, m, cov, g, gamma, at, W=None):
