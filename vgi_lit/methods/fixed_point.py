@@ -948,10 +948,36 @@ def _site_dense_V(model, cov):
     return V
 
 
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #95d34f48
+def _gmres(mv, b, rtol: float, max_k: int):
+    """(x, k, res): GMRES from x₀ = 0 for A x = b with A given by `mv` (x ↦ Ax), ('The Krylov solve'): Arnoldi with classical
+    Gram-Schmidt done twice, Givens rotations of the Hessenberg matrix; stops when the residual norm ‖b − Ax_k‖ (`res`,
+    from the rotations) is ≤ `rtol`‖b‖, at `max_k` products or at a breakdown. k: the products taken. b: (n,)."""
+    n = b.size; beta = float(np.linalg.norm(b))
+    if beta == 0.0: return np.zeros(n), 0, 0.0
+    Q = np.empty((max_k + 1, n)); H = np.zeros((max_k + 1, max_k)); cs, sn = np.zeros(max_k), np.zeros(max_k)
+    e = np.zeros(max_k + 1); e[0] = beta; Q[0] = b / beta; k = 0
+    for j in range(max_k):
+        w = mv(Q[j]); k = j + 1
+        h = Q[:j + 1] @ w; w -= h @ Q[:j + 1]
+        h2 = Q[:j + 1] @ w; w -= h2 @ Q[:j + 1]; h += h2                   # the second pass: orthogonal to rounding
+        hn = float(np.linalg.norm(w))
+        for i in range(j):                                                 # the earlier rotations on the new column
+            h[i], h[i + 1] = cs[i] * h[i] + sn[i] * h[i + 1], -sn[i] * h[i] + cs[i] * h[i + 1]
+        rr = np.hypot(h[j], hn)
+        cs[j], sn[j] = (1.0, 0.0) if rr == 0.0 else (h[j] / rr, hn / rr)
+        h[j] = rr; H[:j + 1, j] = h
+        e[j + 1] = -sn[j] * e[j]; e[j] *= cs[j]
+        if abs(e[j + 1]) <= rtol * beta or hn == 0.0: break
+        Q[j + 1] = w / hn
+    y = np.linalg.solve(np.triu(H[:k, :k]), e[:k]) if k else np.zeros(0)
+    return y @ Q[:k], k, float(abs(e[k]))
+
+
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst003
 def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylov: int = 60, direct_max: int = 100):
     """(δm, δλ, work) of `_newton_dir` with W = V for a GP (H = I) whose V is an n-space `SiteCov`: V from `_site_dense_V`,
-    P = V∘V, and [A P − I]δλ = λ − γ + 2E_mv V g, A = 2(E_mv V E_mv + E_vv), by GMRES (at most `max_krylov` products
+    P = V∘V, and [A P − I]δλ = λ − γ + 2E_mv V g, A = 2(E_mv V E_mv + E_vv), by GMRES (`` _gmres ``, at most `max_krylov` products
     x ↦ A(Px) − x, two matrix-vector products with n × n matrices each) without an n × n product or solve; for
     n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ).
     work: dict(k=the GMRES products taken (0 for the dense solve), nodes=the quadrature nodes of the curvatures); the
@@ -971,7 +997,7 @@ def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylo
     def mv(x):
         k[0] += 1; u = P @ x
         return 2.0 * (e_mv * (V @ (e_mv * u)) + e_vv * u) - x
-    dlam, _ = gmres(LinearOperator((n, n), matvec=mv, dtype=float), b, rtol=rtol, atol=0.0, restart=min(n, max_krylov), maxiter=1)
+    dlam = _gmres(mv, b, rtol, min(n, max_krylov))[0]
     return Vg - V @ (e_mv * (P @ dlam)), dlam, dict(work, k=k[0])
 
 
