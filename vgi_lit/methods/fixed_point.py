@@ -835,13 +835,15 @@ def site_curvature(lik, y, m, v, count: dict | None = None):
     """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
     alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule. `count`: a dict
     that receives 'nodes', the quadrature nodes evaluated (the step rule prices the curvatures by them). For the logistic
-    likelihood (its own 'auto' rule) the sites with v > 1 take the kink split (`` _logistic_curvature ``) instead."""
+    likelihood (its own 'auto' rule) the sites with v > 1 take the kink split (`` _logistic_curvature ``) instead, each of
+    its nodes counted as q_k/q_f of a node of the likelihood's rule (`_OVERHEAD`: their measured costs)."""
     m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
     if np.any(v <= 0): raise ValueError("site_curvature needs site variances v > 0")
     e_mv, e_vv, nodes = np.empty(len(m)), np.empty(len(m)), 0
     if type(lik) is Logistic and lik.method == 'auto' and np.any(big := v > 1.0):
         y = np.broadcast_to(np.asarray(y, dtype=float), m.shape); ib, ig = np.flatnonzero(big), np.flatnonzero(~big)
-        e_mv[ib], e_vv[ib] = _logistic_curvature(y[ib], m[ib], v[ib]); nodes = ib.size * _KINK_CURV[0].size
+        e_mv[ib], e_vv[ib] = _logistic_curvature(y[ib], m[ib], v[ib])
+        nodes = ib.size * _KINK_CURV[0].size * _OVERHEAD['q_k'] / _OVERHEAD['q_f']   # in nodes of the likelihood's rule
         if ig.size:
             c = {}; e_mv[ig], e_vv[ig] = site_curvature(lik, y[ig], m[ig], v[ig], c); nodes += c['nodes']
         if count is not None: count['nodes'] = nodes
@@ -1002,19 +1004,19 @@ def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylo
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwcst001
-_OVERHEAD = dict(q_E=2e4, q_f=1e3, o_p=3e6, o_d=2e6, kappa=2e6)   # flop-equivalents at a Cholesky's rate (measured below)
+_OVERHEAD = dict(q_E=2e4, q_f=1e3, q_k=250, o_p=3e6, o_d=2e6, kappa=4e5)   # flop-equivalents at a Cholesky's rate (measured below)
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwcst002
 def _step_costs(n: int, k: int | None = None, nodes: int | None = None) -> tuple:
     """(c_p, c_N): the plain and Newton FPi steps' costs in Cholesky factorisations of order n (u = n³/3 flops each) with
     the fixed work of `_OVERHEAD` ('Which step'): c_p = 2 + (q_E n + o_p)/u, c_N = c_p + 1 + (60n² + q_f N_f + o_d +
-    k(40n² + κ))/u, the GMRES term replaced by 8u for the dense solve (k = 0). `k`, `nodes` (N_f): the last direction's
+    k(10n² + κ))/u, the GMRES term replaced by 8u for the dense solve (k = 0). `k`, `nodes` (N_f): the last direction's
     (`_newton_dir_site`); None: k = 20, or 0 for n ≤ 100, and 32 nodes per site."""
     o, u = _OVERHEAD, n**3 / 3.0
     k = (0 if n <= 100 else 20) if k is None else k
     nodes = 32 * n if nodes is None else nodes
     c_p = 2.0 + (o['q_E'] * n + o['o_p']) / u
-    solve = 8.0 * u if k == 0 else k * (40.0 * n * n + o['kappa'])
+    solve = 8.0 * u if k == 0 else k * (10.0 * n * n + o['kappa'])
     return c_p, c_p + 1.0 + (60.0 * n * n + o['q_f'] * nodes + o['o_d'] + solve) / u
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwrul002
