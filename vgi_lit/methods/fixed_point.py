@@ -785,9 +785,9 @@ def _carried_r(model, m, r, state, r_prev, e_prev: float, k: int = 1):
     with the prior and `state` = (VLB, g, γ) corrected: VLB += ½(m − μ)ᵀ(r_carried − r), g += r_carried − r; e restarts
     at ε‖r‖∞."""
     vlb, g, gamma = state
-    e = e_prev + 4.0 * k * _EPS * (float(np.max(np.abs(r_prev))) + float(np.max(np.abs(r))) + float(np.max(np.abs(g))))
+    e = e_prev + 4.0 * k * _EPS * float(np.abs(r_prev).max() + np.abs(r).max() + np.abs(g).max())   # (array methods: every state pays this)
     dm = m - model.mu
-    if not 0.5 * float(np.sum(np.abs(dm))) * e > 1e-12 * abs(vlb): return r, state, e
+    if not 0.5 * float(np.abs(dm).sum()) * e > 1e-12 * abs(vlb): return r, state, e
     r_new = model.prior.solve(dm); diff = r - r_new
     return r_new, (vlb + 0.5 * float(dm @ diff), g + diff, gamma), _EPS * float(np.max(np.abs(r_new)))
 
