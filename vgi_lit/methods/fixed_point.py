@@ -488,10 +488,13 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         """The Step of the state reached from `prev` (None at the start), after the mean steps at its V (`k_mean`, V in
         site form), with the stall rule's record: did the VLB fall; was the iteration idle (a fall, or a step of ρ < 10⁻⁶
         without a new best VLB); the best VLB and its iteration."""
-        k = 0
+        k, e_r = 0, _EPS * float(np.max(np.abs(r)))                      # the carried r's rounding bound ('The VLB of a far start')
+        if prev is not None: r, state, e_r = _carried_r(model, m, r, state, prev.state.r, prev.state.sched['r_err'])
         if prev is not None and k_mean and isinstance(cov, _SITE_FORMS):
             first = not isinstance(prev.state.cov, _SITE_FORMS)           # the first factor after a start not in site form
+            r0 = r
             m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later)
+            if k: r, state, e_r = _carried_r(model, m, r, state, r0, e_r, k)
         s = _FPState(m, r, cov, at, *state, sched)
         gm = float(np.max(np.abs(s.g)))
         gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
@@ -511,7 +514,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
                     sched['gain_plain'] = gain
                     sched['r_plain'] = (sched.get('r_plain', ()) + (dec / d0,))[-3:]   # μ' = r μ (linear), the last three
                     if sched.get('took') == 'newton_rejected': sched['C_newton'], sched['gain_newton'] = 1.0 / d0, 0.0   # no gain at μ = d0
-        sched.update(it=it, best=best[0], best_it=best[1],
+        sched.update(it=it, best=best[0], best_it=best[1], r_err=e_r,
                      fell=(() if p is None else p.sched['fell'][1 - window:]) + (fell,),
                      idle=(() if p is None else p.sched['idle'][1 - window:]) + (idle,))
         return _fp_step(s, gV, "fpi", events, gm, True, grad_V_exact=exact, **({} if prev is None else dict(mean_steps=k)))   # finite: checked where each state is made
@@ -767,6 +770,28 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
 register_method("fpi")(fpi)
 register_method("fpb")(fpb)
 
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #761ff9e6
+from scipy.special import expit
+from ..likelihoods import KINK_EDGES, KINK_ORDER
+
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #75bf3192
+_EPS = float(np.finfo(float).eps)
+
+def _carried_r(model, m, r, state, r_prev, e_prev: float, k: int = 1):
+    """(r, state, e): the carried r = Σ⁻¹(m − μ) of a state reached from one whose carried value was `r_prev` with
+    rounding-error bound `e_prev` by `k` updates r ← r + Σ⁻¹δm, the bound grown by 4ε(‖r_prev‖∞ + ‖r‖∞ + ‖g‖∞) per update
+    ('The VLB of a far start'). When ½‖m − μ‖₁·e exceeds 10⁻¹²|VLB| (the rounding band of `_rises`), r is solved afresh
+    with the prior and `state` = (VLB, g, γ) corrected: VLB += ½(m − μ)ᵀ(r_carried − r), g += r_carried − r; e restarts
+    at ε‖r‖∞."""
+    vlb, g, gamma = state
+    e = e_prev + 4.0 * k * _EPS * float(np.abs(r_prev).max() + np.abs(r).max() + np.abs(g).max())   # (array methods: every state pays this)
+    dm = m - model.mu
+    if not 0.5 * float(np.abs(dm).sum()) * e > 1e-12 * abs(vlb): return r, state, e
+    r_new = model.prior.solve(dm); diff = r - r_new
+    return r_new, (vlb + 0.5 * float(dm @ diff), g + diff, gamma), _EPS * float(np.max(np.abs(r_new)))
+
+
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxand01
 def anderson(pairs, w=None):
     """Anderson extrapolation (type II) of a fixed-point map x ↦ G(x) from the pairs (x_j, G(x_j)), oldest first: with
@@ -809,10 +834,20 @@ def _anderson_step(model, m, r, cov, state, pairs, w, signed: bool, at):
 def site_curvature(lik, y, m, v, count: dict | None = None):
     """(∂²E/∂m∂v, ∂²E/∂v²) per site, E = E_N(f|m,v)[log p(y|f)]: ½E[lp⁽³⁾] and ¼E[lp⁽⁴⁾] by Stein's identity from lp⁽²⁾
     alone, E[h'] = E[h·(f − m)]/v and E[h''] = E[h·((f − m)² − v)]/v², on the likelihood's quadrature rule. `count`: a dict
-    that receives 'nodes', the quadrature nodes evaluated (the step rule prices the curvatures by them)."""
+    that receives 'nodes', the quadrature nodes evaluated (the step rule prices the curvatures by them). For the logistic
+    likelihood (its own 'auto' rule) the sites with v > 1 take the kink split (`` _logistic_curvature ``) instead, each of
+    its nodes counted as q_k/q_f of a node of the likelihood's rule (`_OVERHEAD`: their measured costs)."""
     m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
     if np.any(v <= 0): raise ValueError("site_curvature needs site variances v > 0")
     e_mv, e_vv, nodes = np.empty(len(m)), np.empty(len(m)), 0
+    if type(lik) is Logistic and lik.method == 'auto' and np.any(big := v > 1.0):
+        y = np.broadcast_to(np.asarray(y, dtype=float), m.shape); ib, ig = np.flatnonzero(big), np.flatnonzero(~big)
+        e_mv[ib], e_vv[ib] = _logistic_curvature(y[ib], m[ib], v[ib])
+        nodes = ib.size * _KINK_CURV[0].size * _OVERHEAD['q_k'] / _OVERHEAD['q_f']   # in nodes of the likelihood's rule
+        if ig.size:
+            c = {}; e_mv[ig], e_vv[ig] = site_curvature(lik, y[ig], m[ig], v[ig], c); nodes += c['nodes']
+        if count is not None: count['nodes'] = nodes
+        return e_mv, e_vv
     for idx, f, W in lik.rule_groups(y, m, v):
         sl = slice(None) if idx is None else idx
         z = f - m[sl][:, None]; vs = v[sl]
@@ -821,6 +856,32 @@ def site_curvature(lik, y, m, v, count: dict | None = None):
         e_vv[sl] = 0.25 * np.einsum('ij,ij->i', W, d2 * (z * z - vs[:, None])) / vs**2
     if count is not None: count['nodes'] = nodes
     return e_mv, e_vv
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #40dd7c31
+def _kink_curv_rule():
+    "The kink split's rule on t ≥ 0 (`KINK_EDGES`, `KINK_ORDER`: composite Gauss-Legendre) with w(t) = σ(t)σ(−t) in the weights."
+    x, wl = np.polynomial.legendre.leggauss(KINK_ORDER); e = np.asarray(KINK_EDGES, dtype=float)
+    half, mid = 0.5 * np.diff(e), 0.5 * (e[1:] + e[:-1])
+    T = (mid[:, None] + half[:, None] * x).ravel(); W = (half[:, None] * wl).ravel()
+    sn = expit(-T)
+    return T, sn * (1.0 - sn) * W
+
+_KINK_CURV = _kink_curv_rule()
+
+def _logistic_curvature(y, m, v):
+    """(∂²E/∂m∂v, ∂²E/∂v²) of log σ(yf) under N(m, v) by the kink split ('The logistic curvatures by the kink split'):
+    with a = μ/s, μ = ym, s = √v, u = t/s and N± ∝ exp(−(u ∓ a)²/2), ∂E[w]/∂μ = Σ W[N₊(u − a) − N₋(u + a)]/(√(2π)v)
+    and ∂E[w]/∂v = Σ W[N₊((u − a)² − 1) + N₋((u + a)² − 1)]/(2√(2π)v^{3/2}); E_mv = −½y∂E[w]/∂μ, E_vv = −½∂E[w]/∂v.
+    y, m, v: (n,) each, v > 1 for accuracy."""
+    T, WQ = _KINK_CURV
+    s = np.sqrt(v); a = y * m / s; U = T[None, :] / s[:, None]                # (n, q)
+    Dp = U - a[:, None]; Dm = U + a[:, None]
+    Np = np.exp(-0.5 * Dp * Dp); Nm = np.exp(-0.5 * Dm * Dm)
+    c = 1.0 / (np.sqrt(2.0 * np.pi) * s)
+    dmu = ((Np * Dp - Nm * Dm) @ WQ) * c / s                                  # ∂E[w]/∂μ
+    dv = ((Np * (Dp * Dp - 1.0) + Nm * (Dm * Dm - 1.0)) @ WQ) * c / (2.0 * v)  # ∂E[w]/∂v
+    return -0.5 * y * dmu, -0.5 * dv
+
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxndir1
 def _newton_dir(model, m, cov, g, gamma, at, W=None):
@@ -889,10 +950,36 @@ def _site_dense_V(model, cov):
     return V
 
 
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #95d34f48
+def _gmres(mv, b, rtol: float, max_k: int):
+    """(x, k, res): GMRES from x₀ = 0 for A x = b with A given by `mv` (x ↦ Ax), ('The Krylov solve'): Arnoldi with classical
+    Gram-Schmidt done twice, Givens rotations of the Hessenberg matrix; stops when the residual norm ‖b − Ax_k‖ (`res`,
+    from the rotations) is ≤ `rtol`‖b‖, at `max_k` products or at a breakdown. k: the products taken. b: (n,)."""
+    n = b.size; beta = float(np.linalg.norm(b))
+    if beta == 0.0: return np.zeros(n), 0, 0.0
+    Q = np.empty((max_k + 1, n)); H = np.zeros((max_k + 1, max_k)); cs, sn = np.zeros(max_k), np.zeros(max_k)
+    e = np.zeros(max_k + 1); e[0] = beta; Q[0] = b / beta; k = 0
+    for j in range(max_k):
+        w = mv(Q[j]); k = j + 1
+        h = Q[:j + 1] @ w; w -= h @ Q[:j + 1]
+        h2 = Q[:j + 1] @ w; w -= h2 @ Q[:j + 1]; h += h2                   # the second pass: orthogonal to rounding
+        hn = float(np.linalg.norm(w))
+        for i in range(j):                                                 # the earlier rotations on the new column
+            h[i], h[i + 1] = cs[i] * h[i] + sn[i] * h[i + 1], -sn[i] * h[i] + cs[i] * h[i + 1]
+        rr = np.hypot(h[j], hn)
+        cs[j], sn[j] = (1.0, 0.0) if rr == 0.0 else (h[j] / rr, hn / rr)
+        h[j] = rr; H[:j + 1, j] = h
+        e[j + 1] = -sn[j] * e[j]; e[j] *= cs[j]
+        if abs(e[j + 1]) <= rtol * beta or hn == 0.0: break
+        Q[j + 1] = w / hn
+    y = np.linalg.solve(np.triu(H[:k, :k]), e[:k]) if k else np.zeros(0)
+    return y @ Q[:k], k, float(abs(e[k]))
+
+
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst003
 def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylov: int = 60, direct_max: int = 100):
     """(δm, δλ, work) of `_newton_dir` with W = V for a GP (H = I) whose V is an n-space `SiteCov`: V from `_site_dense_V`,
-    P = V∘V, and [A P − I]δλ = λ − γ + 2E_mv V g, A = 2(E_mv V E_mv + E_vv), by GMRES (at most `max_krylov` products
+    P = V∘V, and [A P − I]δλ = λ − γ + 2E_mv V g, A = 2(E_mv V E_mv + E_vv), by GMRES (`` _gmres ``, at most `max_krylov` products
     x ↦ A(Px) − x, two matrix-vector products with n × n matrices each) without an n × n product or solve; for
     n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ).
     work: dict(k=the GMRES products taken (0 for the dense solve), nodes=the quadrature nodes of the curvatures); the
@@ -912,24 +999,24 @@ def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylo
     def mv(x):
         k[0] += 1; u = P @ x
         return 2.0 * (e_mv * (V @ (e_mv * u)) + e_vv * u) - x
-    dlam, _ = gmres(LinearOperator((n, n), matvec=mv, dtype=float), b, rtol=rtol, atol=0.0, restart=min(n, max_krylov), maxiter=1)
+    dlam = _gmres(mv, b, rtol, min(n, max_krylov))[0]
     return Vg - V @ (e_mv * (P @ dlam)), dlam, dict(work, k=k[0])
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwcst001
-_OVERHEAD = dict(q_E=2e4, q_f=1e3, o_p=3e6, o_d=2e6, kappa=2e6)   # flop-equivalents at a Cholesky's rate (measured below)
+_OVERHEAD = dict(q_E=2e4, q_f=1e3, q_k=250, o_p=3e6, o_d=2e6, kappa=4e5)   # flop-equivalents at a Cholesky's rate (measured below)
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwcst002
 def _step_costs(n: int, k: int | None = None, nodes: int | None = None) -> tuple:
     """(c_p, c_N): the plain and Newton FPi steps' costs in Cholesky factorisations of order n (u = n³/3 flops each) with
     the fixed work of `_OVERHEAD` ('Which step'): c_p = 2 + (q_E n + o_p)/u, c_N = c_p + 1 + (60n² + q_f N_f + o_d +
-    k(40n² + κ))/u, the GMRES term replaced by 8u for the dense solve (k = 0). `k`, `nodes` (N_f): the last direction's
+    k(10n² + κ))/u, the GMRES term replaced by 8u for the dense solve (k = 0). `k`, `nodes` (N_f): the last direction's
     (`_newton_dir_site`); None: k = 20, or 0 for n ≤ 100, and 32 nodes per site."""
     o, u = _OVERHEAD, n**3 / 3.0
     k = (0 if n <= 100 else 20) if k is None else k
     nodes = 32 * n if nodes is None else nodes
     c_p = 2.0 + (o['q_E'] * n + o['o_p']) / u
-    solve = 8.0 * u if k == 0 else k * (40.0 * n * n + o['kappa'])
+    solve = 8.0 * u if k == 0 else k * (10.0 * n * n + o['kappa'])
     return c_p, c_p + 1.0 + (60.0 * n * n + o['q_f'] * nodes + o['o_d'] + solve) / u
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwrul002

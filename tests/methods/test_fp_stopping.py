@@ -1,0 +1,69 @@
+"""The VLB an FPi run reports is the VLB of the state it returns, also from a start far beyond the optimum (the carried
+Σ⁻¹(m − μ) of '11c_fp_stopping', 'The VLB of a far start'), on real ionosphere inputs at kernel variance 1e8."""
+from pathlib import Path
+import numpy as np
+from vgi_lit import likelihoods, models, kernels, datasets
+from vgi_lit.inference import fit, Stop
+from vgi_lit.vlb import vlb as core_vlb
+
+DATA = datasets.shared_data_dir(Path(__file__))
+
+
+def _gp(n, variance):
+    "GP-logistic on the first n ionosphere training rows (z-scored), RBF kernel of lengthscale √p and the given variance."
+    ion = datasets.load_ionosphere(data_dir=DATA)
+    X, y = datasets.zscore(ion.X).X, ion.y
+    return models.GP(X[:n], y[:n], likelihoods.Logistic(), kernels.RBF(variance=variance, lengthscale=np.sqrt(X.shape[1])))
+
+
+def test_fpi_from_a_far_start_reports_the_vlb_of_its_state_and_reaches_the_optimum():
+    gp = _gp(60, 1e8)
+    opt = fit(gp, method="fpi", tol=1e-9, tol_rel=0.0)
+    m_far = gp.mu + 1e12 * (opt.m - gp.mu)                  # |m_i| ~ 1e16: the first steps cancel nearly all of Σ⁻¹(m − μ)
+    for k in (1, 2, 5):
+        r = fit(gp, method="fpi", m0=m_far, lam0=opt.cov.lam, max_iter=k, polish=False)
+        true = core_vlb(gp, r.m, r.cov)
+        assert abs(r.vlb - true) <= 1e-9 * abs(true), (k, r.vlb, true)
+    r = fit(gp, method="fpi", m0=m_far, lam0=opt.cov.lam)
+    assert abs(r.vlb - core_vlb(gp, r.m, r.cov)) <= 1e-9 * abs(r.vlb)
+    assert r.stop in (Stop.GRAD_TOL, Stop.REL_TOL) and abs(r.vlb - opt.vlb) <= 1e-8 * abs(opt.vlb), (r.stop, r.vlb, opt.vlb, r.message)
+
+
+def _stein_reference(lik, y, m, v, p=60):
+    """(∂²E/∂m∂v, ∂²E/∂v²) by Stein's identity on composite Gauss-Legendre in z = (f − m)/√v over [−12, 12], with
+    panels of width 2/√v across the band |f| ≤ 40 where log σ bends (an independent rule, resolved at any v)."""
+    x, w = np.polynomial.legendre.leggauss(p)
+    out = np.empty((2, len(m)))
+    for i in range(len(m)):
+        s = np.sqrt(v[i]); z0 = -m[i] / s
+        edges = np.unique(np.clip(np.concatenate([[-12.0, 12.0], z0 + np.arange(-40.0, 41.0, 2.0) / s]), -12.0, 12.0))
+        half, mid = 0.5 * np.diff(edges), 0.5 * (edges[1:] + edges[:-1])
+        z = (mid[:, None] + half[:, None] * x).ravel(); W = (half[:, None] * w).ravel() * np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
+        d2 = lik.derivs(y[i], m[i] + s * z)[2]
+        out[:, i] = 0.5 * np.sum(W * d2 * z) / s, 0.25 * np.sum(W * d2 * (z * z - 1.0)) / v[i]
+    return out
+
+
+def test_logistic_curvatures_by_the_kink_split_match_an_independent_rule_from_v_near_1_to_1e12():
+    from vgi_lit.methods.fixed_point import site_curvature
+    rng = np.random.default_rng(0)
+    lik = likelihoods.Logistic()
+    v = np.concatenate([rng.uniform(1.0001, 2.0, 100), 10 ** rng.uniform(0.3, 12.0, 200)])
+    m = rng.uniform(-8.0, 8.0, v.size) * np.sqrt(v); y = np.where(rng.random(v.size) < 0.5, -1.0, 1.0)
+    e_mv, e_vv = site_curvature(lik, y, m, v)                # v > 1: the kink split
+    ref = _stein_reference(lik, y, m, v)
+    assert np.max(np.abs(e_mv - ref[0]) * v) <= 1e-9          # in units of each curvature's scale, 1/v and 1/v^1.5
+    assert np.max(np.abs(e_vv - ref[1]) * v ** 1.5) <= 1e-9
+
+
+def test_gmres_of_the_newton_direction_matches_a_dense_solve():
+    from vgi_lit.methods.fixed_point import _gmres
+    for seed in range(4):
+        rng = np.random.default_rng(seed); n = 80
+        B = rng.normal(size=(n, n)); P = (B @ B.T / n) ** 2     # the Schur form A P − I of the Newton system
+        M = np.diag(rng.uniform(-2.0, 0.5, n)) @ P / np.max(np.abs(P)) - np.eye(n)
+        b = rng.normal(size=n)
+        x, k, res = _gmres(lambda u: M @ u, b, 1e-12, n)
+        assert k <= n and np.linalg.norm(b - M @ x) <= 1e-10 * np.linalg.norm(b)
+        assert abs(res - np.linalg.norm(b - M @ x)) <= 1e-10 * np.linalg.norm(b)
+        assert np.allclose(x, np.linalg.solve(M, b), rtol=1e-8, atol=1e-10 * np.max(np.abs(x)))
