@@ -384,8 +384,8 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     from the iterate; the evaluation at the average is charged to the run's clock, as it is part of the method). β = 0 reports the iterates alone.
 
     The full-data VLB (`sparse_vlb`) is evaluated at the start and every `eval_every` steps (default one epoch), its time not charged to the
-    run's clock; the run stops (driver `run`) after `max_epochs` passes (`Stop.BUDGET`), `max_iter` steps, `max_seconds`,
-    the callback, or when two evaluations differ by at most tol·(1 + |VLB|) (`Stop.REL_TOL`). The best evaluated state is
+    run's clock (it measures the iterate; the start's too, as in `svi_run`); the run stops (driver `run`) after `max_epochs`
+    passes (`Stop.BUDGET`), `max_iter` steps, `max_seconds`, the callback, or when two evaluations differ by at most tol·(1 + |VLB|) (`Stop.REL_TOL`). The best evaluated state is
     returned. `fixed`, `learn_mean`, `bound` as for `fit_inducing`. Returns a `HyperFit` whose posterior is q(u) as a `DenseCov`."""
     check_budget(tol, 0 if max_iter is None else max_iter, max_seconds)
     ip = InducingParams(model, learn_mean, fixed); n = model.n
