@@ -137,7 +137,8 @@ class InducingParams:
         for b in rows:
             X = np.asarray(M.X[b]); a = sites_adjoint(kern, Z, P, lik, X, M.y[b], mean, m, V, scale, sites, Ki, at)
             F += a["E"]; Bbar = Bbar + a["Bbar"]
-            gx, gzx = kernel_adjoint(kern, X, Z, a["Abar"], sw=Kxz if Kxz is not None and type(kern) is RBF else None, K=Kxz)
+            gx, gzx = kernel_adjoint(kern, X, Z, a["Abar"], sw=Kxz if Kxz is not None and type(kern) is RBF else None, K=Kxz,
+                                     overwrite_abar=True)                # Ā is this chunk's: W takes its memory
             g[:k] += gx; g[l:l + nz] += gzx.ravel()
             g[0] += kern.variance * float(np.sum(a["dkdiag"]))        # ∂k_ii/∂log s = s
             g[k:l] += a["dlik"]
@@ -211,7 +212,7 @@ def collapsed_grad(ip, theta):
     Bbar = Li.T @ Y @ Li; Bbar = 0.5 * (Bbar + Bbar.T)
     k, l, nz = ip.k, ip.l, ip.hp.n_z
     g = np.zeros(len(ip.hp.names))
-    gx, gzx = kernel_adjoint(kern, X, Z, Abar, sw=sw, K=Kxz)
+    gx, gzx = kernel_adjoint(kern, X, Z, Abar, sw=sw, K=Kxz, overwrite_abar=True)   # Ā is not needed after
     Kzz = P.dense(); np.fill_diagonal(Kzz, kern.variance)               # K(Z, Z): the factorised K̃ less its jitter
     gz, gzz = kernel_adjoint(kern, Z, Z, Bbar, same=True, sw=Kzz if type(kern) is RBF else None, K=Kzz)
     g[:k] = gx + gz; g[0] += kern.variance * n * (-0.5 / s2) + P.jitter * float(np.trace(Bbar))
