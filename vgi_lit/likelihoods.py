@@ -365,16 +365,50 @@ def _logistic_ell(self, y, m, v):
 
 Logistic._ell_closed = _logistic_ell
 
+# %% ../nbs/01_likelihoods.ipynb #ddff89fc
+_PROBIT_FAR = 2.0                                               # below x = −2, λ and log Φ from erfcx (see the derivation)
+_SQRT2, _SQRT_2_OVER_PI = float(np.sqrt(2.0)), float(np.sqrt(2.0 / np.pi))
+
+def _probit_lp_lam(x):
+    """(log Φ(x), λ(x) = φ(x)/Φ(x)) elementwise, any shape: q = Φ(−|x|) by one `ndtr`, log Φ = log q (x < 0) or
+    log1p(−q) (x ≥ 0), λ = φ/Φ; below x = −2, r = erfcx(−x/√2), λ = √(2/π)/r and log Φ = log(r/2) − x²/2."""
+    x = np.asarray(x, float); shape = x.shape; x = x.reshape(-1)
+    q = ndtr(-np.abs(x))                                        # Φ(−|x|), the smaller tail
+    neg = x < 0
+    with np.errstate(divide="ignore", invalid="ignore"):        # log 0 and 0/0 for x < −38, replaced below
+        lp = np.where(neg, np.log(q), np.log1p(-q))             # naive: log(ndtr(x))
+        lam = np.exp(-0.5 * x * x); lam *= 0.5 * _SQRT_2_OVER_PI; lam /= np.where(neg, q, 1.0 - q)
+    far = np.flatnonzero(x < -_PROBIT_FAR)
+    if far.size:
+        xf = x[far]; r = erfcx(xf / -_SQRT2)
+        with np.errstate(divide="ignore"):
+            lp[far] = np.log(0.5 * r) - 0.5 * xf * xf
+            lam[far] = _SQRT_2_OVER_PI / r
+    return lp.reshape(shape)[()], lam.reshape(shape)[()]
+
 # %% ../nbs/01_likelihoods.ipynb #3cdd9cb8
 class Probit(_Binary):
     "p(y|f) = Φ(y f), y ∈ {−1, +1}; lp' = yλ, lp'' = −λ(yf + λ), λ = φ/Φ."
     _label = "Bernoulli-probit"
     def derivs(self, y, f):
         x = y * f
-        lp = log_ndtr(x)
-        with np.errstate(over='ignore'):
-            lam = np.sqrt(2 / np.pi) / erfcx(-x / np.sqrt(2))  # naive: φ(x)/Φ(x); erfcx(u) = e^{u²} erfc(u)
+        lp, lam = _probit_lp_lam(x)                             # naive: log Φ(x), φ(x)/Φ(x)
         return lp, y * lam, -lam * (x + lam)
+    def _quad_ell(self, y, m, v, method=None, n_gh=None):
+        "The base rule, by `_gh_ell` when every site takes plain Gauss-Hermite (method 'gh', or 'auto' with √v ≤ width)."
+        meth = method or self.method
+        if meth == 'gh' or (meth == 'auto' and not np.any(np.sqrt(v) > self.width)):
+            return self._gh_ell(y, m, v, n_gh or self.n_gh)
+        return super()._quad_ell(y, m, v, method, n_gh)
+    def _gh_ell(self, y, m, v, n_gh):
+        """(E, ∂E/∂m, ∂E/∂v) by `n_gh`-point Gauss-Hermite in one pass: x = ym + y√v z_k at every node, (log Φ, λ) once per
+        node (`_probit_lp_lam`), then E = Σ w_k log Φ, ∂E/∂m = y Σ w_k λ, ∂E/∂v = −½ Σ w_k λ(x + λ), 1-D inputs."""
+        z, w = gh_nodes(n_gh)
+        X = (y * np.sqrt(v))[:, None] * z; X += (y * m)[:, None]  # x = y f at the nodes, (n, n_gh)
+        lp, lam = _probit_lp_lam(X)
+        E, Elam = lp @ w, lam @ w
+        X += lam; X *= lam                                          # λ(x + λ) = −ℓ''
+        return E, y * Elam, -0.5 * (X @ w)
     def log_pred_density(self, y, m, v, **kw):
         "log Φ(y m / √(1 + v))."
         y = self.check_y(y); y, m, v = self._prep(y, m, v)

@@ -273,3 +273,40 @@ def test_joint_schedule_steps_both_blocks_from_the_same_point():
     full = svi_inducing(mod, batch_size=40, rho=0.2, lr=0.02, max_epochs=6, joint=True)
     vl = full.history.vlb[np.isfinite(full.history.vlb)]
     assert full.posterior.info["joint"] is True and vl[-1] > vl[0]
+
+
+def test_clock_charges_the_average_s_evaluation_not_the_measurements(monkeypatch):
+    """The evaluation at the iterate, the start's included, is a measurement not charged to the clock (as in `svi_run`);
+    the evaluation at the averaged iterate chooses the reported state and is charged: with a slow `sparse_vlb` the
+    records' times stay small at average = 0 and grow by the slow evaluations at average = 0.9."""
+    import time as _time
+    from vgi_lit.methods import inducing
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-3, 3, size=(80, 2)); y = np.where(np.sin(2 * X[:, 0]) > 0, 1.0, -1.0)
+    mod = SparseGP(X, y, Probit(), RBF(1.0, 1.0), kmeans_inducing(X, 4))
+    slow = inducing.sparse_vlb
+    def sleepy(*a, **k): _time.sleep(0.1); return slow(*a, **k)
+    monkeypatch.setattr(inducing, "sparse_vlb", sleepy)
+    plain, avg = (svi_inducing(mod, batch_size=40, max_epochs=2, tol=0.0, average=b).history.time for b in (0.0, 0.9))
+    assert len(plain) == len(avg) == 5 and plain[0] < 0.05 and avg[0] < 0.05 and plain[-1] < 0.05, (plain, avg)
+    assert avg[-1] > 0.18, avg                                      # the two evaluations at the average (epochs 1, 2) charged
+
+
+@pytest.mark.parametrize("kern", [RBF(1.3, np.array([0.7, 1.1, 2.0])), Matern32(0.8, 1.4), Matern12(1.1, 0.9)])
+def test_kernel_adjoint_in_place_forms_are_bit_identical(kern):
+    """W = Ā ∘ s·w(r²) in the memory of s·w(r²) (formed inside) or of Ā (`overwrite_abar`) gives the same bits as the
+    product in a new array; the caller's s·w(r²) and K are never written, Ā only with `overwrite_abar`."""
+    from vgi_lit.methods.hyper import kernel_adjoint, radial_r2
+    rng = np.random.default_rng(4); X, Z = rng.normal(size=(40, 3)), rng.normal(size=(6, 3)); A0 = rng.normal(size=(40, 6))
+    K = kern.K(X, Z); sw = radial_weight(kern, radial_r2(kern, X, Z)); sw0 = sw.copy()
+    ref = kernel_adjoint(kern, X, Z, A0.copy(), sw=sw.copy(), K=K.copy())      # W = Ā ∘ sw in a new array
+    A = A0.copy(); got = kernel_adjoint(kern, X, Z, A, sw=sw, K=K, overwrite_abar=True)
+    assert all(np.array_equal(a, b) for a, b in zip(ref, got)) and np.array_equal(sw, sw0) and not np.array_equal(A, A0)
+    A = A0.copy(); got = kernel_adjoint(kern, X, Z, A)                          # s·w(r²) formed inside, W in its memory
+    assert all(np.array_equal(a, b) for a, b in zip(ref, got)) and np.array_equal(A, A0)
+    B0 = A0[:6] + A0[:6].T; Kz = kern.K(Z, Z)
+    ref = kernel_adjoint(kern, Z, Z, B0.copy(), same=True, sw=radial_weight(kern, radial_r2(kern, Z, Z)), K=Kz)
+    B = B0.copy(); got = kernel_adjoint(kern, Z, Z, B, same=True, K=Kz)
+    assert all(np.array_equal(a, b) for a, b in zip(ref, got)) and np.array_equal(B, B0)
+    B = B0.copy(); got = kernel_adjoint(kern, Z, Z, B, same=True, sw=radial_weight(kern, radial_r2(kern, Z, Z)), K=Kz, overwrite_abar=True)
+    assert all(np.array_equal(a, b) for a, b in zip(ref, got))

@@ -246,3 +246,20 @@ def test_sparse_with_z_equal_x_learns_the_dense_kernel():
     b = learn_multi(MultiSparseGP(X, y, Softmax(3), RBF(1.0, 1.0), Z0), method="grad", tol=1e-6, inner=dict(tol=1e-9))
     assert abs(a.vlb - b.vlb) <= 1e-7 * abs(a.vlb), (a.vlb, b.vlb)
     assert a.vlb > fit(MultiSparseGP(X, y, Softmax(3), RBF(1.0, 1.0), Z0), 'fpi', tol=1e-9).vlb
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 40])
+def test_sparse_adjoint_by_pairs_equals_the_double_sum(chunk, monkeypatch):
+    """Ā of (S) by pairs c ≤ c' (one product per chunk of rows) equals the plain double sum over (c, c') as one einsum,
+    on 60 iris rows with M = 7 and a random q, in one chunk and in chunks of 40 / (6 · 7) → 1 row."""
+    from vgi_lit.methods import multi_hyper
+    monkeypatch.setattr(multi_hyper, "_PAIR_CHUNK", chunk)
+    sg = _sparse(n=60, M=7, mean=0.2); rg = np.random.default_rng(9)
+    lq = rg.standard_normal((60, 3, 3)); lq = lq @ np.swapaxes(lq, 1, 2) / 3
+    cov, m = MultiCov(sg, lq), 0.5 * rg.standard_normal(sg.d)
+    Abar, Bbar, trG, dmean = multi_hyper.multi_sparse_adjoint(sg, m, cov)
+    A, R = multi_prior_adjoint(sg, m, cov); H = sg.X
+    _, gm, GV = sg.likelihood.expected_log_lik(sg.y, sg.site_mean(m), cov.site_cov())
+    Ki = np.linalg.solve(sg.priors[0].dense(), np.eye(7))
+    ref = gm @ R + 2.0 * np.einsum('icd,ip,cpdq->iq', GV, H, cov.dense().reshape(3, 7, 3, 7) @ Ki) - 2.0 * np.trace(GV, axis1=1, axis2=2)[:, None] * H
+    np.testing.assert_allclose(Abar, ref, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref)))

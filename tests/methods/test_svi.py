@@ -566,3 +566,16 @@ def test_adagrad_and_step_size_take_real_scalars_and_refuse_bad_ones():
     for bad in (0, -1.0, np.float32(-0.5), np.nan, np.inf):
         with pytest.raises(ValueError, match="learning rate lr must be positive and finite"): svi.Adagrad(bad)
     with pytest.raises(ValueError, match="Adagrad eps must be positive"): svi.Adagrad(1.0, eps=0.0)
+
+
+def test_start_evaluation_is_not_charged_to_the_clock(monkeypatch):
+    """Every full-data evaluation, the start's included, is a measurement: a slow evaluation moves no record's time
+    (the same rule as `svi_inducing` and the peers' traces in the benchmarks)."""
+    import time as _time
+    model = logistic_problem(3, n=60)
+    slow = svi.vlb_stream
+    def sleepy(*a, **k): _time.sleep(0.1); return slow(*a, **k)
+    monkeypatch.setattr(svi, "vlb_stream", sleepy)
+    p = svi.svi_run(model, "svi", batch_size=30, max_epochs=2, tol=0)
+    t = p.history.time
+    assert len(t) == 5 and t[0] < 0.05 and t[-1] < 0.05, t          # the start and two epochs' evaluations: 0.3 s uncharged

@@ -256,25 +256,30 @@ def radial_r2(kernel, X, Z):
     return r2
 
 # %% ../../nbs/methods/15_hyper.ipynb #8c5b45d1
-def kernel_adjoint(kernel, X, Z, Abar, same: bool = False, r2=None, sw=None, K=None):
+def kernel_adjoint(kernel, X, Z, Abar, same: bool = False, r2=None, sw=None, K=None, overwrite_abar: bool = False):
     """(g_θ (P,), g_Z (M, p)): the derivatives of Σ_nm Ā_nm k(x_n, z_m) in the kernel's log-parameters (variance, then
     lengthscale(s)) and in Z with X held fixed; with `same` (X is Z, Ā symmetric) both arguments move, which doubles g_Z
     (eq. E). With W = Ā ∘ s·w(r²): g_log s = Σ Ā ∘ K, g_log ℓ_j = Σ_nm W_nm (x_nj − z_mj)²/ℓ_j², g_Z[m, j] = Σ_n W_nm (x_nj − z_mj)/ℓ_j².
     O(nMp) time (one n × M by n × p product), no (n, M, p) array. `r2`, `sw`, `K`: the scaled squared distances (`radial_r2`), s·w(r²) and
-    K(X, Z) when already computed."""
+    K(X, Z) when already computed. W takes the memory of s·w(r²) when it is formed here, or of Ā with `overwrite_abar` (Ā is then
+    lost): no n × M array beyond those; else one."""
     X, Z, Abar = np.asarray(X, float), np.asarray(Z, float), np.asarray(Abar, float)
     ell2 = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (Z.shape[1],)) ** 2
+    own = sw is None                                                  # s·w(r²) formed here: W may take its memory
     if sw is None and r2 is None: r2 = radial_r2(kernel, X, Z)
     if sw is None: sw = radial_weight(kernel, r2)
     rbf = type(kernel) is RBF                                        # RBF: s·w(r²) is k itself
     g_s = None if rbf else float(np.vdot(Abar, kernel.K(X, Z) if K is None else K))
-    W = Abar * sw
+    d_s = float(np.diagonal(Abar) @ np.diagonal(sw)) if rbf and same else 0.0   # Σ Ā∘K on the diagonal, before W overwrites either
+    if own: W = sw; W *= Abar                                         # W = Ā ∘ s·w(r²), in place
+    elif overwrite_abar: W = Abar; W *= sw
+    else: W = Abar * sw
     if same: np.fill_diagonal(W, 0.0)                                 # k(z, z) = s: no w at r = 0 on the diagonal
     rw, cw = W.sum(1), W.sum(0)
     WX = W.T @ X                                                      # (M, p): Σ_n W_nm x_nj, the one n-long product
     g_ell = (rw @ X**2 - 2.0 * np.sum(WX * Z, 0) + cw @ Z**2) / ell2  # Σ_nm W_nm x_nj z_mj = Σ_m (WᵀX)_mj z_mj
     g_Z = (WX - cw[:, None] * Z) / ell2
-    if rbf: g_s = float(rw.sum()) + (float(np.diagonal(Abar) @ np.diagonal(sw)) if same else 0.0)   # Σ Ā∘K = Σ W (+ its zeroed diagonal)
+    if rbf: g_s = float(rw.sum()) + d_s                               # Σ Ā∘K = Σ W (+ its zeroed diagonal)
     g = np.concatenate([[g_s], g_ell if kernel.ard else [g_ell.sum()]])
     return g, (2.0 * g_Z if same else g_Z)
 

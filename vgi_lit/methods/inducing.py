@@ -137,7 +137,8 @@ class InducingParams:
         for b in rows:
             X = np.asarray(M.X[b]); a = sites_adjoint(kern, Z, P, lik, X, M.y[b], mean, m, V, scale, sites, Ki, at)
             F += a["E"]; Bbar = Bbar + a["Bbar"]
-            gx, gzx = kernel_adjoint(kern, X, Z, a["Abar"], sw=Kxz if Kxz is not None and type(kern) is RBF else None, K=Kxz)
+            gx, gzx = kernel_adjoint(kern, X, Z, a["Abar"], sw=Kxz if Kxz is not None and type(kern) is RBF else None, K=Kxz,
+                                     overwrite_abar=True)                # Ā is this chunk's: W takes its memory
             g[:k] += gx; g[l:l + nz] += gzx.ravel()
             g[0] += kern.variance * float(np.sum(a["dkdiag"]))        # ∂k_ii/∂log s = s
             g[k:l] += a["dlik"]
@@ -211,7 +212,7 @@ def collapsed_grad(ip, theta):
     Bbar = Li.T @ Y @ Li; Bbar = 0.5 * (Bbar + Bbar.T)
     k, l, nz = ip.k, ip.l, ip.hp.n_z
     g = np.zeros(len(ip.hp.names))
-    gx, gzx = kernel_adjoint(kern, X, Z, Abar, sw=sw, K=Kxz)
+    gx, gzx = kernel_adjoint(kern, X, Z, Abar, sw=sw, K=Kxz, overwrite_abar=True)   # Ā is not needed after
     Kzz = P.dense(); np.fill_diagonal(Kzz, kern.variance)               # K(Z, Z): the factorised K̃ less its jitter
     gz, gzz = kernel_adjoint(kern, Z, Z, Bbar, same=True, sw=Kzz if type(kern) is RBF else None, K=Kzz)
     g[:k] = gx + gz; g[0] += kern.variance * n * (-0.5 / s2) + P.jitter * float(np.trace(Bbar))
@@ -384,8 +385,8 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     from the iterate; the evaluation at the average is charged to the run's clock, as it is part of the method). β = 0 reports the iterates alone.
 
     The full-data VLB (`sparse_vlb`) is evaluated at the start and every `eval_every` steps (default one epoch), its time not charged to the
-    run's clock; the run stops (driver `run`) after `max_epochs` passes (`Stop.BUDGET`), `max_iter` steps, `max_seconds`,
-    the callback, or when two evaluations differ by at most tol·(1 + |VLB|) (`Stop.REL_TOL`). The best evaluated state is
+    run's clock (it measures the iterate; the start's too, as in `svi_run`); the run stops (driver `run`) after `max_epochs`
+    passes (`Stop.BUDGET`), `max_iter` steps, `max_seconds`, the callback, or when two evaluations differ by at most tol·(1 + |VLB|) (`Stop.REL_TOL`). The best evaluated state is
     returned. `fixed`, `learn_mean`, `bound` as for `fit_inducing`. Returns a `HyperFit` whose posterior is q(u) as a `DenseCov`."""
     check_budget(tol, 0 if max_iter is None else max_iter, max_seconds)
     ip = InducingParams(model, learn_mean, fixed); n = model.n

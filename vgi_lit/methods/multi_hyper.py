@@ -48,18 +48,28 @@ def noise_adjoint(likelihood, y, m_site, V_site):
     return 0.5 * (G + G.T)
 
 # %% ../../nbs/methods/18b_multi_hyper.ipynb #62f6dff2
+_PAIR_CHUNK = 1 << 20   # doubles of h_iᵀP_cc' held at once by `multi_sparse_adjoint` (rows per chunk = this / (C(C+1)/2 · M))
+
 def multi_sparse_adjoint(model, m, cov):
     """(Ā (n, M), B̄ (M, M), ∂/∂k_ii (n,), ∂/∂mean) of the VLB of a `MultiSparseGP` at fixed q = N(m, V) (eq. S): Ā = ∂/∂K_xZ
     with rows Σ_c g_ic r_c + 2 Σ_cc' [G_i]_cc' K̃⁻¹V_c'c h_i − 2 tr(G_i) h_i, B̄ = ∂/∂K̃ = sym(−HᵀĀ − Hᵀdiag(tr G_i)H) + Σ_c A_cc
     (the prior's part from `multi_prior_adjoint`), ∂/∂k_ii = tr G_i, ∂/∂mean = Σ_ic g_ic(1 − h_iᵀ1) + Σ_c 1ᵀr_c; g_i, G_i the
-    likelihood's ∂E_i/∂m_i, ∂E_i/∂V_i at the site marginals. O(nC²M² + C³M³)."""
+    likelihood's ∂E_i/∂m_i, ∂E_i/∂V_i at the site marginals; the double sum over c, c' by pairs c ≤ c' (G_i symmetric), one
+    product of a chunk of rows of H with the C(C+1)/2 blocks side by side. O(nC²M² + C³M³)."""
     C, M, H = model.C, model.M, model.X                                    # H = K_xZ K̃⁻¹, (n, M)
     A, R = multi_prior_adjoint(model, m, cov)                              # R: the r_c, (C, M)
     _, gm, GV = model.likelihood.expected_log_lik(model.y, model.site_mean(m), cov.site_cov())   # (n, C), (n, C, C)
     Ki = model.priors[0].solve(np.eye(M)); Ki = 0.5 * (Ki + Ki.T)          # K̃⁻¹: Ā and B̄ are matrices in it
     VKi = cov.dense().reshape(C, M, C, M) @ Ki                             # V_cc' K̃⁻¹
     trG = np.trace(GV, axis1=1, axis2=2)
-    Abar = gm @ R + 2.0 * np.einsum('icd,ip,cpdq->iq', GV, H, VKi, optimize=True) - 2.0 * trG[:, None] * H
+    c1, c2 = np.triu_indices(C); k, n = len(c1), len(H); off = c1 != c2
+    P = VKi[c1, :, c2, :]; P[off] += VKi[c2, :, c1, :][off]                # P_cc' = (V_cc' + V_c'c)K̃⁻¹, c < c'; V_ccK̃⁻¹: (k, M, M)
+    Ps = P.transpose(1, 0, 2).reshape(M, k * M)                            # the pairs side by side
+    Gs = 0.5 * (GV + np.swapaxes(GV, 1, 2))[:, c1, c2]                     # [G_i]_cc' of the pairs, (n, k)
+    T = np.empty((n, M)); b = max(1, _PAIR_CHUNK // (k * M))
+    for s in range(0, n, b):                                               # Σ_{c≤c'} [G_i]_cc' h_iᵀP_cc', one product per chunk
+        T[s:s + b] = (Gs[s:s + b, None, :] @ (H[s:s + b] @ Ps).reshape(-1, k, M))[:, 0, :]
+    Abar = gm @ R + 2.0 * T - 2.0 * trG[:, None] * H
     Bl = -H.T @ Abar - H.T @ (trG[:, None] * H)
     Bbar = 0.5 * (Bl + Bl.T) + np.einsum('ccij->ij', A)
     dmean = float(np.sum(gm * (1.0 - H.sum(1))[:, None])) + float(np.sum(R))
