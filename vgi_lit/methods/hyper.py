@@ -525,9 +525,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         state['model'] = hp.build(theta); state['post'] = _fit(state['model'], method, **state['warm'], **_budget(inner, hist))
         state['n_inner'] += state['post'].n_iter
     if stop not in (Stop.CALLBACK, Stop.MAX_SECONDS) and len(theta) and not early:
-        edges = _runaway(hp, theta0 if origin is None else origin, theta, -state['g'], state['post'], hist, method, inner, bound,
+        edges, n_probe = _runaway(hp, theta0 if origin is None else origin, theta, -state['g'], state['post'], hist, method, inner, bound,
                          scales=state['scales'] if rescale and not predict else None, tol=tol,
                          seen=[(np.frombuffer(k), -c['g']) for k, c in cache.items()] if cache is not None else None)
+        state['n_inner'] += n_probe
     at_bound = [n for n, t, a in zip(hp.free_names, theta, lo) if np.isfinite(a) and abs(abs(t) - bound) < 1e-9]
     if at_bound and not early:
         vals = ", ".join(f"{n} = {np.exp(t):.3g}" for n, t, a in zip(hp.free_names, theta, lo) if n in at_bound)
@@ -700,9 +701,10 @@ def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: flo
     (one warm-started inner solve per candidate, carried to a changed kernel variance by `scales`, ``_rescale``). Such a parameter is at the edge of a flat VLB (an irrelevant
     input's lengthscale, a variance on separable data); its finite value is reported, not moved. Not probed: a parameter
     that the run already evaluated beyond its final value with a gradient pointing back by more than `tol` (`seen`: the
-    run's evaluations [(θ', ∂VLB/∂θ at θ')]), a maximum crossed and returned to. Returns them by name with their values."""
+    run's evaluations [(θ', ∂VLB/∂θ at θ')]), a maximum crossed and returned to. Returns them by name with their values,
+    and the probes' inner iterations."""
     free_log = hp.is_log[hp.free]
-    moved, found = theta - theta0, {}
+    moved, found, n_probe = theta - theta0, {}, 0
     def crossed(j):
         d = np.sign(moved[j])
         return any((t[j] - theta[j]) * d > 0 and gj[j] * d < -tol for t, gj in (seen or ()))
@@ -712,13 +714,13 @@ def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: flo
         probe = theta.copy(); probe[j] = np.clip(theta[j] + np.sign(moved[j]) * np.log(10.0), -bound, bound)
         mp = hp.build(probe); start = _warm(method, post)
         if scales is not None: start = _rescale(start, mp, scales)
-        far = _fit(mp, method, **start, **_budget(inner, hist))
+        far = _fit(mp, method, **start, **_budget(inner, hist)); n_probe += far.n_iter
         if np.isfinite(far.vlb) and far.vlb >= post.vlb - 1e-9 * max(1.0, abs(post.vlb)):
             hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{hp.free_names[j]} runs to the edge: it moved from {np.exp(theta0[j]):.3g} to "
                                          f"{np.exp(theta[j]):.3g} and the optimal VLB is not lower at {np.exp(probe[j]):.3g} "
                                          f"({far.vlb - post.vlb:+.2e}); the finite value is reported", 1))
             found[hp.free_names[j]] = float(np.exp(theta[j]))
-    return found
+    return found, n_probe
 
 def _box(theta, g, lo, hi):
     "The gradient with components that push out of the box [lo, hi] set to zero (ascent direction g)."
