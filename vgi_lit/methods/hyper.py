@@ -436,7 +436,8 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     inner solve from (a widened box's run starts from the narrower run's last optimum), `scales0` the ``_scales`` of the
     optima before it; `rescale` (without `predict`): each warm start carried to the new kernel variance (``_rescale``).
     `cache`: a dict of earlier evaluations by θ, shared by the runs of one start (``_learn_wide``): a θ found there is
-    not solved again (its record has `replayed` True and adds no inner iterations), and every new evaluation is added. With the
+    not solved again (its record has `replayed` True and adds no inner iterations), and every new evaluation is added
+    with its VLB, gradient and the vectors of its warm start (m, λ; a start that needs a dense V keeps only m). With the
     same start, options and values L-BFGS-B is deterministic, so a run in a wider box replays the narrower run's
     iterates from the cache until the narrower box clipped a step, and continues with the same curvature pairs.
     `edge_stop`: stop (`Stop.MAX_ITER`, `early` set on the result) at the first outer iterate where a log-parameter sits at
@@ -476,9 +477,9 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         g = hp.grad(m_new, post.m, post.cov)
         state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
         sc = _scales(post)
-        if cache is not None:                                              # vectors only (copies): no factor outlives its step
+        if cache is not None:                                              # vectors only (copies): no factor, no dense V0, outlives its step
             cache[key] = dict(f=-post.vlb, g=-g, optimum=opt, scales=sc, n_iter=post.n_iter, stop=post.stop.value,
-                              warm={k: np.array(v) for k, v in _warm(method, post).items()})
+                              warm={k: np.array(v) for k, v in _warm(method, post).items() if k != "V0"})
         if rescale: state['scales'] = _anchor(state['scales'], sc)
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
                           theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value, outer_iter=len(state['its']))
