@@ -62,6 +62,34 @@ def test_an_optimum_outside_the_box_is_reached():
     assert any(e.kind is EventKind.SOLVER and "widened" in e.detail for r in hf.history for e in r.events)
 
 
+def test_an_optimum_outside_the_box_is_reached_by_grad_without_replay():
+    "GRAD keeps no site form to replay: the widened run starts where the narrower one ended and reaches the same optimum."
+    X = np.linspace(-2, 2, 30)[:, None]; y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    hf = learn(GLM(X, y, Logistic(), prior_cov=1.0), bound=6.0, method="grad")
+    ref = learn(GLM(X, y, Logistic(), prior_cov=1.0), bound=12.0, method="grad")
+    assert hf.converged and hf.theta["prior_var"] > np.exp(6.0) and not hf.edges
+    assert abs(hf.vlb - ref.vlb) <= 1e-8 * abs(ref.vlb) and abs(np.log(hf.theta["prior_var"] / ref.theta["prior_var"])) < 1e-3
+    assert not any("replayed" in r for r in hf.history) and any(e.kind is EventKind.SOLVER and "widened" in e.detail for e in hf.history[-1].events)
+
+
+def test_a_replayed_widening_counts_each_inner_iteration_once(monkeypatch):
+    """Housing lstat rows on which the labels are separable (every tenth, GP-logistic): the optimal variance (~6.9e3) lies
+    outside the box e^6. The first run stops at the edge, the run in the wider box replays its evaluations (records with
+    `replayed`) and is kept; `n_inner` is the sum of the iterations of every inner solve made, and the optimum is the
+    one learned in the default box."""
+    from vgi_lit.bench.hyper import separable_sets
+    from vgi_lit.methods import hyper
+    S = separable_sets()["separable"]; model = GP(S.X[::10], S.y[::10], Logistic(), RBF(1.0, 1.0))
+    its, real = [], hyper._fit
+    monkeypatch.setattr(hyper, "_fit", lambda *a, **k: (lambda p: (its.append(p.n_iter), p)[1])(real(*a, **k)))
+    hf = learn(model, bound=6.0)
+    monkeypatch.setattr(hyper, "_fit", real)
+    ref = learn(model)
+    assert hf.converged and sum(its) == hf.n_inner and sum("replayed" in r for r in hf.history) >= 3
+    assert any(e.kind is EventKind.SOLVER and "above its point clipped" in e.detail for e in hf.history[-1].events)
+    assert abs(hf.vlb - ref.vlb) <= 1e-9 * abs(ref.vlb) and abs(hf.theta["kernel.variance"] / ref.theta["kernel.variance"] - 1) < 1e-3
+
+
 def test_refusals():
     rng = np.random.default_rng(0); X = rng.normal(size=(20, 2)); y = np.sign(X[:, 0])
     with pytest.raises(ValueError, match="full prior covariance"):

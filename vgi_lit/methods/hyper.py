@@ -407,10 +407,11 @@ def _rescale(kw, model, scales) -> dict:
     d, mean = np.log(v) - s1, model.mu[0] if model.d else 0.0
     return dict(m0=mean + np.exp(beta * d) * (np.asarray(kw["m0"], float) - mean), lam0=np.asarray(kw["lam0"], float) * np.exp(-kappa * d))
 
-def _start(method, post, optima, model, theta) -> dict:
-    """The inner start at `theta`: `_warm` of the last optimum, or for FPi/FPb (m, λ) = `predict_start` when that start
-    has the higher VLB at the new `model` (both evaluated; the plain start is kept when the prediction is worse)."""
-    kw = _warm(method, post)
+def _start(method, post, optima, model, theta, kw=None) -> dict:
+    """The inner start at `theta`: `_warm` of the last optimum (or the start `kw` made from it), or for FPi/FPb (m, λ) =
+    `predict_start` when that start has the higher VLB at the new `model` (both evaluated; the plain start is kept when
+    the prediction is worse)."""
+    kw = _warm(method, post) if kw is None else kw
     if "lam0" not in kw: return kw
     pred = predict_start(optima, theta)
     if pred is None: return kw
@@ -428,29 +429,63 @@ def _budget(inner: dict, hist) -> dict:
     own = inner.get("max_seconds")
     return {**inner, "max_seconds": left if own is None else min(own, left)}
 
+_EDGE_RISE = 1e-3   # ``_learn_once``'s `edge_stop`: the VLB's relative rise per e-fold out of the box that stops a run at the edge
+
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
-                origin=None, post0=None, rescale: bool = True, scales0=None):
+                origin=None, post0=None, rescale: bool = True, scales0=None, cache=None, edge_stop: bool = False,
+                newton_step: float | None = 1.0):
     """One outer L-BFGS-B run from the free values `theta0`; a parameter's run-away is measured from `origin` (default
     `theta0`; a widened box's run starts where the narrower one ended, and the distance counts from the first start). Each record carries `outer_iter`, the outer iterations done;
     with `tol_rel` > 0 the run stops (`Stop.REL_TOL`, a PLATEAU event) when the VLB of the outer iterates has risen by at
     most tol_rel·|VLB| over the last `window` of them. `post0`: an earlier optimum near `theta0` to warm-start the first
     inner solve from (a widened box's run starts from the narrower run's last optimum), `scales0` the ``_scales`` of the
-    optima before it; `rescale` (without `predict`): each warm start carried to the new kernel variance (``_rescale``)."""
+    optima before it; `rescale` (without `predict`): each warm start carried to the new kernel variance (``_rescale``).
+    `cache`: a dict of earlier evaluations by θ, shared by the runs of one start (``_learn_wide``): a θ found there is
+    not solved again (its record has `replayed` True and adds no inner iterations), and every new evaluation is added
+    with its VLB, gradient and the vectors of its warm start (m, λ; a start that needs a dense V keeps only m). With the
+    same start, options and values L-BFGS-B is deterministic, so a run in a wider box replays the narrower run's
+    iterates from the cache until the narrower box clipped a step, and continues with the same curvature pairs.
+    `edge_stop`: stop (`Stop.MAX_ITER`, `early` set on the result) at the first outer iterate where a log-parameter sits at
+    the edge of the box with the gradient pointing out, the point from which ``_learn_wide`` widens the box.
+    `newton_step`: for FPi on a GP with a log-concave likelihood (and `inner` not setting `newton`), an inner solve whose θ
+    lies within `newton_step` (∞-norm) of the previous evaluation's takes FPi's Newton step from its first iteration
+    (`newton=True`): its warm start is then close to the optimum, where Newton's step converges quadratically; None: never."""
     hist = History(callback=callback, max_seconds=max_seconds)
-    state = dict(post=post0, model=None, n_inner=0, key=None, stop=None, optima=[], its=[], scales=list(scales0 or []))
+    state = dict(post=post0, model=None, n_inner=0, key=None, stop=None, optima=[], its=[], scales=list(scales0 or []), prev=None, warm={})
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf); hi = -lo
+    def newton_ok(model):                                                 # FPi's Newton step applies: GP sites, log-concave, not set
+        return method == "fpi" and "newton" not in inner and isinstance(model, GP) and model.sites.is_identity and model.likelihood.log_concave
     def evaluate(theta):
         key = theta.tobytes()
         if state['key'] == key: return state['f'], state['g']
+        if cache is not None and key in cache:                            # evaluated by an earlier run of this start
+            c = cache[key]
+            state.update(post=None, model=None, warm=c['warm'], key=key, f=c['f'], g=c['g'], prev=theta.copy())
+            if rescale: state['scales'] = _anchor(state['scales'], c['scales'])
+            if predict and c['optimum'] is not None: state['optima'].append(c['optimum'])
+            hist.record(vlb=-c['f'], grad_norm=float(np.max(np.abs(_box(theta, -c['g'], lo, hi)), initial=0.0)), step="outer",
+                        theta=theta.copy(), inner_iter=c['n_iter'], inner_stop=c['stop'], outer_iter=len(state['its']), replayed=True)
+            if hist.stop_requested: state['stop'] = Stop.CALLBACK; raise StopIteration
+            return state['f'], state['g']
         m_new = hp.build(theta)
-        start = _start(method, state['post'], state['optima'], m_new, theta) if predict else _warm(method, state['post'])
+        warm = _warm(method, state['post']) if state['post'] is not None else state['warm']
+        start = _start(method, None, state['optima'], m_new, theta, warm) if predict else warm
         if rescale and not predict: start = _rescale(start, m_new, state['scales'])
-        post = _fit(m_new, method, **start, **_budget(inner, hist))
+        opts = dict(_budget(inner, hist))
+        if newton_step is not None and state['prev'] is not None and newton_ok(m_new) and np.max(np.abs(theta - state['prev'])) <= newton_step:
+            opts['newton'] = True                                         # a small outer step: the warm start is close
+        state['prev'] = theta.copy()
+        post = _fit(m_new, method, **start, **opts)
         lam = getattr(post.cov, "lam", None)
-        if predict and post.converged and lam is not None: state['optima'].append((theta.copy(), post.m, np.asarray(lam)))   # read only by predict_start
+        opt = (theta.copy(), post.m, np.asarray(lam)) if predict and post.converged and lam is not None else None
+        if opt is not None: state['optima'].append(opt)                                                  # read only by predict_start
         g = hp.grad(m_new, post.m, post.cov)
         state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
-        if rescale: state['scales'] = _anchor(state['scales'], _scales(post))
+        sc = _scales(post)
+        if cache is not None:                                              # vectors only (copies): no factor, no dense V0, outlives its step
+            cache[key] = dict(f=-post.vlb, g=-g, optimum=opt, scales=sc, n_iter=post.n_iter, stop=post.stop.value,
+                              warm={k: np.array(v) for k, v in _warm(method, post).items() if k != "V0"})
+        if rescale: state['scales'] = _anchor(state['scales'], sc)
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
                           theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value, outer_iter=len(state['its']))
         if not post.converged: rec.events.append(Event(EventKind.SOLVER, f"inner {method} stopped: {post.stop.value}"))
@@ -466,6 +501,12 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             its = state['its']
             def after(intermediate_result):                                       # once per outer iteration
                 its.append(-float(intermediate_result.fun) / s)                   # the VLB of the new iterate
+                if edge_stop:
+                    x = np.asarray(intermediate_result.x, dtype=float)
+                    up = -evaluate(x)[1]                                          # cached: the iterate is the last point evaluated
+                    steep = np.abs(up) > _EDGE_RISE * max(1.0, abs(its[-1]))          # rising by more than 10⁻³|VLB| per e-fold
+                    if np.any(hp.is_log[hp.free] & (np.abs(x) >= bound - 1e-9) & (np.sign(up) == np.sign(x)) & steep):
+                        state['edge'] = True; raise StopIteration
                 if tol_rel > 0 and len(its) > window and its[-1] - its[-1 - window] <= tol_rel * abs(its[-1]):
                     rise = its[-1] - its[-1 - window]
                     state['plateau'] = (f"the VLB rose by {rise:.3g} ({rise / max(abs(its[-1]), 1e-300):.2g} relative) over the last {window} "
@@ -478,17 +519,24 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             evaluate(theta)
             gn = hist[-1].grad_norm
             if gn <= tol: stop = Stop.GRAD_TOL
+            elif 'edge' in state: stop, message = Stop.MAX_ITER, "a log-parameter reached the edge of the box with the gradient pointing out"
             elif 'plateau' in state:
                 stop, message = Stop.REL_TOL, state['plateau']
                 hist[-1].events.append(Event(EventKind.PLATEAU, f"{message} (outer gradient ∞-norm {gn:.2e} > tol = {tol:g})"))
             else: stop = Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED
     except StopIteration:
         theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
-    edges = {}
-    if stop not in (Stop.CALLBACK, Stop.MAX_SECONDS) and len(theta):
-        edges = _runaway(hp, theta0 if origin is None else origin, theta, -state['g'], state['post'], hist, method, inner, bound)
+    edges, early = {}, 'edge' in state and stop is Stop.MAX_ITER
+    if state['post'] is None and state['key'] is not None:                # the run ended on a replayed θ: its posterior, warm
+        state['model'] = hp.build(theta); state['post'] = _fit(state['model'], method, **state['warm'], **_budget(inner, hist))
+        state['n_inner'] += state['post'].n_iter
+    if stop not in (Stop.CALLBACK, Stop.MAX_SECONDS) and len(theta) and not early:
+        edges, n_probe = _runaway(hp, theta0 if origin is None else origin, theta, -state['g'], state['post'], hist, method, inner, bound,
+                         scales=state['scales'] if rescale and not predict else None, tol=tol,
+                         seen=[(np.frombuffer(k), -c['g']) for k, c in cache.items()] if cache is not None else None)
+        state['n_inner'] += n_probe
     at_bound = [n for n, t, a in zip(hp.free_names, theta, lo) if np.isfinite(a) and abs(abs(t) - bound) < 1e-9]
-    if at_bound:
+    if at_bound and not early:
         vals = ", ".join(f"{n} = {np.exp(t):.3g}" for n, t, a in zip(hp.free_names, theta, lo) if n in at_bound)
         hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"at the edge of [-{bound:g}, {bound:g}] in log space: {vals}", len(at_bound)))
         edges.update({n: float(np.exp(t)) for n, t in zip(hp.free_names, theta) if n in at_bound})
@@ -500,36 +548,77 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
                   edges=edges)
     hf.box = (np.asarray(theta, dtype=float).copy(), -state['g'] if state.get('g') is not None else None, bound)   # read by _learn_wide
     hf.scales = state['scales']                                                                                   # read by _learn_wide
+    hf.early = early                                                                                              # read by _learn_wide
     return hf
 
 def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
-                widen: int = 3, rescale: bool = True):
+                widen: int = 3, rescale: bool = True, early: bool = True, newton_step: float | None = 1.0):
     """``_learn_once`` in the box [−b, b] of the log-parameters, b = `bound`, widened by `bound` (up to `widen` times) while a
-    log-parameter ends at its edge with the VLB's gradient pointing out of the box and the widened run raises the VLB by
-    more than max(tol_rel, 1e-9)·|VLB|: the optimum lies outside the box. A widened run that gains less shows a VLB
-    without a finite maximum in that direction: the run in the narrower box is kept, with a BOUND_ACTIVE event saying so. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts every inner iteration."""
+    log-parameter ends at its edge with the VLB's gradient pointing out of the box and the widened run, started where the
+    narrower one ended, raises the VLB by more than max(tol_rel, 1e-9)·|VLB|: the optimum lies outside the box. A widened
+    run that gains less shows a VLB without a finite maximum in that direction: the run in the narrower box is kept, with a
+    BOUND_ACTIVE event saying so.
+    With `early` (FPi and FPb, whose runs of one start share their evaluations through ``_learn_once``'s `cache`) the first
+    run stops at the first iterate where a log-parameter sits at its edge with the VLB still rising steeply out of the box
+    (`edge_stop`), and the widened run restarts from `theta0`, replaying the first run's evaluations up to the step the box
+    clipped and continuing with the same curvature pairs. It is the result when it ends inside the first box, or when it
+    converges strictly inside the wider box, outside the first, with a VLB above the VLB at its θ clipped to the first box
+    (one inner solve) by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
+    and widened from its end as above. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
+    every inner iteration once."""
     t0 = time.perf_counter()
-    res, b, n_inner, notes = _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict, tol_rel, window,
-                                         rescale=rescale), bound, 0, []
+    cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
+    early = early and cache is not None and widen > 0
+    thresh = lambda v: max(tol_rel, 1e-9) * max(1.0, abs(v))
+    def left(): return None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
+    def once(b, edge_stop=False, prev=None):                           # from θ0, or from where `prev` ended
+        kw = {} if prev is None else dict(origin=theta0, post0=prev.posterior, scales0=prev.scales)
+        return _learn_once(hp, theta0 if prev is None else prev.box[0], method, tol, max_iter, left(), callback, b, inner, predict,
+                           tol_rel, window, rescale=rescale, cache=cache, edge_stop=edge_stop, newton_step=newton_step, **kw)
+    def edge_out(r, b):                                                 # the log-parameters at the edge with the gradient out
+        theta, g, _ = r.box
+        return [j for j in np.flatnonzero(hp.is_log[hp.free]) if abs(abs(theta[j]) - b) < 1e-9 and g is not None and np.sign(g[j]) == np.sign(theta[j])]
+    def widened(b, out, how):
+        names = ", ".join(hp.free_names[j] for j in out)
+        return Event(EventKind.SOLVER, f"box widened from [-{b:g}, {b:g}] to [-{b + bound:g}, {b + bound:g}] in log space: {names} "
+                                       f"{how}", len(out))
+    res, b, n_inner, notes = once(bound, edge_stop=early), bound, 0, []
     grew = set()                                                       # the parameters the box was widened for
     for _ in range(int(widen)):
-        theta, g, _ = res.box
-        out = [j for j in np.flatnonzero(hp.is_log[hp.free]) if abs(abs(theta[j]) - b) < 1e-9 and g is not None and np.sign(g[j]) == np.sign(theta[j])]
+        out = edge_out(res, b)
         if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
-        left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
-        if left is not None and left <= 0: break
-        new = _learn_once(hp, theta, method, tol, max_iter, left, callback, b + bound, inner, predict, tol_rel, window, origin=theta0,
-                          post0=res.posterior, rescale=rescale, scales0=res.scales)
-        names = ", ".join(hp.free_names[j] for j in out)
+        if left() is not None and left() <= 0: break
+        if res.early:                                                  # the first run stopped at the edge, still rising
+            n_inner += res.n_inner
+            new = once(b + bound)                                       # replays the first run, then goes past its edge
+            tn = new.box[0]; inside = np.clip(tn, -b, b)
+            if np.all(tn == inside):                                    # it converged inside the first box: the first run's optimum
+                res = new; break
+            beyond = [j for j in out if b < abs(tn[j]) < b + bound - 1e-9]
+            if new.stop is Stop.GRAD_TOL and beyond:
+                near = min(cache, key=lambda k: float(np.max(np.abs(np.frombuffer(k) - inside))))   # the evaluation nearest to it
+                ref = _fit(hp.build(inside), method, **cache[near]['warm'], **inner); n_inner += ref.n_iter
+                if new.vlb - ref.vlb > thresh(new.vlb):                 # a finite maximum outside the first box
+                    notes.append(widened(b, out, f"reached the edge with the gradient pointing out; the VLB at the optimum found "
+                                                 f"outside is {new.vlb - ref.vlb:.6g} above its point clipped to the box"))
+                    res, b = new, b + bound; grew.update(out)
+                    continue
+            n_inner += new.n_inner
+            res = once(b)                                               # finish the first run (its iterates replayed)
+            out = edge_out(res, b)
+            if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
+        new = once(b + bound, prev=res)
         gain = new.vlb - res.vlb
-        if not (gain > max(tol_rel, 1e-9) * max(1.0, abs(res.vlb))):
+        if not (gain > thresh(res.vlb)):
             n_inner += new.n_inner                                         # the probe's solves; the box is kept
-            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{names}: in a box e^{bound:g} times wider the VLB rises by only "
-                                                f"{gain:.3g}: no finite maximum in that direction, the box is kept", len(out)))
+            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{', '.join(hp.free_names[j] for j in out)}: in a box e^{bound:g} "
+                                                f"times wider the VLB rises by only {gain:.3g}: no finite maximum in that direction, the box is kept", len(out)))
             break
-        notes.append(Event(EventKind.SOLVER, f"box widened from [-{b:g}, {b:g}] to [-{b + bound:g}, {b + bound:g}] in log space: "
-                                             f"{names} sat at the edge with the gradient pointing out; the VLB rose by {gain:.6g}", len(out)))
+        notes.append(widened(b, out, f"sat at the edge with the gradient pointing out; the VLB rose by {gain:.6g}"))
         n_inner += res.n_inner; res, b = new, b + bound; grew.update(out)
+    if res.early:                                                      # stopped at the edge and not widened: finish it, in time
+        if left() is not None and left() <= 0: res.stop = res.history.stop = Stop.MAX_SECONDS
+        else: n_inner += res.n_inner; res = once(b)
     theta, g, _ = res.box
     # past the first box and not converged: still rising, or on a plateau where the envelope gradient's sign is noise
     still = [j for j in sorted(grew) if abs(theta[j]) > bound]
@@ -557,7 +646,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     values are the start, not fixed values: StudentT(4.0, ...) starts df at 4 and learns it.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
-        step rule (the plain or the Newton step per iteration) for fpi;
+        step rule (the plain or the Newton step per iteration) for fpi, and for a GP with a log-concave likelihood the
+        Newton step from the first iteration after an outer step of at most 1 in every log-parameter (``_learn_once``);
         1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, carried to a changed kernel variance by the power laws of the last two optima, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
@@ -571,7 +661,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         total (records carry `outer_iter`, the outer iterations done) and max_seconds as its time budget.
     bound: log-parameters start in the box [−bound, bound] (natural values in [e^−bound, e^bound], about [6.1e-6, 1.6e5]
         at 12); a parameter that ends at its edge with the gradient pointing out has the box widened by `bound`
-        (up to three times, a SOLVER event each; ``_learn_wide``) while that raises the VLB. A parameter that still ends
+        (up to three times, a SOLVER event each; ``_learn_wide``, which for fpi/fpb replays the narrower run's evaluations
+        and continues its L-BFGS-B memory past the edge) while that raises the VLB. A parameter that still ends
         at the edge, where widening gains nothing (a VLB without a finite maximum that way), or that runs away inside
         the box with the VLB flat beyond, gets a BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value
         and what the edge means (it is listed in `edges` of the result).
@@ -610,24 +701,32 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         warnings.warn(f"learning ended at a trivial optimum: {why}", DegenerateFitWarning, stacklevel=2)
     return best
 
-def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: float = 100.0):
+def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: float = 100.0, scales=None, seen=None, tol: float = 0.0):
     """A BOUND_ACTIVE event for each log-parameter inside the box that ran away: moved by more than `factor` from
     its start, its gradient still pointing the way it moved, and the optimal VLB not lower 10 times further out
-    (one warm-started inner solve per candidate). Such a parameter is at the edge of a flat VLB (an irrelevant
-    input's lengthscale, a variance on separable data); its finite value is reported, not moved. Returns them
-    by name with their values."""
+    (one warm-started inner solve per candidate, carried to a changed kernel variance by `scales`, ``_rescale``). Such a parameter is at the edge of a flat VLB (an irrelevant
+    input's lengthscale, a variance on separable data); its finite value is reported, not moved. Not probed: a parameter
+    that the run already evaluated beyond its final value with a gradient pointing back by more than `tol` (`seen`: the
+    run's evaluations [(θ', ∂VLB/∂θ at θ')]), a maximum crossed and returned to. Returns them by name with their values,
+    and the probes' inner iterations."""
     free_log = hp.is_log[hp.free]
-    moved, found = theta - theta0, {}
+    moved, found, n_probe = theta - theta0, {}, 0
+    def crossed(j):
+        d = np.sign(moved[j])
+        return any((t[j] - theta[j]) * d > 0 and gj[j] * d < -tol for t, gj in (seen or ()))
     for j in np.flatnonzero(free_log & (np.abs(moved) > np.log(factor)) & (np.sign(g) == np.sign(moved)) & (np.abs(theta) < bound - 1e-9)):
         if hist.out_of_time(): break                                          # the probes share the outer time budget
+        if crossed(j): continue
         probe = theta.copy(); probe[j] = np.clip(theta[j] + np.sign(moved[j]) * np.log(10.0), -bound, bound)
-        far = _fit(hp.build(probe), method, **_warm(method, post), **_budget(inner, hist))
+        mp = hp.build(probe); start = _warm(method, post)
+        if scales is not None: start = _rescale(start, mp, scales)
+        far = _fit(mp, method, **start, **_budget(inner, hist)); n_probe += far.n_iter
         if np.isfinite(far.vlb) and far.vlb >= post.vlb - 1e-9 * max(1.0, abs(post.vlb)):
             hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{hp.free_names[j]} runs to the edge: it moved from {np.exp(theta0[j]):.3g} to "
                                          f"{np.exp(theta[j]):.3g} and the optimal VLB is not lower at {np.exp(probe[j]):.3g} "
                                          f"({far.vlb - post.vlb:+.2e}); the finite value is reported", 1))
             found[hp.free_names[j]] = float(np.exp(theta[j]))
-    return found
+    return found, n_probe
 
 def _box(theta, g, lo, hi):
     "The gradient with components that push out of the box [lo, hi] set to zero (ascent direction g)."
