@@ -23,16 +23,19 @@ def _halvings(post):
     return sum(e.count for rec in post.history for e in rec.events if e.kind is EventKind.DAMPED)
 
 
-def test_next_rho_keeps_a_halved_factor_and_doubles_only_after_damp_grow_first_try_steps():
-    st = _next_rho(1.0, 0.25, 0)                                          # halved twice: the next step starts at ¼
-    assert st == dict(rho=0.25, rho_ok=0)
-    for k in range(1, DAMP_GROW):                                         # first-try steps below the count keep ρ
-        st = _next_rho(st['rho'], st['rho'], st['rho_ok'])
-        assert st == dict(rho=0.25, rho_ok=k)
-    assert _next_rho(st['rho'], st['rho'], st['rho_ok']) == dict(rho=0.5, rho_ok=0)
-    assert _next_rho(1.0, 1.0, DAMP_GROW - 1) == dict(rho=1.0, rho_ok=0)  # never above 1
-    assert _next_rho(0.5, 0.25, 2) == dict(rho=0.25, rho_ok=0)           # a halving resets the count
-    assert _next_rho(0.5, 1.0, 2, damped=False) == dict(rho=0.5, rho_ok=2)   # a Newton step leaves the damping
+def test_next_rho_backs_off_a_factor_rejected_again_and_waits_damp_grow_for_signed_gamma():
+    rho, d = _next_rho(1.0, 0.25, dict(ok=0, fails={}))                  # halved twice: 1 and ½ rejected, ¼ next
+    assert rho == 0.25 and d == dict(ok=0, fails={1.0: 1, 0.5: 1})
+    rho, d = _next_rho(rho, rho, d); assert rho == 0.5                   # ½ rejected once: tried again after one success
+    rho, d = _next_rho(rho, 0.25, d); assert rho == 0.25 and d['fails'][0.5] == 2
+    grown = []
+    for _ in range(3): rho, d = _next_rho(rho, rho, d); grown.append(rho)
+    assert grown == [0.25, 0.5, 1.0]                                      # ½ rejected twice: two successes; 1 (once): one
+    d3 = dict(ok=0, fails={1.0: 5})
+    assert [_next_rho(0.5, 0.5, dict(d3, ok=k))[0] for k in range(DAMP_GROW)] == [0.5] * (DAMP_GROW - 1) + [1.0]   # at most DAMP_GROW
+    assert [_next_rho(0.5, 0.5, dict(ok=k, fails={}), signed=True)[0] for k in range(DAMP_GROW)] == [0.5] * (DAMP_GROW - 1) + [1.0]
+    assert _next_rho(1.0, 1.0, dict(ok=7, fails={}))[0] == 1.0            # never above 1
+    assert _next_rho(0.5, 1.0, d, damped=False) == (0.5, d)               # a Newton step leaves the damping
 
 
 @pytest.mark.parametrize("bad", [0.0, -0.5, 1.5, float("nan"), True, "0.5", None])
@@ -52,7 +55,7 @@ def test_at_variance_1e8_the_stages_hand_on_their_rho_and_the_fit_halves_at_most
     assert rho < 1.0 and k > 0                                            # the stages damped: the fit starts below 1
     p = fit(gp, "fpi")
     ref = fit(gp, "fpi", scale_start=False, tol=1e-8, tol_rel=0.0)
-    assert p.converged and _halvings(p) <= 1 and 0 < p.info['rho'] <= 1
+    assert p.converged and _halvings(p) <= 2 and 0 < p.info['rho'] <= 1
     assert abs(p.vlb - ref.vlb) <= 1e-9 * abs(ref.vlb)
     # the same start with ρ = 1 instead of the carried ρ: the first damped step must halve back down to it
     q = fit(gp, "fpi", m0=m0, lam0=lam0, rho0=1.0, scale_start=False)

@@ -375,18 +375,27 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
     return None
 
 # %% ../../nbs/methods/11a_fpi.ipynb #384f6acd
-DAMP_GROW = 3   # damped steps in a row that take their first ρ before the next one tries 2ρ ('The damping factor from step to step')
+DAMP_GROW = 3   # the most first-try damped steps before the next one tries 2ρ ('The damping factor from step to step')
 
-def _next_rho(rho: float, rho_used: float, ok: int, damped: bool = True) -> dict:
+def _next_rho(rho: float, rho_used: float, damp: dict, damped: bool = True, signed: bool = False) -> tuple:
     """The damping state after one FPi step ('The damping factor from step to step'): `rho` the ρ the damped step tried
-    first, `rho_used` the ρ it took (`_damped_step`), `ok` how many damped steps in a row before it took their first ρ.
-    A step that halved hands its `rho_used` on; one that took `rho` counts, and the `DAMP_GROW`-th in a row doubles ρ
-    (up to 1), as a trust region's radius grows after successive successes; a step that was not damped (Newton,
-    Anderson: `damped` False) leaves the state as it was. Returns dict(rho=ρ of the next damped step, rho_ok=the count)."""
-    if not damped: return dict(rho=rho, rho_ok=ok)
-    if rho_used < rho: return dict(rho=rho_used, rho_ok=0)
-    if ok + 1 >= DAMP_GROW: return dict(rho=min(1.0, 2.0 * rho), rho_ok=0)
-    return dict(rho=rho, rho_ok=ok + 1)
+    first, `rho_used` the ρ it took (`_damped_step`), `damp` = dict(ok=how many damped steps in a row before it took their
+    first ρ, fails={ρ: how often a damped step rejected that ρ}). A step that halved counts the factors it rejected and
+    hands its `rho_used` on; one that took `rho` counts as a success, and after k successes in a row the next damped step
+    tries 2ρ (at most 1): with the clipped γ₊ of a log-concave likelihood k = the failures of 2ρ so far, at least 1 and at
+    most `DAMP_GROW` (a backoff: a factor rejected once is tried again at once, one rejected again waits longer); with
+    the signed γ (`signed`) k = `DAMP_GROW`. A step that was not damped (Newton, Anderson: `damped` False) leaves the
+    state. Returns (ρ of the next damped step, the new `damp`)."""
+    if not damped: return rho, damp
+    fails = dict(damp['fails'])
+    if rho_used < rho:
+        f = rho
+        while f > rho_used: fails[f] = fails.get(f, 0) + 1; f *= 0.5      # the factors this step rejected
+        return rho_used, dict(ok=0, fails=fails)
+    ok = damp['ok'] + 1
+    k = DAMP_GROW if signed else max(1, min(DAMP_GROW, fails.get(2.0 * rho, 0)))
+    if rho < 1.0 and ok >= k: return min(1.0, 2.0 * rho), dict(ok=0, fails=fails)
+    return rho, dict(ok=ok, fails=fails)
 
 # %% ../../nbs/methods/11a_fpi.ipynb #44da1a1c
 _SCALE_START_RATIO = 1e4      # the continuation starts a fit whose largest prior variance is at least this many v₀
@@ -583,7 +592,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             if rho_used < rho: events.append(Event(EventKind.STEP_REJECTED, f"the step with ρ = {rho:g} failed: ρ = {rho_used:g} taken"))
             if (gamma < 0).any() and not signed: events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int((gamma < 0).sum())))
             return evaluate(st.m, r + st.r_delta, st.cov, at_new, new, events + ev, cur,
-                            dict(**_next_rho(rho, rho_used, sc.get('rho_ok', 0), damped),   # the next damped step's ρ
+                            dict(**dict(zip(('rho', 'damp'), _next_rho(rho, rho_used, sc['damp'], damped, signed))),   # the next damped step's ρ
+                                 rho_took=rho_used if damped else sc['rho_took'],
                                  full=rho_used >= 0.125, tiny=rho_used < 1e-6, pairs=pairs, took=took,
                                  **{**{k: sc[k] for k in ('r_plain', 'C_newton', 'k_dir', 'nodes_dir', 'gain_plain', 'gain_newton') if k in sc}, **cost}))
         neg = gamma < 0
@@ -614,7 +624,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         return evaluate(m + tau * delta, r + tau * r_delta, cov_T, at_T, new, events, cur, dict(sc))
 
     floor = [False]                                                       # set when the damped steps stall at the rounding floor
-    start = evaluate(m, r, cov, at, state, events + ev, None, dict(rho=float(rho0), full=True, tiny=False, pairs=[]))
+    start = evaluate(m, r, cov, at, state, events + ev, None, dict(rho=float(rho0), damp=dict(ok=0, fails={} if rho0 == 1 else {2.0 * rho0: DAMP_GROW}),
+                                                                    rho_took=float(rho0), full=True, tiny=False, pairs=[]))
     res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=stop_rule, history=hist,
               keep_best=(Stop.STALLED, Stop.NOT_FINITE))                 # a stalled or overflowing run returns its best state
     s, stop, msg = res.state, res.stop, res.message
@@ -623,7 +634,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED and not floor[0], callback,
                                            clipped=not signed)
     return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1,
-                       rho=s.sched['rho'], **({} if cont is None else dict(start_iterations=k_start)))
+                       rho=s.sched['rho_took'], **({} if cont is None else dict(start_iterations=k_start)))
 
 # %% ../../nbs/methods/11a_fpi.ipynb #mstp0002
 MEAN_STEPS = 20     # the default cap of `fpi`'s mean steps at each factor for a GP ('Mean steps at a fixed factor')
