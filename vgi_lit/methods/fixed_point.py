@@ -459,7 +459,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     clip: True sets γ < 0 to 0 (the heuristic of Sheth & Khardon 2016, §4; event CLIPPED_GAMMA; GRAD polish when it
         is active at the limit); False keeps the signed γ: after the first iteration each step is the damped
         natural-gradient step λ' = (1−ρ)λ + ργ, m' = m + ρV'g, ρ halved while V' is not positive definite or the
-        VLB falls, doubled (up to 1) after `DAMP_GROW` damped steps in a row that took their first ρ (``_next_rho``; events DAMPED); None (default): False for a
+        VLB falls, doubled (up to 1) after damped steps in a row that took their first ρ, as many as 2ρ has failed (1 to `DAMP_GROW`;
+        ``_next_rho``; events DAMPED); None (default): False for a
         likelihood that is not log-concave (`likelihood.log_concave`), True otherwise (where γ ≥ 0, the same iterates).
     line_search: Armijo backtracking of the mean step at the old V when the full step fails the joint
         test (events STEP_REJECTED, LINE_SEARCH); False takes the size-1 natural-gradient step.
@@ -482,8 +483,9 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), fewer when the cost rule
         ('How many mean steps') stops them, the number taken in the record's `mean_steps`. None (default): 20 for a GP
         (H = I) with a log-concave likelihood and `line_search`, 0 otherwise.
-    rho0: the ρ the first damped step tries, in (0, 1] (default 1; the continuation start passes each stage's last ρ on,
-        'The damping factor from step to step'). The result's `info['rho']` is the ρ the next damped step would try."""
+    rho0: the ρ the first damped step tries, in (0, 1] (default 1); below 1, 2·rho0 counts as a factor rejected `DAMP_GROW`
+        times (a warm start from an earlier fit's damping: the continuation passes each stage's on, 'The damping factor from
+        step to step'). The result's `info['rho']` is the ρ the last damped step took (rho0 if none)."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if isinstance(rho0, bool) or not isinstance(rho0, (int, float, np.floating)) or not 0 < rho0 <= 1: raise ValueError(f"rho0 must lie in (0, 1], got {rho0!r}")
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
