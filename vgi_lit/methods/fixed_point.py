@@ -21,7 +21,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -374,6 +374,29 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
         return floor[0] + ([Event(EventKind.DAMPED, "ρ halved to the rounding floor: the VLB and the optimality measure cannot decide", count=n['fell'])],)
     return None
 
+# %% ../../nbs/methods/11a_fpi.ipynb #384f6acd
+DAMP_GROW = 3   # the most first-try damped steps before the next one tries 2ρ ('The damping factor from step to step')
+
+def _next_rho(rho: float, rho_used: float, damp: dict, damped: bool = True, signed: bool = False) -> tuple:
+    """The damping state after one FPi step ('The damping factor from step to step'): `rho` the ρ the damped step tried
+    first, `rho_used` the ρ it took (`_damped_step`), `damp` = dict(ok=how many damped steps in a row before it took their
+    first ρ, fails={ρ: how often a damped step rejected that ρ}). A step that halved counts the factors it rejected and
+    hands its `rho_used` on; one that took `rho` counts as a success, and after k successes in a row the next damped step
+    tries 2ρ (at most 1): with the clipped γ₊ of a log-concave likelihood k = the failures of 2ρ so far, at least 1 and at
+    most `DAMP_GROW` (a backoff: a factor rejected once is tried again at once, one rejected again waits longer); with
+    the signed γ (`signed`) k = `DAMP_GROW`. A step that was not damped (Newton, Anderson: `damped` False) leaves the
+    state. Returns (ρ of the next damped step, the new `damp`)."""
+    if not damped: return rho, damp
+    fails = dict(damp['fails'])
+    if rho_used < rho:
+        f = rho
+        while f > rho_used: fails[f] = fails.get(f, 0) + 1; f *= 0.5      # the factors this step rejected
+        return rho_used, dict(ok=0, fails=fails)
+    ok = damp['ok'] + 1
+    k = DAMP_GROW if signed else max(1, min(DAMP_GROW, fails.get(2.0 * rho, 0)))
+    if rho < 1.0 and ok >= k: return min(1.0, 2.0 * rho), dict(ok=0, fails=fails)
+    return rho, dict(ok=ok, fails=fails)
+
 # %% ../../nbs/methods/11a_fpi.ipynb #44da1a1c
 _SCALE_START_RATIO = 1e4      # the continuation starts a fit whose largest prior variance is at least this many v₀
 _SCALE_STAGE_DECADES = 2.0    # the largest step of the continuation between stages, in decades of the prior scale
@@ -393,9 +416,11 @@ def _scale_stages(model, v0: float) -> list:
 
 # %% ../../nbs/methods/11a_fpi.ipynb #d719681b
 def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, max_seconds: float | None = None):
-    """(m0, λ0, iterations) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
+    """(m0, λ0, iterations, ρ0) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
     iterations at each prior Σ·s for s in `stages` (`_scale_stages`), each from the previous one carried up by the
-    Δ = log₁₀(s'/s) decades between them, m − μ ← 10^(aΔ)(m − μ), λ ← 10^(−bΔ)λ, and carried once more to Σ itself.
+    Δ = log₁₀(s'/s) decades between them, m − μ ← 10^(aΔ)(m − μ), λ ← 10^(−bΔ)λ, and carried once more to Σ itself;
+    each stage's first damped step, and the fit's (ρ0), tries the ρ the previous stage ended with ('The damping factor
+    from step to step').
     None when a stage does not end in site form with finite (m, λ), or when `max_seconds` runs out first (the caller
     then starts as without it)."""
     t0, S, mu, r, k = time.perf_counter(), model.prior.dense(), model.mu, None, 0
@@ -406,17 +431,17 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: return None
         stage = LGM(model.y, model.likelihood, mu, PriorCov(S * s, model.d), model.a, model.c, None)
-        kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)))
+        kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)), rho0=r.info['rho'])
         r = fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
         if not (isinstance(r.cov, _SITE_FORMS) and np.all(np.isfinite(r.m)) and np.all(np.isfinite(r.cov.lam))): return None
-    return up(r, stages[-1], 1.0) + (k,)
+    return up(r, stages[-1], 1.0) + (k, r.info['rho'])
 
 
 # %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
         stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None, scale_start: bool = True,
-        mean_steps: int | None = None) -> VGPosterior:
+        mean_steps: int | None = None, rho0: float = 1.0) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
     m0: start mean, a scalar or a length-d vector (default 0, as in Sheth & Khardon 2016, §4).
@@ -434,7 +459,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     clip: True sets γ < 0 to 0 (the heuristic of Sheth & Khardon 2016, §4; event CLIPPED_GAMMA; GRAD polish when it
         is active at the limit); False keeps the signed γ: after the first iteration each step is the damped
         natural-gradient step λ' = (1−ρ)λ + ργ, m' = m + ρV'g, ρ halved while V' is not positive definite or the
-        VLB falls, doubled (up to 1) after each accepted step (events DAMPED); None (default): False for a
+        VLB falls, doubled (up to 1) after damped steps in a row that took their first ρ, as many as 2ρ has failed (1 to `DAMP_GROW`;
+        ``_next_rho``; events DAMPED); None (default): False for a
         likelihood that is not log-concave (`likelihood.log_concave`), True otherwise (where γ ≥ 0, the same iterates).
     line_search: Armijo backtracking of the mean step at the old V when the full step fails the joint
         test (events STEP_REJECTED, LINE_SEARCH); False takes the size-1 natural-gradient step.
@@ -456,8 +482,12 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     mean_steps: after each step, at most this many natural-gradient steps on m at the new V (``_mean_steps``: no
         factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), fewer when the cost rule
         ('How many mean steps') stops them, the number taken in the record's `mean_steps`. None (default): 20 for a GP
-        (H = I) with a log-concave likelihood and `line_search`, 0 otherwise."""
+        (H = I) with a log-concave likelihood and `line_search`, 0 otherwise.
+    rho0: the ρ the first damped step tries, in (0, 1] (default 1); below 1, 2·rho0 counts as a factor rejected `DAMP_GROW`
+        times (a warm start from an earlier fit's damping: the continuation passes each stage's on, 'The damping factor from
+        step to step'). The result's `info['rho']` is the ρ the last damped step took (rho0 if none)."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
+    if isinstance(rho0, bool) or not isinstance(rho0, (int, float, np.floating)) or not 0 < rho0 <= 1: raise ValueError(f"rho0 must lie in (0, 1], got {rho0!r}")
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
     if newton is not None and not isinstance(newton, (bool, np.bool_)): raise ValueError(f"newton must be True, False or None, got {newton!r}")
@@ -473,7 +503,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     rate_later = min(MEAN_RATE, rate_first)                               # and after a step on λ
     stages = _scale_stages(model, 1.0) if (scale_start and m0 is None and V0 is None and lam0 is None) else []
     cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
-    if cont is not None: m0, lam0, k_start = cont
+    if cont is not None: m0, lam0, k_start, rho0 = cont
     signed = (clip is False) or (clip is None and not model.likelihood.log_concave)
     m, cov, events = initial_state(model, m0, V0, lam0)
     if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·{stages[0]:.3g} … Σ·{stages[-1]:.3g}, "
@@ -552,6 +582,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
                     res = _anderson_step(model, m, r, cov, state, pairs, w, signed, at)
                     rec['anderson'] = res is not None
                     if res is None: pairs = pairs[-1:]                    # not an ascent: the plain step, the memory restarts
+            damped = res is None                                          # the damping state follows damped steps only
             if res is None: res = _damped_step(model, m, r, cov, state, rho, signed=signed, at=at)
             if res is None:
                 rec.events.append(Event(EventKind.STEP_REJECTED, "no damped step down to ρ = 1e-10 keeps V positive definite and the VLB"))
@@ -563,7 +594,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             if rho_used < rho: events.append(Event(EventKind.STEP_REJECTED, f"the step with ρ = {rho:g} failed: ρ = {rho_used:g} taken"))
             if (gamma < 0).any() and not signed: events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int((gamma < 0).sum())))
             return evaluate(st.m, r + st.r_delta, st.cov, at_new, new, events + ev, cur,
-                            dict(rho=min(1.0, 2.0 * rho) if rho_used == rho else rho_used,   # grow after an undamped step
+                            dict(**dict(zip(('rho', 'damp'), _next_rho(rho, rho_used, sc['damp'], damped, signed))),   # the next damped step's ρ
+                                 rho_took=rho_used if damped else sc['rho_took'],
                                  full=rho_used >= 0.125, tiny=rho_used < 1e-6, pairs=pairs, took=took,
                                  **{**{k: sc[k] for k in ('r_plain', 'C_newton', 'k_dir', 'nodes_dir', 'gain_plain', 'gain_newton') if k in sc}, **cost}))
         neg = gamma < 0
@@ -594,7 +626,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         return evaluate(m + tau * delta, r + tau * r_delta, cov_T, at_T, new, events, cur, dict(sc))
 
     floor = [False]                                                       # set when the damped steps stall at the rounding floor
-    start = evaluate(m, r, cov, at, state, events + ev, None, dict(rho=1.0, full=True, tiny=False, pairs=[]))
+    start = evaluate(m, r, cov, at, state, events + ev, None, dict(rho=float(rho0), damp=dict(ok=0, fails={} if rho0 == 1 else {2.0 * rho0: DAMP_GROW}),
+                                                                    rho_took=float(rho0), full=True, tiny=False, pairs=[]))
     res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=stop_rule, history=hist,
               keep_best=(Stop.STALLED, Stop.NOT_FINITE))                 # a stalled or overflowing run returns its best state
     s, stop, msg = res.state, res.stop, res.message
@@ -603,7 +636,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED and not floor[0], callback,
                                            clipped=not signed)
     return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1,
-                       **({} if cont is None else dict(start_iterations=k_start)))
+                       rho=s.sched['rho_took'], **({} if cont is None else dict(start_iterations=k_start)))
 
 # %% ../../nbs/methods/11a_fpi.ipynb #mstp0002
 MEAN_STEPS = 20     # the default cap of `fpi`'s mean steps at each factor for a GP ('Mean steps at a fixed factor')
