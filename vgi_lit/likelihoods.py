@@ -375,13 +375,13 @@ def _probit_lp_lam(x):
     x = np.asarray(x, float); shape = x.shape; x = x.reshape(-1)
     q = ndtr(-np.abs(x))                                        # Φ(−|x|), the smaller tail
     neg = x < 0
-    with np.errstate(divide="ignore", invalid="ignore"):        # log 0 and 0/0 for x < −38, replaced below
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):   # log 0, 0/0 for x < −38 (replaced below); x² of |x| > 1e154
         lp = np.where(neg, np.log(q), np.log1p(-q))             # naive: log(ndtr(x))
         lam = np.exp(-0.5 * x * x); lam *= 0.5 * _SQRT_2_OVER_PI; lam /= np.where(neg, q, 1.0 - q)
     far = np.flatnonzero(x < -_PROBIT_FAR)
     if far.size:
         xf = x[far]; r = erfcx(xf / -_SQRT2)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", over="ignore"):             # x² overflows to inf for |x| > 1e154: log Φ = −inf
             lp[far] = np.log(0.5 * r) - 0.5 * xf * xf
             lam[far] = _SQRT_2_OVER_PI / r
     return lp.reshape(shape)[()], lam.reshape(shape)[()]

@@ -312,8 +312,8 @@ def test_fit_gp_identity_sites():
 
 def test_sdsvi_returned_covariance_is_positive_definite():
     """S-DSVI runs in trouble (standard steps without whitening on a GP prior, a diverging Poisson GP; ten epochs
-    already backtrack) return a V positive definite by `eigvalsh` and Cholesky (V = LLᵀ + δI with the projection
-    reported, PROJECTED and info['jitter'], when the factor is numerically singular) and the VLB of the returned q."""
+    already backtrack) return a V positive definite by `eigvalsh` and Cholesky and the VLB of the returned q (the
+    projection of a singular factor, `pd_factor`, is tested on its own below)."""
     from vgi_lit.experiments.fp_experiments import make_problem
     from vgi_lit.vlb import vlb as shared_vlb
     cases = [("gp-logistic-ionosphere", dict(whiten=False, max_epochs=10)), ("gp-poisson-housing", dict(max_epochs=10))]
@@ -328,6 +328,19 @@ def test_sdsvi_returned_covariance_is_positive_definite():
         assert projected or best or p.history.count(EventKind.DAMPED) > 0, name   # projected, best state, or backtracked
         assert p.vlb >= p.history[0].vlb, name                          # never below the start
         assert p.vlb == pytest.approx(shared_vlb(model, p.m, p.cov), rel=1e-12), name
+
+
+def test_pd_factor_projects_a_singular_factor():
+    "A rank-deficient L (LLᵀ singular): L'L'ᵀ = LLᵀ + δI with δ = c·d·ε·‖L‖²_F, positive definite by eigvalsh and Cholesky."
+    rng = np.random.default_rng(0)
+    L = np.tril(np.c_[rng.normal(size=(6, 3)), np.zeros((6, 3))])          # columns 4-6 zero: rank 3
+    assert np.linalg.matrix_rank(L @ L.T) == 3
+    L2, delta = svi.pd_factor(L)
+    assert delta == pytest.approx(100.0 * 6 * np.finfo(float).eps * np.sum(L * L), rel=1e-12)
+    assert np.allclose(np.triu(L2, 1), 0.0) and np.all(np.diag(L2) > 0)
+    np.testing.assert_allclose(L2 @ L2.T, L @ L.T + delta * np.eye(6), rtol=0, atol=1e-12 * np.sum(L * L))
+    assert np.linalg.eigvalsh(L2 @ L2.T)[0] > 0
+    np.linalg.cholesky(L2 @ L2.T)
 
 
 def test_pd_factor_keeps_a_well_conditioned_factor():

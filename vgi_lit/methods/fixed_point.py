@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import time
 import numpy as np
 from scipy.linalg.lapack import dlauum
-from scipy.sparse.linalg import LinearOperator, gmres
 from ..linalg import cholesky, chol_solve
 from ..models import LGM, PriorCov
 from ..likelihoods import Logistic, Probit

@@ -563,7 +563,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     (`edge_stop`), and the widened run restarts from `theta0`, replaying the first run's evaluations up to the step the box
     clipped and continuing with the same curvature pairs. It is the result when it ends inside the first box, or when it
     converges strictly inside the wider box, outside the first, with a VLB above the VLB at its θ clipped to the first box
-    (one inner solve) by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
+    (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
     and widened from its end as above. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
@@ -597,10 +597,12 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             beyond = [j for j in out if b < abs(tn[j]) < b + bound - 1e-9]
             if new.stop is Stop.GRAD_TOL and beyond:
                 near = min(cache, key=lambda k: float(np.max(np.abs(np.frombuffer(k) - inside))))   # the evaluation nearest to it
-                ref = _fit(hp.build(inside), method, **cache[near]['warm'], **inner); n_inner += ref.n_iter
-                if new.vlb - ref.vlb > thresh(new.vlb):                 # a finite maximum outside the first box
+                ref = _fit(hp.build(inside), method, **cache[near]['warm'], **_budget(inner, new.history)); n_inner += ref.n_iter
+                logs = hp.is_log[hp.free]
+                best_in = max([ref.vlb] + [-e['f'] for k, e in cache.items() if np.all(np.abs(np.frombuffer(k)[logs]) <= b)])
+                if new.vlb - best_in > thresh(new.vlb):                 # a finite maximum outside, above every point evaluated inside
                     notes.append(widened(b, out, f"reached the edge with the gradient pointing out; the VLB at the optimum found "
-                                                 f"outside is {new.vlb - ref.vlb:.6g} above its point clipped to the box"))
+                                                 f"outside is {new.vlb - best_in:.6g} above its point clipped to the box and every point evaluated inside"))
                     res, b = new, b + bound; grew.update(out)
                     continue
             n_inner += new.n_inner
@@ -647,7 +649,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
         step rule (the plain or the Newton step per iteration) for fpi, and for a GP with a log-concave likelihood the
-        Newton step from the first iteration after an outer step of at most 1 in every log-parameter (``_learn_once``);
+        Newton step from the first iteration after an outer step of at most 1 in every free value (``_learn_once``);
         1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, carried to a changed kernel variance by the power laws of the last two optima, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
@@ -707,13 +709,15 @@ def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: flo
     (one warm-started inner solve per candidate, carried to a changed kernel variance by `scales`, ``_rescale``). Such a parameter is at the edge of a flat VLB (an irrelevant
     input's lengthscale, a variance on separable data); its finite value is reported, not moved. Not probed: a parameter
     that the run already evaluated beyond its final value with a gradient pointing back by more than `tol` (`seen`: the
-    run's evaluations [(θ', ∂VLB/∂θ at θ')]), a maximum crossed and returned to. Returns them by name with their values,
+    run's evaluations [(θ', ∂VLB/∂θ at θ')], counted only within a factor 10 of θ in every other free value), a maximum
+    crossed and returned to. Returns them by name with their values,
     and the probes' inner iterations."""
     free_log = hp.is_log[hp.free]
     moved, found, n_probe = theta - theta0, {}, 0
     def crossed(j):
         d = np.sign(moved[j])
-        return any((t[j] - theta[j]) * d > 0 and gj[j] * d < -tol for t, gj in (seen or ()))
+        near = lambda t: np.all(np.abs(np.delete(t - theta, j)) <= np.log(10.0))   # the same point in the other coordinates
+        return any((t[j] - theta[j]) * d > 0 and gj[j] * d < -tol and near(t) for t, gj in (seen or ()))
     for j in np.flatnonzero(free_log & (np.abs(moved) > np.log(factor)) & (np.sign(g) == np.sign(moved)) & (np.abs(theta) < bound - 1e-9)):
         if hist.out_of_time(): break                                          # the probes share the outer time budget
         if crossed(j): continue
