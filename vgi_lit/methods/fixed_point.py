@@ -621,7 +621,7 @@ def _mean_dir(model, cov, g):
     at every site: V = S⁻¹(I − B⁻¹)S⁻¹, so Vg = S⁻¹(u − B⁻¹u) with u = S⁻¹g by two triangular solves with the factor of
     B = I + SKS (no product with K; the relative rounding of the subtraction is ε/(λ_iK_ii)), and Σ⁻¹Vg = g − λ∘Vg
     (Σ⁻¹V = I − ΛV). Otherwise `matvec_split` (two products with Σ and the two solves)."""
-    if isinstance(cov, SiteCovN) and model.sites.is_identity and np.all(cov.lam * model.prior.diag() >= SMALL_LAM_K):
+    if isinstance(cov, SiteCovN) and model.sites.is_identity and cov.n_small == 0:      # λ_iK_ii ≥ SMALL_LAM_K at every site
         u = g / cov.s
         d = (u - chol_solve(cov.LB, u)) / cov.s
         return d, g - cov.lam * d
