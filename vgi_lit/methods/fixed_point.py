@@ -577,7 +577,10 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         first = not isinstance(cov, _SITE_FORMS)                          # the start V: judge the mean step at the old V
         joint_ok = not first and np.isfinite(new[0]) and new[0] >= vlb + 1e-4 * float(g @ delta)
         if line_search and not joint_ok:
-            _, tau, _ = newton_mean_step(model, m, g, vlb, cov_T, at, delta=delta)   # Armijo at the old V
+            slope = float(g @ delta)                                      # Armijo at the old V (`newton_mean_step`'s test), with
+            out = halving(lambda t: (t, vlb_grad(model, m + t * delta, at, r + t * r_delta)[0]),   # r tracked: no solve with Σ
+                          lambda c: bool(np.isfinite(c[1]) and c[1] >= vlb + 1e-4 * c[0] * slope), max_halvings=40)
+            tau = 0.0 if out is None else out[1]
             if not first: events.append(Event(EventKind.STEP_REJECTED, "the full step failed the Armijo test over the whole iteration"))
             if tau != 1.0: events.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g} at the old V"))
         if not (tau == 1.0 and _finite(new)):                             # the state at (m + τδ, T(V)), τ halved while it overflows
