@@ -479,7 +479,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·{stages[0]:.3g} … Σ·{stages[-1]:.3g}, "
                                              f"{k_start} FPi iterations", count=k_start))
     hist = History(callback=callback, max_seconds=max_seconds)
-    r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
+    dm = m - model.mu
+    r = model.prior.solve(dm) if dm.any() else np.zeros_like(dm)          # Σ⁻¹(m − μ), tracked from here on (0 at the default start)
     cov, at, state, ev = _finite_start(model, m, cov, r, clip=not signed)  # (VLB, g, γ) at (m, cov)
     window = max(int(stall), 5)
     auto = newton is None and model.sites.dense_array and model.H is None   # the step rule (a GP): Newton or plain per iteration
