@@ -46,7 +46,7 @@ def cholesky(A, jitter: float = 0.0, name: str = "matrix", check: bool = True, o
 # %% ../nbs/00_linalg.ipynb #6664fddd
 def chol_logdet(L):
     "log|A| from the lower Cholesky factor L of A."
-    return 2.0 * np.sum(np.log(np.diag(L)))
+    return 2.0 * np.log(np.asarray(L).diagonal()).sum()
 
 # %% ../nbs/00_linalg.ipynb #f3bee9f2
 C_INT_P, C_DOUBLE_P, C_CHAR_P, C_PTR = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_void_p

@@ -255,7 +255,7 @@ def measure_problem(name: str, n: int | None, lik: str = "logistic", peers=tuple
 def format_row(row) -> str:
     "A problem's lines of the table: the package, then each peer with its step size, time and the ratio to the package's."
     o, tag = row["ours"], f"{row['name']}{'' if row['name'] != 'a7a' else ' ' + str(row['n'])}"
-    sec = lambda s: "-" if s is None else f"{s:.3f}"
+    sec = lambda s: "-" if s is None else f"{s:.4f}" if s < 0.1 else f"{s:.3f}"   # milliseconds resolved at small n
     lines = [f"{tag:10s} {row['n']:5d} {'vgi_lit':9s} {'':>5s} {sec(o['seconds']):>9s} {sec(o['cpu']):>9s} {'':>8s} {'':>8s} "
              f"{o['seconds'] / row['t_chol'] if o['seconds'] else float('nan'):8.1f}  VLB* {row['vlb_ref']:.6f}, "
              f"{o['iterations']} iterations ({o['stop']}), whole call {o['wall_call']:.3f} s" + (f"; median of {o['runs']} runs" if o.get('runs', 1) > 1 else "")]
