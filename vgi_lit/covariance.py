@@ -117,7 +117,6 @@ class SiteCov:
         self.s, self._gram = np.sqrt(lam), None
         self.LB = self._factor(gram)
         self._LBi, self._hv_cache, self._n_small = None, None, 0    # computed on first use (a Newton metric needs neither)
-        self._direct_ok = None
 
     @property
     def LBi(self):
@@ -230,29 +229,13 @@ class SiteCovN(SiteCov):
         hv[rest] = kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0)
         self._n_small = int(rest.size)
         return hv
-    def _direct(self) -> bool:
-        "Whether V x = S⁻¹(u − B⁻¹u), u = S⁻¹x, applies: H = I and λ_iK̃_ii ≥ `SMALL_LAM_K` at every site (decided once)"
-        if getattr(self, '_direct_ok', None) is None:                 # (None also in a pickle made without it)
-            M = self.model
-            self._direct_ok = bool(M.sites.is_identity and self.n and (self.lam * M.K_site().diagonal() >= SMALL_LAM_K).all())
-        return self._direct_ok
-    def _direct_mv(self, x):
-        "V x = S⁻¹(u − B⁻¹u) with u = S⁻¹x (H = I): two triangular solves with L_B, no product with Σ"
-        u = x / self.s
-        return (u - chol_solve(self.LB, u)) / self.s
     def matvec(self, x):
-        "V x = Σ(x − w), or S⁻¹(u − B⁻¹u) with u = S⁻¹x where `_direct` applies"
-        x = np.asarray(x, dtype=float)
-        if x.ndim == 1 and self._direct(): return self._direct_mv(x)
+        "V x = Σ(x − w)"
         P = self.model.prior
         Sx = P.matmul(x)
         return Sx - P.matmul(self._w(Sx))
     def matvec_split(self, x):
-        "(V x, Σ⁻¹V x) = (Σ(x − w), x − w), or (S⁻¹(u − B⁻¹u), x − ΛV x) with u = S⁻¹x where `_direct` applies (Σ⁻¹V = I − ΛV)"
-        x = np.asarray(x, dtype=float)
-        if x.ndim == 1 and self._direct():
-            d = self._direct_mv(x)
-            return d, x - self.lam * d
+        "(V x, Σ⁻¹V x) = (Σ(x − w), x − w)"
         P = self.model.prior
         w = self._w(P.matmul(x))
         return P.matmul(x - w), x - w

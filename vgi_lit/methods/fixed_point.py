@@ -621,10 +621,14 @@ def _mean_rate(n: int) -> float:
     return float(STATE_GAIN ** (-c_m / _step_costs(n)[0]))
 
 def _mean_dir(model, cov, g):
-    """(Vg, Σ⁻¹Vg) (d,) each for a mean step: `matvec_split`, no factorisation. For a GP (H = I) whose V is an n-space
-    `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K` at every site, V = S⁻¹(I − B⁻¹)S⁻¹, so Vg = S⁻¹(u − B⁻¹u) with u = S⁻¹g by two
-    triangular solves with the factor of B = I + SKS (no product with K; the relative rounding of the subtraction is
-    ε/(λ_iK_ii)), and Σ⁻¹Vg = g − λ∘Vg (Σ⁻¹V = I − ΛV); otherwise two products with Σ and the two solves."""
+    """(Vg, Σ⁻¹Vg) (d,) each for a mean step. For a GP (H = I) whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K`
+    at every site: V = S⁻¹(I − B⁻¹)S⁻¹, so Vg = S⁻¹(u − B⁻¹u) with u = S⁻¹g by two triangular solves with the factor of
+    B = I + SKS (no product with K; the relative rounding of the subtraction is ε/(λ_iK_ii)), and Σ⁻¹Vg = g − λ∘Vg
+    (Σ⁻¹V = I − ΛV). Otherwise `matvec_split` (two products with Σ and the two solves)."""
+    if isinstance(cov, SiteCovN) and model.sites.is_identity and cov.n_small == 0:      # λ_iK_ii ≥ SMALL_LAM_K at every site
+        u = g / cov.s
+        d = (u - chol_solve(cov.LB, u)) / cov.s
+        return d, g - cov.lam * d
     return cov.matvec_split(g)
 
 def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: float = MEAN_RATE, max_halvings: int = 5):
