@@ -289,3 +289,44 @@ def test_progress_bar_shows_the_methods_budget(capsys):
     vgi_lit.fit(GLM(X, y, Logistic()), "fpi", progress=True, max_iter=7, max_seconds=30)
     err = capsys.readouterr().err
     assert "/8" in err and "/30s" in err, err[-300:]
+
+
+@pytest.mark.parametrize("n", [1, 47, 48, 49, 59, 60, 64, 65, 127, 128, 200, 257])
+@pytest.mark.parametrize("leaf", [1, 7, 48])
+def test_tri_inv_plan_agrees_with_lapack_at_every_order(n, leaf):
+    from scipy.linalg.lapack import dtrtri
+    from vgi_lit.linalg import tri_inv, _tri_inv_inplace, _tri_inv_rec
+    rng = np.random.default_rng(n + 1000 * leaf)
+    G = rng.normal(size=(n, n)); L = np.linalg.cholesky(G @ G.T / n + np.eye(n))
+    ref = dtrtri(L, lower=1)[0]; tol = 1e-12 * np.abs(ref).max()
+    for _ in range(2):                                   # the plan made by the first call, reused by the second
+        A = np.asfortranarray(L.copy()); _tri_inv_inplace(A, leaf)
+        assert np.abs(A - ref).max() <= tol and not np.triu(A, 1).any()
+    for Li in (tri_inv(L, leaf=leaf), _tri_inv_rec(L, leaf)):
+        assert np.abs(Li - ref).max() <= tol and Li.flags.f_contiguous
+    Z = np.asfortranarray(L.copy()); Z[n // 2, n // 2] = 0.0
+    with pytest.raises(ValueError, match=f"zero diagonal entry at index {n // 2}"):
+        tri_inv(Z, leaf=leaf)
+
+
+@pytest.mark.parametrize("d", [1, 2, 5, 40])
+def test_dense_cov_diagonal_start_matches_the_general_route(d):
+    rng = np.random.default_rng(d)
+    A = rng.normal(size=(d, d)); prior = PriorCov(A @ A.T / d + np.eye(d), d)
+    diag = np.diag(rng.uniform(0.5, 2.0, d))
+    dc = DenseCov(diag)
+    assert dc.is_diagonal and np.array_equal(dc.L, diag)
+    Lg = diag.copy()
+    if d > 1: Lg[d - 1, 0] = 1e-200                        # not diagonal: the general route, the same V to rounding
+    gc = DenseCov(Lg)
+    assert d == 1 or not gc.is_diagonal
+    np.testing.assert_allclose(dc.var_at(None), gc.var_at(None), rtol=1e-14)
+    np.testing.assert_allclose(dc.trace_prior_inv(prior), gc.trace_prior_inv(prior), rtol=1e-13)
+    np.testing.assert_allclose(dc.trace_prior_inv(prior), np.trace(np.linalg.solve(prior.dense(), diag @ diag)), rtol=1e-12)
+    H = rng.normal(size=(3, d))
+    np.testing.assert_allclose(dc.var_at(H), np.sum((H @ diag)**2, 1), rtol=1e-14)
+    if d > 1:
+        U = diag.copy(); U[0, d - 1] = 3.0                   # above the diagonal: ignored (tril), so V is diagonal,
+        assert not DenseCov(U).is_diagonal and np.array_equal(DenseCov(U).L, diag)   # and the general route takes it
+        N = diag.copy(); N[1, 0] = np.nan
+        assert not DenseCov(N).is_diagonal

@@ -618,3 +618,19 @@ def test_probit_one_pass_expectation_equals_the_grouped_rule(kw):
         got, ref = Probit(**kw).expected_log_lik(y, m, v), TwoCalls(**kw).expected_log_lik(y, m, v)
         for g, r in zip(got, ref): np.testing.assert_allclose(g, r, rtol=1e-13, atol=1e-200)   # below: tails of x ≳ 30, 1e-13 either way
     with pytest.raises(ValueError, match="method"): Probit().expected_log_lik(y, m, np.full(n, 0.5), method="gauss")
+
+
+@pytest.mark.parametrize("n_gh", [1, 5, 20, 32])
+def test_logistic_gh_method_is_the_fused_pass_of_the_generic_rule(n_gh):
+    lik = Logistic(method='gh', n_gh=n_gh)
+    rng = np.random.default_rng(n_gh)
+    y = np.where(rng.uniform(size=300) < 0.5, -1.0, 1.0)
+    m, v = rng.normal(0, 8, size=300), np.exp(rng.uniform(np.log(1e-8), np.log(50.0), size=300))
+    fused, generic = lik.expected_log_lik(y, m, v), lik._quad_ell(y, m, v, 'gh', n_gh)   # the generic GH: derivs, then the rule
+    for a, b in zip(fused, generic):
+        assert a.shape == (300,) and np.abs(a - b).max() <= 1e-14 * (1 + np.abs(b).max())
+    assert all(o.shape == (2, 3) for o in lik.expected_log_lik(np.ones((2, 3)), np.zeros((2, 3)), np.ones(3)))
+    assert all(np.shape(o) == () for o in lik.expected_log_lik(1.0, 0.3, 0.5))
+    assert all(o.shape == (0,) for o in lik.expected_log_lik(np.zeros(0), np.zeros(0), np.zeros(0)))
+    np.testing.assert_allclose(lik.expected_log_lik(1.0, 0.3, 0.5, n_gh=64), Logistic().expected_log_lik(1.0, 0.3, 0.5), rtol=1e-12)
+    with pytest.raises(ValueError, match="non-negative"): lik.expected_log_lik(y, m, -v)

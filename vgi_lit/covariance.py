@@ -35,18 +35,33 @@ class FactorCov:
         "V as a d × d matrix"
         return self.F @ self.F.T
 
+# %% ../nbs/04_covariance.ipynb #a0555adf
+def _off_diagonal_zero(A) -> bool:
+    """Whether the square matrix A has no nonzero (or NaN) entry off its diagonal: one pass over a strided view of the
+    off-diagonal entries (row k of the view holds A[k, k+1:] and A[k+1, :k+1]), after a test of the corner A[d−1, 0]."""
+    d = A.shape[0]
+    if d < 2: return True
+    if A[-1, 0] != 0: return False                                   # a dense factor: decided at once
+    return not A.reshape(-1)[1:].reshape(d - 1, d + 1)[:, :d].any()
+
 # %% ../nbs/04_covariance.ipynb #017dadcb
 class DenseCov(FactorCov):
-    "V = L Lᵀ from a lower-triangular factor L (d × d)."
+    """V = L Lᵀ from a lower-triangular factor L (d × d). A diagonal L (the methods' start v₀I) is recorded as such
+    (`is_diagonal`), and its variances, trace and log-determinant then cost O(d)."""
     def __init__(self, L):
-        self.L = np.tril(np.asarray(L, dtype=float)); self.d = self.L.shape[0]
+        L = np.asarray(L, dtype=float)
+        self.is_diagonal = L.ndim == 2 and L.shape[0] == L.shape[1] and _off_diagonal_zero(L)
+        self.L = np.diag(L.diagonal()) if self.is_diagonal else np.tril(L); self.d = self.L.shape[0]
     @property
     def F(self): return self.L
+    def var_at(self, Hn):
+        "diag(Hn V Hnᵀ) = ‖Lᵀhₙ‖² for the rows of Hn (None = identity: L_jj² for a diagonal L)"
+        if Hn is None and self.is_diagonal: return self.L.diagonal()**2
+        return FactorCov.var_at(self, Hn)
     def logdet(self): return 2.0 * float(np.sum(np.log(np.abs(np.diag(self.L)))))
     def trace_prior_inv(self, prior, model=None):
         "tr(Σ⁻¹ V) = ‖L_Σ⁻¹ L‖²_F, or Σ_j [Σ⁻¹]_jj L_jj² when V is diagonal (the methods' start v₀I)"
-        Ld = np.diag(self.L)
-        if np.count_nonzero(self.L) == np.count_nonzero(Ld): return float(prior.inv_diag() @ Ld**2)
+        if self.is_diagonal: Ld = self.L.diagonal(); return float(prior.inv_diag() @ Ld**2)
         return float(np.sum(prior.half_solve(self.L)**2))
     def __repr__(self): return f"DenseCov(d={self.d})"
 
@@ -203,12 +218,15 @@ class SiteCovN(SiteCov):
         return cholesky(B, name="I + S K S", check=False, overwrite=True)   # factorised in place
     def _site_quadratic(self):
         "h_iᵀVh_i = (1 − [B⁻¹]_ii)/λ_i, or K̃_ii − ‖L_B⁻¹SK̃e_i‖² where λ_iK̃_ii is small"
-        K = self.model.K_site(); kd = np.diag(K)
+        K = self.model.K_site(); kd = K.diagonal()
         Binv_diag = np.einsum('ij,ij->j', self.LBi, self.LBi)          # [B⁻¹]_ii, squared column norms
         big = self.lam * kd >= SMALL_LAM_K                             # (1 − [B⁻¹]_ii)/λ_i is exact to ~ε/(λ_i K̃_ii)
+        if big.all():                                                  # every site: one division
+            self._n_small = 0
+            return (1.0 - Binv_diag) / self.lam
         hv = np.divide(1.0 - Binv_diag, self.lam, out=np.zeros(self.n), where=big)
         rest = np.flatnonzero(~big)                                    # few sites with λ_i K̃_ii < 1e-4 (or λ_i = 0)
-        if rest.size: hv[rest] = kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0)
+        hv[rest] = kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0)
         self._n_small = int(rest.size)
         return hv
     def matvec(self, x):

@@ -166,12 +166,15 @@ class Likelihood:
     def _transitions(self, y):  # (n, T) points in f where log p bends, or None if smooth everywhere
         return None
     _ell_closed = None
+    _ell_gh = None              # (y, m, v, n_gh) -> (E, dE_dm, dE_dv): Gauss-Hermite with `derivs` fused (one pass per state)
 
     # --- generic machinery ------------------------------------------------------------------------
     def _prep(self, y, m, v):
-        try: y, m, v = np.broadcast_arrays(np.asarray(y, float), np.asarray(m, float), np.asarray(v, float))
-        except ValueError: raise ValueError(f"y, m and v have incompatible shapes {np.shape(y)}, {np.shape(m)}, {np.shape(v)}") from None
-        if np.any(v < 0): raise ValueError("site variances v must be non-negative")
+        y, m, v = np.asarray(y, float), np.asarray(m, float), np.asarray(v, float)
+        if not (y.shape == m.shape == v.shape):                 # equal shapes (the fitting loops' case) need no broadcast
+            try: y, m, v = np.broadcast_arrays(y, m, v)
+            except ValueError: raise ValueError(f"y, m and v have incompatible shapes {np.shape(y)}, {np.shape(m)}, {np.shape(v)}") from None
+        if (v < 0).any(): raise ValueError("site variances v must be non-negative")
         return y, m, v
 
     def rule(self, y, m, v, method=None, n_gh=None, t=None):
@@ -187,15 +190,19 @@ class Likelihood:
     def expected_log_lik(self, y, m, v, method=None, n_gh=None):
         """(E, dE_dm, dE_dv) with `E = E_{N(f|m,v)}[log p(y|f)]`, vectorised over sites (Sheth & Khardon 2016, eq. 3).
 
-        Closed form where the class has one (and method is 'auto'), else quadrature of (lp, lp', lp''/2)
-        (Price/Bonnet). `y` must already be canonical (`check_y`)."""
+        Closed form where the class has one (and method is 'auto'), the class's fused Gauss-Hermite where it has one (and
+        method is 'gh'), else quadrature of (lp, lp', lp''/2) (Price/Bonnet). `y` must already be canonical (`check_y`)."""
         y, m, v = self._prep(y, m, v)
         shape = m.shape
         y, m, v = y.ravel(), m.ravel(), v.ravel()
-        if (method or self.method) == 'auto' and self._ell_closed is not None:
+        meth = method or self.method
+        if meth == 'auto' and self._ell_closed is not None:
             out = self._ell_closed(y, m, v)
+        elif meth == 'gh' and self._ell_gh is not None:
+            out = self._ell_gh(y, m, v, n_gh or self.n_gh)
         else:
             out = self._quad_ell(y, m, v, method, n_gh)
+        if len(shape) == 1 and all(getattr(o, 'shape', None) == shape for o in out): return tuple(out)
         return tuple(np.reshape(o, shape) for o in out)
 
     def _quad_ell(self, y, m, v, method=None, n_gh=None):
@@ -364,6 +371,7 @@ def _logistic_ell(self, y, m, v):
     return out[0], out[1], out[2]
 
 Logistic._ell_closed = _logistic_ell
+Logistic._ell_gh = staticmethod(_logistic_gh)
 
 # %% ../nbs/01_likelihoods.ipynb #ddff89fc
 _PROBIT_FAR = 2.0                                               # below x = −2, λ and log Φ from erfcx (see the derivation)

@@ -46,7 +46,7 @@ def cholesky(A, jitter: float = 0.0, name: str = "matrix", check: bool = True, o
 # %% ../nbs/00_linalg.ipynb #6664fddd
 def chol_logdet(L):
     "log|A| from the lower Cholesky factor L of A."
-    return 2.0 * np.sum(np.log(np.diag(L)))
+    return 2.0 * np.log(np.asarray(L).diagonal()).sum()
 
 # %% ../nbs/00_linalg.ipynb #f3bee9f2
 C_INT_P, C_DOUBLE_P, C_CHAR_P, C_PTR = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_void_p
@@ -72,7 +72,7 @@ _TRMM = raw_routine(cython_blas, "dtrmm", C_CHAR_P, C_CHAR_P, C_CHAR_P, C_CHAR_P
 
 # %% ../nbs/00_linalg.ipynb #5e8fd2c7
 TRI_INV_LEAF = 48      # blocks of at most this order are inverted by LAPACK trtri; larger ones split at a multiple of 32
-TRI_INV_RAW_MIN = 200  # the in-place raw route from this order on (where `python -m vgi_lit.bench linalg` shows it pays)
+TRI_INV_RAW_MIN = 60   # the in-place raw route from this order on (where `python -m vgi_lit.bench linalg` shows it pays)
 
 def tri_inv(L, leaf: int = TRI_INV_LEAF, check: bool = True, overwrite: bool = False):
     """Inverse of a lower-triangular matrix (n³/3 flops), returned lower-triangular in Fortran order.
@@ -83,8 +83,8 @@ def tri_inv(L, leaf: int = TRI_INV_LEAF, check: bool = True, overwrite: bool = F
     if int(leaf) != leaf or leaf < 1: raise ValueError(f"leaf must be a positive integer, got {leaf!r}")
     if L.shape[0] == 0: return np.zeros((0, 0))
     if check and np.any(np.triu(L, 1)): raise ValueError("tri_inv needs a lower-triangular matrix (nonzero entries above the diagonal)")
-    zero = np.flatnonzero(np.diag(L) == 0)
-    if zero.size: raise ValueError(f"triangular factor is singular: zero diagonal entry at index {zero[0]}")
+    if not L.diagonal().all():
+        raise ValueError(f"triangular factor is singular: zero diagonal entry at index {np.flatnonzero(L.diagonal() == 0)[0]}")
     inplace = overwrite and L.flags.f_contiguous and L.flags.writeable and L.flags.aligned
     if _TRTRI is None or _TRMM is None or L.shape[0] < TRI_INV_RAW_MIN:   # the wrapper route
         Li = _tri_inv_rec(L, int(leaf))
@@ -101,22 +101,40 @@ def _split(k: int) -> int:
     return h if h else k // 2
 
 # %% ../nbs/00_linalg.ipynb #e062c114
+_TRI_PLANS: dict = {}   # (order, leaf) → the calls of the recursion, with their constant arguments (at most 64 orders kept)
+
+def _tri_inv_plan(ld: int, leaf: int) -> list:
+    """The recursion above for order `ld`, unrolled once into the calls it makes, in order: (k, offset) for `trtri` on
+    the diagonal block of order k at byte `offset` from A[0, 0], and (r, h, offset of A⁻¹, of C, of D⁻¹) for the two
+    `trmm` of a split. Orders and constants are ctypes objects made here, so that a call builds none."""
+    plan, c_int = [], lambda k: ctypes.c_int(k)
+    at = lambda i, j: 8 * (i + j * ld)                              # byte offset of A[i, j]
+    def rec(o, k):                                                  # the diagonal block A[o:o+k, o:o+k]
+        if k <= leaf: plan.append((c_int(k), at(o, o))); return
+        h = _split(k); r = k - h
+        rec(o, h); rec(o + h, r)                                    # A⁻¹ and D⁻¹ in place first
+        plan.append((c_int(r), c_int(h), at(o, o), at(o + h, o), at(o + h, o + h)))
+    rec(0, ld)
+    return plan
+
 def _tri_inv_inplace(A, leaf):
     "Invert the lower triangle of the Fortran-ordered square `A` in place by the recursion above (raw LAPACK/BLAS)."
-    ld, base, info = A.shape[0], A.ctypes.data, ctypes.c_int(0)
-    lda, one, mone = ctypes.byref(ctypes.c_int(ld)), ctypes.byref(ctypes.c_double(1.0)), ctypes.byref(ctypes.c_double(-1.0))
-    at = lambda i, j: base + 8 * (i + j * ld)                      # address of A[i, j]
-    def rec(o, k):                                                 # the diagonal block A[o:o+k, o:o+k]
-        if k <= leaf:
-            _TRTRI(b"L", b"N", ctypes.byref(ctypes.c_int(k)), at(o, o), lda, ctypes.byref(info))
+    ld = A.shape[0]
+    plan = _TRI_PLANS.get((ld, leaf))
+    if plan is None:
+        if len(_TRI_PLANS) >= 64: _TRI_PLANS.clear()
+        plan = _TRI_PLANS[(ld, leaf)] = (ctypes.c_int(ld), _tri_inv_plan(ld, leaf))
+    lda, calls = plan
+    base, info = A.__array_interface__['data'][0], ctypes.c_int(0)
+    one, mone = ctypes.c_double(1.0), ctypes.c_double(-1.0)
+    for c in calls:
+        if len(c) == 2:                                             # A_kk ← A_kk⁻¹ (trtri)
+            _TRTRI(b"L", b"N", c[0], base + c[1], lda, info)
             if info.value: raise ValueError(f"triangular factor is singular (trtri info {info.value})")
-            return
-        h = _split(k); r = k - h
-        rec(o, h); rec(o + h, r)                                   # A⁻¹ and D⁻¹ in place
-        rr, hh = ctypes.byref(ctypes.c_int(r)), ctypes.byref(ctypes.c_int(h))
-        _TRMM(b"L", b"L", b"N", b"N", rr, hh, mone, at(o + h, o + h), lda, at(o + h, o), lda)   # C ← −D⁻¹C
-        _TRMM(b"R", b"L", b"N", b"N", rr, hh, one, at(o, o), lda, at(o + h, o), lda)            # C ← C A⁻¹
-    rec(0, ld)
+        else:
+            rr, hh, a, cc, d = c
+            _TRMM(b"L", b"L", b"N", b"N", rr, hh, mone, base + d, lda, base + cc, lda)   # C ← −D⁻¹C
+            _TRMM(b"R", b"L", b"N", b"N", rr, hh, one, base + a, lda, base + cc, lda)    # C ← C A⁻¹
 
 # %% ../nbs/00_linalg.ipynb #baf107cb
 def _tri_inv_rec(L, leaf):

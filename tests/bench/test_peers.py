@@ -67,3 +67,21 @@ def test_peer_elbo_at_optimum(peer, lik):
     # GPflow's VGP is the same function; GPyTorch predicts f(X) through K(K + jI)⁻¹u, a jK⁻¹-sized change
     assert abs(res["elbo_at_opt"] - post.vlb) <= (1e-10 if peer == "gpflow" else 1e-6) * abs(post.vlb)
     assert res["seconds"] is not None and res["rate"] == 1.0          # γ = 1 reaches the target on Sonar (6 and 19 steps)
+
+
+def test_race_and_ours_repeat_short_runs_and_report_medians():
+    times = iter([0.02, 0.05, 0.03, 0.01, 0.04])                      # the race's run of rate 1, then its four repeats
+    calls = []
+    def run_rate(rate, cap):
+        calls.append(rate); t = next(times) if rate == 1.0 else None
+        return dict(seconds=t, cpu=t, gap=0.0, steps=3, failed=None)
+    r = bp.race(run_rate, rates=(1.0, 0.5), repeats=5, below=1.0)
+    assert r["rate"] == 1.0 and r["runs"] == 5 and r["seconds"] == 0.03 and calls == [1.0, 0.5, 1.0, 1.0, 1.0, 1.0]
+    slow = bp.race(lambda rate, cap: dict(seconds=2.0, cpu=2.0, gap=0.0, steps=1, failed=None), rates=(1.0,), repeats=5, below=1.0)
+    assert slow["runs"] == 1 and slow["seconds"] == 2.0                 # above `below`: one run
+    model, _ = bp.peer_problem("a7a", 60)
+    ref = bp.reference(model).vlb
+    o = bp.ours(model, ref - 1e-6 * abs(ref), repeats=3)
+    assert o["runs"] == 3 and o["cpu"] is not None and o["cpu"] <= o["cpu_call"] and o["iterations"] >= 1
+    assert bp.ours(model, ref - 1e-6 * abs(ref), repeats=3, below=0.0)["runs"] == 1
+    with pytest.raises(ValueError, match="repeats"): bp.measure(["--sizes", "--extra", "--peers", "--repeats", "0"])

@@ -508,7 +508,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·{stages[0]:.3g} … Σ·{stages[-1]:.3g}, "
                                              f"{k_start} FPi iterations", count=k_start))
     hist = History(callback=callback, max_seconds=max_seconds)
-    r = model.prior.solve(m - model.mu)                                   # Σ⁻¹(m − μ), tracked from here on
+    dm = m - model.mu
+    r = model.prior.solve(dm) if dm.any() else np.zeros_like(dm)          # Σ⁻¹(m − μ), tracked from here on (0 at the default start)
     cov, at, state, ev = _finite_start(model, m, cov, r, clip=not signed)  # (VLB, g, γ) at (m, cov)
     window = max(int(stall), 5)
     auto = newton is None and model.sites.dense_array and model.H is None   # the step rule (a GP): Newton or plain per iteration
@@ -611,7 +612,10 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         first = not isinstance(cov, _SITE_FORMS)                          # the start V: judge the mean step at the old V
         joint_ok = not first and np.isfinite(new[0]) and new[0] >= vlb + 1e-4 * float(g @ delta)
         if line_search and not joint_ok:
-            _, tau, _ = newton_mean_step(model, m, g, vlb, cov_T, at, delta=delta)   # Armijo at the old V
+            slope = float(g @ delta)                                      # Armijo at the old V (`newton_mean_step`'s test), with
+            out = halving(lambda t: (t, vlb_grad(model, m + t * delta, at, r + t * r_delta)[0]),   # r tracked: no solve with Σ
+                          lambda c: bool(np.isfinite(c[1]) and c[1] >= vlb + 1e-4 * c[0] * slope), max_halvings=40)
+            tau = 0.0 if out is None else out[1]
             if not first: events.append(Event(EventKind.STEP_REJECTED, "the full step failed the Armijo test over the whole iteration"))
             if tau != 1.0: events.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g} at the old V"))
         if not (tau == 1.0 and _finite(new)):                             # the state at (m + τδ, T(V)), τ halved while it overflows
@@ -656,7 +660,7 @@ def _mean_dir(model, cov, g):
     at every site: V = S⁻¹(I − B⁻¹)S⁻¹, so Vg = S⁻¹(u − B⁻¹u) with u = S⁻¹g by two triangular solves with the factor of
     B = I + SKS (no product with K; the relative rounding of the subtraction is ε/(λ_iK_ii)), and Σ⁻¹Vg = g − λ∘Vg
     (Σ⁻¹V = I − ΛV). Otherwise `matvec_split` (two products with Σ and the two solves)."""
-    if isinstance(cov, SiteCovN) and model.sites.is_identity and np.all(cov.lam * model.prior.diag() >= SMALL_LAM_K):
+    if isinstance(cov, SiteCovN) and model.sites.is_identity and cov.n_small == 0:      # λ_iK_ii ≥ SMALL_LAM_K at every site
         u = g / cov.s
         d = (u - chol_solve(cov.LB, u)) / cov.s
         return d, g - cov.lam * d
