@@ -217,16 +217,18 @@ class SiteCovN(SiteCov):
         B = _lower_sks_plus_identity(self.model.K_site(), self.s)    # I + S K̃ S, lower triangle, Fortran order
         return cholesky(B, name="I + S K S", check=False, overwrite=True)   # factorised in place
     def _site_quadratic(self):
-        "h_iᵀVh_i = (1 − [B⁻¹]_ii)/λ_i, or K̃_ii − ‖L_B⁻¹SK̃e_i‖² where λ_iK̃_ii is small"
+        """h_iᵀVh_i = (1 − [B⁻¹]_ii)/λ_i, or K̃_ii − ‖L_B⁻¹SK̃e_i‖² where λ_iK̃_ii is small. Both differences are ≥ 0
+        exactly ([B⁻¹]_ii ≤ 1 as B ⪰ I; V ⪰ 0); rounding can take one below 0 where h_iᵀVh_i is under ε of its terms (e.g.
+        λ_i ~ 1e14 with repeated rows), and such a value is 0 to working precision: set to 0."""
         K = self.model.K_site(); kd = K.diagonal()
         Binv_diag = np.einsum('ij,ij->j', self.LBi, self.LBi)          # [B⁻¹]_ii, squared column norms
         big = self.lam * kd >= SMALL_LAM_K                             # (1 − [B⁻¹]_ii)/λ_i is exact to ~ε/(λ_i K̃_ii)
         if big.all():                                                  # every site: one division
             self._n_small = 0
-            return (1.0 - Binv_diag) / self.lam
-        hv = np.divide(1.0 - Binv_diag, self.lam, out=np.zeros(self.n), where=big)
+            return np.maximum(1.0 - Binv_diag, 0.0) / self.lam
+        hv = np.divide(np.maximum(1.0 - Binv_diag, 0.0), self.lam, out=np.zeros(self.n), where=big)
         rest = np.flatnonzero(~big)                                    # few sites with λ_i K̃_ii < 1e-4 (or λ_i = 0)
-        hv[rest] = kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0)
+        hv[rest] = np.maximum(kd[rest] - np.sum(_tri_mul(self.LBi, self.s[:, None] * K[:, rest])**2, 0), 0.0)
         self._n_small = int(rest.size)
         return hv
     def matvec(self, x):

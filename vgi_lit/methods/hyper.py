@@ -475,7 +475,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if newton_step is not None and state['prev'] is not None and newton_ok(m_new) and np.max(np.abs(theta - state['prev'])) <= newton_step:
             opts['newton'] = True                                         # a small outer step: the warm start is close
         state['prev'] = theta.copy()
-        post = _fit(m_new, method, **start, **opts)
+        try: post = _fit(m_new, method, **start, **opts)
+        except ValueError:                                                # the warm start is no valid start at this θ (e.g. λ₀
+            if not start: raise                                           # with I + SKS not positive definite in floating point)
+            post = _fit(m_new, method, **opts)                            # from the method's own start
         lam = getattr(post.cov, "lam", None)
         opt = (theta.copy(), post.m, np.asarray(lam)) if predict and post.converged and lam is not None else None
         if opt is not None: state['optima'].append(opt)                                                  # read only by predict_start
