@@ -634,3 +634,10 @@ def test_logistic_gh_method_is_the_fused_pass_of_the_generic_rule(n_gh):
     assert all(o.shape == (0,) for o in lik.expected_log_lik(np.zeros(0), np.zeros(0), np.zeros(0)))
     np.testing.assert_allclose(lik.expected_log_lik(1.0, 0.3, 0.5, n_gh=64), Logistic().expected_log_lik(1.0, 0.3, 0.5), rtol=1e-12)
     with pytest.raises(ValueError, match="non-negative"): lik.expected_log_lik(y, m, -v)
+
+
+def test_logistic_logp_is_the_first_output_of_derivs():
+    "Logistic.logp computes log σ(yf) alone, bit-identical to derivs' first output (the predictive density's quadrature uses it)."
+    rng = np.random.default_rng(5)
+    y, f = rng.choice([-1.0, 1.0], (40, 7)), rng.normal(0.0, 30.0, (40, 7))
+    assert np.array_equal(Logistic().logp(y, f), Logistic().derivs(y, f)[0])

@@ -304,6 +304,10 @@ class Logistic(_Binary):
         lp = np.minimum(x, 0.0) - np.log1p(e)                   # naive: -log(1 + exp(-x))
         sig_negx = np.where(x >= 0, e, 1.0) / (1.0 + e)         # σ(−x), naive: 1/(1 + exp(x))
         return lp, y * sig_negx, -e / (1.0 + e)**2              # lp'' naive: -σ(x)σ(−x)
+    def logp(self, y, f):
+        "log σ(y f) alone (the first output of `derivs`, the same operations), for the predictive density's quadrature."
+        x = y * f
+        return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
     def _mean_transitions(self, m): return np.zeros((np.size(m), 1))
     def _mean_f(self, f): return expit(f)
     def sample(self, f, rng=None):
