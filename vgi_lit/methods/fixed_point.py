@@ -187,14 +187,16 @@ def _optimality(model, cov, at, g, gamma, mean: bool = True) -> tuple:
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3d7e092c
 def newton_mean_step(model, m, g, vlb0, cov_T, at: AtCov, line_search: bool = True,
-                     max_halvings: int = 40, c1: float = 1e-4, delta=None):
+                     max_halvings: int = 40, c1: float = 1e-4, delta=None, r=None, r_delta=None):
     """One Newton step on m at fixed V: δ = (Σ⁻¹ + Hᵀdiag(γ₊)H)⁻¹ g with `cov_T` = SiteCov(γ₊),
     t halved (`halving`) until VLB(m + tδ, V) ≥ VLB(m, V) + c₁ t gᵀδ (Armijo). Returns `(m_new, t, vlb_new)`; t = 0 if no
-    ascent was found. `delta` = `cov_T.matvec(g)` when the caller has it already."""
+    ascent was found. `delta` = `cov_T.matvec(g)` when the caller has it already; `r`, `r_delta` = Σ⁻¹(m − μ) and Σ⁻¹δ
+    when the caller tracks them (no solve with Σ per trial)."""
     delta = cov_T.matvec(g) if delta is None else delta                   # (d,) Newton direction
-    if not line_search: return m + delta, 1.0, vlb_grad(model, m + delta, at)[0]
+    at_t = lambda t: None if r is None else r + t * r_delta                # Σ⁻¹(m + tδ − μ), or None: solved
+    if not line_search: return m + delta, 1.0, vlb_grad(model, m + delta, at, at_t(1.0))[0]
     slope = float(g @ delta)
-    out = halving(lambda t: (t, m + t * delta, vlb_grad(model, m + t * delta, at)[0]),
+    out = halving(lambda t: (t, m + t * delta, vlb_grad(model, m + t * delta, at, at_t(t))[0]),
                   lambda c: bool(np.isfinite(c[2]) and c[2] >= vlb0 + c1 * c[0] * slope), max_halvings=max_halvings)
     if out is None: return m, 0.0, vlb0
     (t, m_new, vlb_new), _, _ = out
@@ -612,10 +614,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         first = not isinstance(cov, _SITE_FORMS)                          # the start V: judge the mean step at the old V
         joint_ok = not first and np.isfinite(new[0]) and new[0] >= vlb + 1e-4 * float(g @ delta)
         if line_search and not joint_ok:
-            slope = float(g @ delta)                                      # Armijo at the old V (`newton_mean_step`'s test), with
-            out = halving(lambda t: (t, vlb_grad(model, m + t * delta, at, r + t * r_delta)[0]),   # r tracked: no solve with Σ
-                          lambda c: bool(np.isfinite(c[1]) and c[1] >= vlb + 1e-4 * c[0] * slope), max_halvings=40)
-            tau = 0.0 if out is None else out[1]
+            _, tau, _ = newton_mean_step(model, m, g, vlb, cov_T, at, delta=delta, r=r, r_delta=r_delta)   # Armijo at the old V, r tracked
             if not first: events.append(Event(EventKind.STEP_REJECTED, "the full step failed the Armijo test over the whole iteration"))
             if tau != 1.0: events.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g} at the old V"))
         if not (tau == 1.0 and _finite(new)):                             # the state at (m + τδ, T(V)), τ halved while it overflows
