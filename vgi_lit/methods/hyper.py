@@ -511,10 +511,11 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if newton_step is not None and state['prev'] is not None and newton_ok(m_new) and np.max(np.abs(theta - state['prev'])) <= newton_step:
             opts['newton'] = True                                         # a small outer step: the warm start is close
         state['prev'] = theta.copy()
+        cold = None
         try: post = _fit(m_new, method, **start, **opts)
-        except ValueError:                                                # the warm start is no valid start at this θ (e.g. λ₀
+        except ValueError as err:                                         # the warm start is no valid start at this θ (e.g. λ₀
             if not start: raise                                           # with I + SKS not positive definite in floating point)
-            post = _fit(m_new, method, **opts)                            # from the method's own start
+            post, cold = _fit(m_new, method, **opts), str(err)            # from the method's own start, said in the record
         lam = getattr(post.cov, "lam", None)
         opt = (theta.copy(), post.m, np.asarray(lam)) if predict and post.converged and lam is not None else None
         if opt is not None: state['optima'].append(opt)                                                  # read only by predict_start
@@ -528,6 +529,9 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         state['gn'] = float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0))
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
                           theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value, outer_iter=len(state['its']))
+        if cold is not None:
+            rec['cold_start'] = True
+            rec.events.append(Event(EventKind.SOLVER, f"the warm start is no valid start at this θ ({cold}): inner {method} from its own start"))
         if not post.converged: rec.events.append(Event(EventKind.SOLVER, f"inner {method} stopped: {post.stop.value}"))
         if hist.stop_requested: state['stop'] = Stop.CALLBACK; raise StopIteration
         if hist.out_of_time(): state['stop'] = Stop.MAX_SECONDS; raise StopIteration
