@@ -473,8 +473,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     with its VLB, gradient and the vectors of its warm start (m, λ; a start that needs a dense V keeps only m). With the
     same start, options and values L-BFGS-B is deterministic, so a run in a wider box replays the narrower run's
     iterates from the cache until the narrower box clipped a step, and continues with the same curvature pairs.
-    `edge_stop`: stop (`Stop.MAX_ITER`, `early` set on the result) at the first outer iterate where a log-parameter sits at
-    the edge of the box with the gradient pointing out, the point from which ``_learn_wide`` widens the box.
+    `edge_stop`: stop (`Stop.MAX_ITER`, `early` set on the result, `edge_js` the parameters) at the first step the box clips,
+    unsolved, where the gradient at the point it starts from points out of the box steeply (rising by more than 10⁻³|VLB| per
+    e-fold), or at the first iterate on the edge with such a gradient, the point from which ``_learn_wide`` widens the box.
+    `inner_rel`: each inner solve after the first stops at max(inner tol, inner_rel·‖∂VLB/∂θ‖∞ at the previous evaluation).
     `newton_step`: for FPi on a GP with a log-concave likelihood (and `inner` not setting `newton`), an inner solve whose θ
     lies within `newton_step` (∞-norm) of the previous evaluation's takes FPi's Newton step from its first iteration
     (`newton=True`): its warm start is then close to the optimum, where Newton's step converges quadratically; None: never."""
@@ -704,7 +706,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
         step rule (the plain or the Newton step per iteration) for fpi, and for a GP with a log-concave likelihood the
         Newton step from the first iteration after an outer step of at most 1 in every free value (``_learn_once``);
-        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, carried to a changed kernel variance by the power laws of the last two optima, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
+        1e-8 otherwise; for fpi/fpb by default each solve's tol is raised to 3e-3 times the ∞-norm of the outer gradient at the previous evaluation, since a solve stopped at gradient g errs in the envelope gradient by O(‖g‖): a small relative error while the outer gradient is large, and tol is back at 1e-6 once it falls below 3e-4), warm-started at the previous optimum ((m, λ) for fpi/fpb, carried to a changed kernel variance by the power laws of the last two optima, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
         the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
