@@ -613,7 +613,9 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     clipped and continuing with the same curvature pairs. It is the result when it ends inside the first box, or when it
     converges strictly inside the wider box, outside the first, with a VLB above the VLB at its θ clipped to the first box
     (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
-    and widened from its end as above. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
+    and widened from its end as above. Before any widening, a
+    log-parameter at the edge whose VLB rises linearly (`linear_rise`: the gradient not decayed over 2 e-folds of the run's
+    evaluations) is taken to have no finite maximum that way: the box is kept, with a BOUND_ACTIVE event giving the slope. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
     cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
@@ -641,8 +643,8 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         lin = linear_rise(hp, cache, res.box[0], out) if cache is not None else {}
         if lin:                                                         # rising linearly out of the box: no finite maximum that way
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
-            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(lin.values()) + ": the VLB rises without bound "
-                                                "that way (no finite maximum), the box is kept", len(lin)))
+            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(lin.values()) + ": the VLB rises linearly that "
+                                                "way, taken as no finite maximum; the box is kept", len(lin)))
             break
         if res.early:                                                  # the first run stopped at the edge, still rising
             n_inner += res.n_inner
