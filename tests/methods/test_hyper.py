@@ -688,3 +688,20 @@ def test_an_invalid_warm_start_falls_back_to_a_cold_start_and_says_so(monkeypatc
     cold = [r for r in hf.history if r.get("cold_start")]
     assert len(cold) == 1 and any("no valid start" in e.detail and "lam0 is not a valid start" in e.detail for e in cold[0].events)
     assert hf.converged and "m0" not in calls[2]
+
+
+def test_default_inner_tolerance_follows_the_outer_gradient_to_the_same_optimum():
+    "learn's default inner solves stop at 3e-3 × the outer gradient (≥ 1e-6): fewer FPi iterations, the same optimum as fixed 1e-6."
+    import vgi_lit.methods.hyper as H
+    real, tols = H._fit, []
+    def spy(model, method, **kw):
+        tols.append(kw.get("tol")); return real(model, method, **kw)
+    rng = np.random.default_rng(4); X = rng.normal(size=(60, 2)); y = np.where(X[:, 0] - X[:, 1] + 0.5 * rng.normal(size=60) > 0, 1.0, -1.0)
+    model = GP(X, y, Logistic(), RBF(1.0, 1.0))
+    H._fit = spy
+    try: rel = learn(model)
+    finally: H._fit = real
+    fixed = learn(model, inner={"tol": 1e-6, "tol_rel": 0.0, "anderson": 5})
+    assert tols[0] == 1e-6 and max(tols) > 1e-4 and min(tols) == 1e-6          # loose while the outer gradient is large, 1e-6 at the end
+    assert rel.converged and abs(rel.vlb - fixed.vlb) <= 1e-9 * abs(fixed.vlb) and rel.n_inner < fixed.n_inner
+    assert all(abs(np.log(rel.theta[k] / v)) < 1e-3 for k, v in fixed.theta.items())
