@@ -641,3 +641,67 @@ def test_nearly_separable_housing_optimum_outside_the_box_without_an_option():
     assert hf.converged and any(e.kind is EventKind.SOLVER and "widened" in e.detail for e in hf.history[-1].events)
     assert abs(hf.vlb - ref["vlb"]) <= 1e-9 * abs(ref["vlb"]), (hf.vlb, ref["vlb"])
     assert hf.theta["kernel.variance"] > 1e6 and abs(hf.theta["kernel.variance"] / ref["theta"]["kernel.variance"] - 1) < 1e-3
+
+
+@pytest.mark.parametrize("seed,n,p", [(0, 12, 20), (3, 10, 40)])
+def test_repeated_rows_drive_the_noise_to_zero_and_learn_says_so_at_the_first_box(seed, n, p):
+    """p > n GP regression on repeated rows (sample weights as repeats): the VLB rises by (rows − distinct rows)/2 per e-fold
+    of the noise variance towards 0, without a finite maximum; learn reports it at the edge of the first box, unwidened."""
+    import warnings
+    from vgi_lit.inference import RunawayParameterWarning
+    rng = np.random.RandomState(seed)
+    X = rng.rand(n, p); y = rng.randint(0, 3, size=n).astype(float); w = rng.randint(1, 4, size=n); w[0] = 3
+    model = GP(X.repeat(w, axis=0), y.repeat(w), Gaussian(0.1), RBF(1.0, np.sqrt(p)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always"); hf = learn(model)
+    details = [e.detail for r in hf.history for e in r.events]
+    slope = [d for d in details if "no finite maximum" in d]
+    k = int(w.sum()) - n                                                  # repeated rows beyond the first of each
+    assert len(slope) == 1 and f"{-k / 2:+.3g}"[:4] in slope[0], (slope, k)
+    assert not any("widened" in d for d in details) and abs(np.log(hf.theta["likelihood.variance"]) + 12.0) < 1e-9
+    assert hf.n_inner < 200 and "likelihood.variance" in hf.edges
+    assert any(issubclass(c.category, RunawayParameterWarning) and "likelihood.variance" in str(c.message) for c in caught)
+
+
+def test_nearly_separable_set_is_not_reported_unbounded():
+    "The gradient in log s decays on the way to a finite maximum outside the box: widened, not reported without a maximum."
+    from vgi_lit.datasets import load_housing, shared_data_dir, zscore
+    ds = load_housing(data_dir=shared_data_dir())
+    x = zscore(ds.X).X[:, 12]; y = np.where(ds.y > np.median(ds.y), 1.0, -1.0)
+    rows = np.flatnonzero(np.where(x < np.median(x), 1.0, -1.0) == y)[::10]
+    hf = learn(GP(x[rows, None], y[rows], Logistic(), RBF(1.0, 1.0)), bound=6.0)
+    details = [e.detail for r in hf.history for e in r.events]
+    assert hf.converged and any("widened" in d for d in details) and not any("no finite maximum" in d for d in details)
+    assert hf.theta["kernel.variance"] > np.exp(6.0)
+
+
+def test_an_invalid_warm_start_falls_back_to_a_cold_start_and_says_so(monkeypatch):
+    "A warm start the inner method refuses (ValueError) is replaced by the method's own start; the record says so."
+    import vgi_lit.methods.hyper as H
+    real, calls = H._fit, []
+    def refuse_second(model, method, **kw):
+        calls.append(sorted(kw))
+        if len(calls) == 2 and "m0" in kw: raise ValueError("lam0 is not a valid start here")
+        return real(model, method, **kw)
+    monkeypatch.setattr(H, "_fit", refuse_second)
+    hf = learn(_glm(n=60))
+    cold = [r for r in hf.history if r.get("cold_start")]
+    assert len(cold) == 1 and any("no valid start" in e.detail and "lam0 is not a valid start" in e.detail for e in cold[0].events)
+    assert hf.converged and "m0" not in calls[2]
+
+
+def test_default_inner_tolerance_follows_the_outer_gradient_to_the_same_optimum():
+    "learn's default inner solves stop at 3e-3 × the outer gradient (≥ 1e-6): fewer FPi iterations, the same optimum as fixed 1e-6."
+    import vgi_lit.methods.hyper as H
+    real, tols = H._fit, []
+    def spy(model, method, **kw):
+        tols.append(kw.get("tol")); return real(model, method, **kw)
+    rng = np.random.default_rng(4); X = rng.normal(size=(60, 2)); y = np.where(X[:, 0] - X[:, 1] + 0.5 * rng.normal(size=60) > 0, 1.0, -1.0)
+    model = GP(X, y, Logistic(), RBF(1.0, 1.0))
+    H._fit = spy
+    try: rel = learn(model)
+    finally: H._fit = real
+    fixed = learn(model, inner={"tol": 1e-6, "tol_rel": 0.0, "anderson": 5})
+    assert tols[0] == 1e-6 and max(tols) > 1e-4 and min(tols) == 1e-6          # loose while the outer gradient is large, 1e-6 at the end
+    assert rel.converged and abs(rel.vlb - fixed.vlb) <= 1e-9 * abs(fixed.vlb) and rel.n_inner < fixed.n_inner
+    assert all(abs(np.log(rel.theta[k] / v)) < 1e-3 for k, v in fixed.theta.items())

@@ -19,7 +19,7 @@ from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
 __all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'radial_weight', 'radial_r2',
-           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'learn',
+           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'linear_rise', 'learn',
            'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec', 'hyperfit_from_spec',
            'joint_lbfgs']
 
@@ -420,6 +420,33 @@ def _start(method, post, optima, model, theta, kw=None) -> dict:
         except ValueError: return -np.inf
     return dict(m0=pred[0], lam0=pred[1]) if at(*pred) > at(kw["m0"], kw["lam0"]) else kw
 
+# %% ../../nbs/methods/15_hyper.ipynb #4ec772cc
+def linear_rise(hp, cache, theta, out, span: float = 2.0, rel: float = 0.05) -> dict:
+    """The log-parameters j of `out` along which the optimal VLB rises linearly towards the edge: among the evaluations of
+    the run (`cache`: θ bytes → dict with the negated gradient 'g'), the one at `theta` and one at least `span` e-folds
+    behind it in θ_j (the nearest such) have gradients ∂VLB/∂θ_j of the same sign pointing to the edge and equal to `rel`
+    relative, as does every evaluation between them. A maximum ahead would need the gradient to fall to zero; a gradient
+    that has not decayed over `span` e-folds is the slope c of L* ≈ const + c·θ_j (GP regression on repeated rows: c =
+    (n − rank K)/2 per e-fold of the noise variance towards 0). Returns {name: a sentence with the numbers}."""
+    pts = [(np.frombuffer(k), -c['g']) for k, c in cache.items()]
+    here = next((g for t, g in pts if np.array_equal(t, theta)), None)
+    found = {}
+    if here is None: return found
+    for j in out:
+        d = np.sign(here[j])
+        if d == 0: continue
+        behind = [(theta[j] - t[j]) * d for t, g in pts]                 # e-folds behind θ_j, towards the start
+        far = [i for i, x in enumerate(behind) if x >= span]
+        if not far: continue
+        i0 = min(far, key=lambda i: behind[i])
+        ok = all(np.sign(g[j]) == d and abs(g[j] - here[j]) <= rel * abs(here[j])
+                 for (t, g), x in zip(pts, behind) if 0.0 <= x <= behind[i0])
+        if ok:
+            t0, g0 = pts[i0]
+            found[hp.free_names[j]] = (f"{hp.free_names[j]}: the VLB's slope in its log stays {here[j]:+.4g} per e-fold from "
+                                       f"{np.exp(t0[j]):.3g} to {np.exp(theta[j]):.3g} ({behind[i0]:.1f} e-folds; {g0[j]:+.4g} at the first)")
+    return found
+
 # %% ../../nbs/methods/15_hyper.ipynb #7fc19023
 def _budget(inner: dict, hist) -> dict:
     """The inner options with `max_seconds` cut to the time left in the outer budget of `hist` (at least 1 ms), so
@@ -429,11 +456,12 @@ def _budget(inner: dict, hist) -> dict:
     own = inner.get("max_seconds")
     return {**inner, "max_seconds": left if own is None else min(own, left)}
 
+_INNER_REL = 3e-3   # `learn`'s default inner solves: tol raised to this times the outer gradient's ∞-norm at the previous evaluation
 _EDGE_RISE = 1e-3   # ``_learn_once``'s `edge_stop`: the VLB's relative rise per e-fold out of the box that stops a run at the edge
 
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
                 origin=None, post0=None, rescale: bool = True, scales0=None, cache=None, edge_stop: bool = False,
-                newton_step: float | None = 1.0):
+                newton_step: float | None = 1.0, inner_rel: float = 0.0):
     """One outer L-BFGS-B run from the free values `theta0`; a parameter's run-away is measured from `origin` (default
     `theta0`; a widened box's run starts where the narrower one ended, and the distance counts from the first start). Each record carries `outer_iter`, the outer iterations done;
     with `tol_rel` > 0 the run stops (`Stop.REL_TOL`, a PLATEAU event) when the VLB of the outer iterates has risen by at
@@ -445,8 +473,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     with its VLB, gradient and the vectors of its warm start (m, λ; a start that needs a dense V keeps only m). With the
     same start, options and values L-BFGS-B is deterministic, so a run in a wider box replays the narrower run's
     iterates from the cache until the narrower box clipped a step, and continues with the same curvature pairs.
-    `edge_stop`: stop (`Stop.MAX_ITER`, `early` set on the result) at the first outer iterate where a log-parameter sits at
-    the edge of the box with the gradient pointing out, the point from which ``_learn_wide`` widens the box.
+    `edge_stop`: stop (`Stop.MAX_ITER`, `early` set on the result, `edge_js` the parameters) at the first step the box clips,
+    unsolved, where the gradient at the point it starts from points out of the box steeply (rising by more than 10⁻³|VLB| per
+    e-fold), or at the first iterate on the edge with such a gradient, the point from which ``_learn_wide`` widens the box.
+    `inner_rel`: each inner solve after the first stops at max(inner tol, inner_rel·‖∂VLB/∂θ‖∞ at the previous evaluation).
     `newton_step`: for FPi on a GP with a log-concave likelihood (and `inner` not setting `newton`), an inner solve whose θ
     lies within `newton_step` (∞-norm) of the previous evaluation's takes FPi's Newton step from its first iteration
     (`newton=True`): its warm start is then close to the optimum, where Newton's step converges quadratically; None: never."""
@@ -463,22 +493,31 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             state.update(post=None, model=None, warm=c['warm'], key=key, f=c['f'], g=c['g'], prev=theta.copy())
             if rescale: state['scales'] = _anchor(state['scales'], c['scales'])
             if predict and c['optimum'] is not None: state['optima'].append(c['optimum'])
+            state['gn'] = float(np.max(np.abs(_box(theta, -c['g'], lo, hi)), initial=0.0))
             hist.record(vlb=-c['f'], grad_norm=float(np.max(np.abs(_box(theta, -c['g'], lo, hi)), initial=0.0)), step="outer",
                         theta=theta.copy(), inner_iter=c['n_iter'], inner_stop=c['stop'], outer_iter=len(state['its']), replayed=True)
             if hist.stop_requested: state['stop'] = Stop.CALLBACK; raise StopIteration
             return state['f'], state['g']
+        if edge_stop and state['key'] is not None:                        # a step clipped at the edge, the VLB rising steeply out: stop unsolved
+            prev, up = np.frombuffer(state['key']), -state['g']
+            at = (hp.is_log[hp.free] & (np.abs(theta) >= bound - 1e-9) & (np.abs(prev) < bound - 1e-9) & (np.sign(up) == np.sign(theta))
+                  & (np.abs(up) > _EDGE_RISE * max(1.0, abs(state['f']))))
+            if np.any(at): state.update(edge=np.flatnonzero(at), stop=Stop.MAX_ITER); raise StopIteration
         m_new = hp.build(theta)
         warm = _warm(method, state['post']) if state['post'] is not None else state['warm']
         start = _start(method, None, state['optima'], m_new, theta, warm) if predict else warm
         if rescale and not predict: start = _rescale(start, m_new, state['scales'])
         opts = dict(_budget(inner, hist))
+        if inner_rel and state.get('gn') is not None and 'tol' in inner:     # as loose as the outer gradient allows
+            opts['tol'] = max(inner['tol'], inner_rel * state['gn'])
         if newton_step is not None and state['prev'] is not None and newton_ok(m_new) and np.max(np.abs(theta - state['prev'])) <= newton_step:
             opts['newton'] = True                                         # a small outer step: the warm start is close
         state['prev'] = theta.copy()
+        cold = None
         try: post = _fit(m_new, method, **start, **opts)
-        except ValueError:                                                # the warm start is no valid start at this θ (e.g. λ₀
+        except ValueError as err:                                         # the warm start is no valid start at this θ (e.g. λ₀
             if not start: raise                                           # with I + SKS not positive definite in floating point)
-            post = _fit(m_new, method, **opts)                            # from the method's own start
+            post, cold = _fit(m_new, method, **opts), str(err)            # from the method's own start, said in the record
         lam = getattr(post.cov, "lam", None)
         opt = (theta.copy(), post.m, np.asarray(lam)) if predict and post.converged and lam is not None else None
         if opt is not None: state['optima'].append(opt)                                                  # read only by predict_start
@@ -489,8 +528,12 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             cache[key] = dict(f=-post.vlb, g=-g, optimum=opt, scales=sc, n_iter=post.n_iter, stop=post.stop.value,
                               warm={k: np.array(v) for k, v in _warm(method, post).items() if k != "V0"})
         if rescale: state['scales'] = _anchor(state['scales'], sc)
+        state['gn'] = float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0))
         rec = hist.record(vlb=post.vlb, grad_norm=float(np.max(np.abs(_box(theta, g, lo, hi)), initial=0.0)), step="outer",
                           theta=theta.copy(), inner_iter=post.n_iter, inner_stop=post.stop.value, outer_iter=len(state['its']))
+        if cold is not None:
+            rec['cold_start'] = True
+            rec.events.append(Event(EventKind.SOLVER, f"the warm start is no valid start at this θ ({cold}): inner {method} from its own start"))
         if not post.converged: rec.events.append(Event(EventKind.SOLVER, f"inner {method} stopped: {post.stop.value}"))
         if hist.stop_requested: state['stop'] = Stop.CALLBACK; raise StopIteration
         if hist.out_of_time(): state['stop'] = Stop.MAX_SECONDS; raise StopIteration
@@ -509,7 +552,8 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
                     up = -evaluate(x)[1]                                          # cached: the iterate is the last point evaluated
                     steep = np.abs(up) > _EDGE_RISE * max(1.0, abs(its[-1]))          # rising by more than 10⁻³|VLB| per e-fold
                     if np.any(hp.is_log[hp.free] & (np.abs(x) >= bound - 1e-9) & (np.sign(up) == np.sign(x)) & steep):
-                        state['edge'] = True; raise StopIteration
+                        state['edge'] = np.flatnonzero(hp.is_log[hp.free] & (np.abs(x) >= bound - 1e-9) & (np.sign(up) == np.sign(x)) & steep)
+                        raise StopIteration
                 if tol_rel > 0 and len(its) > window and its[-1] - its[-1 - window] <= tol_rel * abs(its[-1]):
                     rise = its[-1] - its[-1 - window]
                     state['plateau'] = (f"the VLB rose by {rise:.3g} ({rise / max(abs(its[-1]), 1e-300):.2g} relative) over the last {window} "
@@ -529,6 +573,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             else: stop = Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED
     except StopIteration:
         theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
+        if 'edge' in state: message = "a log-parameter reached the edge of the box with the gradient pointing out"
     edges, early = {}, 'edge' in state and stop is Stop.MAX_ITER
     if state['post'] is None and state['key'] is not None:                # the run ended on a replayed θ: its posterior, warm
         state['model'] = hp.build(theta); state['post'] = _fit(state['model'], method, **state['warm'], **_budget(inner, hist))
@@ -552,10 +597,11 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     hf.box = (np.asarray(theta, dtype=float).copy(), -state['g'] if state.get('g') is not None else None, bound)   # read by _learn_wide
     hf.scales = state['scales']                                                                                   # read by _learn_wide
     hf.early = early                                                                                              # read by _learn_wide
+    hf.edge_js = state.get('edge') if early else None                                                             # read by _learn_wide
     return hf
 
 def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
-                widen: int = 3, rescale: bool = True, early: bool = True, newton_step: float | None = 1.0):
+                widen: int = 3, rescale: bool = True, early: bool = True, newton_step: float | None = 1.0, inner_rel: float = 0.0):
     """``_learn_once`` in the box [−b, b] of the log-parameters, b = `bound`, widened by `bound` (up to `widen` times) while a
     log-parameter ends at its edge with the VLB's gradient pointing out of the box and the widened run, started where the
     narrower one ended, raises the VLB by more than max(tol_rel, 1e-9)·|VLB|: the optimum lies outside the box. A widened
@@ -567,7 +613,9 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     clipped and continuing with the same curvature pairs. It is the result when it ends inside the first box, or when it
     converges strictly inside the wider box, outside the first, with a VLB above the VLB at its θ clipped to the first box
     (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
-    and widened from its end as above. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
+    and widened from its end as above. Before any widening, a
+    log-parameter at the edge whose VLB rises linearly (`linear_rise`: the gradient not decayed over 2 e-folds of the run's
+    evaluations) is taken to have no finite maximum that way: the box is kept, with a BOUND_ACTIVE event giving the slope. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
     cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
@@ -577,9 +625,10 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     def once(b, edge_stop=False, prev=None):                           # from θ0, or from where `prev` ended
         kw = {} if prev is None else dict(origin=theta0, post0=prev.posterior, scales0=prev.scales)
         return _learn_once(hp, theta0 if prev is None else prev.box[0], method, tol, max_iter, left(), callback, b, inner, predict,
-                           tol_rel, window, rescale=rescale, cache=cache, edge_stop=edge_stop, newton_step=newton_step, **kw)
+                           tol_rel, window, rescale=rescale, cache=cache, edge_stop=edge_stop, newton_step=newton_step, inner_rel=inner_rel, **kw)
     def edge_out(r, b):                                                 # the log-parameters at the edge with the gradient out
         theta, g, _ = r.box
+        if r.early: return [int(j) for j in r.edge_js]
         return [j for j in np.flatnonzero(hp.is_log[hp.free]) if abs(abs(theta[j]) - b) < 1e-9 and g is not None and np.sign(g[j]) == np.sign(theta[j])]
     def widened(b, out, how):
         names = ", ".join(hp.free_names[j] for j in out)
@@ -591,6 +640,12 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         out = edge_out(res, b)
         if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
         if left() is not None and left() <= 0: break
+        lin = linear_rise(hp, cache, res.box[0], out) if cache is not None else {}
+        if lin:                                                         # rising linearly out of the box: no finite maximum that way
+            if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
+            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(lin.values()) + ": the VLB rises linearly that "
+                                                "way, taken as no finite maximum; the box is kept", len(lin)))
+            break
         if res.early:                                                  # the first run stopped at the edge, still rising
             n_inner += res.n_inner
             new = once(b + bound)                                       # replays the first run, then goes past its edge
@@ -599,8 +654,8 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
                 res = new; break
             beyond = [j for j in out if b < abs(tn[j]) < b + bound - 1e-9]
             if new.stop is Stop.GRAD_TOL and beyond:
-                near = min(cache, key=lambda k: float(np.max(np.abs(np.frombuffer(k) - inside))))   # the evaluation nearest to it
-                ref = _fit(hp.build(inside), method, **cache[near]['warm'], **_budget(inner, new.history)); n_inner += ref.n_iter
+                m_in = hp.build(inside); st = _warm(method, new.posterior)      # from the optimum outside, carried to the clipped variance
+                ref = _fit(m_in, method, **(_rescale(st, m_in, new.scales) if rescale else st), **_budget(inner, new.history)); n_inner += ref.n_iter
                 logs = hp.is_log[hp.free]
                 best_in = max([ref.vlb] + [-e['f'] for k, e in cache.items() if np.all(np.abs(np.frombuffer(k)[logs]) <= b)])
                 if new.vlb - best_in > thresh(new.vlb):                 # a finite maximum outside, above every point evaluated inside
@@ -653,7 +708,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
         step rule (the plain or the Newton step per iteration) for fpi, and for a GP with a log-concave likelihood the
         Newton step from the first iteration after an outer step of at most 1 in every free value (``_learn_once``);
-        1e-8 otherwise), warm-started at the previous optimum ((m, λ) for fpi/fpb, carried to a changed kernel variance by the power laws of the last two optima, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
+        1e-8 otherwise; for fpi/fpb by default each solve's tol is raised to 3e-3 times the ∞-norm of the outer gradient at the previous evaluation, since a solve stopped at gradient g errs in the envelope gradient by O(‖g‖): a small relative error while the outer gradient is large, and tol is back at 1e-6 once it falls below 3e-4), warm-started at the previous optimum ((m, λ) for fpi/fpb, carried to a changed kernel variance by the power laws of the last two optima, ``_rescale``). An inner solve stopped at gradient g errs in the VLB by O(‖g‖²) and in the
         envelope gradient by O(‖g‖), below the outer tol at 1e-6.
     fixed: names held at the model's values, e.g. {"kernel.lengthscale", "likelihood.df"}; a name also fixes
         the entries under it ("kernel.lengthscale" fixes every ARD lengthscale, "likelihood" every likelihood
@@ -685,6 +740,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
     hp = HyperParams(model, learn_mean, fixed, learn_inducing)
+    rel = _INNER_REL if inner is None and method in ("fpi", "fpb") else 0.0   # the default inner solves only
     inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5} if method == "fpi" else
                            {"tol": 1e-6, "tol_rel": 0.0} if method == "fpb" else {"tol": 1e-8}))
     rng = np.random.default_rng(seed)
@@ -694,7 +750,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
         raise ValueError(f"window must be a positive integer, got {window!r}")
     if isinstance(callback, Progress): callback.budget(total=max_iter, max_seconds=max_seconds, position="outer_iter")
-    runs = [_learn_wide(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner, bool(predict), tol_rel, int(window))
+    runs = [_learn_wide(hp, t0, method, tol, max_iter, max_seconds, callback, bound, inner, bool(predict), tol_rel, int(window), inner_rel=rel)
             for t0 in starts]
     best = max(runs, key=lambda r: r.vlb if np.isfinite(r.vlb) else -np.inf)
     if restarts: best.runs = runs
