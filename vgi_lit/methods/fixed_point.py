@@ -807,7 +807,7 @@ register_method("fpb")(fpb)
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #761ff9e6
 from scipy.special import expit
-from ..likelihoods import KINK_EDGES, KINK_ORDER
+from ..likelihoods import kink_panels
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #75bf3192
@@ -894,10 +894,8 @@ def site_curvature(lik, y, m, v, count: dict | None = None):
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #40dd7c31
 def _kink_curv_rule():
-    "The kink split's rule on t ≥ 0 (`KINK_EDGES`, `KINK_ORDER`: composite Gauss-Legendre) with w(t) = σ(t)σ(−t) in the weights."
-    x, wl = np.polynomial.legendre.leggauss(KINK_ORDER); e = np.asarray(KINK_EDGES, dtype=float)
-    half, mid = 0.5 * np.diff(e), 0.5 * (e[1:] + e[:-1])
-    T = (mid[:, None] + half[:, None] * x).ravel(); W = (half[:, None] * wl).ravel()
+    "The kink split's rule on t ≥ 0 (`kink_panels`: composite Gauss-Legendre) with w(t) = σ(t)σ(−t) in the weights."
+    T, W = kink_panels()
     sn = expit(-T)
     return T, sn * (1.0 - sn) * W
 
