@@ -442,7 +442,7 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
         stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None, scale_start: bool = True,
-        mean_steps: int | None = None, rho0: float = 1.0) -> VGPosterior:
+        mean_steps: int | None = None, rho0: float | None = None) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
     m0: start mean, a scalar or a length-d vector (default 0, as in Sheth & Khardon 2016, §4).
@@ -484,11 +484,13 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), fewer when the cost rule
         ('How many mean steps') stops them, the number taken in the record's `mean_steps`. None (default): 20 for a GP
         (H = I) with a log-concave likelihood and `line_search`, 0 otherwise.
-    rho0: the ρ the first damped step tries, in (0, 1] (default 1); below 1, 2·rho0 counts as a factor rejected `DAMP_GROW`
-        times (a warm start from an earlier fit's damping: the continuation passes each stage's on, 'The damping factor from
-        step to step'). The result's `info['rho']` is the ρ the last damped step took (rho0 if none)."""
+    rho0: the ρ the first damped step tries, in (0, 1]; below 1, 2·rho0 counts as a factor rejected `DAMP_GROW` times (a warm
+        start from an earlier fit's damping, 'The damping factor from step to step'). None (default): 1, or after the
+        continuation start the ρ its last stage took; a given rho0 wins over the continuation's (the stages keep their own).
+        The result's `info['rho']` is the ρ the last damped step took (the first damped step's ρ if none)."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
-    if isinstance(rho0, bool) or not isinstance(rho0, (int, float, np.floating)) or not 0 < rho0 <= 1: raise ValueError(f"rho0 must lie in (0, 1], got {rho0!r}")
+    if rho0 is not None and (isinstance(rho0, bool) or not isinstance(rho0, (int, float, np.floating)) or not 0 < rho0 <= 1):
+        raise ValueError(f"rho0 must lie in (0, 1] or be None, got {rho0!r}")
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
     if newton is not None and not isinstance(newton, (bool, np.bool_)): raise ValueError(f"newton must be True, False or None, got {newton!r}")
@@ -504,7 +506,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     rate_later = min(MEAN_RATE, rate_first)                               # and after a step on λ
     stages = _scale_stages(model, 1.0) if (scale_start and m0 is None and V0 is None and lam0 is None) else []
     cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
-    if cont is not None: m0, lam0, k_start, rho0 = cont
+    if cont is not None: m0, lam0, k_start, rho_c = cont
+    rho0 = float(rho0) if rho0 is not None else (rho_c if cont is not None else 1.0)   # a given rho0 wins over the stages'
     signed = (clip is False) or (clip is None and not model.likelihood.log_concave)
     m, cov, events = initial_state(model, m0, V0, lam0)
     if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·{stages[0]:.3g} … Σ·{stages[-1]:.3g}, "
