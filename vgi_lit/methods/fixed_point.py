@@ -20,7 +20,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FORCING_MAX', 'anderson', 'site_curvature']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -1013,11 +1013,15 @@ def _gmres(mv, b, rtol: float, max_k: int):
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst003
-def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylov: int = 60, direct_max: int = 100):
+FORCING_MAX = 1e-2   # the largest relative GMRES residual of a Newton direction ('The Krylov solve')
+
+def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float | None = None, max_krylov: int = 60, direct_max: int = 100):
     """(δm, δλ, work) of `_newton_dir` with W = V for a GP (H = I) whose V is an n-space `SiteCov`: V from `_site_dense_V`,
     P = V∘V, and [A P − I]δλ = λ − γ + 2E_mv V g, A = 2(E_mv V E_mv + E_vv), by GMRES (`` _gmres ``, at most `max_krylov` products
     x ↦ A(Px) − x, two matrix-vector products with n × n matrices each) without an n × n product or solve; for
-    n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ).
+    n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ). GMRES stops at
+    the relative residual `rtol`; None: the forcing term η = min(`FORCING_MAX`, max(μ, 10⁻¹⁰)) of an inexact Newton step, μ the
+    scale-free measure at the state (`_decrement`: gᵀVg from the Vg at hand, and the site term; 'The Krylov solve').
     work: dict(k=the GMRES products taken (0 for the dense solve), nodes=the quadrature nodes of the curvatures); the
     step rule prices the direction from it (``_step_costs``)."""
     V = _site_dense_V(model, cov)
@@ -1027,6 +1031,9 @@ def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylo
     Vg = V @ g
     b = cov.lam - gamma + 2.0 * e_mv * Vg
     n = model.n
+    if rtol is None:                                                           # the forcing term: μ from the Vg at hand
+        mu = max(float(g @ Vg), float(np.max(np.abs(cov.lam - gamma) * (at.v_site - model.c))) if n else 0.0)
+        rtol = min(FORCING_MAX, max(mu, 1e-10))
     if n <= direct_max:
         M = 2.0 * (e_mv[:, None] * V * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(n)
         dlam = np.linalg.solve(M, b)
