@@ -969,25 +969,22 @@ def _newton_step(model, m, r, cov, state, signed: bool, at, cost: dict | None = 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst002
 def _site_dense_V(model, cov):
     """V (n × n) of an n-space `SiteCov` of a GP (H = I) from the inverse factor it holds, L_B⁻¹ (lower triangular, zero
-    above the diagonal): B⁻¹ = L_B⁻ᵀL_B⁻¹ (LAPACK lauum, n³/3 flops) and V = S⁻¹(I − B⁻¹)S⁻¹, S = diag(√λ); rows and
+    above the diagonal): B⁻¹ = L_B⁻ᵀL_B⁻¹ (LAPACK lauum on the upper factor L_B⁻ᵀ, n³/3 flops) and V = S⁻¹(I − B⁻¹)S⁻¹, S = diag(√λ); rows and
     columns of sites with λ_iK_ii < `SMALL_LAM_K` (r of them) from V = S⁻¹B⁻¹SK instead (B⁻¹SKS = I − B⁻¹; one n × n × r
     product, no division by a small √λ_i), and their r × r block from K − KSB⁻¹SK."""
-    X = dlauum(np.array(cov.LBi, order='F'), lower=1, overwrite_c=1)[0]    # lower triangle of B⁻¹, zero above
-    d = np.diag(X).copy()
-    V = X.T.copy(); V += X; V[np.diag_indices_from(V)] = d                 # B⁻¹, (n, n)
+    U = dlauum(np.array(cov.LBi.T, order='F'), lower=0, overwrite_c=1)[0]   # upper triangle of B⁻¹, zero below (a plain copy)
+    V = U + U.T; V[np.diag_indices_from(V)] *= 0.5                          # B⁻¹, (n, n)
     K, s = model.K_site(), cov.s
     big = cov.lam * np.diag(K) >= SMALL_LAM_K
     inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=big)
-    V *= -np.multiply.outer(inv_s, inv_s); V[np.diag_indices_from(V)] += inv_s**2   # S⁻¹(I − B⁻¹)S⁻¹ (0 on small sites)
     rest = np.flatnonzero(~big)
+    if rest.size: Y = V @ (s[:, None] * K[:, rest])                         # B⁻¹SK on those columns, (n, r)
+    V *= inv_s[:, None]; V *= -inv_s; V[np.diag_indices_from(V)] += inv_s**2   # S⁻¹(I − B⁻¹)S⁻¹ (0 on small sites)
     if rest.size:
-        Binv = X + np.tril(X, -1).T                                         # B⁻¹ again (X is untouched above)
-        Y = Binv @ (s[:, None] * K[:, rest])                                # B⁻¹SK on those columns, (n, r)
         Vr = inv_s[:, None] * Y                                             # S⁻¹B⁻¹SK: V on the other rows (0 on these)
         Vr[rest] = K[np.ix_(rest, rest)] - K[rest] @ (s[:, None] * Y)       # K − KSB⁻¹SK on the r × r block
         V[:, rest] = Vr; V[rest, :] = Vr.T
     return V
-
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #95d34f48
 def _gmres(mv, b, rtol: float, max_k: int):
