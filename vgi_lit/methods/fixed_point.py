@@ -415,23 +415,47 @@ def _scale_stages(model, v0: float) -> list:
     return [10.0 ** (-J + J * k / N) for k in range(N)]
 
 
+# %% ../../nbs/methods/11a_fpi.ipynb #e8e4469a
+class _ScaledPriorCov(PriorCov):
+    """Σ·s for a dense `PriorCov` Σ (`base`) and a scale s > 0: a stage prior of the continuation ('Starting at a large
+    kernel scale') answered through Σ's own factor, L_{Σs} = √s·L_Σ, so that a stage costs no symmetry check and no
+    factorisation of Σ·s: Σs⁻¹B = Σ⁻¹B/s, log|Σs| = log|Σ| + d log s, and so on (jitter: Σ's, scaled)."""
+    kind = "dense (scaled)"
+    is_dense = True
+    def __init__(self, base, s: float):
+        if not (base.is_dense and np.isfinite(s) and s > 0): raise ValueError(f"a scaled prior needs a dense Σ and s > 0, got {base.kind}, s = {s!r}")
+        self.base, self.s, self.d, self.jitter, self.name = base, float(s), base.d, base.jitter * s, base.name
+        self._rs = float(np.sqrt(s))
+    def solve(self, B): return self.base.solve(B) / self.s
+    def matmul(self, B): return self.s * self.base.matmul(B)
+    def half(self, B): return self._rs * self.base.half(B)
+    def half_T(self, B): return self._rs * self.base.half_T(B)
+    def half_solve(self, B): return self.base.half_solve(B) / self._rs
+    def half_T_solve(self, B): return self.base.half_T_solve(B) / self._rs
+    def logdet(self): return self.base.logdet() + self.d * np.log(self.s)
+    def inv_diag(self): return self.base.inv_diag() / self.s
+    def diag(self): return self.s * self.base.diag()
+    def dense(self): return self.s * self.base.dense()
+    def factor(self): return self._rs * self.base.factor()
+    def eigmax(self) -> float: return self.s * self.base.eigmax()
+
 # %% ../../nbs/methods/11a_fpi.ipynb #d719681b
 def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, max_seconds: float | None = None):
     """(m0, λ0, iterations, ρ0) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
-    iterations at each prior Σ·s for s in `stages` (`_scale_stages`), each from the previous one carried up by the
+    iterations at each prior Σ·s (`` _ScaledPriorCov ``) for s in `stages` (`_scale_stages`), each from the previous one carried up by the
     Δ = log₁₀(s'/s) decades between them, m − μ ← 10^(aΔ)(m − μ), λ ← 10^(−bΔ)λ, and carried once more to Σ itself;
     each stage's first damped step, and the fit's (ρ0), tries the ρ the previous stage ended with ('The damping factor
     from step to step').
     None when a stage does not end in site form with finite (m, λ), or when `max_seconds` runs out first (the caller
     then starts as without it)."""
-    t0, S, mu, r, k = time.perf_counter(), model.prior.dense(), model.mu, None, 0
+    t0, mu, r, k = time.perf_counter(), model.mu, None, 0
     def up(post, s_from, s_to):                                            # Δ decades up: the power laws of the optimum
         dec = np.log10(s_to / s_from)
         return mu + (post.m - mu) * 10.0 ** (a * dec), post.cov.lam * 10.0 ** (-b * dec)
     for i, s in enumerate(stages):
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: return None
-        stage = LGM(model.y, model.likelihood, mu, PriorCov(S * s, model.d), model.a, model.c, None)
+        stage = LGM(model.y, model.likelihood, mu, _ScaledPriorCov(model.prior, s), model.a, model.c, None)   # Σs through Σ's factor
         kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)), rho0=r.info['rho'])
         r = fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
         if not (isinstance(r.cov, _SITE_FORMS) and np.all(np.isfinite(r.m)) and np.all(np.isfinite(r.cov.lam))): return None
