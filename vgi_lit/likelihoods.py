@@ -11,8 +11,8 @@ from .quadrature import gh_nodes
 
 # %% auto #0
 __all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
-           'Probit', 'Poisson', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT', 'Exponential',
-           'StochasticVolatility', 'Ordinal', 'frequency_cutpoints']
+           'kink_panels', 'Probit', 'Poisson', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT',
+           'Exponential', 'StochasticVolatility', 'Ordinal', 'frequency_cutpoints']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -322,7 +322,16 @@ def _legendre_panels(edges, p: int = 8):
     return (mid[:, None] + half[:, None] * x).ravel(), (half[:, None] * w).ravel()
 
 KINK_EDGES, KINK_ORDER = (0.0, 5.0, 12.0, 22.0, 36.0), 16                    # the kink split's rule on t = |x|
-_KINK_T, _KINK_W = _legendre_panels(KINK_EDGES, KINK_ORDER)
+
+# %% ../nbs/01_likelihoods.ipynb #9bde59ec
+def kink_panels():
+    """The kink split's rule on t = |x| ≥ 0: (t, w), the nodes and weights of composite `KINK_ORDER`-point
+    Gauss-Legendre on the panels between `KINK_EDGES` ((q,) each, q = KINK_ORDER·(len(KINK_EDGES) − 1); new arrays).
+    The logistic expectation (`_kink_weights`) and the logistic curvatures of the fixed-point methods fold their own
+    functions of t into w."""
+    return _legendre_panels(KINK_EDGES, KINK_ORDER)
+
+_KINK_T, _KINK_W = kink_panels()
 
 # %% ../nbs/01_likelihoods.ipynb #b64ba59c
 def _kink_weights(T, W):

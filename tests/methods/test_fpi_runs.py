@@ -40,7 +40,7 @@ def test_next_rho_backs_off_a_factor_rejected_again_and_waits_damp_grow_for_sign
     assert _next_rho(0.5, 1.0, d, damped=False) == (0.5, d)               # a Newton step leaves the damping
 
 
-@pytest.mark.parametrize("bad", [0.0, -0.5, 1.5, float("nan"), True, "0.5", None])
+@pytest.mark.parametrize("bad", [0.0, -0.5, 1.5, float("nan"), True, "0.5", [0.5]])
 def test_rho0_outside_the_unit_interval_is_an_error_naming_it(bad):
     with pytest.raises(ValueError, match="rho0"):
         fit(_gp(20, 1.0), "fpi", rho0=bad)
@@ -62,6 +62,10 @@ def test_at_variance_1e8_the_stages_hand_on_their_rho_and_the_fit_halves_at_most
     # the same start with ρ = 1 instead of the carried ρ: the first damped step must halve back down to it
     q = fit(gp, "fpi", m0=m0, lam0=lam0, rho0=1.0, scale_start=False)
     assert _halvings(q) > _halvings(fit(gp, "fpi", m0=m0, lam0=lam0, rho0=rho, scale_start=False))
+    # a rho0 given with the continuation wins over the stages' ρ: the same run as from the stages' start with that rho0
+    w = fit(gp, "fpi", rho0=1.0)
+    assert w.info['start_iterations'] == p.info['start_iterations'] and _halvings(w) == _halvings(q) > _halvings(p)
+    assert w.n_iter == q.n_iter and w.vlb == q.vlb
 
 
 def test_fpi_from_a_far_start_reports_the_vlb_of_its_state_and_reaches_the_optimum():

@@ -20,7 +20,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'anderson', 'site_curvature']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FORCING_MAX', 'anderson', 'site_curvature']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -415,23 +415,47 @@ def _scale_stages(model, v0: float) -> list:
     return [10.0 ** (-J + J * k / N) for k in range(N)]
 
 
+# %% ../../nbs/methods/11a_fpi.ipynb #e8e4469a
+class _ScaledPriorCov(PriorCov):
+    """Σ·s for a dense `PriorCov` Σ (`base`) and a scale s > 0: a stage prior of the continuation ('Starting at a large
+    kernel scale') answered through Σ's own factor, L_{Σs} = √s·L_Σ, so that a stage costs no symmetry check and no
+    factorisation of Σ·s: Σs⁻¹B = Σ⁻¹B/s, log|Σs| = log|Σ| + d log s, and so on (jitter: Σ's, scaled)."""
+    kind = "dense (scaled)"
+    is_dense = True
+    def __init__(self, base, s: float):
+        if not (base.is_dense and np.isfinite(s) and s > 0): raise ValueError(f"a scaled prior needs a dense Σ and s > 0, got {base.kind}, s = {s!r}")
+        self.base, self.s, self.d, self.jitter, self.name = base, float(s), base.d, base.jitter * s, base.name
+        self._rs = float(np.sqrt(s))
+    def solve(self, B): return self.base.solve(B) / self.s
+    def matmul(self, B): return self.s * self.base.matmul(B)
+    def half(self, B): return self._rs * self.base.half(B)
+    def half_T(self, B): return self._rs * self.base.half_T(B)
+    def half_solve(self, B): return self.base.half_solve(B) / self._rs
+    def half_T_solve(self, B): return self.base.half_T_solve(B) / self._rs
+    def logdet(self): return self.base.logdet() + self.d * np.log(self.s)
+    def inv_diag(self): return self.base.inv_diag() / self.s
+    def diag(self): return self.s * self.base.diag()
+    def dense(self): return self.s * self.base.dense()
+    def factor(self): return self._rs * self.base.factor()
+    def eigmax(self) -> float: return self.s * self.base.eigmax()
+
 # %% ../../nbs/methods/11a_fpi.ipynb #d719681b
 def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, max_seconds: float | None = None):
     """(m0, λ0, iterations, ρ0) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
-    iterations at each prior Σ·s for s in `stages` (`_scale_stages`), each from the previous one carried up by the
+    iterations at each prior Σ·s (`` _ScaledPriorCov ``) for s in `stages` (`_scale_stages`), each from the previous one carried up by the
     Δ = log₁₀(s'/s) decades between them, m − μ ← 10^(aΔ)(m − μ), λ ← 10^(−bΔ)λ, and carried once more to Σ itself;
     each stage's first damped step, and the fit's (ρ0), tries the ρ the previous stage ended with ('The damping factor
     from step to step').
     None when a stage does not end in site form with finite (m, λ), or when `max_seconds` runs out first (the caller
     then starts as without it)."""
-    t0, S, mu, r, k = time.perf_counter(), model.prior.dense(), model.mu, None, 0
+    t0, mu, r, k = time.perf_counter(), model.mu, None, 0
     def up(post, s_from, s_to):                                            # Δ decades up: the power laws of the optimum
         dec = np.log10(s_to / s_from)
         return mu + (post.m - mu) * 10.0 ** (a * dec), post.cov.lam * 10.0 ** (-b * dec)
     for i, s in enumerate(stages):
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: return None
-        stage = LGM(model.y, model.likelihood, mu, PriorCov(S * s, model.d), model.a, model.c, None)
+        stage = LGM(model.y, model.likelihood, mu, _ScaledPriorCov(model.prior, s), model.a, model.c, None)   # Σs through Σ's factor
         kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)), rho0=r.info['rho'])
         r = fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
         if not (isinstance(r.cov, _SITE_FORMS) and np.all(np.isfinite(r.m)) and np.all(np.isfinite(r.cov.lam))): return None
@@ -442,7 +466,7 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
         stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None, scale_start: bool = True,
-        mean_steps: int | None = None, rho0: float = 1.0) -> VGPosterior:
+        mean_steps: int | None = None, rho0: float | None = None) -> VGPosterior:
     """FPi (Sheth & Khardon 2016, §4): per iteration one Newton step on m (line search) and one T(V) step, sharing one factorisation.
 
     m0: start mean, a scalar or a length-d vector (default 0, as in Sheth & Khardon 2016, §4).
@@ -484,11 +508,13 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), fewer when the cost rule
         ('How many mean steps') stops them, the number taken in the record's `mean_steps`. None (default): 20 for a GP
         (H = I) with a log-concave likelihood and `line_search`, 0 otherwise.
-    rho0: the ρ the first damped step tries, in (0, 1] (default 1); below 1, 2·rho0 counts as a factor rejected `DAMP_GROW`
-        times (a warm start from an earlier fit's damping: the continuation passes each stage's on, 'The damping factor from
-        step to step'). The result's `info['rho']` is the ρ the last damped step took (rho0 if none)."""
+    rho0: the ρ the first damped step tries, in (0, 1]; below 1, 2·rho0 counts as a factor rejected `DAMP_GROW` times (a warm
+        start from an earlier fit's damping, 'The damping factor from step to step'). None (default): 1, or after the
+        continuation start the ρ its last stage took; a given rho0 wins over the continuation's (the stages keep their own).
+        The result's `info['rho']` is the ρ the last damped step took (the first damped step's ρ if none)."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
-    if isinstance(rho0, bool) or not isinstance(rho0, (int, float, np.floating)) or not 0 < rho0 <= 1: raise ValueError(f"rho0 must lie in (0, 1], got {rho0!r}")
+    if rho0 is not None and (isinstance(rho0, bool) or not isinstance(rho0, (int, float, np.floating)) or not 0 < rho0 <= 1):
+        raise ValueError(f"rho0 must lie in (0, 1] or be None, got {rho0!r}")
     if isinstance(stall, bool) or int(stall) != stall or stall < 1: raise ValueError(f"stall must be a positive integer, got {stall!r}")
     if isinstance(anderson, bool) or int(anderson) != anderson or anderson < 0: raise ValueError(f"anderson must be an integer >= 0, got {anderson!r}")
     if newton is not None and not isinstance(newton, (bool, np.bool_)): raise ValueError(f"newton must be True, False or None, got {newton!r}")
@@ -504,7 +530,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     rate_later = min(MEAN_RATE, rate_first)                               # and after a step on λ
     stages = _scale_stages(model, 1.0) if (scale_start and m0 is None and V0 is None and lam0 is None) else []
     cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
-    if cont is not None: m0, lam0, k_start, rho0 = cont
+    if cont is not None: m0, lam0, k_start, rho_c = cont
+    rho0 = float(rho0) if rho0 is not None else (rho_c if cont is not None else 1.0)   # a given rho0 wins over the stages'
     signed = (clip is False) or (clip is None and not model.likelihood.log_concave)
     m, cov, events = initial_state(model, m0, V0, lam0)
     if cont is not None: events.append(Event(EventKind.START, f"continuation in the prior scale: {len(stages)} stages at Σ·{stages[0]:.3g} … Σ·{stages[-1]:.3g}, "
@@ -807,7 +834,7 @@ register_method("fpb")(fpb)
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #761ff9e6
 from scipy.special import expit
-from ..likelihoods import KINK_EDGES, KINK_ORDER
+from ..likelihoods import kink_panels
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #75bf3192
@@ -894,10 +921,8 @@ def site_curvature(lik, y, m, v, count: dict | None = None):
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #40dd7c31
 def _kink_curv_rule():
-    "The kink split's rule on t ≥ 0 (`KINK_EDGES`, `KINK_ORDER`: composite Gauss-Legendre) with w(t) = σ(t)σ(−t) in the weights."
-    x, wl = np.polynomial.legendre.leggauss(KINK_ORDER); e = np.asarray(KINK_EDGES, dtype=float)
-    half, mid = 0.5 * np.diff(e), 0.5 * (e[1:] + e[:-1])
-    T = (mid[:, None] + half[:, None] * x).ravel(); W = (half[:, None] * wl).ravel()
+    "The kink split's rule on t ≥ 0 (`kink_panels`: composite Gauss-Legendre) with w(t) = σ(t)σ(−t) in the weights."
+    T, W = kink_panels()
     sn = expit(-T)
     return T, sn * (1.0 - sn) * W
 
@@ -968,22 +993,22 @@ def _newton_step(model, m, r, cov, state, signed: bool, at, cost: dict | None = 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst002
 def _site_dense_V(model, cov):
     """V (n × n) of an n-space `SiteCov` of a GP (H = I) from the inverse factor it holds, L_B⁻¹ (lower triangular, zero
-    above the diagonal): B⁻¹ = L_B⁻ᵀL_B⁻¹ (LAPACK lauum, n³/3 flops) and V = S⁻¹(I − B⁻¹)S⁻¹, S = diag(√λ); rows and
-    columns of sites with λ_iK_ii < `SMALL_LAM_K` from V = K − KSB⁻¹SK instead (no division by a small √λ_i)."""
-    X = dlauum(np.array(cov.LBi, order='F'), lower=1, overwrite_c=1)[0]    # lower triangle of B⁻¹, zero above
-    d = np.diag(X).copy()
-    V = X.T.copy(); V += X; V[np.diag_indices_from(V)] = d                 # B⁻¹, (n, n)
+    above the diagonal): B⁻¹ = L_B⁻ᵀL_B⁻¹ (LAPACK lauum on the upper factor L_B⁻ᵀ, n³/3 flops) and V = S⁻¹(I − B⁻¹)S⁻¹, S = diag(√λ); rows and
+    columns of sites with λ_iK_ii < `SMALL_LAM_K` (r of them) from V = S⁻¹B⁻¹SK instead (B⁻¹SKS = I − B⁻¹; one n × n × r
+    product, no division by a small √λ_i), and their r × r block from K − KSB⁻¹SK."""
+    U = dlauum(np.array(cov.LBi.T, order='F'), lower=0, overwrite_c=1)[0]   # upper triangle of B⁻¹, zero below (a plain copy)
+    V = U + U.T; V[np.diag_indices_from(V)] *= 0.5                          # B⁻¹, (n, n)
     K, s = model.K_site(), cov.s
     big = cov.lam * np.diag(K) >= SMALL_LAM_K
     inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=big)
-    V *= -np.multiply.outer(inv_s, inv_s); V[np.diag_indices_from(V)] += inv_s**2   # S⁻¹(I − B⁻¹)S⁻¹ (0 on small sites)
     rest = np.flatnonzero(~big)
+    if rest.size: Y = V @ (s[:, None] * K[:, rest])                         # B⁻¹SK on those columns, (n, r)
+    V *= inv_s[:, None]; V *= -inv_s; V[np.diag_indices_from(V)] += inv_s**2   # S⁻¹(I − B⁻¹)S⁻¹ (0 on small sites)
     if rest.size:
-        Binv = X + np.tril(X, -1).T                                         # B⁻¹ again (X is untouched above)
-        Vr = K[:, rest] - K @ (s[:, None] * (Binv @ (s[:, None] * K[:, rest])))   # (n, r): K − KSB⁻¹SK on those columns
+        Vr = inv_s[:, None] * Y                                             # S⁻¹B⁻¹SK: V on the other rows (0 on these)
+        Vr[rest] = K[np.ix_(rest, rest)] - K[rest] @ (s[:, None] * Y)       # K − KSB⁻¹SK on the r × r block
         V[:, rest] = Vr; V[rest, :] = Vr.T
     return V
-
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #95d34f48
 def _gmres(mv, b, rtol: float, max_k: int):
@@ -1012,11 +1037,15 @@ def _gmres(mv, b, rtol: float, max_k: int):
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst003
-def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylov: int = 60, direct_max: int = 100):
+FORCING_MAX = 1e-2   # the largest relative GMRES residual of a Newton direction ('The Krylov solve')
+
+def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float | None = None, max_krylov: int = 60, direct_max: int = 100):
     """(δm, δλ, work) of `_newton_dir` with W = V for a GP (H = I) whose V is an n-space `SiteCov`: V from `_site_dense_V`,
     P = V∘V, and [A P − I]δλ = λ − γ + 2E_mv V g, A = 2(E_mv V E_mv + E_vv), by GMRES (`` _gmres ``, at most `max_krylov` products
     x ↦ A(Px) − x, two matrix-vector products with n × n matrices each) without an n × n product or solve; for
-    n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ).
+    n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ). GMRES stops at
+    the relative residual `rtol`; None: the forcing term η = min(`FORCING_MAX`, max(μ, 10⁻¹⁰)) of an inexact Newton step, μ the
+    scale-free measure at the state (`_decrement`: gᵀVg from the Vg at hand, and the site term; 'The Krylov solve').
     work: dict(k=the GMRES products taken (0 for the dense solve), nodes=the quadrature nodes of the curvatures); the
     step rule prices the direction from it (``_step_costs``)."""
     V = _site_dense_V(model, cov)
@@ -1026,6 +1055,9 @@ def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float = 1e-10, max_krylo
     Vg = V @ g
     b = cov.lam - gamma + 2.0 * e_mv * Vg
     n = model.n
+    if rtol is None:                                                           # the forcing term: μ from the Vg at hand
+        mu = max(float(g @ Vg), float(np.max(np.abs(cov.lam - gamma) * (at.v_site - model.c))) if n else 0.0)
+        rtol = min(FORCING_MAX, max(mu, 1e-10))
     if n <= direct_max:
         M = 2.0 * (e_mv[:, None] * V * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(n)
         dlam = np.linalg.solve(M, b)
