@@ -50,11 +50,13 @@ def test_committed_modules_match_nbdev_export(tmp_path):
 
 
 def test_docs_pipeline_processes_notebooks(tmp_path):
-    "nbdev_proc_nbs up to (not including) Quarto, which cannot be installed here."
+    """nbdev_proc_nbs up to (not including) Quarto, which cannot be installed here. The notebooks are processed one after
+    another in the one process (`n_workers=0`): the same processing of every notebook, without a process pool (a manager
+    and one spawned worker per core, each importing nbdev, IPython and the package again) beside the suite's own workers."""
     tmp_path = _copy_project(tmp_path)
     code = ("import nbdev.quarto as q\n"
             "q._ensure_quarto = lambda: None  # the pipeline without Quarto (tools/build_site.py runs the full build where it is installed)\n"
-            "q.nbdev_proc_nbs.__wrapped__()\n")
+            "q.nbdev_proc_nbs.__wrapped__(n_workers=0)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "Found cells containing imports" not in r.stderr, r.stderr[-3000:]   # the docs pass runs import cells alone
