@@ -514,3 +514,46 @@ def test_a7a_sparse_fpi_equals_dense_and_is_faster(data_dir):
     assert pd.converged and ps.converged
     assert abs(pd.vlb - ps.vlb) <= 1e-10 * abs(pd.vlb) and np.max(np.abs(pd.m - ps.m)) <= 1e-10 * np.max(np.abs(pd.m))
     assert ts < td, (ts, td)
+
+
+def _outcome(fn, *args):
+    "What a reader does with a file: its arrays, or the type and text of its error."
+    try: return fn(*args)
+    except ValueError as e: return (type(e).__name__, str(e))
+
+
+def test_libsvm_whole_file_parse_equals_the_line_reader(data_dir, tmp_path):
+    """`read_libsvm` parses a file whole and falls back to the line-by-line reader only when a check fails: on every real
+    LIBSVM file tried (a1a, as the Adult sets are written) the whole-file parse succeeds and gives exactly the line reader's arrays; on 400 random files from good
+    and malformed tokens (two colons, an empty side, no colon, a float or out-of-range index, falling indices, nan,
+    a bad label, non-ASCII and odd whitespace) `read_libsvm` returns or raises exactly what the line reader does."""
+    for name, nf in [("a1a", 123)]:
+        fast, slow = ds._libsvm_arrays(data_dir / name, nf, {-1.0, 1.0}), ds._libsvm_lines(data_dir / name, nf, {-1.0, 1.0})
+        assert fast is not None and all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(fast, slow)), name
+    rng = np.random.default_rng(0)
+    good = ["1:1", "2:0.5", "3:-2e-3", "4:7", "5:1"]
+    bad = ["1:2:3", ":4", "4:", "7", "1.5:1", "0:1", "6:1", "3:nan", "2:inf", "4:１", "2\x0c3:1", "3:1\u2028", "+2:1", "2:1_0"]
+    heads = ["+1", "-1", "1", "-1.0", "0", "x", "nan"]
+    seen_fast = seen_error = 0
+    for case in range(400):
+        lines = []
+        for _ in range(rng.integers(0, 5)):
+            k = sorted(rng.choice(len(good), size=rng.integers(0, 4), replace=False))
+            toks = [good[i] for i in k]
+            if rng.random() < 0.15 and toks: toks[rng.integers(len(toks))] = bad[rng.integers(len(bad))]
+            if rng.random() < 0.1: toks = toks[::-1]
+            head = heads[rng.integers(len(heads))] if rng.random() < 0.1 else ["+1", "-1"][rng.integers(2)]
+            lines.append(("\t" if rng.random() < 0.2 else " ").join([head] + toks) + ("  " if rng.random() < 0.2 else ""))
+            if rng.random() < 0.1: lines.append("")
+        p = tmp_path / f"r{case}.libsvm"; p.write_text(("\r\n" if rng.random() < 0.2 else "\n").join(lines), encoding="utf-8")
+        labels = None if rng.random() < 0.2 else (-1.0, 1.0)
+        labset = None if labels is None else {-1.0, 1.0}
+        got, want = _outcome(ds.read_libsvm, p, 5, labels), _outcome(ds._libsvm_lines, p, 5, labset)
+        if isinstance(want, tuple) and isinstance(want[0], str):
+            assert got == want, (case, p.read_text(), got, want); seen_error += 1
+        else:
+            X, y = got; yw, r, c, v = want
+            Xw = np.zeros((len(yw), 5)); Xw[r, c] = v
+            assert np.array_equal(X, Xw) and np.array_equal(y, yw), (case, p.read_text())
+            seen_fast += ds._libsvm_arrays(p, 5, labset) is not None
+    assert seen_error > 50 and seen_fast > 100, (seen_error, seen_fast)

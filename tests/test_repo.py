@@ -1,6 +1,6 @@
 """Repository-level checks: the README's test command is what CI runs, the committed modules are
 what nbdev_export makes from the notebooks, and the docs pipeline (up to Quarto) processes them."""
-import os, re, shutil, subprocess, sys
+import functools, os, re, shutil, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -50,11 +50,13 @@ def test_committed_modules_match_nbdev_export(tmp_path):
 
 
 def test_docs_pipeline_processes_notebooks(tmp_path):
-    "nbdev_proc_nbs up to (not including) Quarto, which cannot be installed here."
+    """nbdev_proc_nbs up to (not including) Quarto, which cannot be installed here. The notebooks are processed one after
+    another in the one process (`n_workers=0`): the same processing of every notebook, without a process pool (a manager
+    and one spawned worker per core, each importing nbdev, IPython and the package again) beside the suite's own workers."""
     tmp_path = _copy_project(tmp_path)
     code = ("import nbdev.quarto as q\n"
             "q._ensure_quarto = lambda: None  # the pipeline without Quarto (tools/build_site.py runs the full build where it is installed)\n"
-            "q.nbdev_proc_nbs.__wrapped__()\n")
+            "q.nbdev_proc_nbs.__wrapped__(n_workers=0)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "Found cells containing imports" not in r.stderr, r.stderr[-3000:]   # the docs pass runs import cells alone
@@ -66,6 +68,13 @@ def test_docs_pipeline_processes_notebooks(tmp_path):
 
 TIERS = {"methods": 2, "experiments": 3, "bench": 4, "apps": 5}   # the foundation modules at the top of vgi_lit are tier 1
 ENTRY = {"__main__": 6}   # `python -m vgi_lit`: the command line sits above everything it can run
+
+
+@functools.lru_cache(maxsize=None)
+def _tree(path):
+    "The syntax tree of the module at `path`, parsed once for all the checks that read it."
+    import ast
+    return ast.parse(path.read_text())
 
 
 def _tier(module):
@@ -83,7 +92,7 @@ def test_no_module_imports_from_a_tier_above_it():
         me = ".".join(rel.parts)
         if path.name == "__init__.py": me = ".".join(rel.parts[:-1])
         if me == "vgi_lit" or path.name == "_modidx.py": continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             targets = []
             if isinstance(node, ast.ImportFrom):
                 if node.level:
@@ -168,15 +177,16 @@ def test_docstrings_hold_no_control_characters():
     import ast
     bad = []
     for path in (ROOT / "vgi_lit").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
                 doc = ast.get_docstring(node, clean=False)
                 if doc and re.search(r"[\t\b\f\r\x0b\x07]", doc): bad.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 1)}")
     assert not bad, f"control characters (an escape such as \\t in LaTeX) in the docstrings of {bad}"
 
 
+@functools.lru_cache(maxsize=None)
 def _imports():
-    "Every import of a vgi_lit module by a vgi_lit module: (importer, imported module, imported name or None)."
+    "Every import of a vgi_lit module by a vgi_lit module: (importer, imported module, imported name or None); found once."
     import ast
     pkg = ROOT / "vgi_lit"; out = []
     for path in pkg.rglob("*.py"):
@@ -184,7 +194,7 @@ def _imports():
         rel = path.relative_to(ROOT).with_suffix("")
         parts = list(rel.parts[:-1]) if path.name == "__init__.py" else list(rel.parts)
         me = ".".join(parts)
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = me.split(".")[:len(me.split(".")) - node.level + (1 if path.name == "__init__.py" else 0)]
@@ -197,7 +207,7 @@ def _imports():
                     out.append((me, sub, None) if is_mod else (me, mod, a.name))
             elif isinstance(node, ast.Import):
                 out += [(me, a.name, None) for a in node.names if a.name.startswith("vgi_lit")]
-    return out
+    return tuple(out)
 
 
 def test_no_private_name_is_imported_across_modules():

@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_datasets.ipynb #a6400d56
 from __future__ import annotations
-import bz2, os, shutil, tempfile, urllib.request, warnings, zipfile
+import bz2, os, re, shutil, tempfile, urllib.request, warnings, zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -146,11 +146,11 @@ def find_file(name: str, data_dir=None, url: str | None = None, compression: str
 def _bad(path, lineno, msg):
     return ValueError(f"{Path(path).name}, line {lineno}: {msg}")
 
-# %% ../nbs/06_datasets.ipynb #87851d2a
-def read_libsvm(path, n_features: int, labels=(-1.0, 1.0), sparse: bool = False):
-    """(X, y) from a LIBSVM text file with 1-based indices and exactly `n_features` columns: X dense, or a
-    scipy.sparse CSR matrix of the stored entries with `sparse=True` (never densified)."""
-    path = Path(path); labset = None if labels is None else {float(l) for l in labels}
+# %% ../nbs/06_datasets.ipynb #7be2eeb2
+def _libsvm_lines(path, n_features: int, labset):
+    """(y, rows, cols, vals) of a LIBSVM file read line by line, each token checked in turn: the first problem is a
+    ValueError naming the file and line (a label outside `labset`, a token without `:`, an index that is not an
+    integer in 1..`n_features`, indices that do not increase, a value that is not finite)."""
     ys, rows, cols, vals = [], [], [], []
     with open(path, "r") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -171,12 +171,57 @@ def read_libsvm(path, n_features: int, labels=(-1.0, 1.0), sparse: bool = False)
                 if not np.isfinite(x): raise _bad(path, lineno, f"value {v!r} at index {j} is not finite")
                 rows.append(r); cols.append(j - 1); vals.append(x); prev = j
             ys.append(lab)
-    r, c = np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)
+    return (np.asarray(ys, dtype=float), np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp),
+            np.asarray(vals, dtype=float))
+
+# %% ../nbs/06_datasets.ipynb #cad62612
+_ASCII_SPACE = np.zeros(256, dtype=bool); _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True   # what str.split splits ASCII text on
+
+def _libsvm_arrays(path, n_features: int, labset):
+    """(y, rows, cols, vals) of a LIBSVM file parsed a whole file at a time, or None when any check fails (the
+    line-by-line `_libsvm_lines` then names the first problem). The index:value tokens are checked on the bytes of the
+    text at once (each token holds exactly one `:`, neither first nor last); the builtin `int` and `float` are
+    mapped over the columns of tokens (the conversions `_libsvm_lines` makes, so the same text is accepted), and the
+    range, order, finiteness and label checks run on whole arrays. Text that is not ASCII is left to `_libsvm_lines`."""
+    with open(path, "r") as fh: lines = fh.read().split("\n")          # universal newlines, as iterating over the file
+    heads, rests = [], []
+    for line in lines:
+        parts = line.split(None, 1)
+        if parts: heads.append(parts[0]); rests.append(parts[1] if len(parts) > 1 else "")
+    body = " ".join(rests)
+    if not body.isascii(): return None
+    b = np.frombuffer(body.encode("ascii"), dtype=np.uint8)
+    space = _ASCII_SPACE[b]; colon = b == ord(":")
+    starts = ~space; starts[1:] &= space[:-1]                          # first character of each token
+    ends = ~space; ends[:-1] &= space[1:]                              # last character of each token
+    tok = np.cumsum(starts) - 1                                        # the token each character belongs to
+    if np.any(colon & (starts | ends)) or np.any(np.bincount(tok[colon], minlength=int(starts.sum())) != 1): return None
+    counts = np.fromiter(map(str.count, rests, [":"] * len(rests)), dtype=np.intp, count=len(rests))
+    toks = body.replace(":", " ").split()
+    try:
+        y = np.fromiter(map(float, heads), dtype=float, count=len(heads))
+        j = np.fromiter(map(int, toks[0::2]), dtype=np.intp, count=len(toks) // 2)
+        x = np.fromiter(map(float, toks[1::2]), dtype=float, count=len(toks) // 2)
+    except (ValueError, OverflowError): return None
+    rows = np.repeat(np.arange(len(heads), dtype=np.intp), counts)
+    new_row = np.ones(len(j), dtype=bool); new_row[1:] = rows[1:] != rows[:-1]
+    ok = (np.all((j >= 1) & (j <= n_features)) and np.all(new_row[1:] | (j[1:] > j[:-1])) and np.all(np.isfinite(x))
+          and (labset is None or np.all(np.isin(y, np.fromiter(labset, dtype=float)))))
+    return (y, rows, j - 1, x) if ok else None
+
+# %% ../nbs/06_datasets.ipynb #87851d2a
+def read_libsvm(path, n_features: int, labels=(-1.0, 1.0), sparse: bool = False):
+    """(X, y) from a LIBSVM text file with 1-based indices and exactly `n_features` columns: X dense, or a
+    scipy.sparse CSR matrix of the stored entries with `sparse=True` (never densified). The file is parsed whole
+    (`_libsvm_arrays`); when a check fails it is read again line by line (`_libsvm_lines`), whose error names the line."""
+    path = Path(path); labset = None if labels is None else {float(l) for l in labels}
+    parsed = _libsvm_arrays(path, n_features, labset)
+    ys, r, c, vals = parsed if parsed is not None else _libsvm_lines(path, n_features, labset)
     if sparse:                                                       # indices strictly increase within a row: no duplicates
-        return sps.csr_matrix((np.asarray(vals, dtype=float), (r, c)), shape=(len(ys), n_features)), np.asarray(ys, dtype=float)
+        return sps.csr_matrix((vals, (r, c)), shape=(len(ys), n_features)), ys
     X = np.zeros((len(ys), n_features))
     X[r, c] = vals
-    return X, np.asarray(ys, dtype=float)
+    return X, ys
 
 # %% ../nbs/06_datasets.ipynb #7d39ea7d
 def read_delimited(path, n_fields: int, sep: str | None = ",", label_map: dict | None = None, labels=None):

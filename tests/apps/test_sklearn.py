@@ -107,9 +107,28 @@ def test_degenerate_fit_warns():
     fit says so (DegenerateFitWarning, with what to do)."""
     X, y, _, _ = _housing_raw()
     clf = VGClassifier(standardize=False, kernel=RBF(1e-4, 1.0), learn_hyperparameters=False)
-    with pytest.warns(DegenerateFitWarning, match="does not use its inputs.*What to do"):
+    with pytest.warns(DegenerateFitWarning, match="does not use its inputs.*What to do") as rec:
         clf.fit(X, y)
     assert np.ptp(clf.predict_proba(X[:50])[:, 1]) < 0.01
+    text = str(rec[0].message)                              # one piece of advice, in the estimator's terms
+    assert text.count("What to") == 1 and "What to try" not in text, text
+    for remedy in ("standardise the inputs (standardize=True;", "kernel=None", "learn_hyperparameters=True"):
+        assert remedy in text, (remedy, text)
+
+
+def test_degenerate_fit_advice_knows_what_the_estimator_did():
+    """Standardised inputs (the default) with a given kernel whose lengthscale correlates no two of them: the advice
+    says the inputs are standardised and does not advise standardising them; it advises the data start."""
+    X, y, _, _ = _housing_raw()
+    clf = VGClassifier(kernel=RBF(1.0, 1e-3), learn_hyperparameters=False)
+    with pytest.warns(DegenerateFitWarning) as rec:
+        clf.fit(X[:150], y[:150])
+    text = str(rec[0].message)
+    assert "correlates no two training inputs" in text, text
+    advice = text.split("What to do: ")[1]
+    assert "Already done: the inputs are standardised. " in text and "standardi" not in advice, text
+    assert advice.startswith("start the kernel from the data (the median distance between training inputs is "), advice
+    assert "the lengthscale 0.001; kernel=None" in advice and "learn_hyperparameters=True" in advice, advice
 
 
 def test_constant_column_and_missing_values():

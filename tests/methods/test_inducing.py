@@ -310,3 +310,26 @@ def test_kernel_adjoint_in_place_forms_are_bit_identical(kern):
     assert all(np.array_equal(a, b) for a, b in zip(ref, got)) and np.array_equal(B, B0)
     B = B0.copy(); got = kernel_adjoint(kern, Z, Z, B, same=True, sw=radial_weight(kern, radial_r2(kern, Z, Z)), K=Kz, overwrite_abar=True)
     assert all(np.array_equal(a, b) for a, b in zip(ref, got))
+
+
+def test_the_start_is_not_charged_to_the_clock_as_in_svi_run(monkeypatch):
+    """Building the start state (here made slow: its parameter unpacking, the first, sleeps 0.2 s) is not charged to the
+    run's clock in `svi_inducing`, as in `svi_run` (whose start, `init_state`, is made as slow): the start record's time is near 0."""
+    import time
+    from vgi_lit.methods import svi as svi_mod
+    from vgi_lit.models import GLM
+    parts, calls = InducingParams.parts, []
+    def slow_parts(self, theta):
+        if not calls: time.sleep(0.2)
+        calls.append(1); return parts(self, theta)
+    monkeypatch.setattr(InducingParams, "parts", slow_parts)
+    mod, _, _ = _problem(RBF(1.0, 1.0), Gaussian(0.3), n=20, M=3)
+    r = svi_inducing(mod, batch_size=10, max_epochs=1, max_iter=1, eval_every=1, tol=0.0)
+    start = [rec for rec in r.history if rec.step == "start"]
+    assert len(start) == 1 and start[0].time < 0.1, [(rec.step, rec.time) for rec in r.history]
+    init = svi_mod.init_state
+    def slow_init(*a, **k): time.sleep(0.2); return init(*a, **k)
+    monkeypatch.setattr(svi_mod, "init_state", slow_init)
+    rng = np.random.default_rng(0); X = rng.normal(size=(40, 2))
+    s = svi_mod.svi_run(GLM(X, X[:, 0] + 0.1 * rng.normal(size=40), Gaussian(0.1)), "svi", batch_size=10, max_epochs=1)
+    assert s.history[0].step == "start" and s.history[0].time < 0.1, [(rec.step, rec.time) for rec in s.history]

@@ -21,7 +21,8 @@ from ..models.multi_sparse import MultiSparseGP
 from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
-                                 data_kernel, variance_start, degenerate_fit, runaway_parameters, DEGENERATE_ADVICE, RUNAWAY_ADVICE)
+                                 data_kernel, variance_start, degenerate_fit, runaway_parameters, degenerate_advice,
+                                 CLI_OPTIONS, RUNAWAY_ADVICE)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
 # %% auto #0
@@ -441,18 +442,20 @@ def cmd_fit(a, out=print, err=None):
     try:
         res = _fit(model, a.method, learn=a.learn, progress=a.progress, **opts)
         post = getattr(res, "posterior", res)
-        why = degenerate_fit(post, post.model.X)
+        why, starts = degenerate_fit(post, post.model.X), 1
         if a.learn and r and why:                             # the first run ended at a trivial optimum: more starts
             out(f"restarts   learning ended at a degenerate fit; learning again from the start and {r} perturbed starts")
             res = _fit(model, a.method, learn=True, progress=a.progress, restarts=r, seed=a.seed, **opts)
             post = getattr(res, "posterior", res)
-            why = degenerate_fit(post, post.model.X)
+            why, starts = degenerate_fit(post, post.model.X), 1 + r
     except (ValueError, TypeError) as e: raise CLIError(f"fit failed: {e}") from None
     if post.model.feature_names is None: post.model.feature_names = model.feature_names   # a learned model is rebuilt from arrays
     out(summary(post, res, time.perf_counter() - t0))
     if post.model.kind == "glm":
         out(coefficient_table(post, enc.feature_names, scaler, a.intercept and a.likelihood != "ordinal"))
-    if why: _warn("the fitted model does not use its inputs: " + "; ".join(why) + f". What to do: {DEGENERATE_ADVICE}", err)
+    if why: _warn("the fitted model does not use its inputs: " + "; ".join(why) + ". " + degenerate_advice(
+        post.model, CLI_OPTIONS, standardized=a.standardize, data_start=getattr(a, "kernel_start", "data") == "data",
+        learned=a.learn, starts=starts), err)
     ran = runaway_parameters(res)
     if ran: _warn("learning ran a parameter to its bound: " + "; ".join(ran) + f". {RUNAWAY_ADVICE}", err)
     if a.out: out(f"fitted posterior written to {_save_with_table(post, a, enc, scaler, labels)}")

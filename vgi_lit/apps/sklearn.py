@@ -21,7 +21,8 @@ from ..kernels import Kernel, RBF
 from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
 from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, runaway_parameters,
-                                 DegenerateFitWarning, RunawayParameterWarning, DEGENERATE_ADVICE, RUNAWAY_ADVICE)
+                                 DegenerateFitWarning, RunawayParameterWarning, degenerate_advice,
+                                 ESTIMATOR_OPTIONS, RUNAWAY_ADVICE)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 from ..softmax import Softmax
 from ..models.multi import MultiGLM, MultiGP
@@ -100,16 +101,19 @@ class _VGEstimator(BaseEstimator):
         res = _fit(model, self.method, learn=learn, progress=bool(self.progress), **opts)
         post = getattr(res, "posterior", res)
         why = degenerate_fit(post, post.model.X)
+        starts = 1 + int(opts.get("restarts") or 0)
         if learn and r and why and "restarts" not in opts:               # the first run ended at a trivial optimum: more starts
             seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
             res = _fit(model, self.method, learn=True, progress=bool(self.progress), restarts=int(r), seed=seed, **opts)
             post = getattr(res, "posterior", res)
-            why = degenerate_fit(post, post.model.X)
+            why = degenerate_fit(post, post.model.X); starts = 1 + int(r)
         self.fit_result_, self.posterior_ = res, post
         self.hyperparameters_ = dict(getattr(res, "theta", {}))
         self._set_fitted(post)
         if why: warnings.warn(DegenerateFitWarning(f"{type(self).__name__}: the fitted model does not use its inputs: "
-                                                   + "; ".join(why) + f". What to do: {DEGENERATE_ADVICE}"), stacklevel=3)
+                                                   + "; ".join(why) + ". " + degenerate_advice(
+                                                       post.model, ESTIMATOR_OPTIONS, standardized=bool(self.standardize),
+                                                       data_start=self.kernel is None, learned=learn, starts=starts)), stacklevel=3)
         ran = runaway_parameters(res)
         if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
                                                       + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)

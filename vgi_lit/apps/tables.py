@@ -15,9 +15,9 @@ from ..models import GP, SparseGP
 from ..methods.hyper import HyperFit, degenerate
 
 # %% auto #0
-__all__ = ['DEGENERATE_ADVICE', 'RUNAWAY_ADVICE', 'MISSING', 'BINARY', 'REAL', 'COUNT', 'Standardizer', 'median_distance',
-           'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit', 'runaway_parameters', 'TableError',
-           'read_table', 'column_values', 'TableEncoder', 'target_coding']
+__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'MISSING', 'BINARY', 'REAL', 'COUNT', 'Standardizer',
+           'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit', 'degenerate_advice',
+           'runaway_parameters', 'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -117,7 +117,8 @@ def degenerate_fit(res, X=None) -> list:
     For a `HyperFit` the learner has decided: its `DEGENERATE` events are read. For a posterior fitted at fixed
     hyperparameters the learner's test, `vgi_lit.methods.hyper.degenerate`, decides (a posterior whose VLB is not
     finite is not judged). `X`: the training inputs, if given; they must have the shape of the model's inputs,
-    which the test reads."""
+    which the test reads. Each sentence is the learner's reason alone: the learner's own advice after it (from
+    ". What to try:" on) is left out, since what to do depends on what the caller did (`degenerate_advice`)."""
     post = getattr(res, "posterior", res)
     if X is not None and np.shape(X) != np.shape(post.model.X):
         raise ValueError(f"X has shape {np.shape(X)}, but the model was fitted to inputs of shape {np.shape(post.model.X)}")
@@ -125,10 +126,43 @@ def degenerate_fit(res, X=None) -> list:
     else:
         why = degenerate(post) if np.isfinite(post.vlb) else None
         whys = [] if why is None else [why]
-    return [f"the fit finds no evidence that y depends on the inputs: {w}" for w in whys]
+    return [f"the fit finds no evidence that y depends on the inputs: {w.split('. What to try: ')[0]}" for w in whys]
 
-DEGENERATE_ADVICE = ("standardise the inputs (the default), start the kernel from the data (the default for the "
-                     "default kernel), use several starts (restarts), or check that the inputs carry information about y")
+# %% ../../nbs/apps/49_tables.ipynb #0551d880
+def degenerate_advice(model, options: dict, standardized: bool, data_start: bool, learned: bool, starts: int = 1) -> str:
+    """What to do after a degenerate fit of `model` (the fitted model), given what the caller did: `standardized` (the
+    inputs are z-scores), `data_start` (the kernel started from the data, `data_kernel`), `learned` (the
+    hyperparameters were learned, from `starts` starts). What was done is said once, and only what was not is advised,
+    with the numbers that bear on it: the range of the standard deviations of the input columns that vary (a GLM's
+    intercept column is constant and does not count) and the median distance between inputs against the lengthscale.
+    `options` spells each remedy in the caller's terms: `ESTIMATOR_OPTIONS` or `CLI_OPTIONS`."""
+    X = np.asarray(model.X, dtype=float)
+    kernel = getattr(model, "kernel", None)
+    done, tips = [], []
+    if standardized: done.append("the inputs are standardised")
+    else:
+        sd = np.std(X, axis=0); sd = sd[sd > 0]
+        tips.append(f"standardise the inputs ({options['standardize']}"
+                    + (f"; the standard deviations of the columns that vary run from {np.min(sd):.3g} to {np.max(sd):.3g})" if sd.size else ")"))
+    if kernel is not None:
+        if data_start: done.append("the kernel started from the data")
+        else:
+            ell = np.atleast_1d(np.asarray(getattr(kernel, "lengthscale", np.nan), dtype=float))
+            scale = "" if np.all(np.isnan(ell)) else (f"the median distance between training inputs is {median_distance(X):.3g}, the lengthscale "
+                                                     f"{', '.join(f'{v:.3g}' for v in ell[:3])}{', ...' if ell.size > 3 else ''}; ")
+            tips.append(f"start the kernel from the data ({scale}{options['data_start']})")
+    if learned:
+        done.append(f"the hyperparameters were learned from {starts} start{'s' if starts != 1 else ''}")
+        if kernel is not None: tips.append(f"learn from more starts ({options['restarts'].format(max(5, 2 * (starts - 1)))})")
+    else: tips.append(f"learn the hyperparameters ({options['learn']})")
+    tips.append("check that the inputs carry information about y")
+    return ((f"Already done: {', '.join(done)}. " if done else "")
+            + "What to do: " + (", ".join(tips[:-1]) + ", or " if len(tips) > 1 else "") + tips[-1])
+
+ESTIMATOR_OPTIONS = dict(standardize="standardize=True", data_start="kernel=None, or a lengthscale near that distance",
+                         learn="learn_hyperparameters=True", restarts="n_restarts={}")
+CLI_OPTIONS = dict(standardize="drop --no-standardize", data_start="--kernel-start data", learn="drop --no-learn",
+                   restarts="--restarts {}")
 
 # %% ../../nbs/apps/49_tables.ipynb #tb18
 def runaway_parameters(res) -> list:

@@ -385,7 +385,7 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     from the iterate; the evaluation at the average is charged to the run's clock, as it is part of the method). β = 0 reports the iterates alone.
 
     The full-data VLB (`sparse_vlb`) is evaluated at the start and every `eval_every` steps (default one epoch), its time not charged to the
-    run's clock (it measures the iterate; the start's too, as in `svi_run`); the run stops (driver `run`) after `max_epochs`
+    run's clock (it measures the iterate; the start's too, as in `svi_run`), and the clock starts once the start state is built; the run stops (driver `run`) after `max_epochs`
     passes (`Stop.BUDGET`), `max_iter` steps, `max_seconds`, the callback, or when two evaluations differ by at most tol·(1 + |VLB|) (`Stop.REL_TOL`). The best evaluated state is
     returned. `fixed`, `learn_mean`, `bound` as for `fit_inducing`. Returns a `HyperFit` whose posterior is q(u) as a `DenseCov`."""
     check_budget(tol, 0 if max_iter is None else max_iter, max_seconds)
@@ -404,7 +404,6 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     lo = np.where(ip.hp.is_log[ip.hp.free], -float(bound), -np.inf)
     rng, adam = np.random.default_rng(seed), Adam(lr)
     order = dict(perm=rng.permutation(n), pos=0)
-    hist = History(callback=callback, max_seconds=max_seconds)
     def cov_of(Lp):
         "V = P⁻¹ = L_P⁻ᵀL_P⁻¹ from the factor of the precision."
         Li = tri_inv(Lp, check=False); return Li.T @ Li
@@ -443,6 +442,7 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     V0 = Kt0.dense(); P0 = Kt0.solve(np.eye(Kt0.d)); P0 = 0.5 * (P0 + P0.T)
     s0 = dict(theta=theta0, P=P0, eta1=P0 @ np.full(Kt0.d, mean0), m=np.full(Kt0.d, mean0), V=V0, t=0)
     s0["avg"] = {key: np.zeros_like(s0[key]) for key in ("theta", "P", "eta1")}
+    hist = History(callback=callback, max_seconds=max_seconds)      # the clock starts once the start is built, as in svi_run
     start = evaluated(s0, "start", [], dict(points=0))
     r = run(step, start, tol=tol, max_iter=n_steps + 1 if max_iter is None else max_iter, max_seconds=max_seconds,
             optimal=rel_tol_evaluated(tol), keep_best=True, history=hist)

@@ -282,6 +282,9 @@ class DensePriorCov(PriorCov):
     def dense(self):
         "Σ as a d × d matrix (jitter included; a new array)"
         return self._S.copy()
+    def matrix(self):
+        "Σ as factorised (jitter included): the prior's own read-only d × d array, not a copy"
+        return self._S
     def factor(self):
         "L_Σ, the lower Cholesky factor (read-only, not a copy)"
         return self.L
@@ -398,8 +401,11 @@ class LGM:
         "Site means `m_i = a_i + h_iᵀm` for all sites (Sheth & Khardon 2016, eq. 4)."
         return self.a + self.Hmul(m)
     def K_site(self):
-        "H Σ Hᵀ (n × n), cached and read-only; only algorithms working in site space call it"
-        if self._K_site is None: self._K_site = _frozen(self.sites.prior_cov(self.prior))   # n ≤ d where it is asked for
+        """H Σ Hᵀ (n × n), cached and read-only; only algorithms working in site space call it. With H = I and a dense Σ
+        (a GP) it is the prior's own read-only Σ (`DensePriorCov.matrix`), not a second n × n copy."""
+        if self._K_site is None:                                # n ≤ d where it is asked for
+            self._K_site = (self.prior.matrix() if self.sites.is_identity and self.prior.is_dense
+                            else _frozen(self.sites.prior_cov(self.prior)))
         return self._K_site
     def check_inputs(self, X_new, name: str = "X_new"):
         """`X_new` as a float (n_new, p) array of this model's p inputs, or a ValueError/TypeError naming it: the
