@@ -436,6 +436,11 @@ class _ScaledPriorCov(PriorCov):
     def inv_diag(self): return self.base.inv_diag() / self.s
     def diag(self): return self.s * self.base.diag()
     def dense(self): return self.s * self.base.dense()
+    def matrix(self):
+        "Σ·s as a read-only d × d array (made on the first call and kept: a stage's `K_site`)"
+        if getattr(self, '_M', None) is None:
+            self._M = self.s * self.base.matrix(); self._M.setflags(write=False)
+        return self._M
     def factor(self): return self._rs * self.base.factor()
     def eigmax(self) -> float: return self.s * self.base.eigmax()
 
