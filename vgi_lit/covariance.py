@@ -69,6 +69,7 @@ class DenseCov(FactorCov):
 SMALL_LAM_K = 1e-4   # n-space: sites with λ_i K̃_ii below this use K̃_ii − ‖L_B⁻¹SK̃e_i‖² instead of (1 − [B⁻¹]_ii)/λ_i
 
 # %% ../nbs/04_covariance.ipynb #e8625916
+_SCOND_AMAX = (ctypes.byref(ctypes.c_double(0.0)), ctypes.byref(ctypes.c_double(1.0)))   # laqsy's scond, amax (read only)
 _LAQSY = raw_routine(cython_lapack, "dlaqsy", C_CHAR_P, C_INT_P, C_PTR, C_INT_P, C_PTR, C_DOUBLE_P, C_DOUBLE_P, C_CHAR_P)   # uplo n a lda s scond amax equed
 
 def _lower_sks_plus_identity(K, s):
@@ -84,8 +85,8 @@ def _lower_sks_plus_identity(K, s):
         B = np.empty((n, n), order='F'); np.copyto(B, K.T)                 # K symmetric: Kᵀ = K, stored in Fortran order
         nn, equed = ctypes.byref(ctypes.c_int(n)), ctypes.create_string_buffer(2)
         s = np.ascontiguousarray(s, dtype=float)
-        _LAQSY(b"L", nn, B.ctypes.data, nn, s.ctypes.data, ctypes.byref(ctypes.c_double(0.0)),   # scond = 0: always scale
-               ctypes.byref(ctypes.c_double(1.0)), equed)
+        _LAQSY(b"L", nn, B.__array_interface__['data'][0], nn, s.__array_interface__['data'][0], _SCOND_AMAX[0],   # scond = 0: always scale
+               _SCOND_AMAX[1], equed)
         if equed.value != b"Y": raise RuntimeError(f"LAPACK laqsy did not scale (equed={equed.value!r})")
     B.T.reshape(-1)[::n + 1] += 1.0                                         # + I, through a view of the diagonal
     return B
