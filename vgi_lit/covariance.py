@@ -4,6 +4,7 @@
 
 # %% ../nbs/04_covariance.ipynb #728b12d3
 from __future__ import annotations
+import math
 import numpy as np
 from scipy.linalg import solve_triangular
 import ctypes
@@ -52,6 +53,14 @@ class DenseCov(FactorCov):
         L = np.asarray(L, dtype=float)
         self.is_diagonal = L.ndim == 2 and L.shape[0] == L.shape[1] and _off_diagonal_zero(L)
         self.L = np.diag(L.diagonal()) if self.is_diagonal else np.tril(L); self.d = self.L.shape[0]
+    @classmethod
+    def scaled_identity(cls, d: int, c: float):
+        "V = c²I from the diagonal factor L = cI (d × d, c > 0), recorded as diagonal without the O(d²) test of `__init__`."
+        if not (isinstance(d, (int, np.integer)) and d >= 0): raise ValueError(f"d must be an integer >= 0, got {d!r}")
+        if not (math.isfinite(c) and c > 0): raise ValueError(f"c must be positive and finite, got {c!r}")
+        self = cls.__new__(cls)
+        self.L = np.zeros((d, d)); self.L.reshape(-1)[::d + 1] = c; self.d, self.is_diagonal = d, True
+        return self
     @property
     def F(self): return self.L
     def var_at(self, Hn):
@@ -112,7 +121,7 @@ class SiteCov:
         lam = np.asarray(lam, dtype=float)
         if lam.shape != (model.n,): raise ValueError(f"lam has shape {lam.shape}, expected ({model.n},)")
         lo, hi = (lam.min(), lam.max()) if lam.size else (0.0, 0.0)          # NaN propagates into both
-        if not (np.isfinite(lo) and np.isfinite(hi)): raise ValueError("lam contains NaN or inf")
+        if not (math.isfinite(lo) and math.isfinite(hi)): raise ValueError("lam contains NaN or inf")
         if lo < 0: raise ValueError(f"lam must be non-negative (clip negative gamma first); smallest entry {lo:g}")
         self.model, self.lam, self.d, self.n = model, lam, model.d, model.n
         self.s, self._gram = np.sqrt(lam), None
@@ -245,6 +254,7 @@ class SiteCovN(SiteCov):
     def _w(self, Sx):
         "Hᵀ S B⁻¹ S H Σx from Σx, B⁻¹ by two triangular solves (more accurate than products with L_B⁻¹ at large λ)"
         M = self.model
+        if M.sites.is_identity: return self.s * chol_solve(self.LB, self.s * Sx)   # H = I (a GP): no products with H
         return M.HTmul(self.s * chol_solve(self.LB, self.s * M.Hmul(Sx)))
     def var_at(self, Hn):
         "diag(Hn V Hnᵀ) for the rows of Hn (None = identity): the prior variance less the data reduction"

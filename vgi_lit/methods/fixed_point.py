@@ -231,12 +231,12 @@ def initial_state(model, m0=None, V0=None, lam0=None):
         s = start_scale(model, v0)
         ev = [] if s == 1.0 else [Event(EventKind.START, f"V0 = {s * v0:.3g} I: v0 I (v0 = {v0:g}) scaled by {s:.3g} so that no start site "
                                                          "variance exceeds the prior's or the likelihood's bound")]
-        return m, DenseCov(np.sqrt(s * v0) * np.eye(model.d)), ev
+        return m, DenseCov.scaled_identity(model.d, float(np.sqrt(s * v0))), ev
     if np.ndim(V0) == 0:                                                # v₀I: a diagonal factor, no factorisation
         try: v0 = float(V0)
         except (TypeError, ValueError): raise ValueError(f"V0 must be a positive number, a diagonal or a matrix, got {V0!r}") from None
         if not (np.isfinite(v0) and v0 > 0): raise ValueError(f"V0 as a scalar (V0·I) must be positive and finite, got {V0!r}")
-        return m, DenseCov(np.sqrt(v0) * np.eye(model.d)), []
+        return m, DenseCov.scaled_identity(model.d, float(np.sqrt(v0))), []
     _, V = start_state(model, None, V0)
     return m, DenseCov(cholesky(V, name="V0")), []
 
