@@ -355,13 +355,14 @@ _GH_ROWS: dict = {}   # n_gh → the (2, n_gh) rows [x_k; 1]
 def _gh_rows(n_gh):
     "The rows [x_k; 1] (2, n_gh) of the Gauss-Hermite nodes x_k: [y√v, ym] times them is yf at every node, one matrix product."
     R = _GH_ROWS.get(n_gh)
-    if R is None: R = _GH_ROWS[n_gh] = np.vstack((gh_nodes(n_gh)[0], np.ones(n_gh)))
+    if R is None:
+        R = _GH_ROWS[n_gh] = np.vstack((gh_nodes(n_gh)[0], np.ones(n_gh))); R.flags.writeable = False
     return R
 
 def _logistic_gh(y, m, v, n_gh):
     "(E, dE/dm, dE/dv) of log σ(yf) by Gauss-Hermite with `n_gh` nodes: `derivs` fused, one weight vector for all sites."
     x, w = gh_nodes(n_gh)
-    X = np.array((y * np.sqrt(v), y * m)).T @ _gh_rows(n_gh)           # yf = y√v·x_k + ym at the nodes, (n, q): one product
+    X = np.array((y * np.sqrt(v), y * m)).T @ _gh_rows(n_gh)                 # yf = y√v·x_k + ym at the nodes, (n, q)
     e = np.abs(X); np.negative(e, out=e); np.exp(e, out=e)                     # e^{−|yf|}
     lp = np.minimum(X, 0.0); lp -= np.log1p(e)                                 # log σ(yf)
     d = e + 1.0

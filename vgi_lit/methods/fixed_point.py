@@ -683,11 +683,13 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: f
         dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
         if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
         dec_prev = dec
-        out = halving(lambda t: (t, vlb_grad(model, m + t * d, at, r + t * rd)),
-                      lambda c: _finite(c[1]) and c[1][0] > vlb, max_halvings=max_halvings)
+        def trial(t, m=m, r=r, d=d, rd=rd):                               # (m + td, r + tΣ⁻¹Vg, state there)
+            m_t, r_t = m + t * d, r + t * rd
+            return m_t, r_t, vlb_grad(model, m_t, at, r_t)
+        out = halving(trial, lambda c: _finite(c[2]) and c[2][0] > vlb, max_halvings=max_halvings)
         if out is None: break
-        (t, (vlb, g, gamma)), _, _ = out
-        m, r, k = m + t * d, r + t * rd, k + 1
+        (m, r, (vlb, g, gamma)), _, _ = out
+        k += 1
     return m, r, (vlb, g, gamma), k
 
 # %% ../../nbs/methods/11b_fpb.ipynb #dc2b523b
