@@ -350,19 +350,21 @@ def _logistic_kink_split(y, m, v, rule=None):
     return -(Ex + RQ[:, 0]), y * Es, -0.5 * RQ[:, 1]
 
 # %% ../nbs/01_likelihoods.ipynb #960dac40
-_GH_ROWS: dict = {}   # n_gh → the (2, n_gh) rows [x_k; 1]
+_GH_ROWS: dict = {}   # n_gh → ((2, n_gh) rows [x_k; 1], weights w_k)
 
 def _gh_rows(n_gh):
-    "The rows [x_k; 1] (2, n_gh) of the Gauss-Hermite nodes x_k: [y√v, ym] times them is yf at every node, one matrix product."
-    R = _GH_ROWS.get(n_gh)
-    if R is None:
-        R = _GH_ROWS[n_gh] = np.vstack((gh_nodes(n_gh)[0], np.ones(n_gh))); R.flags.writeable = False
-    return R
+    """(R, w): the rows R = [x_k; 1] (2, n_gh) of the Gauss-Hermite nodes x_k, so that [y√v, ym] R is yf at every node in
+    one matrix product (read-only), and the weights w_k of `gh_nodes`."""
+    out = _GH_ROWS.get(n_gh)
+    if out is None:
+        x, w = gh_nodes(n_gh); R = np.vstack((x, np.ones(x.size))); R.flags.writeable = False
+        out = _GH_ROWS[int(n_gh)] = (R, w)
+    return out
 
 def _logistic_gh(y, m, v, n_gh):
     "(E, dE/dm, dE/dv) of log σ(yf) by Gauss-Hermite with `n_gh` nodes: `derivs` fused, one weight vector for all sites."
-    x, w = gh_nodes(n_gh)
-    X = np.array((y * np.sqrt(v), y * m)).T @ _gh_rows(n_gh)                 # yf = y√v·x_k + ym at the nodes, (n, q)
+    R, w = _gh_rows(n_gh)
+    X = np.array((y * np.sqrt(v), y * m)).T @ R                               # yf = y√v·x_k + ym at the nodes, (n, q)
     e = np.abs(X); np.negative(e, out=e); np.exp(e, out=e)                     # e^{−|yf|}
     lp = np.minimum(X, 0.0); lp -= np.log1p(e)                                 # log σ(yf)
     d = e + 1.0
