@@ -6,6 +6,7 @@
 from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
+import math
 import numpy as np
 from .inference import Event, EventKind, History, Progress, Record, Stop, check_budget
 
@@ -31,7 +32,7 @@ class Step:
         if self.vlb is None: self.vlb = self.value
     def finite(self) -> bool:
         "Whether the objective and the optimality measure, where computed (not None), are finite."
-        return all(np.isfinite(x) for x in (self.value, self.grad_norm) if x is not None)
+        return all(math.isfinite(x) for x in (self.value, self.grad_norm) if x is not None)
 
 # %% ../nbs/07a_driver.ipynb #52a66031
 @dataclass(frozen=True)

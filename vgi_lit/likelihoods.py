@@ -174,7 +174,7 @@ class Likelihood:
         if not (y.shape == m.shape == v.shape):                 # equal shapes (the fitting loops' case) need no broadcast
             try: y, m, v = np.broadcast_arrays(y, m, v)
             except ValueError: raise ValueError(f"y, m and v have incompatible shapes {np.shape(y)}, {np.shape(m)}, {np.shape(v)}") from None
-        if (v < 0).any(): raise ValueError("site variances v must be non-negative")
+        if v.size and v.min() < 0: raise ValueError("site variances v must be non-negative")   # (one reduction; NaN passes, as before)
         return y, m, v
 
     def rule(self, y, m, v, method=None, n_gh=None, t=None):
@@ -359,10 +359,21 @@ def _logistic_kink_split(y, m, v, rule=None):
     return -(Ex + RQ[:, 0]), y * Es, -0.5 * RQ[:, 1]
 
 # %% ../nbs/01_likelihoods.ipynb #960dac40
+_GH_ROWS: dict = {}   # n_gh → ((2, n_gh) rows [x_k; 1], weights w_k)
+
+def _gh_rows(n_gh):
+    """(R, w): the rows R = [x_k; 1] (2, n_gh) of the Gauss-Hermite nodes x_k, so that [y√v, ym] R is yf at every node in
+    one matrix product (read-only), and the weights w_k of `gh_nodes`."""
+    out = _GH_ROWS.get(n_gh)
+    if out is None:
+        x, w = gh_nodes(n_gh); R = np.vstack((x, np.ones(x.size))); R.flags.writeable = False
+        out = _GH_ROWS[int(n_gh)] = (R, w)
+    return out
+
 def _logistic_gh(y, m, v, n_gh):
     "(E, dE/dm, dE/dv) of log σ(yf) by Gauss-Hermite with `n_gh` nodes: `derivs` fused, one weight vector for all sites."
-    x, w = gh_nodes(n_gh)
-    X = (y * np.sqrt(v))[:, None] * x; X += (y * m)[:, None]                   # yf at the nodes, (n, q)
+    R, w = _gh_rows(n_gh)
+    X = np.array((y * np.sqrt(v), y * m)).T @ R                               # yf = y√v·x_k + ym at the nodes, (n, q)
     e = np.abs(X); np.negative(e, out=e); np.exp(e, out=e)                     # e^{−|yf|}
     lp = np.minimum(X, 0.0); lp -= np.log1p(e)                                 # log σ(yf)
     d = e + 1.0

@@ -41,7 +41,8 @@ class AtCov:
 # %% ../../nbs/methods/11_fixed_point.ipynb #c0a2baeb
 def _site(model, m, at: AtCov):
     "E, dE/dm, γ at the sites for mean `m` (d,) and cached covariance quantities `at`."
-    E, dE_dm, dE_dv = model.likelihood.expected_log_lik(model.y, model.site_mean(m), at.v_site)
+    m_site = model.a + m if model.sites.is_identity else model.site_mean(m)    # a GP: the latent values themselves, no copy through H
+    E, dE_dm, dE_dv = model.likelihood.expected_log_lik(model.y, m_site, at.v_site)
     return E, dE_dm, -2.0 * dE_dv
 
 def vlb_grad(model, m, at: AtCov, r=None, gram: bool = False):
@@ -55,7 +56,7 @@ def vlb_grad(model, m, at: AtCov, r=None, gram: bool = False):
         return vlb_from(model, m, res['E'], kl_V=at.kl_V, r=r), res['g'] - r, res['keep_gamma']
     E, dE_dm, gamma = _site(model, m, at)
     vlb = vlb_from(model, m, np.sum(E), kl_V=at.kl_V, r=r)                  # ΣE − KL, assembled by the core (05_vlb)
-    g = model.HTmul(dE_dm) - r                                              # Hᵀ dE/dm − Σ⁻¹(m − μ)
+    g = (dE_dm if model.sites.is_identity else model.HTmul(dE_dm)) - r      # Hᵀ dE/dm − Σ⁻¹(m − μ)
     return vlb, g, gamma
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #fused002
@@ -153,7 +154,7 @@ def _grad_V_inf(model, cov, gamma, decide=None, at=None):
     point, and the dense inverse would cost more than an iteration."""
     if not isinstance(cov, _SITE_FORMS): return float("nan"), False
     delta = cov.lam - gamma
-    if model.sites.is_identity: return 0.5 * float(np.max(np.abs(delta))), True
+    if model.sites.is_identity: return 0.5 * float(np.abs(delta).max()), True
     if decide is not None and decide[0] > decide[1]:
         pm = at.sq if (at is not None and at.sq is not None) else \
              model.sites.sq_rmatvec(np.stack([np.maximum(delta, 0.0), np.maximum(-delta, 0.0)], 1))   # (H∘H)ᵀ[δ₊ δ₋], (d, 2)
@@ -175,7 +176,7 @@ def _decrement(model, cov, at, g, gamma, mean: bool = True) -> float:
     `mean=False`: the site term alone (the measure of the problem in λ at fixed m)."""
     dec = float(g @ cov.matvec(g)) if mean else 0.0
     if isinstance(cov, _SITE_FORMS) and cov.lam.size:
-        dec = max(dec, float(np.max(np.abs(cov.lam - gamma) * (at.v_site - model.c))))
+        dec = max(dec, float((np.abs(cov.lam - gamma) * (at.v_site - model.c)).max()))
     return dec
 
 def _optimality(model, cov, at, g, gamma, mean: bool = True) -> tuple:
@@ -230,19 +231,19 @@ def initial_state(model, m0=None, V0=None, lam0=None):
         s = start_scale(model, v0)
         ev = [] if s == 1.0 else [Event(EventKind.START, f"V0 = {s * v0:.3g} I: v0 I (v0 = {v0:g}) scaled by {s:.3g} so that no start site "
                                                          "variance exceeds the prior's or the likelihood's bound")]
-        return m, DenseCov(np.sqrt(s * v0) * np.eye(model.d)), ev
+        return m, DenseCov.scaled_identity(model.d, float(np.sqrt(s * v0))), ev
     if np.ndim(V0) == 0:                                                # v₀I: a diagonal factor, no factorisation
         try: v0 = float(V0)
         except (TypeError, ValueError): raise ValueError(f"V0 must be a positive number, a diagonal or a matrix, got {V0!r}") from None
         if not (np.isfinite(v0) and v0 > 0): raise ValueError(f"V0 as a scalar (V0·I) must be positive and finite, got {V0!r}")
-        return m, DenseCov(np.sqrt(v0) * np.eye(model.d)), []
+        return m, DenseCov.scaled_identity(model.d, float(np.sqrt(v0))), []
     _, V = start_state(model, None, V0)
     return m, DenseCov(cholesky(V, name="V0")), []
 
 def _finite(state) -> bool:
     "True when (VLB, ∂VLB/∂m, γ) are all finite."
     vlb, g, gamma = state
-    return bool(np.isfinite(vlb) and np.all(np.isfinite(g)) and np.all(np.isfinite(gamma)))
+    return bool(np.isfinite(vlb) and np.isfinite(g).all() and np.isfinite(gamma).all())
 
 def _finite_start(model, m, cov, r, shrink: float = 1e-2, tries: int = 40, clip: bool = True):
     """(cov, at, state, events) at the start: while the VLB, the gradient or γ is not finite there (a `V0` whose site
@@ -552,15 +553,16 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         """The Step of the state reached from `prev` (None at the start), after the mean steps at its V (`k_mean`, V in
         site form), with the stall rule's record: did the VLB fall; was the iteration idle (a fall, or a step of ρ < 10⁻⁶
         without a new best VLB); the best VLB and its iteration."""
-        k, e_r = 0, _EPS * float(np.max(np.abs(r)))                      # the carried r's rounding bound ('The VLB of a far start')
-        if prev is not None: r, state, e_r = _carried_r(model, m, r, state, prev.state.r, prev.state.sched['r_err'])
+        k = 0
+        if prev is None: e_r = _EPS * float(np.abs(r).max())             # the carried r's rounding bound ('The VLB of a far start')
+        else: r, state, e_r = _carried_r(model, m, r, state, prev.state.r, prev.state.sched['r_err'])
         if prev is not None and k_mean and isinstance(cov, _SITE_FORMS):
             first = not isinstance(prev.state.cov, _SITE_FORMS)           # the first factor after a start not in site form
             r0 = r
             m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later)
             if k: r, state, e_r = _carried_r(model, m, r, state, r0, e_r, k)
         s = _FPState(m, r, cov, at, *state, sched)
-        gm = float(np.max(np.abs(s.g)))
+        gm = float(np.abs(s.g).max())
         gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
         p = None if prev is None else prev.state
         fell = p is not None and s.vlb < p.vlb - 1e-10 * abs(p.vlb)
@@ -713,11 +715,13 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: f
         dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
         if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
         dec_prev = dec
-        out = halving(lambda t: (t, vlb_grad(model, m + t * d, at, r + t * rd)),
-                      lambda c: _finite(c[1]) and c[1][0] > vlb, max_halvings=max_halvings)
+        def trial(t, m=m, r=r, d=d, rd=rd):                               # (m + td, r + tΣ⁻¹Vg, state there)
+            m_t, r_t = m + t * d, r + t * rd
+            return m_t, r_t, vlb_grad(model, m_t, at, r_t)
+        out = halving(trial, lambda c: _finite(c[2]) and c[2][0] > vlb, max_halvings=max_halvings)
         if out is None: break
-        (t, (vlb, g, gamma)), _, _ = out
-        m, r, k = m + t * d, r + t * rd, k + 1
+        (m, r, (vlb, g, gamma)), _, _ = out
+        k += 1
     return m, r, (vlb, g, gamma), k
 
 # %% ../../nbs/methods/11b_fpb.ipynb #dc2b523b
