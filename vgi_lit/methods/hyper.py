@@ -11,6 +11,7 @@ from scipy.optimize import minimize, minimize_scalar
 from ..linalg import chol_solve
 from ..covariance import SiteCov, DenseCov
 from ..models import GLM, GP, SparseGP
+from ..likelihoods import Gaussian
 from ..kernels import Stationary, RBF, Matern12, Matern32, Matern52
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit, register_learner
@@ -19,9 +20,9 @@ from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
 __all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'radial_weight', 'radial_r2',
-           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'linear_rise', 'learn',
-           'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec', 'hyperfit_from_spec',
-           'joint_lbfgs']
+           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'linear_rise',
+           'noise_floor', 'learn', 'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec',
+           'hyperfit_from_spec', 'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -447,6 +448,35 @@ def linear_rise(hp, cache, theta, out, span: float = 2.0, rel: float = 0.05) -> 
                                        f"{np.exp(t0[j]):.3g} to {np.exp(theta[j]):.3g} ({behind[i0]:.1f} e-folds; {g0[j]:+.4g} at the first)")
     return found
 
+# %% ../../nbs/methods/15_hyper.ipynb #a22d28ce
+def noise_floor(hp, model, theta, g, out, bound: float, factor: float = 100.0, n_max: int = 3000) -> dict:
+    """{'likelihood.variance': a sentence with the numbers} when the Gaussian noise variance σ² of a GP or GLM `model`
+    (at the free values `theta`, ascent gradient `g`, `out` the log-parameters at the edge) is pushed out of the lower
+    edge e^−bound towards a maximum of the exact profile L*(σ²) = −½Σ_k[log(λ_k + σ²) + z_k²/(λ_k + σ²)] (λ_k, u_k the
+    eigenpairs of K = HΣHᵀ, z = Uᵀ(y − a − Hμ)) that lies within `factor` times the floor ε_K = jitter + nε·λ_max: the
+    targets are interpolated exactly and the maximum is the jitter's, not the data's. {} otherwise (another
+    likelihood or model, site noise c > 0, n > `n_max`, or a maximum farther out: a finite one to widen the box for)."""
+    j = next((j for j in out if hp.free_names[j] == "likelihood.variance"), None)
+    if (j is None or g is None or g[j] >= 0 or type(model) not in (GP, GLM) or type(model.likelihood) is not Gaussian
+            or model.n > n_max or np.any(np.asarray(model.c) > 0)): return {}
+    lam, U = np.linalg.eigh(np.asarray(model.K_site(), dtype=float))
+    lam = np.maximum(lam, 0.0)
+    if not lam[-1] > 0: return {}
+    z2 = (U.T @ (np.asarray(model.y, dtype=float) - model.site_mean(model.mu))) ** 2
+    floor = float(getattr(model.prior, "jitter", 0.0) or 0.0) + model.n * np.finfo(float).eps * float(lam[-1])
+    t = np.arange(-bound, np.log(floor) - 10.0, -0.25)                              # log σ² from the edge outwards
+    s2 = np.exp(t)[:, None]
+    L = -0.5 * np.sum(np.log(lam + s2) + z2 / (lam + s2), axis=1)
+    i = int(np.argmax(L))
+    if i == 0 or np.exp(t[i]) > factor * floor: return {}
+    se = np.exp(-bound)
+    slope = 0.5 * float(np.sum(se * z2 / (lam + se) ** 2 - se / (lam + se)))
+    k = int(np.sum(lam <= factor * floor))
+    return {"likelihood.variance": (f"likelihood.variance: noise variance at the jitter's level: the targets are interpolated exactly "
+                                    f"(the VLB's slope in log σ² is {slope:+.4g} per e-fold at the edge {se:.3g}; {k} of the {model.n} "
+                                    f"eigenvalues of HΣHᵀ lie within {factor:g} times its floor {floor:.2g} of jitter and rounding, "
+                                    f"and the VLB along σ² peaks at {np.exp(t[i]):.2g}, {L[i] - L[0]:.4g} nats above the edge)")}
+
 # %% ../../nbs/methods/15_hyper.ipynb #7fc19023
 def _budget(inner: dict, hist) -> dict:
     """The inner options with `max_seconds` cut to the time left in the outer budget of `hist` (at least 1 ms), so
@@ -615,7 +645,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
     and widened from its end as above. Before any widening, a
     log-parameter at the edge whose VLB rises linearly (`linear_rise`: the gradient not decayed over 2 e-folds of the run's
-    evaluations) is taken to have no finite maximum that way: the box is kept, with a BOUND_ACTIVE event giving the slope. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
+    evaluations) is taken to have no finite maximum that way: the box is kept, with a BOUND_ACTIVE event giving the slope. So is a Gaussian noise variance at the lower edge whose exact profile peaks at the jitter's level (`noise_floor`). Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
     cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
@@ -645,6 +675,11 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(lin.values()) + ": the VLB rises linearly that "
                                                 "way, taken as no finite maximum; the box is kept", len(lin)))
+            break
+        floor = noise_floor(hp, hp.build(res.box[0]), res.box[0], res.box[1], out, b)
+        if floor:                                                       # the noise variance's maximum is the jitter's: exact fit
+            if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
+            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(floor.values()) + "; the box is kept", len(floor)))
             break
         if res.early:                                                  # the first run stopped at the edge, still rising
             n_inner += res.n_inner
