@@ -725,3 +725,24 @@ def test_noise_variance_at_the_jitter_level_is_reported_at_the_first_box(case):
     assert any("jitter's level: the targets are interpolated exactly" in d for d in details), details
     assert not any("widened" in d for d in details) and abs(np.log(hf.theta["likelihood.variance"]) + 12.0) < 1e-9
     assert hf.n_inner < 200 and "likelihood.variance" in hf.edges
+
+
+def test_degenerate_advice_reads_only_varying_columns_and_the_reason_comes_alone():
+    """The advice's standard deviations skip constant columns (an intercept), the standardise tip is left out for z-scored
+    inputs (every sd within 5% of 1); `degenerate(..., advice=False)` and learn's DEGENERATE event give the reason alone,
+    the warning adds what to try; the kept-box message prints a gain below 1e-9 as such."""
+    import warnings
+    from vgi_lit.methods.hyper import _advice, _nats
+    from vgi_lit.inference import DegenerateFitWarning
+    rng = np.random.default_rng(0); Z = rng.normal(size=(40, 3)); Z = (Z - Z.mean(0)) / Z.std(0)
+    y = np.where(rng.random(40) < 0.5, 1.0, -1.0)
+    assert "standardise" not in _advice(GLM(np.column_stack([np.ones(40), Z]), y, Logistic()))
+    tip = _advice(GLM(np.column_stack([np.ones(40), 5.0 * Z[:, :1], 9.0 * Z[:, 1:2]]), y, Logistic()))
+    assert "from 5 to 9" in tip, tip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always"); hf = learn(GP(Z, y, Logistic(), RBF(1.0, 1.0)))
+    ev = [e.detail for _, e in hf.history.events if e.kind is EventKind.DEGENERATE]
+    assert len(ev) == 1 and "What to try" not in ev[0] and degenerate(hf.posterior, advice=False) == ev[0]
+    assert degenerate(hf.posterior).startswith(ev[0] + ". What to try: ")
+    assert any(issubclass(c.category, DegenerateFitWarning) and "What to try" in str(c.message) for c in caught)
+    assert _nats(0.0) == "< 1e-9 nats" and _nats(-2.5e-7) == "-2.5e-07 nats"

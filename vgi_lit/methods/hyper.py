@@ -630,6 +630,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     hf.edge_js = state.get('edge') if early else None                                                             # read by _learn_wide
     return hf
 
+def _nats(x: float) -> str:
+    "A change of the VLB as text: '< 1e-9 nats' below 1e-9 in size (rounding and inner tolerance), else its value ('−2.5e-07 nats')."
+    return "< 1e-9 nats" if abs(x) < 1e-9 else f"{x:.3g} nats"
+
 def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
                 widen: int = 3, rescale: bool = True, early: bool = True, newton_step: float | None = 1.0, inner_rel: float = 0.0):
     """``_learn_once`` in the box [−b, b] of the log-parameters, b = `bound`, widened by `bound` (up to `widen` times) while a
@@ -707,7 +711,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if not (gain > thresh(res.vlb)):
             n_inner += new.n_inner                                         # the probe's solves; the box is kept
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{', '.join(hp.free_names[j] for j in out)}: in a box e^{bound:g} "
-                                                f"times wider the VLB rises by only {gain:.3g}: no finite maximum in that direction, the box is kept", len(out)))
+                                                f"times wider the VLB rises by only {_nats(gain)}: no finite maximum in that direction, the box is kept", len(out)))
             break
         notes.append(widened(b, out, f"sat at the edge with the gradient pointing out; the VLB rose by {gain:.6g}"))
         n_inner += res.n_inner; res, b = new, b + bound; grew.update(out)
@@ -791,10 +795,10 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if restarts: best.runs = runs
     for name, value in best.edges.items():
         warnings.warn(edge_text(name, value, best.box[2]), RunawayParameterWarning, stacklevel=2)
-    why = degenerate(best.posterior) if np.isfinite(best.vlb) else None
-    if why is not None:
+    why = degenerate(best.posterior, advice=False) if np.isfinite(best.vlb) else None
+    if why is not None:                                                # the event: the reason; the warning: the reason and what to try
         best.history[-1].events.append(Event(EventKind.DEGENERATE, why))
-        warnings.warn(f"learning ended at a trivial optimum: {why}", DegenerateFitWarning, stacklevel=2)
+        warnings.warn(f"learning ended at a trivial optimum: {why}. What to try: {_advice(best.model)}", DegenerateFitWarning, stacklevel=2)
     return best
 
 def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: float = 100.0, scales=None, seen=None, tol: float = 0.0):
@@ -848,12 +852,16 @@ def constant_loglik(likelihood, y) -> tuple:
 
 # %% ../../nbs/methods/15_hyper.ipynb #hdeg03
 def _advice(model) -> str:
-    "What to try after a degenerate fit, with the numbers of this model's inputs that bear on it."
+    """What to try after a degenerate fit, with the numbers of this model's inputs that bear on it: the spread of the standard
+    deviations of the non-constant input columns (no tip to standardise when they are all within 5% of 1), the median
+    distance between training inputs against the lengthscale (GP, sparse GP), restarts."""
     tips = []
     X = model.X
     if isinstance(X, np.ndarray) and X.ndim == 2 and len(X) > 1:
-        sd = np.std(X, axis=0)
-        tips.append(f"standardise the inputs (z-scores; the columns' standard deviations here run from {np.min(sd):.3g} to {np.max(sd):.3g})")
+        sd = np.std(X, axis=0); sd = sd[sd > 0]                                   # constant columns (an intercept) carry no scale
+        if sd.size and not np.allclose(sd, 1.0, rtol=0.05, atol=0.0):           # already z-scored: no tip to standardise
+            tips.append(f"standardise the inputs (z-scores; the non-constant columns' standard deviations here run from "
+                        f"{np.min(sd):.3g} to {np.max(sd):.3g})")
         if isinstance(model, (GP, SparseGP)):
             S = X[np.linspace(0, len(X) - 1, min(len(X), 300)).astype(int)]
             dist = np.sqrt(np.maximum(np.sum(S**2, 1)[:, None] + np.sum(S**2, 1)[None, :] - 2 * S @ S.T, 0.0))[np.triu_indices(len(S), 1)]
@@ -864,8 +872,9 @@ def _advice(model) -> str:
     tips.append("learn with restarts (restarts=5)")
     return "; ".join(tips) + "; or check that the labels depend on the inputs at all"
 
-def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500) -> str | None:
-    """Why the fitted posterior `post` sits at a trivial optimum (a sentence that ends in what to try), or None:
+def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500, advice: bool = True) -> str | None:
+    """Why the fitted posterior `post` sits at a trivial optimum (a sentence that ends in what to try; with `advice`
+    False the reason alone, for a caller that gives its own advice), or None:
     (a GP or sparse GP) the median over training inputs of the largest kernel correlation with another input is
     below `corr` (on at most `n_max` inputs): away from the training inputs it predicts the prior mean; or the VLB
     is at most the best constant predictor's log-likelihood (`constant_loglik`) and the latent means at the
@@ -888,7 +897,8 @@ def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500)
             why.append(f"its VLB {post.vlb:.6g} is no higher than the log-likelihood {Lc:.6g} of the constant latent value {c:.3g}, and "
                        f"the latent means at the training inputs spread by {sp:.2g}, {sp / sd:.2g} of their posterior sd {sd:.2g}")
     if not why: return None
-    return f"{why[0]}: its predictions do not depend on the inputs. What to try: {_advice(M)}"
+    reason = f"{why[0]}: its predictions do not depend on the inputs"
+    return f"{reason}. What to try: {_advice(M)}" if advice else reason
 
 # %% ../../nbs/methods/15_hyper.ipynb #hedge02
 _EDGES = {("likelihood.df", 1): "df → ∞: the residuals look Gaussian (a Student-t with this df is a Gaussian); use a Gaussian likelihood, or hold df",
