@@ -176,3 +176,23 @@ def test_anticorrelated_differences_at_moderate_scale(s):
         pts = sorted({mu - 14 * s, mu, mu + 14 * s, 0.0})
         ref = float(mpmath.quad(lambda w: mpmath.log(1 + 2 * mpmath.cosh(w)) * mpmath.npdf(w, mu, s), pts))
         assert abs(E[0] - ref) < 1e-12, (mu, E[0] - ref)
+
+
+def test_hermite_rules_are_built_on_first_use_and_equal_the_eager_ones():
+    "Importing the module builds no Gauss-Hermite rule (up to 232 nodes); each is built once, cached, and equals the eager rule."
+    import subprocess, sys, textwrap
+    code = textwrap.dedent("""
+        import numpy.polynomial.hermite_e as he
+        calls = []; real = he.hermegauss
+        he.hermegauss = lambda n: calls.append(n) or real(n)
+        import vgi_lit.softmax_range as sr
+        assert calls == [] and sr._gh_rule.cache_info().currsize == 0, calls
+        print("ok")""")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
+    from numpy.polynomial.hermite_e import hermegauss
+    from vgi_lit import softmax_range as sr
+    for L, (_, n) in enumerate(sr._GH_LEVELS):
+        z, w = hermegauss(n); keep = w / w.sum() > 1e-18
+        zl, wl = sr._gh_rule(L)
+        assert np.array_equal(zl, z[keep]) and np.array_equal(wl, (w / w.sum())[keep]) and sr._gh_rule(L) is sr._gh_rule(L)

@@ -4,6 +4,7 @@
 
 # %% ../nbs/01d_softmax_range.ipynb #5b7edd2e
 from __future__ import annotations
+from functools import lru_cache
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from numpy.polynomial.legendre import leggauss
@@ -18,8 +19,13 @@ _S_SWITCH = 1.5                                    # s.d. at or below which the 
 _GH_LEVELS = ((0.0, 1), (0.25, 8), (0.375, 12), (0.5, 14), (0.625, 18), (0.75, 24), (0.875, 28), (1.0, 34), (1.25, 48), (1.375, 56),
               (1.5, 64), (1.625, 80), (1.75, 88), (1.875, 104), (2.0, 112), (2.25, 136), (2.5, 168), (2.75, 200), (3.0, 232))
 # (largest s.d., Gauss-Hermite nodes); above 1.5 for the outer rule of two differences only
-_GH_RULES = [(z[w / w.sum() > 1e-18], (w / w.sum())[w / w.sum() > 1e-18]) for z, w in (hermegauss(n) for _, n in _GH_LEVELS)]   # weights
-# below 1e-18 (beyond |z| ≈ 9, together < 1e-18) dropped
+@lru_cache(maxsize=None)
+def _gh_rule(L: int):
+    """(z, w): the Gauss-Hermite rule of level L of `_GH_LEVELS` (probabilists' nodes, weights summing to 1), with the
+    weights below 1e-18 (beyond |z| ≈ 9, together < 1e-18) dropped; built on first use and cached (read-only arrays)."""
+    z, w = hermegauss(_GH_LEVELS[L][1]); w = w / w.sum(); keep = w > 1e-18
+    z, w = z[keep], w[keep]; z.flags.writeable = False; w.flags.writeable = False
+    return z, w
 _GH_S = np.array([l[0] for l in _GH_LEVELS])
 
 def _gh_level(s):
@@ -68,7 +74,7 @@ def _moments(mu, s):
         F1[far] = np.where(m > 0, ndtr(h), ndtr(-h))
     lev = np.where(far, len(_GH_LEVELS), _gh_level(s))
     for L in np.unique(lev[(s <= _S_SWITCH) & ~far]):                            # Gauss-Hermite with the nodes the s.d. needs
-        g = lev == L; m_g, s_g = mu[g], s[g]; z, w = _GH_RULES[L]; step = max(1, _CHUNK // len(z))
+        g = lev == L; m_g, s_g = mu[g], s[g]; z, w = _gh_rule(int(L)); step = max(1, _CHUNK // len(z))
         out = np.empty((3, len(m_g)))
         for k in range(0, len(m_g), step):                                      # blocks of ~_CHUNK values: the temporaries stay in cache
             out[:, k:k + step] = [t @ w for t in _sp_terms(m_g[k:k + step, None] + s_g[k:k + step, None] * z)]
@@ -175,7 +181,7 @@ def expected_lse(mu_d, S_d):
     for L in np.unique(lev):
         grp = lev == L
         if L < len(_GH_LEVELS):
-            z, w = _GH_RULES[L]; D1 = mu[grp, 0, None] + s1[grp, None] * z; W = np.broadcast_to(w, D1.shape); live = slice(None)
+            z, w = _gh_rule(int(L)); D1 = mu[grp, 0, None] + s1[grp, None] * z; W = np.broadcast_to(w, D1.shape); live = slice(None)
         else:
             D1, W = _outer_rule(mu[grp, 0], s1[grp], a[grp], b[grp])
             live = W > 1e-18                                                        # padding and the far tails (they sum to < 1e-15) skipped

@@ -117,16 +117,16 @@ def degenerate_fit(res, X=None) -> list:
     For a `HyperFit` the learner has decided: its `DEGENERATE` events are read. For a posterior fitted at fixed
     hyperparameters the learner's test, `vgi_lit.methods.hyper.degenerate`, decides (a posterior whose VLB is not
     finite is not judged). `X`: the training inputs, if given; they must have the shape of the model's inputs,
-    which the test reads. Each sentence is the learner's reason alone: the learner's own advice after it (from
-    ". What to try:" on) is left out, since what to do depends on what the caller did (`degenerate_advice`)."""
+    which the test reads. Each sentence is the learner's reason alone (the events hold no advice, and the test is asked
+    for none), since what to do depends on what the caller did (`degenerate_advice`)."""
     post = getattr(res, "posterior", res)
     if X is not None and np.shape(X) != np.shape(post.model.X):
         raise ValueError(f"X has shape {np.shape(X)}, but the model was fitted to inputs of shape {np.shape(post.model.X)}")
     if isinstance(res, HyperFit): whys = [e.detail for _, e in res.history.events if e.kind is EventKind.DEGENERATE]
     else:
-        why = degenerate(post) if np.isfinite(post.vlb) else None
+        why = degenerate(post, advice=False) if np.isfinite(post.vlb) else None
         whys = [] if why is None else [why]
-    return [f"the fit finds no evidence that y depends on the inputs: {w.split('. What to try: ')[0]}" for w in whys]
+    return [f"the fit finds no evidence that y depends on the inputs: {w}" for w in whys]
 
 # %% ../../nbs/apps/49_tables.ipynb #0551d880
 def degenerate_advice(model, options: dict, standardized: bool, data_start: bool, learned: bool, starts: int = 1) -> str:

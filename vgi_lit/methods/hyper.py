@@ -11,6 +11,7 @@ from scipy.optimize import minimize, minimize_scalar
 from ..linalg import chol_solve
 from ..covariance import SiteCov, DenseCov
 from ..models import GLM, GP, SparseGP
+from ..likelihoods import Gaussian
 from ..kernels import Stationary, RBF, Matern12, Matern32, Matern52
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit, register_learner
@@ -19,9 +20,9 @@ from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
 __all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'radial_weight', 'radial_r2',
-           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'linear_rise', 'learn',
-           'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec', 'hyperfit_from_spec',
-           'joint_lbfgs']
+           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'linear_rise',
+           'noise_floor', 'learn', 'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec',
+           'hyperfit_from_spec', 'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -447,6 +448,35 @@ def linear_rise(hp, cache, theta, out, span: float = 2.0, rel: float = 0.05) -> 
                                        f"{np.exp(t0[j]):.3g} to {np.exp(theta[j]):.3g} ({behind[i0]:.1f} e-folds; {g0[j]:+.4g} at the first)")
     return found
 
+# %% ../../nbs/methods/15_hyper.ipynb #a22d28ce
+def noise_floor(hp, model, theta, g, out, bound: float, factor: float = 100.0, n_max: int = 3000) -> dict:
+    """{'likelihood.variance': a sentence with the numbers} when the Gaussian noise variance σ² of a GP or GLM `model`
+    (at the free values `theta`, ascent gradient `g`, `out` the log-parameters at the edge) is pushed out of the lower
+    edge e^−bound towards a maximum of the exact profile L*(σ²) = −½Σ_k[log(λ_k + σ²) + z_k²/(λ_k + σ²)] (λ_k, u_k the
+    eigenpairs of K = HΣHᵀ, z = Uᵀ(y − a − Hμ)) that lies within `factor` times the floor ε_K = jitter + nε·λ_max: the
+    targets are interpolated exactly and the maximum is the jitter's, not the data's. {} otherwise (another
+    likelihood or model, site noise c > 0, n > `n_max`, or a maximum farther out: a finite one to widen the box for)."""
+    j = next((j for j in out if hp.free_names[j] == "likelihood.variance"), None)
+    if (j is None or g is None or g[j] >= 0 or type(model) not in (GP, GLM) or type(model.likelihood) is not Gaussian
+            or model.n > n_max or np.any(np.asarray(model.c) > 0)): return {}
+    lam, U = np.linalg.eigh(np.asarray(model.K_site(), dtype=float))
+    lam = np.maximum(lam, 0.0)
+    if not lam[-1] > 0: return {}
+    z2 = (U.T @ (np.asarray(model.y, dtype=float) - model.site_mean(model.mu))) ** 2
+    floor = float(getattr(model.prior, "jitter", 0.0) or 0.0) + model.n * np.finfo(float).eps * float(lam[-1])
+    t = np.arange(-bound, np.log(floor) - 10.0, -0.25)                              # log σ² from the edge outwards
+    s2 = np.exp(t)[:, None]
+    L = -0.5 * np.sum(np.log(lam + s2) + z2 / (lam + s2), axis=1)
+    i = int(np.argmax(L))
+    if i == 0 or np.exp(t[i]) > factor * floor: return {}
+    se = np.exp(-bound)
+    slope = 0.5 * float(np.sum(se * z2 / (lam + se) ** 2 - se / (lam + se)))
+    k = int(np.sum(lam <= factor * floor))
+    return {"likelihood.variance": (f"likelihood.variance: noise variance at the jitter's level: the targets are interpolated exactly "
+                                    f"(the VLB's slope in log σ² is {slope:+.4g} per e-fold at the edge {se:.3g}; {k} of the {model.n} "
+                                    f"eigenvalues of HΣHᵀ lie within {factor:g} times its floor {floor:.2g} of jitter and rounding, "
+                                    f"and the VLB along σ² peaks at {np.exp(t[i]):.2g}, {L[i] - L[0]:.4g} nats above the edge)")}
+
 # %% ../../nbs/methods/15_hyper.ipynb #7fc19023
 def _budget(inner: dict, hist) -> dict:
     """The inner options with `max_seconds` cut to the time left in the outer budget of `hist` (at least 1 ms), so
@@ -600,6 +630,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     hf.edge_js = state.get('edge') if early else None                                                             # read by _learn_wide
     return hf
 
+def _nats(x: float) -> str:
+    "A change of the VLB as text: '< 1e-9 nats' below 1e-9 in size (rounding and inner tolerance), else its value ('−2.5e-07 nats')."
+    return "< 1e-9 nats" if abs(x) < 1e-9 else f"{x:.3g} nats"
+
 def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
                 widen: int = 3, rescale: bool = True, early: bool = True, newton_step: float | None = 1.0, inner_rel: float = 0.0):
     """``_learn_once`` in the box [−b, b] of the log-parameters, b = `bound`, widened by `bound` (up to `widen` times) while a
@@ -615,7 +649,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
     and widened from its end as above. Before any widening, a
     log-parameter at the edge whose VLB rises linearly (`linear_rise`: the gradient not decayed over 2 e-folds of the run's
-    evaluations) is taken to have no finite maximum that way: the box is kept, with a BOUND_ACTIVE event giving the slope. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
+    evaluations) is taken to have no finite maximum that way: the box is kept, with a BOUND_ACTIVE event giving the slope. So is a Gaussian noise variance at the lower edge whose exact profile peaks at the jitter's level (`noise_floor`). Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
     cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
@@ -646,6 +680,11 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(lin.values()) + ": the VLB rises linearly that "
                                                 "way, taken as no finite maximum; the box is kept", len(lin)))
             break
+        floor = noise_floor(hp, hp.build(res.box[0]), res.box[0], res.box[1], out, b)
+        if floor:                                                       # the noise variance's maximum is the jitter's: exact fit
+            if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
+            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(floor.values()) + "; the box is kept", len(floor)))
+            break
         if res.early:                                                  # the first run stopped at the edge, still rising
             n_inner += res.n_inner
             new = once(b + bound)                                       # replays the first run, then goes past its edge
@@ -672,7 +711,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if not (gain > thresh(res.vlb)):
             n_inner += new.n_inner                                         # the probe's solves; the box is kept
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{', '.join(hp.free_names[j] for j in out)}: in a box e^{bound:g} "
-                                                f"times wider the VLB rises by only {gain:.3g}: no finite maximum in that direction, the box is kept", len(out)))
+                                                f"times wider the VLB rises by only {_nats(gain)}: no finite maximum in that direction, the box is kept", len(out)))
             break
         notes.append(widened(b, out, f"sat at the edge with the gradient pointing out; the VLB rose by {gain:.6g}"))
         n_inner += res.n_inner; res, b = new, b + bound; grew.update(out)
@@ -756,10 +795,10 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if restarts: best.runs = runs
     for name, value in best.edges.items():
         warnings.warn(edge_text(name, value, best.box[2]), RunawayParameterWarning, stacklevel=2)
-    why = degenerate(best.posterior) if np.isfinite(best.vlb) else None
-    if why is not None:
+    why = degenerate(best.posterior, advice=False) if np.isfinite(best.vlb) else None
+    if why is not None:                                                # the event: the reason; the warning: the reason and what to try
         best.history[-1].events.append(Event(EventKind.DEGENERATE, why))
-        warnings.warn(f"learning ended at a trivial optimum: {why}", DegenerateFitWarning, stacklevel=2)
+        warnings.warn(f"learning ended at a trivial optimum: {why}. What to try: {_advice(best.model)}", DegenerateFitWarning, stacklevel=2)
     return best
 
 def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: float = 100.0, scales=None, seen=None, tol: float = 0.0):
@@ -813,12 +852,16 @@ def constant_loglik(likelihood, y) -> tuple:
 
 # %% ../../nbs/methods/15_hyper.ipynb #hdeg03
 def _advice(model) -> str:
-    "What to try after a degenerate fit, with the numbers of this model's inputs that bear on it."
+    """What to try after a degenerate fit, with the numbers of this model's inputs that bear on it: the spread of the standard
+    deviations of the non-constant input columns (no tip to standardise when they are all within 5% of 1), the median
+    distance between training inputs against the lengthscale (GP, sparse GP), restarts."""
     tips = []
     X = model.X
     if isinstance(X, np.ndarray) and X.ndim == 2 and len(X) > 1:
-        sd = np.std(X, axis=0)
-        tips.append(f"standardise the inputs (z-scores; the columns' standard deviations here run from {np.min(sd):.3g} to {np.max(sd):.3g})")
+        sd = np.std(X, axis=0); sd = sd[sd > 0]                                   # constant columns (an intercept) carry no scale
+        if sd.size and not np.allclose(sd, 1.0, rtol=0.05, atol=0.0):           # already z-scored: no tip to standardise
+            tips.append(f"standardise the inputs (z-scores; the non-constant columns' standard deviations here run from "
+                        f"{np.min(sd):.3g} to {np.max(sd):.3g})")
         if isinstance(model, (GP, SparseGP)):
             S = X[np.linspace(0, len(X) - 1, min(len(X), 300)).astype(int)]
             dist = np.sqrt(np.maximum(np.sum(S**2, 1)[:, None] + np.sum(S**2, 1)[None, :] - 2 * S @ S.T, 0.0))[np.triu_indices(len(S), 1)]
@@ -829,8 +872,9 @@ def _advice(model) -> str:
     tips.append("learn with restarts (restarts=5)")
     return "; ".join(tips) + "; or check that the labels depend on the inputs at all"
 
-def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500) -> str | None:
-    """Why the fitted posterior `post` sits at a trivial optimum (a sentence that ends in what to try), or None:
+def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500, advice: bool = True) -> str | None:
+    """Why the fitted posterior `post` sits at a trivial optimum (a sentence that ends in what to try; with `advice`
+    False the reason alone, for a caller that gives its own advice), or None:
     (a GP or sparse GP) the median over training inputs of the largest kernel correlation with another input is
     below `corr` (on at most `n_max` inputs): away from the training inputs it predicts the prior mean; or the VLB
     is at most the best constant predictor's log-likelihood (`constant_loglik`) and the latent means at the
@@ -853,7 +897,8 @@ def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500)
             why.append(f"its VLB {post.vlb:.6g} is no higher than the log-likelihood {Lc:.6g} of the constant latent value {c:.3g}, and "
                        f"the latent means at the training inputs spread by {sp:.2g}, {sp / sd:.2g} of their posterior sd {sd:.2g}")
     if not why: return None
-    return f"{why[0]}: its predictions do not depend on the inputs. What to try: {_advice(M)}"
+    reason = f"{why[0]}: its predictions do not depend on the inputs"
+    return f"{reason}. What to try: {_advice(M)}" if advice else reason
 
 # %% ../../nbs/methods/15_hyper.ipynb #hedge02
 _EDGES = {("likelihood.df", 1): "df → ∞: the residuals look Gaussian (a Student-t with this df is a Gaussian); use a Gaussian likelihood, or hold df",
