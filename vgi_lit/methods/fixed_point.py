@@ -366,7 +366,7 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
         if _finite(new) and _rises(vlb, new[0], opt_old, lambda: _optimality(model, st.cov, at_new, new[1], new[2], mean)): return True
         if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb): floor[:] = [c]
         n['fell'] += 1; return False
-    h_max = 0
+    h_max = max(0, int(math.log2(rho / rho_min)) - 2)                      # below the count below (log2 is exact to rounding)
     while rho * 0.5 ** (h_max + 1) >= rho_min: h_max += 1                  # the halvings that keep ρ ≥ rho_min
     out = halving(propose, accept, rho, max_halvings=h_max)
     if out is not None:
