@@ -311,7 +311,7 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
     """If γ < 0 at a converged limit of the `clipped` iteration, or the FP iteration `stalled`, continue with GRAD (`fit_grad`) from
     (m, V) with the time left; its records are appended to `hist` (step 'grad_polish').
     Returns `(m, cov, stop, message)`: GRAD's when it improved the VLB, the FP ones otherwise."""
-    if not (stalled or (clipped and stop in CONVERGED_STOPS and np.any(np.asarray(gamma) < 0))): return m, cov, stop, msg
+    if not (stalled or (clipped and stop in CONVERGED_STOPS and (np.asarray(gamma) < 0).any())): return m, cov, stop, msg
     left = None if hist.max_seconds is None else hist.max_seconds - (hist[-1].time if hist else 0.0)
     if left is not None and left <= 0: return m, cov, stop, msg
     last = hist[-1]
@@ -1108,14 +1108,15 @@ def _prefer_newton(sched: dict, n: int, tol: float) -> bool:
     before one is measured, when the path must also pay for one more Newton step: the probe that measures C); or (ii) the last Newton step raised the VLB by more per unit of cost than the last plain step
     did (far from the optimum, where μ need not fall)."""
     rs, mu = sched.get('r_plain'), sched.get('dec')
-    if rs is None or len(rs) < 3 or mu is None or not (mu > 0 and np.isfinite(mu)): return False   # r from three plain steps
+    if rs is None or len(rs) < 3 or mu is None or not (mu > 0 and math.isfinite(mu)): return False   # r from three plain steps
     r = min(1.0, float(np.exp(np.log(np.maximum(rs, 1e-300)).sum() / len(rs))))   # the geometric mean (np.mean's sum and division)
     c_p, c_N = _step_costs(n, sched.get('k_dir'), sched.get('nodes_dir'))
     if 'gain_newton' in sched and sched['gain_newton'] / c_N > sched.get('gain_plain', np.inf) / c_p: return True
     tau, C = max(float(tol), 1e-12), sched.get('C_newton', 1.0)
+    log_r = np.log(r) if r < 1.0 else None
     def plain(x):                                                       # P(μ): plain steps alone from μ = x
         if x <= tau: return 0.0
-        return np.inf if r >= 1.0 else c_p * np.ceil(np.log(tau / x) / np.log(r))
+        return np.inf if r >= 1.0 else c_p * np.ceil(np.log(tau / x) / log_r)
     cost, x, best = 0.0, mu, np.inf
     for _ in range(10):                                                 # j = 1, 2, ... Newton steps, then plain
         x_new = min(1.0, C * x) * x
