@@ -32,7 +32,8 @@ class Step:
         if self.vlb is None: self.vlb = self.value
     def finite(self) -> bool:
         "Whether the objective and the optimality measure, where computed (not None), are finite."
-        return all(math.isfinite(x) for x in (self.value, self.grad_norm) if x is not None)
+        v, g = self.value, self.grad_norm
+        return (v is None or math.isfinite(v)) and (g is None or math.isfinite(g))
 
 # %% ../nbs/07a_driver.ipynb #52a66031
 @dataclass(frozen=True)
@@ -151,10 +152,10 @@ class Monitor:
         "Record `cur` (the start at the first call, then the state of each step) and return the verdict for it, or None."
         if not isinstance(cur, Step): raise TypeError(f"a state must be a Step, got {type(cur).__name__}")
         self.prev, self.cur, self.k = self.cur, cur, self.k + 1
-        nan, h = float("nan"), self.history
-        rec = h.record(nan if cur.vlb is None else cur.vlb, nan if cur.grad_norm is None else cur.grad_norm, cur.events, cur.kind, **cur.extra)
-        if cur.value is not None and np.isfinite(cur.value) and \
-           (self.best is None or cur.value > self.best.value + self.best_band * (1.0 + abs(self.best.value))): self.best, self.best_iter = cur, rec.iter
+        h, value, vlb, gn, best, nan = self.history, cur.value, cur.vlb, cur.grad_norm, self.best, float("nan")
+        rec = h.record(nan if vlb is None else vlb, nan if gn is None else gn, cur.events, cur.kind, **cur.extra)
+        if value is not None and math.isfinite(value) and \
+           (best is None or value > best.value + self.best_band * (1.0 + abs(best.value))): self.best, self.best_iter = cur, rec.iter
         verdict = None if cur.finite() else (Stop.NOT_FINITE, "the objective or the optimality measure is not finite")
         if verdict is None: verdict = self.test(cur, self.prev)
         if verdict is None and h.stop_requested: verdict = Stop.CALLBACK, "the callback asked to stop"

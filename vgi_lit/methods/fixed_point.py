@@ -5,6 +5,7 @@
 # %% ../../nbs/methods/11_fixed_point.ipynb #2866aba7
 from __future__ import annotations
 from dataclasses import dataclass
+import math
 import time
 import numpy as np
 from scipy.linalg.lapack import dlauum
@@ -55,7 +56,7 @@ def vlb_grad(model, m, at: AtCov, r=None, gram: bool = False):
         if gram: at.gram_next, at.gram_clip = res['gram'], True
         return vlb_from(model, m, res['E'], kl_V=at.kl_V, r=r), res['g'] - r, res['keep_gamma']
     E, dE_dm, gamma = _site(model, m, at)
-    vlb = vlb_from(model, m, np.sum(E), kl_V=at.kl_V, r=r)                  # ΣE − KL, assembled by the core (05_vlb)
+    vlb = vlb_from(model, m, E.sum(), kl_V=at.kl_V, r=r)                    # ΣE − KL, assembled by the core (05_vlb)
     g = (dE_dm if model.sites.is_identity else model.HTmul(dE_dm)) - r      # Hᵀ dE/dm − Σ⁻¹(m − μ)
     return vlb, g, gamma
 
@@ -182,8 +183,8 @@ def _decrement(model, cov, at, g, gamma, mean: bool = True) -> float:
 def _optimality(model, cov, at, g, gamma, mean: bool = True) -> tuple:
     """(measure, ‖g‖∞, max_i |λ_i − γ_i|): the scale-free measure (`_decrement`) and the two gradient sizes the stopping
     rule reads, the mean gradient (0 with `mean=False`) and the site-precision error (0 for V not in site form)."""
-    gi = float(np.max(np.abs(g))) if (mean and g.size) else 0.0
-    li = float(np.max(np.abs(cov.lam - gamma))) if (isinstance(cov, _SITE_FORMS) and cov.lam.size) else 0.0
+    gi = float(np.abs(g).max()) if (mean and g.size) else 0.0
+    li = float(np.abs(cov.lam - gamma).max()) if (isinstance(cov, _SITE_FORMS) and cov.lam.size) else 0.0
     return _decrement(model, cov, at, g, gamma, mean), gi, li
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3d7e092c
@@ -220,7 +221,7 @@ def initial_state(model, m0=None, V0=None, lam0=None):
     positive-definite matrix (used as given). `lam0` (instead of `V0`): site precisions, V = (Σ⁻¹ + Hᵀdiag(λ₀)H)⁻¹
     in site form (`site_cov`: a `SiteCov`, or a `SignedSiteCov` when some λ₀ < 0); a ValueError when that is
     not positive definite."""
-    m, _ = start_state(model, 0.0 if m0 is None else m0, None)
+    m = np.zeros(model.d) if m0 is None else start_state(model, m0, None)[0]
     if lam0 is not None:
         if V0 is not None: raise ValueError("give V0 or lam0, not both (lam0 defines the start covariance in site form)")
         lam = _check_lam0(model, lam0)                                   # its own errors name lam0
@@ -242,8 +243,8 @@ def initial_state(model, m0=None, V0=None, lam0=None):
 
 def _finite(state) -> bool:
     "True when (VLB, ∂VLB/∂m, γ) are all finite."
-    vlb, g, gamma = state
-    return bool(np.isfinite(vlb) and np.isfinite(g).all() and np.isfinite(gamma).all())
+    vlb, g, gamma = state                                              # (logical_and.reduce: `.all()` without its Python layer)
+    return math.isfinite(vlb) and bool(np.logical_and.reduce(np.isfinite(g))) and bool(np.logical_and.reduce(np.isfinite(gamma)))
 
 def _finite_start(model, m, cov, r, shrink: float = 1e-2, tries: int = 40, clip: bool = True):
     """(cov, at, state, events) at the start: while the VLB, the gradient or γ is not finite there (a `V0` whose site
@@ -290,9 +291,9 @@ def _fp_step(s: _FPState, gV: float, kind: str, events, gm: float | None = None,
     VLB, ∂VLB/∂m or γ is not finite), max(‖∂VLB/∂m‖_∞, ‖∂VLB/∂V‖_∞) as the optimality measure (None where ‖∂VLB/∂V‖_∞ is
     not computed: a start V not in site form), and both parts recorded as `grad_m`, `grad_V` (`gm`: ‖∂VLB/∂m‖_∞, `finite`:
     `_finite` of the state, when the caller knows them)."""
-    gm = float(np.max(np.abs(s.g))) if gm is None else gm
+    gm = float(np.abs(s.g).max()) if gm is None else gm
     finite = _finite((s.vlb, s.g, s.gamma)) if finite is None else finite
-    return Step(s, s.vlb if finite else float("nan"), max(gm, gV) if np.isfinite(gV) else None,
+    return Step(s, s.vlb if finite else float("nan"), max(gm, gV) if math.isfinite(gV) else None,
                 kind, list(events), dict(grad_m=gm, grad_V=gV, **extra), vlb=s.vlb)
 
 def _grad_tol(model, tol: float):
@@ -310,7 +311,7 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
     """If γ < 0 at a converged limit of the `clipped` iteration, or the FP iteration `stalled`, continue with GRAD (`fit_grad`) from
     (m, V) with the time left; its records are appended to `hist` (step 'grad_polish').
     Returns `(m, cov, stop, message)`: GRAD's when it improved the VLB, the FP ones otherwise."""
-    if not (stalled or (clipped and stop in CONVERGED_STOPS and np.any(np.asarray(gamma) < 0))): return m, cov, stop, msg
+    if not (stalled or (clipped and stop in CONVERGED_STOPS and (np.asarray(gamma) < 0).any())): return m, cov, stop, msg
     left = None if hist.max_seconds is None else hist.max_seconds - (hist[-1].time if hist else 0.0)
     if left is not None and left <= 0: return m, cov, stop, msg
     last = hist[-1]
@@ -365,7 +366,7 @@ def _damped_step(model, m, r, cov, state, rho: float, mean: bool = True, signed:
         if _finite(new) and _rises(vlb, new[0], opt_old, lambda: _optimality(model, st.cov, at_new, new[1], new[2], mean)): return True
         if _finite(new) and new[0] >= vlb - 1e-12 * abs(vlb): floor[:] = [c]
         n['fell'] += 1; return False
-    h_max = 0
+    h_max = max(0, int(math.log2(rho / rho_min)) - 2)                      # below the count below (log2 is exact to rounding)
     while rho * 0.5 ** (h_max + 1) >= rho_min: h_max += 1                  # the halvings that keep ρ ≥ rho_min
     out = halving(propose, accept, rho, max_halvings=h_max)
     if out is not None:
@@ -553,18 +554,17 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         """The Step of the state reached from `prev` (None at the start), after the mean steps at its V (`k_mean`, V in
         site form), with the stall rule's record: did the VLB fall; was the iteration idle (a fall, or a step of ρ < 10⁻⁶
         without a new best VLB); the best VLB and its iteration."""
-        k = 0
-        if prev is None: e_r = _EPS * float(np.abs(r).max())             # the carried r's rounding bound ('The VLB of a far start')
-        else: r, state, e_r = _carried_r(model, m, r, state, prev.state.r, prev.state.sched['r_err'])
-        if prev is not None and k_mean and isinstance(cov, _SITE_FORMS):
-            first = not isinstance(prev.state.cov, _SITE_FORMS)           # the first factor after a start not in site form
+        k, p = 0, None if prev is None else prev.state
+        if p is None: r_inf = float(np.abs(r).max()); e_r, g_inf = _EPS * r_inf, None   # the carried r's rounding bound ('The VLB of a far start')
+        else: r, state, e_r, r_inf, g_inf = _carried_r(model, m, r, state, p.r, p.sched['r_err'], r_prev_inf=p.sched['r_inf'])
+        if p is not None and k_mean and isinstance(cov, _SITE_FORMS):
+            first = not isinstance(p.cov, _SITE_FORMS)                    # the first factor after a start not in site form
             r0 = r
             m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later)
-            if k: r, state, e_r = _carried_r(model, m, r, state, r0, e_r, k)
+            if k: r, state, e_r, r_inf, g_inf = _carried_r(model, m, r, state, r0, e_r, k, r_prev_inf=r_inf)
         s = _FPState(m, r, cov, at, *state, sched)
-        gm = float(np.abs(s.g).max())
+        gm = float(np.abs(s.g).max()) if g_inf is None else g_inf        # ‖g‖∞ (from `_carried_r` when it has it)
         gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
-        p = None if prev is None else prev.state
         fell = p is not None and s.vlb < p.vlb - 1e-10 * abs(p.vlb)
         idle = fell or (sched['tiny'] and not s.vlb > p.sched['best'])
         it = 0 if p is None else p.sched['it'] + 1
@@ -580,7 +580,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
                     sched['gain_plain'] = gain
                     sched['r_plain'] = (sched.get('r_plain', ()) + (dec / d0,))[-3:]   # μ' = r μ (linear), the last three
                     if sched.get('took') == 'newton_rejected': sched['C_newton'], sched['gain_newton'] = 1.0 / d0, 0.0   # no gain at μ = d0
-        sched.update(it=it, best=best[0], best_it=best[1], r_err=e_r,
+        sched.update(it=it, best=best[0], best_it=best[1], r_err=e_r, r_inf=r_inf,
                      fell=(() if p is None else p.sched['fell'][1 - window:]) + (fell,),
                      idle=(() if p is None else p.sched['idle'][1 - window:]) + (idle,))
         return _fp_step(s, gV, "fpi", events, gm, True, grad_V_exact=exact, **({} if prev is None else dict(mean_steps=k)))   # finite: checked where each state is made
@@ -849,18 +849,21 @@ from ..likelihoods import kink_panels
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #75bf3192
 _EPS = float(np.finfo(float).eps)
 
-def _carried_r(model, m, r, state, r_prev, e_prev: float, k: int = 1):
-    """(r, state, e): the carried r = Σ⁻¹(m − μ) of a state reached from one whose carried value was `r_prev` with
-    rounding-error bound `e_prev` by `k` updates r ← r + Σ⁻¹δm, the bound grown by 4ε(‖r_prev‖∞ + ‖r‖∞ + ‖g‖∞) per update
-    ('The VLB of a far start'). When ½‖m − μ‖₁·e exceeds 10⁻¹²|VLB| (the rounding band of `_rises`), r is solved afresh
-    with the prior and `state` = (VLB, g, γ) corrected: VLB += ½(m − μ)ᵀ(r_carried − r), g += r_carried − r; e restarts
-    at ε‖r‖∞."""
+def _carried_r(model, m, r, state, r_prev, e_prev: float, k: int = 1, r_prev_inf: float | None = None):
+    """(r, state, e, ‖r‖∞, ‖g‖∞): the carried r = Σ⁻¹(m − μ) of a state reached from one whose carried value was `r_prev`
+    with rounding-error bound `e_prev` by `k` updates r ← r + Σ⁻¹δm, the bound grown by 4ε(‖r_prev‖∞ + ‖r‖∞ + ‖g‖∞) per
+    update ('The VLB of a far start'; `r_prev_inf`: ‖r_prev‖∞ when the caller has it, from the previous call). When
+    ½‖m − μ‖₁·e exceeds 10⁻¹²|VLB| (the rounding band of `_rises`), r is solved afresh with the prior and `state` = (VLB,
+    g, γ) corrected: VLB += ½(m − μ)ᵀ(r_carried − r), g += r_carried − r; e restarts at ε‖r‖∞. The two norms are those
+    of the returned r and g (‖g‖∞ None after a correction), for the caller's next call and its gradient size."""
     vlb, g, gamma = state
-    e = e_prev + 4.0 * k * _EPS * float(np.abs(r_prev).max() + np.abs(r).max() + np.abs(g).max())   # (array methods: every state pays this)
+    r_inf, g_inf = float(np.abs(r).max()), float(np.abs(g).max())
+    e = e_prev + 4.0 * k * _EPS * ((float(np.abs(r_prev).max()) if r_prev_inf is None else r_prev_inf) + r_inf + g_inf)
     dm = m - model.mu
-    if not 0.5 * float(np.abs(dm).sum()) * e > 1e-12 * abs(vlb): return r, state, e
+    if not 0.5 * float(np.abs(dm).sum()) * e > 1e-12 * abs(vlb): return r, state, e, r_inf, g_inf
     r_new = model.prior.solve(dm); diff = r - r_new
-    return r_new, (vlb + 0.5 * float(dm @ diff), g + diff, gamma), _EPS * float(np.max(np.abs(r_new)))
+    r_inf = float(np.abs(r_new).max())
+    return r_new, (vlb + 0.5 * float(dm @ diff), g + diff, gamma), _EPS * r_inf, r_inf, None
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxand01
@@ -1105,14 +1108,15 @@ def _prefer_newton(sched: dict, n: int, tol: float) -> bool:
     before one is measured, when the path must also pay for one more Newton step: the probe that measures C); or (ii) the last Newton step raised the VLB by more per unit of cost than the last plain step
     did (far from the optimum, where μ need not fall)."""
     rs, mu = sched.get('r_plain'), sched.get('dec')
-    if rs is None or len(rs) < 3 or mu is None or not (mu > 0 and np.isfinite(mu)): return False   # r from three plain steps
-    r = min(1.0, float(np.exp(np.mean(np.log(np.maximum(rs, 1e-300))))))
+    if rs is None or len(rs) < 3 or mu is None or not (mu > 0 and math.isfinite(mu)): return False   # r from three plain steps
+    r = min(1.0, float(np.exp(np.log(np.maximum(rs, 1e-300)).sum() / len(rs))))   # the geometric mean (np.mean's sum and division)
     c_p, c_N = _step_costs(n, sched.get('k_dir'), sched.get('nodes_dir'))
     if 'gain_newton' in sched and sched['gain_newton'] / c_N > sched.get('gain_plain', np.inf) / c_p: return True
     tau, C = max(float(tol), 1e-12), sched.get('C_newton', 1.0)
+    log_r = np.log(r) if r < 1.0 else None
     def plain(x):                                                       # P(μ): plain steps alone from μ = x
         if x <= tau: return 0.0
-        return np.inf if r >= 1.0 else c_p * np.ceil(np.log(tau / x) / np.log(r))
+        return np.inf if r >= 1.0 else c_p * np.ceil(np.log(tau / x) / log_r)
     cost, x, best = 0.0, mu, np.inf
     for _ in range(10):                                                 # j = 1, 2, ... Newton steps, then plain
         x_new = min(1.0, C * x) * x

@@ -43,9 +43,9 @@ def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", 
     `lam` may be None when ρ = 1 (the old precisions do not enter).
     `gram_gamma`, `gram_lam`: Hᵀdiag(γ₊)H (γ when `signed`) and Hᵀdiag(λ)H when the caller has them (a fused pass over
     the sites): V' is then built from (1−ρ)·`gram_lam` + ρ·`gram_gamma` with no pass over the sites of its own."""
-    if not (np.isfinite(rho) and 0 < rho <= 1): raise ValueError(f"rho must be in (0, 1], got {rho!r}")
+    if not 0 < rho <= 1: raise ValueError(f"rho must be in (0, 1], got {rho!r}")     # (NaN fails the test too)
     if mean not in ("natural", "proximal"): raise ValueError(f"mean must be 'natural' or 'proximal', got {mean!r}")
-    gamma = np.asarray(gamma, dtype=float); neg = gamma < 0
+    gamma = np.asarray(gamma, dtype=float)
     if signed:
         if mean != "natural": raise ValueError("signed site precisions need the natural mean step (mean='natural')")
         if rho != 1.0 and lam is None: raise ValueError("lam (the current site precisions) is needed when rho < 1")
@@ -53,8 +53,9 @@ def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", 
         cov = site_cov(model, lam_new, gram=_combined(rho, gram_lam, gram_gamma))
         delta, r_delta = cov.matvec_split(np.asarray(g, dtype=float))
         return SiteStep(np.asarray(m, dtype=float) + rho * delta, lam_new, cov, rho * delta, rho * r_delta, 0)
-    if neg.any() and not clip:
-        raise ValueError(f"gamma < 0 at {int(neg.sum())} sites (a likelihood that is not log-concave): the step would leave "
+    neg = gamma < 0; n_neg = int(np.count_nonzero(neg))
+    if n_neg and not clip:
+        raise ValueError(f"gamma < 0 at {n_neg} sites (a likelihood that is not log-concave): the step would leave "
                          "V indefinite; use clip=True")
     gp = np.where(neg, 0.0, gamma)
     if rho == 1.0: lam_new = gp
@@ -65,7 +66,8 @@ def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", 
     metric = cov if (mean == "natural" or rho == 1.0) else SiteCov(model, (1.0 - rho) * np.asarray(lam, dtype=float),
                                                                        gram=None if gram_lam is None else (1.0 - rho) * gram_lam)
     delta, r_delta = metric.matvec_split(np.asarray(g, dtype=float))      # P⁻¹g and Σ⁻¹P⁻¹g from one factor
-    return SiteStep(np.asarray(m, dtype=float) + rho * delta, lam_new, cov, rho * delta, rho * r_delta, int(neg.sum()))
+    if rho != 1.0: delta, r_delta = rho * delta, rho * r_delta
+    return SiteStep(np.asarray(m, dtype=float) + delta, lam_new, cov, delta, r_delta, n_neg)
 
 # %% ../../nbs/methods/09_site_update.ipynb #sgn00002
 def _split_cols(pos, X):
