@@ -310,3 +310,23 @@ def test_kernel_adjoint_in_place_forms_are_bit_identical(kern):
     assert all(np.array_equal(a, b) for a, b in zip(ref, got)) and np.array_equal(B, B0)
     B = B0.copy(); got = kernel_adjoint(kern, Z, Z, B, same=True, sw=radial_weight(kern, radial_r2(kern, Z, Z)), K=Kz, overwrite_abar=True)
     assert all(np.array_equal(a, b) for a, b in zip(ref, got))
+
+
+@pytest.mark.parametrize("kern", [lambda: RBF(1.3, np.array([0.9, 1.5])), lambda: Matern32(0.8, 1.2)])
+@pytest.mark.parametrize("kappa", [None, 0.0])
+def test_collapsed_grad_in_blocks_of_rows_equals_the_built_route(kern, kappa, monkeypatch):
+    """`collapsed_grad` sweeps K_xz in blocks of CACHE_ENTRIES // M rows: with blocks of 7 rows (n = 100 not a multiple),
+    on both routes (squared, triangular), the VLB, its gradient (mean learned) and q equal the built model's
+    `collapsed_q` + ``InducingParams.grad`` and the one-block evaluation."""
+    import vgi_lit.methods.inducing as ind
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(100, 2)); y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=100)
+    mod = SparseGP(X, y, Gaussian(0.05), kern(), kmeans_inducing(X, 6), mean=0.2); ip = InducingParams(mod, learn_mean=True)
+    m, cov = collapsed_q(mod); F0, g0 = ip.grad(ip.theta0, m, cov.dense())
+    if kappa is not None: monkeypatch.setattr(ind, "SQUARED_KAPPA", kappa)
+    one = ind.collapsed_grad(ip, ip.theta0)
+    monkeypatch.setattr(ind, "CACHE_ENTRIES", 7 * 6)
+    F, g, m1, V1 = ind.collapsed_grad(ip, ip.theta0)
+    assert abs(F - F0) < 1e-10 * abs(F0) and np.max(np.abs(g - g0)) < 1e-9 * np.max(np.abs(g0)), (F - F0, np.max(np.abs(g - g0)))
+    assert np.allclose(m1, m, rtol=1e-9, atol=1e-11) and np.allclose(V1, cov.dense(), rtol=1e-9, atol=1e-11)
+    assert abs(F - one[0]) < 1e-12 * abs(F) and np.max(np.abs(g - one[1])) < 1e-10 * np.max(np.abs(g))
