@@ -312,7 +312,7 @@ def test_kernel_adjoint_in_place_forms_are_bit_identical(kern):
     assert all(np.array_equal(a, b) for a, b in zip(ref, got))
 
 
-@pytest.mark.parametrize("kern", [lambda: RBF(1.3, np.array([0.9, 1.5])), lambda: Matern32(0.8, 1.2)])
+@pytest.mark.parametrize("kern", [lambda: RBF(1.3, np.array([0.9, 1.5])), lambda: RBF(0.7, 0.8), lambda: Matern32(0.8, 1.2)])
 @pytest.mark.parametrize("kappa", [None, 0.0])
 def test_collapsed_grad_in_blocks_of_rows_equals_the_built_route(kern, kappa, monkeypatch):
     """`collapsed_grad` sweeps K_xz in blocks of CACHE_ENTRIES // M rows: with blocks of 7 rows (n = 100 not a multiple),
@@ -330,3 +330,16 @@ def test_collapsed_grad_in_blocks_of_rows_equals_the_built_route(kern, kappa, mo
     assert abs(F - F0) < 1e-10 * abs(F0) and np.max(np.abs(g - g0)) < 1e-9 * np.max(np.abs(g0)), (F - F0, np.max(np.abs(g - g0)))
     assert np.allclose(m1, m, rtol=1e-9, atol=1e-11) and np.allclose(V1, cov.dense(), rtol=1e-9, atol=1e-11)
     assert abs(F - one[0]) < 1e-12 * abs(F) and np.max(np.abs(g - one[1])) < 1e-10 * np.max(np.abs(g))
+
+
+def test_rbf_exponent_is_log_k_and_refuses_other_kernels():
+    """exp(rbf_exponent) is RBF.K for a shared and an ARD lengthscale, far from the origin too, written into `out` when given;
+    another kernel is a TypeError naming it."""
+    from vgi_lit.methods.inducing import rbf_exponent
+    rng = np.random.default_rng(12)
+    X, Z = rng.normal(size=(40, 3)) + 3.0, rng.normal(size=(9, 3))
+    for k in (RBF(0.6, 1.4), RBF(2.0, np.array([0.5, 1.0, 3.0]))):
+        out = np.empty((40, 9)); res = rbf_exponent(k, X, Z, out=out)
+        assert res is out and np.max(np.abs(np.exp(out) - k.K(X, Z))) < 1e-12 * k.variance
+    with pytest.raises(TypeError, match="Matern32"):
+        rbf_exponent(Matern32(1.0, 1.0), X, Z)
