@@ -312,6 +312,7 @@ def test_kernel_adjoint_in_place_forms_are_bit_identical(kern):
     assert all(np.array_equal(a, b) for a, b in zip(ref, got))
 
 
+<<<<<<< HEAD
 def test_the_start_is_not_charged_to_the_clock_as_in_svi_run(monkeypatch):
     """Building the start state (here made slow: its parameter unpacking, the first, sleeps 0.2 s) is not charged to the
     run's clock in `svi_inducing`, as in `svi_run` (whose start, `init_state`, is made as slow): the start record's time is near 0."""
@@ -333,3 +334,36 @@ def test_the_start_is_not_charged_to_the_clock_as_in_svi_run(monkeypatch):
     rng = np.random.default_rng(0); X = rng.normal(size=(40, 2))
     s = svi_mod.svi_run(GLM(X, X[:, 0] + 0.1 * rng.normal(size=40), Gaussian(0.1)), "svi", batch_size=10, max_epochs=1)
     assert s.history[0].step == "start" and s.history[0].time < 0.1, [(rec.step, rec.time) for rec in s.history]
+=======
+@pytest.mark.parametrize("kern", [lambda: RBF(1.3, np.array([0.9, 1.5])), lambda: RBF(0.7, 0.8), lambda: Matern32(0.8, 1.2)])
+@pytest.mark.parametrize("kappa", [None, 0.0])
+def test_collapsed_grad_in_blocks_of_rows_equals_the_built_route(kern, kappa, monkeypatch):
+    """`collapsed_grad` sweeps K_xz in blocks of CACHE_ENTRIES // M rows: with blocks of 7 rows (n = 100 not a multiple),
+    on both routes (squared, triangular), the VLB, its gradient (mean learned) and q equal the built model's
+    `collapsed_q` + ``InducingParams.grad`` and the one-block evaluation."""
+    import vgi_lit.methods.inducing as ind
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(100, 2)); y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=100)
+    mod = SparseGP(X, y, Gaussian(0.05), kern(), kmeans_inducing(X, 6), mean=0.2); ip = InducingParams(mod, learn_mean=True)
+    m, cov = collapsed_q(mod); F0, g0 = ip.grad(ip.theta0, m, cov.dense())
+    if kappa is not None: monkeypatch.setattr(ind, "SQUARED_KAPPA", kappa)
+    one = ind.collapsed_grad(ip, ip.theta0)
+    monkeypatch.setattr(ind, "CACHE_ENTRIES", 7 * 6)
+    F, g, m1, V1 = ind.collapsed_grad(ip, ip.theta0)
+    assert abs(F - F0) < 1e-10 * abs(F0) and np.max(np.abs(g - g0)) < 1e-9 * np.max(np.abs(g0)), (F - F0, np.max(np.abs(g - g0)))
+    assert np.allclose(m1, m, rtol=1e-9, atol=1e-11) and np.allclose(V1, cov.dense(), rtol=1e-9, atol=1e-11)
+    assert abs(F - one[0]) < 1e-12 * abs(F) and np.max(np.abs(g - one[1])) < 1e-10 * np.max(np.abs(g))
+
+
+def test_rbf_exponent_is_log_k_and_refuses_other_kernels():
+    """exp(rbf_exponent) is RBF.K for a shared and an ARD lengthscale, far from the origin too, written into `out` when given;
+    another kernel is a TypeError naming it."""
+    from vgi_lit.methods.inducing import rbf_exponent
+    rng = np.random.default_rng(12)
+    X, Z = rng.normal(size=(40, 3)) + 3.0, rng.normal(size=(9, 3))
+    for k in (RBF(0.6, 1.4), RBF(2.0, np.array([0.5, 1.0, 3.0]))):
+        out = np.empty((40, 9)); res = rbf_exponent(k, X, Z, out=out)
+        assert res is out and np.max(np.abs(np.exp(out) - k.K(X, Z))) < 1e-12 * k.variance
+    with pytest.raises(TypeError, match="Matern32"):
+        rbf_exponent(Matern32(1.0, 1.0), X, Z)
+>>>>>>> m5collapsed

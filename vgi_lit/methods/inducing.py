@@ -21,8 +21,9 @@ from ..driver import Step, Halt, Monitor, run, rel_tol_evaluated
 from .hyper import HyperParams, HyperFit, radial_weight, radial_r2, kernel_adjoint, site_map_adjoint
 
 # %% auto #0
-__all__ = ['SQUARED_KAPPA', 'greedy_inducing', 'kmeans_inducing', 'sites_adjoint', 'kl_adjoint', 'InducingParams', 'collapsed_q',
-           'collapsed_grad', 'grad_tol_rel', 'fit_inducing', 'sparse_vlb', 'natural_step', 'Adam', 'svi_inducing']
+__all__ = ['SQUARED_KAPPA', 'CACHE_ENTRIES', 'greedy_inducing', 'kmeans_inducing', 'sites_adjoint', 'kl_adjoint',
+           'InducingParams', 'collapsed_q', 'rbf_exponent', 'collapsed_grad', 'grad_tol_rel', 'fit_inducing',
+           'sparse_vlb', 'natural_step', 'Adam', 'svi_inducing']
 
 # %% ../../nbs/methods/15a_inducing.ipynb #794af9c1
 def greedy_inducing(kernel, X, M: int, tol: float = 0.0):
@@ -159,8 +160,21 @@ def collapsed_q(model):
     cov = PrecisionCov(model.prior, model.sites.gram(np.full(model.n, 1.0 / s2)))
     return cov.matvec(model.prior.solve(model.mu) + model.HTmul((model.y - model.a) / s2)), cov
 
+# %% ../../nbs/methods/15a_inducing.ipynb #112477f4
+def rbf_exponent(kernel, X, Z, out=None):
+    """(n, M) log k(x_i, z_j) = log s − ½‖a_i − b_j‖² of an RBF kernel (a = x/ℓ, b = z/ℓ) as one product of augmented rows,
+    [a, −½‖a‖², 1] · [b, 1, log s − ½‖b‖²]ᵀ; its exponential, taken in place, is K(X, Z) with the rounding of r² by expansion. `out`: an (n, M) array (C-contiguous) to hold the result."""
+    if type(kernel) is not RBF: raise TypeError(f"rbf_exponent needs an RBF kernel, got {type(kernel).__name__}")
+    X, Z = np.asarray(X, dtype=float), np.asarray(Z, dtype=float); p = X.shape[1]
+    ls = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (p,))
+    Xa = np.empty((len(X), p + 2)); Xa[:, :p] = X / ls; Xa[:, p] = -0.5 * np.sum(Xa[:, :p] ** 2, 1); Xa[:, p + 1] = 1.0   # (n, p + 2)
+    Za = np.empty((len(Z), p + 2)); Za[:, :p] = Z / ls; Za[:, p] = 1.0                                              # (M, p + 2)
+    Za[:, p + 1] = np.log(kernel.variance) - 0.5 * np.sum(Za[:, :p] ** 2, 1)
+    return np.matmul(Xa, Za.T, out=out)
+
 # %% ../../nbs/methods/15a_inducing.ipynb #ce308a07
 SQUARED_KAPPA = 1e6   # the largest κ̂ = tr K̃ · tr K̃⁻¹ (≥ cond K̃) at which `collapsed_grad` forms G from K_zx K_xz
+CACHE_ENTRIES = 2**17  # entries of K_xz per block of rows in `collapsed_grad`'s two sweeps (1 MiB: a block and its Ā stay in cache)
 
 # %% ../../nbs/methods/15a_inducing.ipynb #ca2d3897
 def collapsed_grad(ip, theta):
@@ -170,11 +184,15 @@ def collapsed_grad(ip, theta):
     F = −(n/2)log 2πσ² − (‖σ²g_m‖² + Σk_ii − tr G + tr(G V_w))/(2σ²) − ½(tr V_w − M − log|V_w| + wᵀw),
     Ā = g_m rᵀ + K_xz L⁻ᵀ(I − V_w)L⁻¹/σ² (eq. A with g_v = −1/(2σ²)),
     B̄ = L⁻ᵀ[sym(−(A g_m)wᵀ + G V_w/σ² − G/(2σ²)) + ½(wwᵀ − I + V_w)]L⁻¹ (eqs. B and C),
-    contracted by `kernel_adjoint` as in ``InducingParams.grad``. A itself is never needed, only G and products of A with
-    vectors: G = L⁻¹(K_zx K_xz)L⁻ᵀ (the squared route: one rank-n update of K_xz and two M × M triangular solves) when
+    contracted by `kernel_adjoint` as in ``InducingParams.grad``; an RBF K_xz is the exponential of `rbf_exponent` (one
+    n × (p+2) by (p+2) × M product). A itself is never needed, only G and products of A with
+    vectors: G = L⁻¹(K_zx K_xz)L⁻ᵀ (the squared route: one rank-n update of K_xz and two M × M triangular solves; then
+    K_zx g_m = (K_zx e − K_zx K_xz r)/σ² needs no pass over K_xz) when
     κ̂ = tr K̃ · tr K̃⁻¹ (≥ cond K̃) is at most `SQUARED_KAPPA`, else G = AAᵀ with A from one n-column triangular solve, whose
     rounding grows as √cond K̃ rather than cond K̃. One n × M kernel matrix, one rank-n update and one n × M × M product:
-    about 1.5nM² multiply-adds (2nM² on the triangular route), no `SparseGP` built. The rows must be in memory."""
+    about 1.5nM² multiply-adds (2nM² on the triangular route), no `SparseGP` built, in two sweeps over blocks of
+    `CACHE_ENTRIES` // M rows (K_xz, K_zx K_xz and K_zx e; then g_m, Ā and its contraction), each block's passes made while
+    it is in cache. The rows must be in memory."""
     M = ip.model
     if not isinstance(M.likelihood, Gaussian):
         raise ValueError(f"collapsed_grad needs a Gaussian likelihood, got {type(M.likelihood).__name__}")
@@ -184,42 +202,52 @@ def collapsed_grad(ip, theta):
     kern, lik, Z, mean, P = ip.parts(theta)
     X, y = np.asarray(M.X, dtype=float), np.asarray(M.y, dtype=float)
     n, Mz, s2 = len(y), len(Z), float(lik.variance)
-    r2 = radial_r2(kern, X, Z)
-    if type(kern) is RBF:                                              # s·w(r²) = s·e^{−r²/2} is k itself, formed over r²
-        sw = r2; np.multiply(r2, -0.5, out=sw); np.exp(sw, out=sw); sw *= kern.variance; Kxz = sw
-    else: sw = radial_weight(kern, r2); Kxz = kern.K(X, Z)
-    L = P.L; I = np.eye(Mz); e = y - mean
+    rbf = type(kern) is RBF; L = P.L; I = np.eye(Mz); e = y - mean
     Li = solve_triangular(L, I, lower=True, check_finite=False)                      # L⁻¹ (M × M)
-    if float(np.sum(L * L)) * float(np.sum(Li * Li)) <= SQUARED_KAPPA:          # κ̂ = ‖L‖²_F‖L⁻¹‖²_F = tr K̃ · tr K̃⁻¹
-        S = dsyrk(1.0, Kxz.T); S = np.triu(S) + np.triu(S, 1).T                   # K_zx K_xz, one rank-n update
+    squared = float(np.sum(L * L)) * float(np.sum(Li * Li)) <= SQUARED_KAPPA    # κ̂ = ‖L‖²_F‖L⁻¹‖²_F = tr K̃ · tr K̃⁻¹
+    if rbf: Kxz = np.empty((n, Mz)); sw = Kxz                          # s·w(r²) = s·e^{−r²/2} is k itself
+    else: sw = radial_weight(kern, radial_r2(kern, X, Z)); Kxz = kern.K(X, Z)
+    blocks = [slice(s, s + max(1, CACHE_ENTRIES // Mz)) for s in range(0, n, max(1, CACHE_ENTRIES // Mz))]
+    S, Ke = np.zeros((Mz, Mz), order="F"), np.zeros(Mz)
+    for b in blocks:                                                   # sweep 1: K_xz, K_zx K_xz (upper triangle), K_zx e
+        Kb = Kxz[b]
+        if rbf: rbf_exponent(kern, X[b], Z, out=Kb); np.exp(Kb, out=Kb)
+        if squared: S = dsyrk(1.0, Kb.T, beta=1.0, c=S, overwrite_c=1)
+        Ke += Kb.T @ e[b]
+    if squared:
+        S = np.triu(S) + np.triu(S, 1).T                                # K_zx K_xz, one rank-n update
         G = solve_triangular(L, solve_triangular(L, S, lower=True, check_finite=False).T, lower=True, check_finite=False)
     else:
         At = solve_triangular(L, Kxz.T, lower=True, check_finite=False)       # A = L⁻¹K_zx (M × n)
         G = dsyrk(1.0, At); G = np.triu(G) + np.triu(G, 1).T                   # AAᵀ, one rank-n update
     G = 0.5 * (G + G.T)
-    Amul = lambda v: solve_triangular(L, Kxz.T @ v, lower=True, check_finite=False)   # A v = L⁻¹(K_zx v)
     Lb = cholesky(I + G / s2, name="I + AAᵀ/σ²")
     Vw = chol_solve(Lb, I); Vw = 0.5 * (Vw + Vw.T)
-    w = chol_solve(Lb, Amul(e)) / s2
+    w = chol_solve(Lb, solve_triangular(L, Ke, lower=True, check_finite=False)) / s2   # A e = L⁻¹K_zx e
     r = solve_triangular(L, w, lower=True, trans="T", check_finite=False)            # K̃⁻¹u
-    gm = (e - Kxz @ r) / s2                                            # Aᵀw = K_xz L⁻ᵀw
-    kd = float(np.sum(kern.Kdiag(X))); trG = float(np.trace(G)); GV = G @ Vw
+    R = Li.T @ ((I - Vw) / s2) @ Li
+    gm, Kgm, gx, gzx = np.empty(n), np.zeros(Mz), 0.0, 0.0
+    for b in blocks:                                                   # sweep 2: g_m = (e − K_xz r)/σ² (Aᵀw = K_xz L⁻ᵀw), Ā, its contraction
+        Kb = Kxz[b]; gm[b] = (e[b] - Kb @ r) / s2
+        if not squared: Kgm += Kb.T @ gm[b]
+        Ab = Kb @ R; dger(1.0, r, gm[b], a=Ab.T, overwrite_a=True)        # Ā = K_xz R + g_m rᵀ, the rank-one term in place
+        gb, gzb = kernel_adjoint(kern, X[b], Z, Ab, sw=sw[b], K=Kb, overwrite_abar=True)   # linear in Ā: summed over blocks
+        gx, gzx = gx + gb, gzx + gzb
+    if squared: Kgm = (Ke - S @ r) / s2                                # K_zx g_m, from K_zx K_xz
+    kd = n * kern.variance if rbf else float(np.sum(kern.Kdiag(X))); trG = float(np.trace(G)); GV = G @ Vw
     E = -0.5 * n * np.log(2 * np.pi * s2) - (s2 * s2 * float(gm @ gm) + kd - trG + float(np.trace(GV))) / (2 * s2)
     kl = 0.5 * (float(np.trace(Vw)) - Mz + 2.0 * float(np.sum(np.log(np.diag(Lb)))) + float(w @ w))
-    R = Li.T @ ((I - Vw) / s2) @ Li
-    Abar = Kxz @ R; dger(1.0, r, gm, a=Abar.T, overwrite_a=True)     # Ā = K_xz R + g_m rᵀ, the rank-one term in place
-    Y = -np.outer(Amul(gm), w) + GV / s2 - G / (2 * s2); Y = 0.5 * (Y + Y.T) + 0.5 * (np.outer(w, w) - I + Vw)
+    Y = -np.outer(solve_triangular(L, Kgm, lower=True, check_finite=False), w) + GV / s2 - G / (2 * s2); Y = 0.5 * (Y + Y.T) + 0.5 * (np.outer(w, w) - I + Vw)
     Bbar = Li.T @ Y @ Li; Bbar = 0.5 * (Bbar + Bbar.T)
     k, l, nz = ip.k, ip.l, ip.hp.n_z
     g = np.zeros(len(ip.hp.names))
-    gx, gzx = kernel_adjoint(kern, X, Z, Abar, sw=sw, K=Kxz, overwrite_abar=True)   # Ā is not needed after
     Kzz = P.dense(); np.fill_diagonal(Kzz, kern.variance)               # K(Z, Z): the factorised K̃ less its jitter
-    gz, gzz = kernel_adjoint(kern, Z, Z, Bbar, same=True, sw=Kzz if type(kern) is RBF else None, K=Kzz)
+    gz, gzz = kernel_adjoint(kern, Z, Z, Bbar, same=True, sw=Kzz if rbf else None, K=Kzz)
     g[:k] = gx + gz; g[0] += kern.variance * n * (-0.5 / s2) + P.jitter * float(np.trace(Bbar))
     g[l:l + nz] = (gzx + gzz).ravel()
     if ip.hp.n_lik:                                                    # ∂E/∂log σ² = −n/2 + (‖e − Aᵀw‖² + Σv_i)/(2σ²)
         g[k] = -0.5 * n + (s2 * s2 * float(gm @ gm) + kd - trG + float(np.trace(GV))) / (2 * s2)
-    if ip.learn_mean: g[-1] = float(gm @ (1.0 - Kxz @ (Li.T @ (Li @ np.ones(Mz))))) + float(r.sum())
+    if ip.learn_mean: g[-1] = float(gm.sum()) - float(Kgm @ (Li.T @ (Li @ np.ones(Mz)))) + float(r.sum())   # g_mᵀ(1 − K_xz K̃⁻¹1) + 1ᵀr
     u = L @ w; LV = L @ Vw
     return float(E - kl), g[ip.hp.free], mean + u, LV @ L.T
 
