@@ -312,7 +312,6 @@ def test_kernel_adjoint_in_place_forms_are_bit_identical(kern):
     assert all(np.array_equal(a, b) for a, b in zip(ref, got))
 
 
-<<<<<<< HEAD
 def test_the_start_is_not_charged_to_the_clock_as_in_svi_run(monkeypatch):
     """Building the start state (here made slow: its parameter unpacking, the first, sleeps 0.2 s) is not charged to the
     run's clock in `svi_inducing`, as in `svi_run` (whose start, `init_state`, is made as slow): the start record's time is near 0."""
@@ -334,7 +333,8 @@ def test_the_start_is_not_charged_to_the_clock_as_in_svi_run(monkeypatch):
     rng = np.random.default_rng(0); X = rng.normal(size=(40, 2))
     s = svi_mod.svi_run(GLM(X, X[:, 0] + 0.1 * rng.normal(size=40), Gaussian(0.1)), "svi", batch_size=10, max_epochs=1)
     assert s.history[0].step == "start" and s.history[0].time < 0.1, [(rec.step, rec.time) for rec in s.history]
-=======
+
+
 @pytest.mark.parametrize("kern", [lambda: RBF(1.3, np.array([0.9, 1.5])), lambda: RBF(0.7, 0.8), lambda: Matern32(0.8, 1.2)])
 @pytest.mark.parametrize("kappa", [None, 0.0])
 def test_collapsed_grad_in_blocks_of_rows_equals_the_built_route(kern, kappa, monkeypatch):
@@ -366,4 +366,3 @@ def test_rbf_exponent_is_log_k_and_refuses_other_kernels():
         assert res is out and np.max(np.abs(np.exp(out) - k.K(X, Z))) < 1e-12 * k.variance
     with pytest.raises(TypeError, match="Matern32"):
         rbf_exponent(Matern32(1.0, 1.0), X, Z)
->>>>>>> m5collapsed
