@@ -20,9 +20,9 @@ from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
 __all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'radial_weight', 'radial_r2',
-           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'linear_rise',
-           'noise_floor', 'learn', 'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec',
-           'hyperfit_from_spec', 'joint_lbfgs']
+           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'noise_floor', 'learn',
+           'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec', 'hyperfit_from_spec',
+           'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -421,61 +421,36 @@ def _start(method, post, optima, model, theta, kw=None) -> dict:
         except ValueError: return -np.inf
     return dict(m0=pred[0], lam0=pred[1]) if at(*pred) > at(kw["m0"], kw["lam0"]) else kw
 
-# %% ../../nbs/methods/15_hyper.ipynb #4ec772cc
-def linear_rise(hp, cache, theta, out, span: float = 2.0, rel: float = 0.05) -> dict:
-    """The log-parameters j of `out` along which the optimal VLB rises linearly towards the edge: among the evaluations of
-    the run (`cache`: θ bytes → dict with the negated gradient 'g'), the one at `theta` and one at least `span` e-folds
-    behind it in θ_j (the nearest such) have gradients ∂VLB/∂θ_j of the same sign pointing to the edge and equal to `rel`
-    relative, as does every evaluation between them. A maximum ahead would need the gradient to fall to zero; a gradient
-    that has not decayed over `span` e-folds is the slope c of L* ≈ const + c·θ_j (GP regression on repeated rows: c =
-    (n − rank K)/2 per e-fold of the noise variance towards 0). Returns {name: a sentence with the numbers}."""
-    pts = [(np.frombuffer(k), -c['g']) for k, c in cache.items()]
-    here = next((g for t, g in pts if np.array_equal(t, theta)), None)
-    found = {}
-    if here is None: return found
-    for j in out:
-        d = np.sign(here[j])
-        if d == 0: continue
-        behind = [(theta[j] - t[j]) * d for t, g in pts]                 # e-folds behind θ_j, towards the start
-        far = [i for i, x in enumerate(behind) if x >= span]
-        if not far: continue
-        i0 = min(far, key=lambda i: behind[i])
-        ok = all(np.sign(g[j]) == d and abs(g[j] - here[j]) <= rel * abs(here[j])
-                 for (t, g), x in zip(pts, behind) if 0.0 <= x <= behind[i0])
-        if ok:
-            t0, g0 = pts[i0]
-            found[hp.free_names[j]] = (f"{hp.free_names[j]}: the VLB's slope in its log stays {here[j]:+.4g} per e-fold from "
-                                       f"{np.exp(t0[j]):.3g} to {np.exp(theta[j]):.3g} ({behind[i0]:.1f} e-folds; {g0[j]:+.4g} at the first)")
-    return found
-
 # %% ../../nbs/methods/15_hyper.ipynb #a22d28ce
-def noise_floor(hp, model, theta, g, out, bound: float, factor: float = 100.0, n_max: int = 3000) -> dict:
-    """{'likelihood.variance': a sentence with the numbers} when the Gaussian noise variance σ² of a GP or GLM `model`
-    (at the free values `theta`, ascent gradient `g`, `out` the log-parameters at the edge) is pushed out of the lower
-    edge e^−bound towards a maximum of the exact profile L*(σ²) = −½Σ_k[log(λ_k + σ²) + z_k²/(λ_k + σ²)] (λ_k, u_k the
-    eigenpairs of K = HΣHᵀ, z = Uᵀ(y − a − Hμ)) that lies within `factor` times the floor ε_K = jitter + nε·λ_max: the
-    targets are interpolated exactly and the maximum is the jitter's, not the data's. {} otherwise (another
-    likelihood or model, site noise c > 0, n > `n_max`, or a maximum farther out: a finite one to widen the box for)."""
+def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000) -> dict | None:
+    """The verdict of the exact profile L*(σ²) = −½Σ_k[log(λ_k + σ²) + z_k²/(λ_k + σ²)] (λ_k, u_k the eigenpairs of
+    K = HΣHᵀ, z = Uᵀ(y − a − Hμ)) on the Gaussian noise variance σ² of a GP or GLM `model` (at the free values `theta`,
+    ascent gradient `g`, `out` the log-parameters at the edge) pushed out of the lower edge e^−bound:
+    {'likelihood.variance': a sentence with the numbers} when the profile rises all the way down to the floor
+    ε_K = jitter + nε·λ_max of K's eigenvalues (its maximum at or below ε_K: the targets are interpolated exactly, the
+    maximum is the jitter's, not the data's); {} when it peaks above ε_K (a finite maximum of the data's, outside the box:
+    widen for it); None when the profile does not apply (σ² not pushed out, another likelihood or model, site noise c > 0,
+    n > `n_max`)."""
     j = next((j for j in out if hp.free_names[j] == "likelihood.variance"), None)
     if (j is None or g is None or g[j] >= 0 or type(model) not in (GP, GLM) or type(model.likelihood) is not Gaussian
-            or model.n > n_max or np.any(np.asarray(model.c) > 0)): return {}
+            or model.n > n_max or np.any(np.asarray(model.c) > 0)): return None
     lam, U = np.linalg.eigh(np.asarray(model.K_site(), dtype=float))
     lam = np.maximum(lam, 0.0)
-    if not lam[-1] > 0: return {}
+    if not lam[-1] > 0: return None
     z2 = (U.T @ (np.asarray(model.y, dtype=float) - model.site_mean(model.mu))) ** 2
     floor = float(getattr(model.prior, "jitter", 0.0) or 0.0) + model.n * np.finfo(float).eps * float(lam[-1])
-    t = np.arange(-bound, np.log(floor) - 10.0, -0.25)                              # log σ² from the edge outwards
+    t = np.arange(-bound, min(-bound, np.log(floor)) - 10.0, -0.25)               # log σ² from the edge outwards, past the floor
     s2 = np.exp(t)[:, None]
     L = -0.5 * np.sum(np.log(lam + s2) + z2 / (lam + s2), axis=1)
     i = int(np.argmax(L))
-    if i == 0 or np.exp(t[i]) > factor * floor: return {}
+    if i == 0 or np.exp(t[i]) > floor: return {}
     se = np.exp(-bound)
     slope = 0.5 * float(np.sum(se * z2 / (lam + se) ** 2 - se / (lam + se)))
-    k = int(np.sum(lam <= factor * floor))
+    k = int(np.sum(lam <= 10.0 * floor))
     return {"likelihood.variance": (f"likelihood.variance: noise variance at the jitter's level: the targets are interpolated exactly "
                                     f"(the VLB's slope in log σ² is {slope:+.4g} per e-fold at the edge {se:.3g}; {k} of the {model.n} "
-                                    f"eigenvalues of HΣHᵀ lie within {factor:g} times its floor {floor:.2g} of jitter and rounding, "
-                                    f"and the VLB along σ² peaks at {np.exp(t[i]):.2g}, {L[i] - L[0]:.4g} nats above the edge)")}
+                                    f"eigenvalues of HΣHᵀ lie within 10 times its floor {floor:.2g} of jitter and rounding, and the VLB "
+                                    f"along σ² rises down to that floor, {L[i] - L[0]:.4g} nats above the edge)")}
 
 # %% ../../nbs/methods/15_hyper.ipynb #7fc19023
 def _budget(inner: dict, hist) -> dict:
@@ -647,9 +622,9 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     clipped and continuing with the same curvature pairs. It is the result when it ends inside the first box, or when it
     converges strictly inside the wider box, outside the first, with a VLB above the VLB at its θ clipped to the first box
     (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
-    and widened from its end as above. Before any widening, a
-    log-parameter at the edge whose VLB rises linearly (`linear_rise`: the gradient not decayed over 2 e-folds of the run's
-    evaluations) is taken to have no finite maximum that way: the box is kept, with a BOUND_ACTIVE event giving the slope. So is a Gaussian noise variance at the lower edge whose exact profile peaks at the jitter's level (`noise_floor`). Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
+    and widened from its end as above. Before any widening, a Gaussian noise variance at the lower edge whose exact profile
+    rises down to the jitter's level (`noise_floor`) is taken to have no maximum of the data's: the box is kept, with a
+    BOUND_ACTIVE event giving the numbers. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
     cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
@@ -674,12 +649,6 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         out = edge_out(res, b)
         if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
         if left() is not None and left() <= 0: break
-        lin = linear_rise(hp, cache, res.box[0], out) if cache is not None else {}
-        if lin:                                                         # rising linearly out of the box: no finite maximum that way
-            if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
-            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(lin.values()) + ": the VLB rises linearly that "
-                                                "way, taken as no finite maximum; the box is kept", len(lin)))
-            break
         floor = noise_floor(hp, hp.build(res.box[0]), res.box[0], res.box[1], out, b)
         if floor:                                                       # the noise variance's maximum is the jitter's: exact fit
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
