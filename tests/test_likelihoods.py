@@ -206,6 +206,8 @@ def test_shapes_and_broadcasting(lik):
         lik.expected_log_lik(np.full(3, y0), np.zeros(4), np.ones(4))
     with pytest.raises(ValueError, match="non-negative"):
         lik.expected_log_lik(y0, 0.0, -1.0)
+    with pytest.raises(ValueError, match="non-negative"):                # a negative variance beside a NaN one
+        lik.expected_log_lik(np.full(2, y0), np.zeros(2), np.array([np.nan, -1.0]))
 
 
 @pytest.mark.parametrize("lik", ALL, ids=lambda l: type(l).__name__)

@@ -174,7 +174,7 @@ class Likelihood:
         if not (y.shape == m.shape == v.shape):                 # equal shapes (the fitting loops' case) need no broadcast
             try: y, m, v = np.broadcast_arrays(y, m, v)
             except ValueError: raise ValueError(f"y, m and v have incompatible shapes {np.shape(y)}, {np.shape(m)}, {np.shape(v)}") from None
-        if v.size and v.min() < 0: raise ValueError("site variances v must be non-negative")   # (one reduction; NaN passes, as before)
+        if v.size and np.fmin.reduce(v, axis=None) < 0: raise ValueError("site variances v must be non-negative")   # one reduction that skips NaN
         return y, m, v
 
     def rule(self, y, m, v, method=None, n_gh=None, t=None):
