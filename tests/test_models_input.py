@@ -298,3 +298,15 @@ def test_a_real_pandas_categorical_is_refused_by_name():
     for y in (pd.Categorical(np.where(Y2 > 0, "g", "b")), pd.Series(pd.Categorical(Y2.astype(int)))):
         with pytest.raises(ValueError, match="categorical"):
             GLM(X2, y, Logistic())
+
+
+def test_every_prior_structure_answers_matrix_read_only():
+    """`PriorCov.matrix` (what `K_site` of a GP returns) is Σ as a read-only d × d array for every structure: the dense one's
+    own array (the same object each call), a new one for a scalar or a diagonal Σ."""
+    import numpy as np
+    from vgi_lit.models import PriorCov
+    for cov in (2.0, np.array([1.0, 2.0, 3.0]), np.diag([2.0, 3.0, 4.0]) + 0.5):
+        c = PriorCov(cov, 3)
+        M = c.matrix()
+        assert np.array_equal(M, c.dense()) and not M.flags.writeable
+        if c.is_dense: assert c.matrix() is M

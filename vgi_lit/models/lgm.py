@@ -107,7 +107,7 @@ class PriorCov:
     one the shape of `cov` asks for: a scalar, a vector of length d, or a d × d matrix; `jitter` is added to its diagonal.
 
     Every structure answers the same operations (`solve`, `matmul`, `half`, `half_T`, `half_solve`, `half_T_solve`,
-    `logdet`, `inv_diag`, `diag`, `dense`, `factor`, `eigmax`), says whether it is a full matrix (`is_dense`) and
+    `logdet`, `inv_diag`, `diag`, `dense`, `matrix`, `factor`, `eigmax`), says whether it is a full matrix (`is_dense`) and
     which variance parameters it has (`variances`, `variance_names`, `variance_grad`, `fit_variances`,
     `cov_with_variances`); `kind` is a label for messages and saved files only. Its arrays are read-only: a prior
     is a value, built once and shared by a model and its methods."""
@@ -130,6 +130,9 @@ class PriorCov:
         "A ValueError: this Σ has no variance parameters."
         raise ValueError(f"a {self.kind} prior covariance has no variance parameters (a scalar or a diagonal has)")
     variances = variance_names = variance_grad = fit_variances = cov_with_variances = _no_variances   # overridden where Σ has them
+    def matrix(self):
+        "Σ as a read-only d × d array: a dense structure's own (not a copy), here a new read-only `dense()`"
+        return _frozen(self.dense())
     def __repr__(self): return f"PriorCov({self.kind}, d={self.d}, jitter={self.jitter:g})"
 
 # %% ../../nbs/03_models.ipynb #b828aabf
