@@ -20,7 +20,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FORCING_MAX', 'anderson', 'site_curvature']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'MEAN_SITE', 'fpi', 'detect_two_cycle', 'fpb', 'FORCING_MAX', 'anderson', 'site_curvature']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -402,6 +402,7 @@ def _next_rho(rho: float, rho_used: float, damp: dict, damped: bool = True, sign
 # %% ../../nbs/methods/11a_fpi.ipynb #44da1a1c
 _SCALE_START_RATIO = 1e4      # the continuation starts a fit whose largest prior variance is at least this many v₀
 _SCALE_STAGE_DECADES = 2.0    # the largest step of the continuation between stages, in decades of the prior scale
+_SCALE_STAGE_RHO = 0.5        # the largest ρ a stage after the first tries first (its problem is two decades from the last)
 
 def _scale_stages(model, v0: float) -> list:
     """The relative prior scales 10⁻ᴶ = s₀ < s₁ < … < s_{N−1} < 1 of the continuation start ('Starting at a large kernel
@@ -450,8 +451,8 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
     """(m0, λ0, iterations, ρ0) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
     iterations at each prior Σ·s (`` _ScaledPriorCov ``) for s in `stages` (`_scale_stages`), each from the previous one carried up by the
     Δ = log₁₀(s'/s) decades between them, m − μ ← 10^(aΔ)(m − μ), λ ← 10^(−bΔ)λ, and carried once more to Σ itself;
-    each stage's first damped step, and the fit's (ρ0), tries the ρ the previous stage ended with ('The damping factor
-    from step to step').
+    each later stage's first damped step tries the ρ the previous stage ended with, at most `_SCALE_STAGE_RHO`, and the
+    fit's (ρ0) the last stage's ('The damping factor from step to step').
     None when a stage does not end in site form with finite (m, λ), or when `max_seconds` runs out first (the caller
     then starts as without it)."""
     t0, mu, r, k = time.perf_counter(), model.mu, None, 0
@@ -462,7 +463,7 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: return None
         stage = LGM(model.y, model.likelihood, mu, _ScaledPriorCov(model.prior, s), model.a, model.c, None)   # Σs through Σ's factor
-        kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)), rho0=r.info['rho'])
+        kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)), rho0=min(_SCALE_STAGE_RHO, r.info['rho']))
         r = fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
         if not (isinstance(r.cov, _SITE_FORMS) and np.all(np.isfinite(r.m)) and np.all(np.isfinite(r.cov.lam))): return None
     return up(r, stages[-1], 1.0) + (k, r.info['rho'])
@@ -679,6 +680,7 @@ MEAN_STEPS = 20     # the default cap of `fpi`'s mean steps at each factor for a
 MEAN_RATE = 0.25    # after a step on λ, the mean steps continue while each one divides gᵀVg by at least 1/MEAN_RATE
 STATE_GAIN = 100.0  # Q: the factor by which a state divides the error of λ with m at its maximiser (the lower end of 10²–10³)
 MEAN_COST = dict(a=10.0, o_m=1e6)   # a mean step beyond its likelihood evaluation: a·n² (two triangular solves), o_m fixed work
+MEAN_SITE = 0.1     # at a large prior scale the mean steps stop once gᵀVg ≤ MEAN_SITE·max_i |λ_i − γ_i|v_i ('How many mean steps')
 
 def _mean_rate(n: int) -> float:
     """ρ* = Q^(−c_m/c_p) ('How many mean steps'): the largest ratio of successive decrements gᵀVg at which a further mean
@@ -687,6 +689,12 @@ def _mean_rate(n: int) -> float:
     u = n ** 3 / 3.0
     c_m = (_OVERHEAD['q_E'] * n + MEAN_COST['a'] * n * n + MEAN_COST['o_m']) / u
     return float(STATE_GAIN ** (-c_m / _step_costs(n)[0]))
+
+def _mean_site(model) -> float:
+    """κ of the site-error stop of the mean steps ('How many mean steps'): `MEAN_SITE` for a fit the continuation in the
+    prior scale serves (`_scale_stages` applies to it, or its prior is a continuation stage's `` _ScaledPriorCov ``), else 0
+    (the rule off: fits at a small prior scale are those of the cost rule alone)."""
+    return MEAN_SITE if (isinstance(model.prior, _ScaledPriorCov) or _scale_stages(model, 1.0)) else 0.0
 
 def _mean_dir(model, cov, g):
     """(Vg, Σ⁻¹Vg) (d,) each for a mean step. For a GP (H = I) whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K`
@@ -699,14 +707,17 @@ def _mean_dir(model, cov, g):
         return d, g - cov.lam * d
     return cov.matvec_split(g)
 
-def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: float = MEAN_RATE, max_halvings: int = 5):
+def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: float = MEAN_RATE, max_halvings: int = 5,
+                site: float = 0.0):
     """(m, r, state, k): at most `k_max` natural-gradient steps on m at the fixed V of `cov` (site form), m ← m + tVg with
     t = 1, ½, … (at most `max_halvings` halvings) until the VLB rises, each from `_mean_dir` (Vg and Σ⁻¹Vg: no
     factorisation) and one likelihood evaluation at the site variances held by `at`; r = Σ⁻¹(m − μ) is carried along.
     They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the step's predicted gain, ½gᵀVg, is below the resolution of
     the run's relative stopping test, or of rounding), when gᵀVg fell by less than the factor `rate` over the last step
     (the next step, predicted to contract as the last, divides the error by less per unit of cost than a state: ``_mean_rate``;
-    or λ is far from γ and the next step on λ does more: `MEAN_RATE`), or when no halving raises the VLB.
+    or λ is far from γ and the next step on λ does more: `MEAN_RATE`), when gᵀVg ≤ `site`·max_i |λ_i − γ_i|v_i (the error of m
+    is already small against that of λ, which the next step on λ moves m by: `_mean_site`; 0 turns this off), or when no
+    halving raises the VLB.
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
     k = 0
@@ -714,6 +725,7 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: f
         d, rd = _mean_dir(model, cov, g)                                   # (Vg, Σ⁻¹Vg), (d,) each
         dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
         if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
+        if site and dec <= site * float((np.abs(cov.lam - gamma) * (at.v_site - model.c)).max()): break   # small against λ's error
         dec_prev = dec
         def trial(t, m=m, r=r, d=d, rd=rd):                               # (m + td, r + tΣ⁻¹Vg, state there)
             m_t, r_t = m + t * d, r + t * rd
