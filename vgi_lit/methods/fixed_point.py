@@ -535,6 +535,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
               if mean_steps is None else int(mean_steps))
     rate_first = _mean_rate(model.n) if k_mean else 0.0                  # the cost rule after the start ('How many mean steps')
     rate_later = min(MEAN_RATE, rate_first)                               # and after a step on λ
+    site_mean = _mean_site(model) if k_mean else 0.0                      # the site-error stop at a large prior scale
     stages = _scale_stages(model, 1.0) if (scale_start and m0 is None and V0 is None and lam0 is None) else []
     cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
     if cont is not None: m0, lam0, k_start, rho_c = cont
@@ -560,7 +561,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if prev is not None and k_mean and isinstance(cov, _SITE_FORMS):
             first = not isinstance(prev.state.cov, _SITE_FORMS)           # the first factor after a start not in site form
             r0 = r
-            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later)
+            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later,
+                                           site=site_mean)
             if k: r, state, e_r = _carried_r(model, m, r, state, r0, e_r, k)
         s = _FPState(m, r, cov, at, *state, sched)
         gm = float(np.abs(s.g).max())
