@@ -20,7 +20,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'MEAN_SITE', 'fpi', 'detect_two_cycle', 'fpb', 'FORCING_MAX', 'anderson', 'site_curvature']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FORCING_MAX', 'anderson', 'site_curvature']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -682,7 +682,6 @@ MEAN_STEPS = 20     # the default cap of `fpi`'s mean steps at each factor for a
 MEAN_RATE = 0.25    # after a step on λ, the mean steps continue while each one divides gᵀVg by at least 1/MEAN_RATE
 STATE_GAIN = 100.0  # Q: the factor by which a state divides the error of λ with m at its maximiser (the lower end of 10²–10³)
 MEAN_COST = dict(a=10.0, o_m=1e6)   # a mean step beyond its likelihood evaluation: a·n² (two triangular solves), o_m fixed work
-MEAN_SITE = 0.1     # at a large prior scale the mean steps stop once gᵀVg ≤ MEAN_SITE·max_i |λ_i − γ_i|v_i ('How many mean steps')
 
 def _mean_rate(n: int) -> float:
     """ρ* = Q^(−c_m/c_p) ('How many mean steps'): the largest ratio of successive decrements gᵀVg at which a further mean
@@ -693,10 +692,10 @@ def _mean_rate(n: int) -> float:
     return float(STATE_GAIN ** (-c_m / _step_costs(n)[0]))
 
 def _mean_site(model) -> float:
-    """κ of the site-error stop of the mean steps ('How many mean steps'): `MEAN_SITE` for a fit the continuation in the
-    prior scale serves (`_scale_stages` applies to it, or its prior is a continuation stage's `` _ScaledPriorCov ``), else 0
-    (the rule off: fits at a small prior scale are those of the cost rule alone)."""
-    return MEAN_SITE if (isinstance(model.prior, _ScaledPriorCov) or _scale_stages(model, 1.0)) else 0.0
+    """κ = 1/Q (`STATE_GAIN`) of the site-error stop of the mean steps ('How many mean steps') for a fit at a large prior
+    scale: one the continuation in the prior scale serves (`_scale_stages` applies to it, or its prior is a stage's
+    `` _ScaledPriorCov ``); else 0, the stop off (a fit at a small scale has the cost rule alone)."""
+    return 1.0 / STATE_GAIN if (isinstance(model.prior, _ScaledPriorCov) or _scale_stages(model, 1.0)) else 0.0
 
 def _mean_dir(model, cov, g):
     """(Vg, Σ⁻¹Vg) (d,) each for a mean step. For a GP (H = I) whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K`
@@ -717,8 +716,8 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: f
     They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the step's predicted gain, ½gᵀVg, is below the resolution of
     the run's relative stopping test, or of rounding), when gᵀVg fell by less than the factor `rate` over the last step
     (the next step, predicted to contract as the last, divides the error by less per unit of cost than a state: ``_mean_rate``;
-    or λ is far from γ and the next step on λ does more: `MEAN_RATE`), when gᵀVg ≤ `site`·max_i |λ_i − γ_i|v_i (the error of m
-    is already small against that of λ, which the next step on λ moves m by: `_mean_site`; 0 turns this off), or when no
+    or λ is far from γ and the next step on λ does more: `MEAN_RATE`), when ½gᵀVg ≤ κ·¼Σ_i ((λ_i − γ_i)v_i)² with κ = `site`
+    (the predicted gain in m is below κ times the diagonal of the one in λ: `_mean_site`; 0 turns this off), or when no
     halving raises the VLB.
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
@@ -727,7 +726,9 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: f
         d, rd = _mean_dir(model, cov, g)                                   # (Vg, Σ⁻¹Vg), (d,) each
         dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
         if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
-        if site and dec <= site * float((np.abs(cov.lam - gamma) * (at.v_site - model.c)).max()): break   # small against λ's error
+        if site:                                                           # ½gᵀVg ≤ κ·¼Σ((λ − γ)∘v)²: small against λ's gain
+            e = (cov.lam - gamma) * (at.v_site - model.c)
+            if dec <= 0.5 * site * float(e @ e): break
         dec_prev = dec
         def trial(t, m=m, r=r, d=d, rd=rd):                               # (m + td, r + tΣ⁻¹Vg, state there)
             m_t, r_t = m + t * d, r + t * rd
