@@ -403,6 +403,7 @@ def _next_rho(rho: float, rho_used: float, damp: dict, damped: bool = True, sign
 _SCALE_START_RATIO = 1e4      # the continuation starts a fit whose largest prior variance is at least this many v₀
 _SCALE_STAGE_DECADES = 2.0    # the largest step of the continuation between stages, in decades of the prior scale
 _SCALE_STAGE_RHO = 0.5        # the largest ρ a stage after the first tries first (its problem is two decades from the last)
+_SCALE_B_RANGE = (0.3, 1.2)   # the exponent of λ's carry measured on a run is kept within this range (a guard)
 
 def _scale_stages(model, v0: float) -> list:
     """The relative prior scales 10⁻ᴶ = s₀ < s₁ < … < s_{N−1} < 1 of the continuation start ('Starting at a large kernel
@@ -451,6 +452,8 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
     """(m0, λ0, iterations, ρ0) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
     iterations at each prior Σ·s (`` _ScaledPriorCov ``) for s in `stages` (`_scale_stages`), each from the previous one carried up by the
     Δ = log₁₀(s'/s) decades between them, m − μ ← 10^(aΔ)(m − μ), λ ← 10^(−bΔ)λ, and carried once more to Σ itself;
+    from the third stage on, b is the one the run measures between the last two stages, both started by a carry:
+    b = −median_i log₁₀(λ_i'/λ_i)/Δ, kept within `_SCALE_B_RANGE` (`b` is the first carries');
     each later stage's first damped step tries the ρ the previous stage ended with, at most `_SCALE_STAGE_RHO`, and the
     fit's (ρ0) the last stage's ('The damping factor from step to step').
     None when a stage does not end in site form with finite (m, λ), or when `max_seconds` runs out first (the caller
@@ -459,13 +462,16 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
     def up(post, s_from, s_to):                                            # Δ decades up: the power laws of the optimum
         dec = np.log10(s_to / s_from)
         return mu + (post.m - mu) * 10.0 ** (a * dec), post.cov.lam * 10.0 ** (-b * dec)
+    def measured(new, old, dec):                                           # λ's exponent between two stages Δ decades apart
+        return float(np.clip(-np.median(np.log10(new.cov.lam / old.cov.lam)) / dec, *_SCALE_B_RANGE))
     for i, s in enumerate(stages):
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: return None
         stage = LGM(model.y, model.likelihood, mu, _ScaledPriorCov(model.prior, s), model.a, model.c, None)   # Σs through Σ's factor
         kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)), rho0=min(_SCALE_STAGE_RHO, r.info['rho']))
-        r = fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
+        r_old, r = r, fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
         if not (isinstance(r.cov, _SITE_FORMS) and np.all(np.isfinite(r.m)) and np.all(np.isfinite(r.cov.lam))): return None
+        if i >= 2 and np.all(r.cov.lam > 0) and np.all(r_old.cov.lam > 0): b = measured(r, r_old, np.log10(s / stages[i - 1]))
     return up(r, stages[-1], 1.0) + (k, r.info['rho'])
 
 
