@@ -119,3 +119,42 @@ def test_gmres_of_the_newton_direction_matches_a_dense_solve():
         assert k <= n and np.linalg.norm(b - M @ x) <= 1e-10 * np.linalg.norm(b)
         assert abs(res - np.linalg.norm(b - M @ x)) <= 1e-10 * np.linalg.norm(b)
         assert np.allclose(x, np.linalg.solve(M, b), rtol=1e-8, atol=1e-10 * np.max(np.abs(x)))
+
+
+def _fit_counting(model, **names):
+    """(the default `fpi` of `model`, its likelihood evaluations), with the module's `names` set for the run."""
+    import vgi_lit.methods.fixed_point as fpm
+    lik, n = model.likelihood, [0]
+    orig = lik.expected_log_lik
+    def counted(*a, **k):
+        n[0] += 1; return orig(*a, **k)
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in names.items(): mp.setattr(fpm, k, v)
+        mp.setattr(lik, "expected_log_lik", counted)
+        return fpm.fpi(model), n[0]
+
+
+def test_site_error_stop_of_the_mean_steps_is_off_at_variance_1_and_saves_evaluations_at_1e8():
+    from vgi_lit.methods.fixed_point import _mean_site, STATE_GAIN
+    small, big = _gp(120, 1.0), _gp(120, 1e8)
+    assert _mean_site(small) == 0.0 and _mean_site(big) == 1.0 / STATE_GAIN   # variance 1: the cost rule alone, step for step
+    p, e = _fit_counting(big)
+    q, e_off = _fit_counting(big, _mean_site=lambda model: 0.0)
+    assert p.converged and q.converged and abs(p.vlb - q.vlb) <= 1e-10 * abs(q.vlb)
+    assert e <= 0.8 * e_off and p.n_iter <= q.n_iter + 1
+
+
+def test_later_stages_start_at_rho_at_most_one_half_and_the_measured_carry_shortens_the_fit_at_1e8():
+    import vgi_lit.methods.fixed_point as fpm
+    gp = _gp(280, 1e8)
+    seen, inner = [], fpm.fpi
+    def recording(model, **kw):
+        seen.append(kw.get('rho0')); return inner(model, **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fpm, "fpi", recording)
+        out = _scale_start(gp, _scale_stages(gp, 1.0))
+    assert out is not None and seen[0] is None and all(r is not None and r <= 0.5 for r in seen[1:])
+    p, _ = _fit_counting(gp)
+    q, _ = _fit_counting(gp, _SCALE_B_RANGE=(0.6, 0.6))                  # b = 0.6 for every carry
+    assert p.info['start_iterations'] == q.info['start_iterations'] and p.n_iter < q.n_iter
+    assert p.converged and abs(p.vlb - q.vlb) <= 1e-10 * abs(q.vlb)

@@ -403,6 +403,8 @@ def _next_rho(rho: float, rho_used: float, damp: dict, damped: bool = True, sign
 # %% ../../nbs/methods/11a_fpi.ipynb #44da1a1c
 _SCALE_START_RATIO = 1e4      # the continuation starts a fit whose largest prior variance is at least this many v₀
 _SCALE_STAGE_DECADES = 2.0    # the largest step of the continuation between stages, in decades of the prior scale
+_SCALE_STAGE_RHO = 0.5        # the largest ρ a stage after the first tries first (its problem is two decades from the last)
+_SCALE_B_RANGE = (0.3, 1.2)   # the exponent of λ's carry measured on a run is kept within this range (a guard)
 
 def _scale_stages(model, v0: float) -> list:
     """The relative prior scales 10⁻ᴶ = s₀ < s₁ < … < s_{N−1} < 1 of the continuation start ('Starting at a large kernel
@@ -451,21 +453,26 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
     """(m0, λ0, iterations, ρ0) of the continuation in the prior scale ('Starting at a large kernel scale'): `per` FPi
     iterations at each prior Σ·s (`` _ScaledPriorCov ``) for s in `stages` (`_scale_stages`), each from the previous one carried up by the
     Δ = log₁₀(s'/s) decades between them, m − μ ← 10^(aΔ)(m − μ), λ ← 10^(−bΔ)λ, and carried once more to Σ itself;
-    each stage's first damped step, and the fit's (ρ0), tries the ρ the previous stage ended with ('The damping factor
-    from step to step').
+    from the third stage on, b is the one the run measures between the last two stages, both started by a carry:
+    b = −median_i log₁₀(λ_i'/λ_i)/Δ, kept within `_SCALE_B_RANGE` (`b` is the first carries');
+    each later stage's first damped step tries the ρ the previous stage ended with, at most `_SCALE_STAGE_RHO`, and the
+    fit's (ρ0) the last stage's ('The damping factor from step to step').
     None when a stage does not end in site form with finite (m, λ), or when `max_seconds` runs out first (the caller
     then starts as without it)."""
     t0, mu, r, k = time.perf_counter(), model.mu, None, 0
     def up(post, s_from, s_to):                                            # Δ decades up: the power laws of the optimum
         dec = np.log10(s_to / s_from)
         return mu + (post.m - mu) * 10.0 ** (a * dec), post.cov.lam * 10.0 ** (-b * dec)
+    def measured(new, old, dec):                                           # λ's exponent between two stages Δ decades apart
+        return float(np.clip(-np.median(np.log10(new.cov.lam / old.cov.lam)) / dec, *_SCALE_B_RANGE))
     for i, s in enumerate(stages):
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
         if left is not None and left <= 0: return None
         stage = LGM(model.y, model.likelihood, mu, _ScaledPriorCov(model.prior, s), model.a, model.c, None)   # Σs through Σ's factor
-        kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)), rho0=r.info['rho'])
-        r = fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
+        kw = {} if r is None else dict(zip(("m0", "lam0"), up(r, stages[i - 1], s)), rho0=min(_SCALE_STAGE_RHO, r.info['rho']))
+        r_old, r = r, fpi(stage, max_iter=per, max_seconds=left, polish=False, scale_start=False, **kw); k += r.n_iter
         if not (isinstance(r.cov, _SITE_FORMS) and np.all(np.isfinite(r.m)) and np.all(np.isfinite(r.cov.lam))): return None
+        if i >= 2 and np.all(r.cov.lam > 0) and np.all(r_old.cov.lam > 0): b = measured(r, r_old, np.log10(s / stages[i - 1]))
     return up(r, stages[-1], 1.0) + (k, r.info['rho'])
 
 
@@ -535,6 +542,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
               if mean_steps is None else int(mean_steps))
     rate_first = _mean_rate(model.n) if k_mean else 0.0                  # the cost rule after the start ('How many mean steps')
     rate_later = min(MEAN_RATE, rate_first)                               # and after a step on λ
+    site_mean = _mean_site(model) if k_mean else 0.0                      # the site-error stop at a large prior scale
     stages = _scale_stages(model, 1.0) if (scale_start and m0 is None and V0 is None and lam0 is None) else []
     cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
     if cont is not None: m0, lam0, k_start, rho_c = cont
@@ -560,7 +568,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if p is not None and k_mean and isinstance(cov, _SITE_FORMS):
             first = not isinstance(p.cov, _SITE_FORMS)                    # the first factor after a start not in site form
             r0 = r
-            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later)
+            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later,
+                                           site=site_mean)
             if k: r, state, e_r, r_inf, g_inf = _carried_r(model, m, r, state, r0, e_r, k, r_prev_inf=r_inf)
         s = _FPState(m, r, cov, at, *state, sched)
         gm = float(np.abs(s.g).max()) if g_inf is None else g_inf        # ‖g‖∞ (from `_carried_r` when it has it)
@@ -688,6 +697,12 @@ def _mean_rate(n: int) -> float:
     c_m = (_OVERHEAD['q_E'] * n + MEAN_COST['a'] * n * n + MEAN_COST['o_m']) / u
     return float(STATE_GAIN ** (-c_m / _step_costs(n)[0]))
 
+def _mean_site(model) -> float:
+    """κ = 1/Q (`STATE_GAIN`) of the site-error stop of the mean steps ('How many mean steps') for a fit at a large prior
+    scale: one the continuation in the prior scale serves (`_scale_stages` applies to it, or its prior is a stage's
+    `` _ScaledPriorCov ``); else 0, the stop off (a fit at a small scale has the cost rule alone)."""
+    return 1.0 / STATE_GAIN if (isinstance(model.prior, _ScaledPriorCov) or _scale_stages(model, 1.0)) else 0.0
+
 def _mean_dir(model, cov, g):
     """(Vg, Σ⁻¹Vg) (d,) each for a mean step. For a GP (H = I) whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K`
     at every site: V = S⁻¹(I − B⁻¹)S⁻¹, so Vg = S⁻¹(u − B⁻¹u) with u = S⁻¹g by two triangular solves with the factor of
@@ -699,14 +714,17 @@ def _mean_dir(model, cov, g):
         return d, g - cov.lam * d
     return cov.matvec_split(g)
 
-def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: float = MEAN_RATE, max_halvings: int = 5):
+def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: float = MEAN_RATE, max_halvings: int = 5,
+                site: float = 0.0):
     """(m, r, state, k): at most `k_max` natural-gradient steps on m at the fixed V of `cov` (site form), m ← m + tVg with
     t = 1, ½, … (at most `max_halvings` halvings) until the VLB rises, each from `_mean_dir` (Vg and Σ⁻¹Vg: no
     factorisation) and one likelihood evaluation at the site variances held by `at`; r = Σ⁻¹(m − μ) is carried along.
     They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the step's predicted gain, ½gᵀVg, is below the resolution of
     the run's relative stopping test, or of rounding), when gᵀVg fell by less than the factor `rate` over the last step
     (the next step, predicted to contract as the last, divides the error by less per unit of cost than a state: ``_mean_rate``;
-    or λ is far from γ and the next step on λ does more: `MEAN_RATE`), or when no halving raises the VLB.
+    or λ is far from γ and the next step on λ does more: `MEAN_RATE`), when ½gᵀVg ≤ κ·¼Σ_i ((λ_i − γ_i)v_i)² with κ = `site`
+    (the predicted gain in m is below κ times the diagonal of the one in λ: `_mean_site`; 0 turns this off), or when no
+    halving raises the VLB.
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
     k = 0
@@ -714,6 +732,9 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: f
         d, rd = _mean_dir(model, cov, g)                                   # (Vg, Σ⁻¹Vg), (d,) each
         dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
         if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
+        if site:                                                           # ½gᵀVg ≤ κ·¼Σ((λ − γ)∘v)²: small against λ's gain
+            e = (cov.lam - gamma) * (at.v_site - model.c)
+            if dec <= 0.5 * site * float(e @ e): break
         dec_prev = dec
         def trial(t, m=m, r=r, d=d, rd=rd):                               # (m + td, r + tΣ⁻¹Vg, state there)
             m_t, r_t = m + t * d, r + t * rd
