@@ -799,7 +799,10 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         and continues its L-BFGS-B memory past the edge) while that raises the VLB. A parameter that still ends
         at the edge, where widening gains nothing (a VLB without a finite maximum that way), or that runs away inside
         the box with the VLB flat beyond, gets a BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value
-        and what the edge means (it is listed in `edges` of the result).
+        and what the edge means (it is listed in `edges` of the result). Before any widening the run's own evaluations
+        can show that no finite maximum lies that way, and the parameter is reported at the first edge: a linear rise
+        (`linear_rise`), a Gaussian noise variance at the jitter's level (`noise_floor`), or Student-t degrees of freedom
+        running to ∞ with a slope in log ν decaying like 1/ν and less than max(tol_rel·|VLB|, 10⁻² nats) left to gain (`df_infinity`).
     A result at a trivial optimum (`degenerate`: predictions that do not depend on the inputs) gets a DEGENERATE
     event and a `DegenerateFitWarning` saying what to try. A run that stalls (the outer line search finds no
     ascent step) says in its `message` what to try.
