@@ -762,3 +762,58 @@ def test_degenerate_advice_reads_only_varying_columns_and_the_reason_comes_alone
     assert degenerate(hf.posterior).startswith(ev[0] + ". What to try: ")
     assert any(issubclass(c.category, DegenerateFitWarning) and "What to try" in str(c.message) for c in caught)
     assert _nats(0.0) == "< 1e-9 nats" and _nats(-2.5e-7) == "-2.5e-07 nats"
+
+
+def _t_glm(noise, seed, n=300):
+    "A Student-t GLM (df 3 to start) on y = 1 + 2x + 0.3 e, with the noise e drawn by `noise(rng, n)`; also e's excess kurtosis."
+    rng = np.random.default_rng(seed); x = rng.normal(size=n); e = noise(rng, n)
+    kurt = np.mean((e - e.mean()) ** 4) / np.var(e) ** 2 - 3.0
+    return GLM(np.column_stack([x, np.ones(n)]), 1.0 + 2.0 * x + 0.3 * e, StudentT()), kurt
+
+
+def test_student_t_on_gaussian_residuals_reports_df_to_infinity_at_the_first_box():
+    """Gaussian noise whose sample is a little lighter-tailed than a Gaussian's (excess kurtosis < 0, so the 1/ν term
+    of the VLB is negative): df runs to ∞ with a slope in log ν decaying like 1/ν; learn keeps the first box and says so
+    (without the test the box is widened and learning ends beyond it unconverged, df ≈ 1.2e7)."""
+    model, kurt = _t_glm(lambda rng, n: rng.normal(size=n), seed=7)
+    assert kurt < 0, kurt                                                 # the data say: no finite df
+    hf, caught = _learn_warnings(model)
+    details = [e.detail for r in hf.history for e in r.events]
+    inf = [d for d in details if "df → ∞" in d]
+    assert len(inf) == 1 and "the gain left to ν = ∞ is <" in inf[0] and "decaying like 1/ν" in inf[0], details
+    assert not any("widened" in d for d in details) and abs(np.log(hf.theta["likelihood.df"]) - 12.0) < 1e-9
+    assert hf.converged and "likelihood.df" in hf.edges and hf.n_inner < 150
+    assert any(w.category is RunawayParameterWarning and "look Gaussian" in str(w.message) for w in caught)
+
+
+def test_student_t_on_heavy_tailed_residuals_finds_a_finite_df():
+    "Noise with 4 degrees of freedom: a finite df near 4 is learned, no df → ∞ report and no edge."
+    model, kurt = _t_glm(lambda rng, n: rng.standard_t(4.0, size=n), seed=0)
+    hf, caught = _learn_warnings(model)
+    details = [e.detail for r in hf.history for e in r.events]
+    assert hf.converged and 2.0 < hf.theta["likelihood.df"] < 10.0 and not hf.edges, hf.theta
+    assert not any("df → ∞" in d for d in details) and not any(w.category is RunawayParameterWarning for w in caught)
+
+
+def _slopes(hp, j, s_of_nu, ts=np.linspace(8.0, 12.0, 9)):
+    "A run's evaluations (``_learn_once``'s cache form) along log ν = ts, every other value 0, with slope s(ν) in log ν."
+    c = {}
+    for t in ts:
+        th = np.zeros(len(hp.free_names)); th[j] = t; g = np.zeros_like(th); g[j] = s_of_nu(np.exp(t)); c[th.tobytes()] = dict(g=-g)
+    return c
+
+
+def test_df_infinity_needs_a_slope_decaying_like_one_over_nu_and_a_small_gain():
+    from vgi_lit.methods.hyper import HyperParams, df_infinity
+    hp = HyperParams(_t_glm(lambda rng, n: rng.normal(size=n), seed=1, n=20)[0])
+    j = hp.free_names.index("likelihood.df"); edge = np.zeros(len(hp.free_names)); edge[j] = 12.0
+    one_over = _slopes(hp, j, lambda nu: 97.0 / nu)
+    found = df_infinity(hp, one_over, edge, [j], 1e-2)
+    assert list(found) == ["likelihood.df"] and "< 0.0006 nats" in found["likelihood.df"], found
+    assert df_infinity(hp, one_over, edge, [j], 5e-4) == {}                                   # more left than the bound
+    assert df_infinity(hp, _slopes(hp, j, lambda nu: 1e-3), edge, [j], 1e-2) == {}            # a constant slope
+    assert df_infinity(hp, _slopes(hp, j, lambda nu: 0.25 / np.sqrt(nu)), edge, [j], 1e-2) == {}   # decaying like ν^−1/2
+    assert df_infinity(hp, _slopes(hp, j, lambda nu: 97.0 / nu, np.linspace(10.5, 12.0, 4)), edge, [j], 1e-2) == {}   # < 2 e-folds seen
+    assert df_infinity(hp, _slopes(hp, j, lambda nu: -97.0 / nu), edge, [j], 1e-2) == {}      # pointing back into the box
+    low = edge.copy(); low[j] = -12.0
+    assert df_infinity(hp, _slopes(hp, j, lambda nu: 97.0 / nu, np.linspace(-12.0, -8.0, 9)), low, [j], 1e-2) == {}   # the lower edge

@@ -20,9 +20,9 @@ from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
 __all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'radial_weight', 'radial_r2',
-           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'noise_floor', 'learn',
-           'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec', 'hyperfit_from_spec',
-           'joint_lbfgs']
+           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'noise_floor',
+           'df_infinity', 'learn', 'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec',
+           'hyperfit_from_spec', 'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -452,6 +452,35 @@ def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000) -> di
                                     f"eigenvalues of HΣHᵀ lie within 10 times its floor {floor:.2g} of jitter and rounding, and the VLB "
                                     f"along σ² rises down to that floor, {L[i] - L[0]:.4g} nats above the edge)")}
 
+# %% ../../nbs/methods/15_hyper.ipynb #566375d8
+_DF_GAIN = 1e-2   # nats: ``_learn_wide`` keeps the box for a df → ∞ (`df_infinity`) when the gain left to ν = ∞ is below this
+
+def df_infinity(hp, cache, theta, out, gain_max: float, span: float = 2.0, rel: float = 0.1) -> dict:
+    """{'likelihood.df': a sentence with the numbers} when the Student-t degrees of freedom ν (log-parameter j of `out`,
+    at the upper edge of the box at the free values `theta`) run to infinity: among the run's evaluations (`cache`: θ
+    bytes → dict with the negated gradient 'g'), the one at `theta` and one at least `span` e-folds behind it in log ν
+    (the nearest such) have positive slopes s = ∂VLB/∂log ν with s·ν within `rel` of the edge's, as does every evaluation
+    between them: 𝓛* ≈ 𝓛∞ + A/ν, s = −A/ν, and the gain left to ν = ∞ is s at the edge, which must be below `gain_max`
+    nats. {} otherwise (no df at the upper edge, too few evaluations, a slope not decaying like 1/ν, or a larger gain)."""
+    j = next((j for j in out if hp.free_names[j] == "likelihood.df" and theta[j] > 0), None)
+    if j is None or cache is None: return {}
+    pts = [(np.frombuffer(k), -c['g']) for k, c in cache.items()]
+    here = next((g for t, g in pts if np.array_equal(t, theta)), None)
+    if here is None or not here[j] > 0: return {}
+    a_edge = here[j] * np.exp(theta[j])                                  # −A = s·ν at the edge
+    behind = [theta[j] - t[j] for t, g in pts]
+    far = [i for i, x in enumerate(behind) if x >= span]
+    if not far: return {}
+    i0 = min(far, key=lambda i: behind[i])
+    win = [(t, g) for (t, g), x in zip(pts, behind) if 0.0 <= x <= behind[i0]]
+    if not all(g[j] > 0 and abs(g[j] * np.exp(t[j]) - a_edge) <= rel * a_edge for t, g in win): return {}
+    if not here[j] < gain_max: return {}
+    t0, g0 = pts[i0]
+    return {"likelihood.df": (f"likelihood.df: df → ∞: the residuals look Gaussian; the gain left to ν = ∞ is < {here[j]:.2g} nats "
+                              f"(the VLB's slope in log ν is {here[j]:+.3g} per e-fold at the edge ν = {np.exp(theta[j]):.3g}, decaying like 1/ν: "
+                              f"slope·ν = {a_edge:.4g} there and {g0[j] * np.exp(t0[j]):.4g} at ν = {np.exp(t0[j]):.3g}, {behind[i0]:.1f} e-folds behind)")}
+
+
 # %% ../../nbs/methods/15_hyper.ipynb #7fc19023
 def _budget(inner: dict, hist) -> dict:
     """The inner options with `max_seconds` cut to the time left in the outer budget of `hist` (at least 1 ms), so
@@ -624,7 +653,8 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
     and widened from its end as above. Before any widening, a Gaussian noise variance at the lower edge whose exact profile
     rises down to the jitter's level (`noise_floor`) is taken to have no maximum of the data's: the box is kept, with a
-    BOUND_ACTIVE event giving the numbers. Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
+    BOUND_ACTIVE event giving the numbers. So are Student-t degrees of freedom at the upper edge whose slope in log ν decays
+    like 1/ν with less than max(tol_rel·|VLB|, 10⁻² nats) left to gain at ν = ∞ (`df_infinity`). Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
     cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
@@ -653,6 +683,11 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if floor:                                                       # the noise variance's maximum is the jitter's: exact fit
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(floor.values()) + "; the box is kept", len(floor)))
+            break
+        inf = df_infinity(hp, cache, res.box[0], out, max(thresh(res.vlb), _DF_GAIN)) if cache is not None else {}
+        if inf:                                                         # df → ∞ with a slope decaying like 1/ν, little left to gain
+            if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
+            res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(inf.values()) + "; the box is kept", len(inf)))
             break
         if res.early:                                                  # the first run stopped at the edge, still rising
             n_inner += res.n_inner
@@ -733,7 +768,10 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         and continues its L-BFGS-B memory past the edge) while that raises the VLB. A parameter that still ends
         at the edge, where widening gains nothing (a VLB without a finite maximum that way), or that runs away inside
         the box with the VLB flat beyond, gets a BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value
-        and what the edge means (it is listed in `edges` of the result).
+        and what the edge means (it is listed in `edges` of the result). Before any widening the run's own evaluations
+        can show that no maximum of the data's lies that way, and the parameter is reported at the first edge: a Gaussian
+        noise variance at the jitter's level (`noise_floor`), or Student-t degrees of freedom running to ∞ with a slope in
+        log ν decaying like 1/ν and less than max(tol_rel·|VLB|, 10⁻² nats) left to gain (`df_infinity`).
     A result at a trivial optimum (`degenerate`: predictions that do not depend on the inputs) gets a DEGENERATE
     event and a `DegenerateFitWarning` saying what to try. A run that stalls (the outer line search finds no
     ascent step) says in its `message` what to try.
