@@ -6,13 +6,13 @@
 from __future__ import annotations
 import numpy as np
 from numpy.polynomial.legendre import leggauss
-from scipy.special import log_ndtr, ndtr, gammaln, logsumexp, erfcx, expit, digamma, log_expit
+from scipy.special import log_ndtr, ndtr, gammaln, logsumexp, erfcx, expit, digamma, log_expit, poch
 from .quadrature import gh_nodes
 
 # %% auto #0
 __all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
            'kink_panels', 'Probit', 'Poisson', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT',
-           'Exponential', 'StochasticVolatility', 'Ordinal', 'frequency_cutpoints']
+           'digamma_half_gap', 'Exponential', 'StochasticVolatility', 'Ordinal', 'frequency_cutpoints']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -703,7 +703,7 @@ class StudentT(Likelihood):
         super().__init__(**kw)
         self.df = _positive(df, "Student-t df"); self.scale2 = _positive(scale2, "Student-t scale2")
         self.width = float(np.sqrt(self.df * self.scale2)) / 3   # GH-32 is accurate for s <= √a/3 (measured), poles at ±i√a
-        self._C = gammaln(0.5 * (self.df + 1)) - gammaln(0.5 * self.df) - 0.5 * np.log(self.df * np.pi * self.scale2)
+        self._C = float(np.log(poch(0.5 * self.df, 0.5))) - 0.5 * np.log(self.df * np.pi * self.scale2)   # log Γ((ν+1)/2) − log Γ(ν/2)
     def check_y(self, y): return _as_float_array(y, who="Student-t")
     def derivs(self, y, f):
         r = y - f; a = self.df * self.scale2; q = a + r * r; nu1 = self.df + 1
@@ -717,6 +717,17 @@ class StudentT(Likelihood):
     def sample(self, f, rng=None):
         rng = np.random.default_rng(rng); f = np.asarray(f, float)
         return f + np.sqrt(self.scale2) * rng.standard_t(self.df, size=f.shape)
+
+# %% ../nbs/01_likelihoods.ipynb #ca35ac22
+def digamma_half_gap(x):
+    """D(x) = ψ(x + ½) − ψ(x) − 1/(2x) for x > 0 without cancellation: the series 1/(8x²) − 1/(64x⁴) + 1/(128x⁶) −
+    17/(2048x⁸) for x > 50, the plain difference below (the Student-t's derivative in log ν is (ν/2)·D(ν/2))."""
+    x = np.asarray(x, dtype=float); big = x > 50.0
+    xs = np.where(big, x, 1.0); z = 1.0 / (xs * xs)
+    series = z * (0.125 + z * (-1.0 / 64 + z * (1.0 / 128 - z * 17.0 / 2048)))
+    xd = np.where(big, 1.0, x)
+    plain = digamma(xd + 0.5) - digamma(xd) - 0.5 / xd
+    return np.where(big, series, plain)[()]
 
 # %% ../nbs/01_likelihoods.ipynb #24d163c5
 class Exponential(Likelihood):
@@ -912,7 +923,7 @@ def _student_dlogp(self, y, f):
     r = np.asarray(y, float) - f; nu = self.df; a = nu * self.scale2; r2 = r * r
     u = r2 / (a + r2)                                                    # r²/(a + r²) ∈ [0, 1)
     d_s = -0.5 + 0.5 * (nu + 1) * u
-    c_nu = nu * (0.5 * digamma(0.5 * (nu + 1)) - 0.5 * digamma(0.5 * nu) - 0.5 / nu)
+    c_nu = 0.5 * nu * digamma_half_gap(0.5 * nu)                        # ν(½ψ((ν+1)/2) − ½ψ(ν/2) − 1/(2ν)), no cancellation
     d_nu = c_nu - 0.5 * nu * np.log1p(r2 / a) + 0.5 * (nu + 1) * u
     return np.stack([d_s, d_nu])
 StudentT.dlogp_dparams = _student_dlogp
