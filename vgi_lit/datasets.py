@@ -179,10 +179,10 @@ _ASCII_SPACE = np.zeros(256, dtype=bool); _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 2
 
 def _libsvm_arrays(path, n_features: int, labset):
     """(y, rows, cols, vals) of a LIBSVM file parsed a whole file at a time, or None when any check fails (the
-    line-by-line `_libsvm_lines` then names the first problem). The index:value tokens are checked on the bytes of the
+    line-by-line ``_libsvm_lines`` then names the first problem). The index:value tokens are checked on the bytes of the
     text at once (each token holds exactly one `:`, neither first nor last); the builtin `int` and `float` are
-    mapped over the columns of tokens (the conversions `_libsvm_lines` makes, so the same text is accepted), and the
-    range, order, finiteness and label checks run on whole arrays. Text that is not ASCII is left to `_libsvm_lines`."""
+    mapped over the columns of tokens (the conversions ``_libsvm_lines`` makes, so the same text is accepted), and the
+    range, order, finiteness and label checks run on whole arrays. Text that is not ASCII is left to ``_libsvm_lines``."""
     with open(path, "r") as fh: lines = fh.read().split("\n")          # universal newlines, as iterating over the file
     heads, rests = [], []
     for line in lines:
@@ -213,7 +213,7 @@ def _libsvm_arrays(path, n_features: int, labset):
 def read_libsvm(path, n_features: int, labels=(-1.0, 1.0), sparse: bool = False):
     """(X, y) from a LIBSVM text file with 1-based indices and exactly `n_features` columns: X dense, or a
     scipy.sparse CSR matrix of the stored entries with `sparse=True` (never densified). The file is parsed whole
-    (`_libsvm_arrays`); when a check fails it is read again line by line (`_libsvm_lines`), whose error names the line."""
+    (``_libsvm_arrays``); when a check fails it is read again line by line (``_libsvm_lines``), whose error names the line."""
     path = Path(path); labset = None if labels is None else {float(l) for l in labels}
     parsed = _libsvm_arrays(path, n_features, labset)
     ys, r, c, vals = parsed if parsed is not None else _libsvm_lines(path, n_features, labset)

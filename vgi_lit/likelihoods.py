@@ -327,7 +327,7 @@ KINK_EDGES, KINK_ORDER = (0.0, 5.0, 12.0, 22.0, 36.0), 16                    # t
 def kink_panels():
     """The kink split's rule on t = |x| ≥ 0: (t, w), the nodes and weights of composite `KINK_ORDER`-point
     Gauss-Legendre on the panels between `KINK_EDGES` ((q,) each, q = KINK_ORDER·(len(KINK_EDGES) − 1); new arrays).
-    The logistic expectation (`_kink_weights`) and the logistic curvatures of the fixed-point methods fold their own
+    The logistic expectation (``_kink_weights``) and the logistic curvatures of the fixed-point methods fold their own
     functions of t into w."""
     return _legendre_panels(KINK_EDGES, KINK_ORDER)
 
