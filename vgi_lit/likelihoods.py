@@ -723,7 +723,7 @@ def digamma_half_gap(x):
     """D(x) = ψ(x + ½) − ψ(x) − 1/(2x) for x > 0 without cancellation: the series 1/(8x²) − 1/(64x⁴) + 1/(128x⁶) −
     17/(2048x⁸) for x > 50, the plain difference below (the Student-t's derivative in log ν is (ν/2)·D(ν/2))."""
     x = np.asarray(x, dtype=float); big = x > 50.0
-    xs = np.where(big, x, 1.0); z = 1.0 / (xs * xs)
+    xs = np.where(big, x, 1.0); z = (1.0 / xs) ** 2                           # (1/x)², no overflow of x² at huge x
     series = z * (0.125 + z * (-1.0 / 64 + z * (1.0 / 128 - z * 17.0 / 2048)))
     xd = np.where(big, 1.0, x)
     plain = digamma(xd + 0.5) - digamma(xd) - 0.5 / xd

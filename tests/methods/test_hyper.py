@@ -817,3 +817,18 @@ def test_df_infinity_needs_a_slope_decaying_like_one_over_nu_and_a_small_gain():
     assert df_infinity(hp, _slopes(hp, j, lambda nu: -97.0 / nu), edge, [j], 1e-2) == {}      # pointing back into the box
     low = edge.copy(); low[j] = -12.0
     assert df_infinity(hp, _slopes(hp, j, lambda nu: 97.0 / nu, np.linspace(-12.0, -8.0, 9)), low, [j], 1e-2) == {}   # the lower edge
+
+
+def test_a_noise_variance_still_falling_past_the_first_box_is_reported_with_a_warning():
+    """Noise of variance 1e-7 on 40 smooth targets (another draw): the profile at the first box's kernel peaks above the
+    floor (widened), but with the kernel re-fitted the noise variance keeps falling to the wider box's edge on a plateau:
+    learn lists it in `edges` and warns, besides the event saying the VLB may have no finite maximum that way."""
+    import warnings
+    from vgi_lit.inference import RunawayParameterWarning
+    rng = np.random.default_rng(1); X = rng.uniform(0, 1, (40, 1)); y = np.sin(3 * X[:, 0]) + np.sqrt(1e-7) * rng.normal(size=40)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always"); hf = learn(GP(X, y, Gaussian(0.1), RBF(1.0, 0.3)))
+    details = [e.detail for r in hf.history for e in r.events]
+    assert any("widened" in d for d in details) and hf.theta["likelihood.variance"] < np.exp(-20)
+    assert "likelihood.variance" in hf.edges
+    assert any(issubclass(c.category, RunawayParameterWarning) and "likelihood.variance" in str(c.message) for c in caught)

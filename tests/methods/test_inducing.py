@@ -364,5 +364,8 @@ def test_rbf_exponent_is_log_k_and_refuses_other_kernels():
     for k in (RBF(0.6, 1.4), RBF(2.0, np.array([0.5, 1.0, 3.0]))):
         out = np.empty((40, 9)); res = rbf_exponent(k, X, Z, out=out)
         assert res is out and np.max(np.abs(np.exp(out) - k.K(X, Z))) < 1e-12 * k.variance
+    Xf, Zf = X + 1e7, Z + 1e7                                            # far from the origin: the centred expansion keeps it
+    k = RBF(1.0, 1.0)
+    assert np.max(np.exp(rbf_exponent(k, Xf, Zf))) <= 1.0 + 1e-12 and np.max(np.abs(np.exp(rbf_exponent(k, Xf, Zf)) - k.K(X, Z))) < 1e-8
     with pytest.raises(TypeError, match="Matern32"):
         rbf_exponent(Matern32(1.0, 1.0), X, Z)

@@ -700,7 +700,7 @@ def _mean_rate(n: int) -> float:
 def _mean_site(model) -> float:
     """κ = 1/Q (`STATE_GAIN`) of the site-error stop of the mean steps ('How many mean steps') for a fit at a large prior
     scale: one the continuation in the prior scale serves (`_scale_stages` applies to it, or its prior is a stage's
-    `` _ScaledPriorCov ``); else 0, the stop off (a fit at a small scale has the cost rule alone)."""
+    `` _ScaledPriorCov ``); else 0, the stop off (a fit at a small scale has the cost rule alone; a continuation stage has the stop at any scale of its own)."""
     return 1.0 / STATE_GAIN if (isinstance(model.prior, _ScaledPriorCov) or _scale_stages(model, 1.0)) else 0.0
 
 def _mean_dir(model, cov, g):

@@ -428,8 +428,9 @@ def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000) -> di
     ascent gradient `g`, `out` the log-parameters at the edge) pushed out of the lower edge e^−bound:
     {'likelihood.variance': a sentence with the numbers} when the profile rises all the way down to the floor
     ε_K = jitter + nε·λ_max of K's eigenvalues (its maximum at or below ε_K: the targets are interpolated exactly, the
-    maximum is the jitter's, not the data's); {} when it peaks above ε_K (a finite maximum of the data's, outside the box:
-    widen for it); None when the profile does not apply (σ² not pushed out, another likelihood or model, site noise c > 0,
+    maximum is the jitter's, not the data's), or when the edge itself lies at or below ε_K; {} when it peaks above ε_K
+    (a finite maximum of the data's at the current kernel parameters, outside the box: widen for it, the joint maximum may
+    still run further as the kernel adapts); None when the profile does not apply (σ² not pushed out, another likelihood or model, site noise c > 0,
     n > `n_max`)."""
     j = next((j for j in out if hp.free_names[j] == "likelihood.variance"), None)
     if (j is None or g is None or g[j] >= 0 or type(model) not in (GP, GLM) or type(model.likelihood) is not Gaussian
@@ -443,8 +444,8 @@ def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000) -> di
     s2 = np.exp(t)[:, None]
     L = -0.5 * np.sum(np.log(lam + s2) + z2 / (lam + s2), axis=1)
     i = int(np.argmax(L))
-    if i == 0 or np.exp(t[i]) > floor: return {}
     se = np.exp(-bound)
+    if (i == 0 and se > floor) or np.exp(t[i]) > floor: return {}        # the data's maximum: inside, or outside above the floor
     slope = 0.5 * float(np.sum(se * z2 / (lam + se) ** 2 - se / (lam + se)))
     k = int(np.sum(lam <= 10.0 * floor))
     return {"likelihood.variance": (f"likelihood.variance: noise variance at the jitter's level: the targets are interpolated exactly "
@@ -453,6 +454,7 @@ def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000) -> di
                                     f"along σ² rises down to that floor, {L[i] - L[0]:.4g} nats above the edge)")}
 
 # %% ../../nbs/methods/15_hyper.ipynb #566375d8
+_DF_GAIN_MAX = 0.5   # nats: the largest gain left to ν = ∞ that `df_infinity` gives up (whatever tol_rel·|VLB| is)
 _DF_GAIN = 1e-2   # nats: ``_learn_wide`` keeps the box for a df → ∞ (`df_infinity`) when the gain left to ν = ∞ is below this
 
 def df_infinity(hp, cache, theta, out, gain_max: float, span: float = 2.0, rel: float = 0.1) -> dict:
@@ -651,10 +653,10 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     clipped and continuing with the same curvature pairs. It is the result when it ends inside the first box, or when it
     converges strictly inside the wider box, outside the first, with a VLB above the VLB at its θ clipped to the first box
     (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
-    and widened from its end as above. Before any widening, a Gaussian noise variance at the lower edge whose exact profile
+    and widened from its end as above. Before each widening, a Gaussian noise variance at the lower edge whose exact profile
     rises down to the jitter's level (`noise_floor`) is taken to have no maximum of the data's: the box is kept, with a
     BOUND_ACTIVE event giving the numbers. So are Student-t degrees of freedom at the upper edge whose slope in log ν decays
-    like 1/ν with less than max(tol_rel·|VLB|, 10⁻² nats) left to gain at ν = ∞ (`df_infinity`). Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
+    like 1/ν with less than max(tol_rel·|VLB|, 10⁻² nats), at most ½ nat, left to gain at ν = ∞ (`df_infinity`). Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
     cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
@@ -684,7 +686,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(floor.values()) + "; the box is kept", len(floor)))
             break
-        inf = df_infinity(hp, cache, res.box[0], out, max(thresh(res.vlb), _DF_GAIN)) if cache is not None else {}
+        inf = df_infinity(hp, cache, res.box[0], out, min(max(thresh(res.vlb), _DF_GAIN), _DF_GAIN_MAX)) if cache is not None else {}
         if inf:                                                         # df → ∞ with a slope decaying like 1/ν, little left to gain
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(inf.values()) + "; the box is kept", len(inf)))
@@ -729,6 +731,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         vals = ", ".join(f"{hp.free_names[j]} = {np.exp(theta[j]):.3g}" + ("" if g is None else f" (gradient {g[j]:+.1e})") for j in still)
         notes.append(Event(EventKind.BOUND_ACTIVE, f"beyond the box [-{bound:g}, {bound:g}] in log space when learning ended without "
                                                    f"converging ({res.stop.value}): {vals}; the VLB may have no finite maximum that way", len(still)))
+        res.edges.update({hp.free_names[j]: float(np.exp(theta[j])) for j in still})   # reported with the edges: a warning each
     res.history[-1].events.extend(notes)
     res.n_inner += n_inner
     res.box = res.box[:2] + (b,)
@@ -768,10 +771,10 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         and continues its L-BFGS-B memory past the edge) while that raises the VLB. A parameter that still ends
         at the edge, where widening gains nothing (a VLB without a finite maximum that way), or that runs away inside
         the box with the VLB flat beyond, gets a BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value
-        and what the edge means (it is listed in `edges` of the result). Before any widening the run's own evaluations
-        can show that no maximum of the data's lies that way, and the parameter is reported at the first edge: a Gaussian
+        and what the edge means (it is listed in `edges` of the result). Before each widening (at the first box and at
+        every wider one) the parameter is reported at the edge it reached, the box kept, where no maximum of the data's lies that way: a Gaussian
         noise variance at the jitter's level (`noise_floor`), or Student-t degrees of freedom running to ∞ with a slope in
-        log ν decaying like 1/ν and less than max(tol_rel·|VLB|, 10⁻² nats) left to gain (`df_infinity`).
+        log ν decaying like 1/ν and less than max(tol_rel·|VLB|, 10⁻² nats), at most ½ nat, left to gain (`df_infinity`).
     A result at a trivial optimum (`degenerate`: predictions that do not depend on the inputs) gets a DEGENERATE
     event and a `DegenerateFitWarning` saying what to try. A run that stalls (the outer line search finds no
     ascent step) says in its `message` what to try.

@@ -163,12 +163,14 @@ def collapsed_q(model):
 # %% ../../nbs/methods/15a_inducing.ipynb #112477f4
 def rbf_exponent(kernel, X, Z, out=None):
     """(n, M) log k(x_i, z_j) = log s − ½‖a_i − b_j‖² of an RBF kernel (a = x/ℓ, b = z/ℓ) as one product of augmented rows,
-    [a, −½‖a‖², 1] · [b, 1, log s − ½‖b‖²]ᵀ; its exponential, taken in place, is K(X, Z) with the rounding of r² by expansion. `out`: an (n, M) array (C-contiguous) to hold the result."""
+    [a, −½‖a‖², 1] · [b, 1, log s − ½‖b‖²]ᵀ, both rows centred at the mean of Z (r² does not change; the rounding of the
+    expansion, ε(‖a‖² + ‖b‖²), is then that of distances from the inducing inputs, not from the origin); its exponential, taken in place, is K(X, Z) with the rounding of r² by expansion. `out`: an (n, M) array (C-contiguous) to hold the result."""
     if type(kernel) is not RBF: raise TypeError(f"rbf_exponent needs an RBF kernel, got {type(kernel).__name__}")
     X, Z = np.asarray(X, dtype=float), np.asarray(Z, dtype=float); p = X.shape[1]
     ls = np.broadcast_to(np.asarray(kernel.lengthscale, dtype=float), (p,))
-    Xa = np.empty((len(X), p + 2)); Xa[:, :p] = X / ls; Xa[:, p] = -0.5 * np.sum(Xa[:, :p] ** 2, 1); Xa[:, p + 1] = 1.0   # (n, p + 2)
-    Za = np.empty((len(Z), p + 2)); Za[:, :p] = Z / ls; Za[:, p] = 1.0                                              # (M, p + 2)
+    c = Z.mean(axis=0) if len(Z) else np.zeros(p)                                  # a common centre: r² is shift-invariant
+    Xa = np.empty((len(X), p + 2)); Xa[:, :p] = (X - c) / ls; Xa[:, p] = -0.5 * np.sum(Xa[:, :p] ** 2, 1); Xa[:, p + 1] = 1.0   # (n, p + 2)
+    Za = np.empty((len(Z), p + 2)); Za[:, :p] = (Z - c) / ls; Za[:, p] = 1.0                                              # (M, p + 2)
     Za[:, p + 1] = np.log(kernel.variance) - 0.5 * np.sum(Za[:, :p] ** 2, 1)
     return np.matmul(Xa, Za.T, out=out)
 
