@@ -11,8 +11,9 @@ from .quadrature import gh_nodes
 
 # %% auto #0
 __all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
-           'kink_panels', 'Probit', 'Poisson', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT',
-           'digamma_half_gap', 'Exponential', 'StochasticVolatility', 'Ordinal', 'frequency_cutpoints']
+           'kink_panels', 'Probit', 'Poisson', 'log_poch', 'digamma_count_gap', 'NegativeBinomial',
+           'ZeroInflatedPoisson', 'Laplace', 'StudentT', 'digamma_half_gap', 'Exponential', 'StochasticVolatility',
+           'Ordinal', 'frequency_cutpoints']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -559,6 +560,66 @@ def _softplus(x):
     "log(1 + eˣ) without overflow: max(x, 0) + log1p(e^{−|x|})."
     return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
 
+# %% ../nbs/01_likelihoods.ipynb #5be0d2f4
+def _log1pmx(t):
+    "log(1 + t) − t for t ≥ 0 with relative accuracy: its series −t²/2 + t³/3 − … (20 terms) for t < 0.1, else directly."
+    t = np.asarray(t, dtype=float); small = t < 0.1
+    ts = np.where(small, t, 0.0); acc = np.zeros_like(ts)
+    for k in range(20, 1, -1): acc = ts * ((-1.0) ** (k + 1) / k + acc)
+    return np.where(small, ts * acc, np.log1p(np.where(small, 0.0, t)) - np.where(small, 0.0, t))
+
+
+# %% ../nbs/01_likelihoods.ipynb #c7e18a92
+_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360)      # B_2k/(2k(2k−1)), k = 1..6
+
+def log_poch(r, y):
+    """log (r)_y = log Γ(y + r) − log Γ(r) for r > 0 and counts y ≥ 0 without cancellation at large r: for r ≥ 10,
+    y log r + (y − ½) log1p(y/r) + (r log1p(y/r) − y) + the Stirling terms Σ_k B_2k/(2k(2k−1)) ((r + y)^{1−2k} − r^{1−2k});
+    for r < 10, log poch(r, y) (y ≤ 100) or the plain difference of gammaln."""
+    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
+    big = r >= 10.0
+    ra = np.where(big, r, 10.0); ya = np.where(big, y, 0.0); b = ra + ya
+    l1 = np.log1p(ya / ra)
+    S = -ya / (12.0 * ra * b)                                          # k = 1: (1/b − 1/a)/12
+    ib, ia = 1.0 / b, 1.0 / ra; pb, pa = ib, ia
+    for c in _STIRLING[1:]:
+        pb, pa = pb * ib * ib, pa * ia * ia; S = S + c * (pb - pa)
+    stirling = ya * np.log(ra) + (ya - 0.5) * l1 + (ra * l1 - ya) + S
+    rs = np.where(big, 1.0, r); ys = np.where(big, 0.0, y); few = ys <= 100
+    with np.errstate(divide="ignore"):
+        small = np.where(few, np.log(poch(rs, np.where(few, ys, 0.0))), gammaln(ys + rs) - gammaln(rs))   # naive: gammaln(y + r) − gammaln(r)
+    return np.where(big, stirling, small)[()]
+
+
+# %% ../nbs/01_likelihoods.ipynb #0d4f6b31
+_PSI_SERIES = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760)       # B_2k/(2k), k = 1..6
+
+def digamma_count_gap(r, y):
+    """G = r(ψ(y + r) − ψ(r)) − y = −Σ_{j<y} j/(r + j) for r > 0 and integer counts y ≥ 0 without cancellation: the sum for
+    y ≤ 64; for y > 64 and r ≥ 10, r(log1p(t) − t) + y/(2(r + y)) + r Σ_k B_2k/(2k) (r^{−2k} − (r + y)^{−2k}), t = y/r;
+    the plain difference for y > 64 and r < 10 (the negative binomial's ∂ log p/∂ log r holds G)."""
+    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
+    out = np.zeros(y.shape)
+    few = y <= 64
+    if few.any():
+        yf, rf = y[few], r[few]; acc = np.zeros(yf.shape)
+        for j in range(1, int(yf.max())):
+            acc += np.where(j < yf, j / (rf + j), 0.0)
+        out[few] = -acc
+    asym = ~few & (r >= 10.0)
+    if asym.any():
+        ya, ra = y[asym], r[asym]; b = ra + ya
+        S = np.zeros(ya.shape); ib2, ia2 = 1.0 / (b * b), 1.0 / (ra * ra); pb = pa = 1.0
+        for c in _PSI_SERIES:
+            pb, pa = pb * ib2, pa * ia2; S = S + c * (pa - pb)
+        out[asym] = ra * _log1pmx(ya / ra) + ya / (2.0 * b) + ra * S
+    plain = ~few & ~(r >= 10.0)
+    if plain.any():
+        rp, yp = r[plain], y[plain]
+        out[plain] = rp * (digamma(yp + rp) - digamma(rp)) - yp      # naive everywhere: r(ψ(y + r) − ψ(r)) − y
+    return out[()]
+
+
 # %% ../nbs/01_likelihoods.ipynb #nbn0cls1
 class NegativeBinomial(_Exposure):
     """`p(y|f) = Γ(y+r)/(Γ(r) y!) (r/(r+μ))^r (μ/(r+μ))^y`, μ = u e^f, r = `dispersion` (learned with the model's
@@ -581,7 +642,7 @@ class NegativeBinomial(_Exposure):
         return out
     def _const(self, y):
         r = self.dispersion
-        return gammaln(y + r) - gammaln(r) - gammaln(y + 1.0)
+        return log_poch(r, y) - gammaln(y + 1.0)                 # naive: gammaln(y + r) − gammaln(r) − gammaln(y + 1)
     def derivs(self, y, f):
         r = self.dispersion
         x = f + self._lu(f) - np.log(r)
@@ -964,15 +1025,15 @@ NegativeBinomial._is_log = lambda self: (True,)
 NegativeBinomial._get_params = lambda self: [np.log(self.dispersion)]
 NegativeBinomial._from_params = lambda self, t: NegativeBinomial(float(np.exp(t[0])), exposure=self.exposure, **_kw(self))
 def _negbin_dlogp(self, y, f):
-    "∂ log p/∂ log r = r(ψ(y + r) − ψ(r)) − y − r sp(x) + (y + r)σ(x), x = f + log u − log r."
+    "∂ log p/∂ log r = G − r sp(x) + (y + r)σ(x), x = f + log u − log r, G = r(ψ(y + r) − ψ(r)) − y by `digamma_count_gap`."
     r = self.dispersion; y = np.asarray(y, float)
     x = f + self._lu(f) - np.log(r)
-    return (r * (digamma(y + r) - digamma(r)) - y - r * _softplus(x) + (y + r) * expit(x))[None]
+    return (digamma_count_gap(r, y) - r * _softplus(x) + (y + r) * expit(x))[None]   # naive: r(ψ(y + r) − ψ(r)) − y − …
 def _negbin_dparams(self, y, m, v):
-    "Its expectation r(ψ(y + r) − ψ(r)) − y + rL − (y + r)∂L/∂m_x, with L = E[log σ(−x)] of the logistic."
+    "Its expectation G + rL − (y + r)∂L/∂m_x, with L = E[log σ(−x)] of the logistic."
     r = self.dispersion
     _, L, dL_dm, _ = self._logistic_part(m, v)                   # as E computed it at these sites
-    return (r * (digamma(y + r) - digamma(r)) - y + r * L - (y + r) * dL_dm)[None]
+    return (digamma_count_gap(r, y) + r * L - (y + r) * dL_dm)[None]
 NegativeBinomial.dlogp_dparams, NegativeBinomial._dparams_closed = _negbin_dlogp, _negbin_dparams
 
 # %% ../nbs/01_likelihoods.ipynb #lpar0c05
