@@ -1024,11 +1024,17 @@ NegativeBinomial._names = lambda self: ("dispersion",)
 NegativeBinomial._is_log = lambda self: (True,)
 NegativeBinomial._get_params = lambda self: [np.log(self.dispersion)]
 NegativeBinomial._from_params = lambda self, t: NegativeBinomial(float(np.exp(t[0])), exposure=self.exposure, **_kw(self))
+def _sigmoid_minus_softplus(x):
+    "σ(x) − log(1 + eˣ) without cancellation as x → −∞: −(log1p(t) − t) − t²/(1 + t), t = eˣ, for x ≤ 0 (≈ −t²/2)."
+    t = np.exp(np.minimum(x, 0.0))
+    return np.where(x <= 0, -_log1pmx(t) - t * t / (1.0 + t), expit(x) - _softplus(x))
+
 def _negbin_dlogp(self, y, f):
-    "∂ log p/∂ log r = G − r sp(x) + (y + r)σ(x), x = f + log u − log r, G = r(ψ(y + r) − ψ(r)) − y by `digamma_count_gap`."
+    """∂ log p/∂ log r = G + yσ(x) + r(σ(x) − sp(x)), x = f + log u − log r, G = r(ψ(y + r) − ψ(r)) − y by
+    `digamma_count_gap` (each term O(1/r) as r → ∞)."""
     r = self.dispersion; y = np.asarray(y, float)
     x = f + self._lu(f) - np.log(r)
-    return (digamma_count_gap(r, y) - r * _softplus(x) + (y + r) * expit(x))[None]   # naive: r(ψ(y + r) − ψ(r)) − y − …
+    return (digamma_count_gap(r, y) + y * expit(x) + r * _sigmoid_minus_softplus(x))[None]   # naive: r(ψ(y + r) − ψ(r)) − y − r sp(x) + (y + r)σ(x)
 def _negbin_dparams(self, y, m, v):
     "Its expectation G + rL − (y + r)∂L/∂m_x, with L = E[log σ(−x)] of the logistic."
     r = self.dispersion
