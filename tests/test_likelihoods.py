@@ -468,6 +468,10 @@ def test_negative_binomial_large_dispersion_against_mpmath():
     y = np.floor(10 ** rng.uniform(0, 4, 40)) - rng.integers(0, 2, 40)         # 0 .. 1e4, small counts well represented
     C, G = log_poch(r, y), digamma_count_gap(r, y)
     assert C.shape == G.shape == (40,)
+    for fn in (log_poch, digamma_count_gap):
+        for bad in (-1.0, 2.5, np.nan):
+            with pytest.raises(ValueError, match="counts y must be non-negative integers"): fn(3.0, [1.0, bad])
+        with pytest.raises(ValueError, match="r must be positive"): fn(0.0, 2.0)
     with mpmath.workdps(60):
         for ri, yi, c, g in zip(r, y, C, G):
             R, Y = mpmath.mpf(ri), mpmath.mpf(yi)

@@ -575,8 +575,10 @@ _STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360)    
 def log_poch(r, y):
     """log (r)_y = log Γ(y + r) − log Γ(r) for r > 0 and counts y ≥ 0 without cancellation at large r: for r ≥ 10,
     y log r + (y − ½) log1p(y/r) + (r log1p(y/r) − y) + the Stirling terms Σ_k B_2k/(2k(2k−1)) ((r + y)^{1−2k} − r^{1−2k});
-    for r < 10, log poch(r, y) (y ≤ 100) or the plain difference of gammaln."""
+    for r < 10, log poch(r, y) (y ≤ 100) or the plain difference of gammaln. `y` must be integer counts (as `check_y` gives)."""
     r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
+    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError("log_poch: counts y must be non-negative integers")
+    if not np.all(r > 0): raise ValueError("log_poch: r must be positive")
     big = r >= 10.0
     ra = np.where(big, r, 10.0); ya = np.where(big, y, 0.0); b = ra + ya
     l1 = np.log1p(ya / ra)
@@ -586,8 +588,12 @@ def log_poch(r, y):
         pb, pa = pb * ib * ib, pa * ia * ia; S = S + c * (pb - pa)
     stirling = ya * np.log(ra) + (ya - 0.5) * l1 + (ra * l1 - ya) + S
     rs = np.where(big, 1.0, r); ys = np.where(big, 0.0, y); few = ys <= 100
-    with np.errstate(divide="ignore"):
-        small = np.where(few, np.log(poch(rs, np.where(few, ys, 0.0))), gammaln(ys + rs) - gammaln(rs))   # naive: gammaln(y + r) − gammaln(r)
+    if r.size and np.all(r == r.flat[0]):                          # one r: log poch(r, k), k = 0..100, as a table
+        table = np.log(poch(rs.flat[0], np.arange(101.0)))
+        pochs = table[np.where(few, ys, 0.0).astype(np.intp)]
+    else:
+        pochs = np.log(poch(rs, np.where(few, ys, 0.0)))
+    small = np.where(few, pochs, gammaln(ys + rs) - gammaln(rs))       # naive: gammaln(y + r) − gammaln(r)
     return np.where(big, stirling, small)[()]
 
 
@@ -599,9 +605,14 @@ def digamma_count_gap(r, y):
     y ≤ 64; for y > 64 and r ≥ 10, r(log1p(t) − t) + y/(2(r + y)) + r Σ_k B_2k/(2k) (r^{−2k} − (r + y)^{−2k}), t = y/r;
     the plain difference for y > 64 and r < 10 (the negative binomial's ∂ log p/∂ log r holds G)."""
     r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
+    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError("digamma_count_gap: counts y must be non-negative integers")
+    if not np.all(r > 0): raise ValueError("digamma_count_gap: r must be positive")
     out = np.zeros(y.shape)
     few = y <= 64
-    if few.any():
+    if few.any() and np.all(r == r.flat[0]):                           # one r: the partial sums for y = 0..64, as a table
+        j = np.arange(64.0)
+        out[few] = -np.concatenate([[0.0], np.cumsum(j / (r.flat[0] + j))])[y[few].astype(np.intp)]
+    elif few.any():
         yf, rf = y[few], r[few]; acc = np.zeros(yf.shape)
         for j in range(1, int(yf.max())):
             acc += np.where(j < yf, j / (rf + j), 0.0)
