@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy.integrate import quad
-from scipy.special import gammaln, ndtr
+from scipy.special import digamma, gammaln, ndtr
 
 from vgi_lit.likelihoods import (Gaussian, Logistic, Probit, Poisson, NegativeBinomial, ZeroInflatedPoisson, Laplace, StudentT, Exponential,
                                  StochasticVolatility, Ordinal, gauss_rule)
@@ -454,6 +454,47 @@ def test_negative_binomial_matches_scipy_and_poisson_limit():
     E_p = Poisson().expected_log_lik(y, f, np.full(60, 0.7))
     for a, b in zip(E_nb, E_p): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
+
+
+def test_negative_binomial_large_dispersion_against_mpmath():
+    """log (r)_y = log Γ(y + r) − log Γ(r) and G = r(ψ(y + r) − ψ(r)) − y (log_poch, digamma_count_gap) at seeded random
+    (r, y), r log-uniform on [1e-2, 1e14], counts up to 1e4, against 60-digit mpmath to 1e-12 relative (array in, array
+    out); then log p and ∂ log p/∂ log r of the negative binomial at r up to 1e14 against mpmath of the naive formulas,
+    where the plain differences lose every digit of the derivative."""
+    import mpmath
+    from vgi_lit.likelihoods import log_poch, digamma_count_gap
+    rng = np.random.default_rng(11)
+    r = 10 ** rng.uniform(-2, 14, 40)
+    y = np.floor(10 ** rng.uniform(0, 4, 40)) - rng.integers(0, 2, 40)         # 0 .. 1e4, small counts well represented
+    C, G = log_poch(r, y), digamma_count_gap(r, y)
+    assert C.shape == G.shape == (40,)
+    for fn in (log_poch, digamma_count_gap):
+        for bad in (-1.0, 2.5, np.nan):
+            with pytest.raises(ValueError, match="counts y must be non-negative integers"): fn(3.0, [1.0, bad])
+        with pytest.raises(ValueError, match="r must be positive"): fn(0.0, 2.0)
+    with mpmath.workdps(60):
+        for ri, yi, c, g in zip(r, y, C, G):
+            R, Y = mpmath.mpf(ri), mpmath.mpf(yi)
+            ref_c = mpmath.loggamma(Y + R) - mpmath.loggamma(R)
+            ref_g = -mpmath.fsum(j / (R + j) for j in range(1, int(yi)))           # −Σ_{j<y} j/(r + j), exact for integer y
+            assert abs(c - ref_c) <= 1e-12 * abs(ref_c), (ri, yi, c, ref_c)
+            assert abs(g - ref_g) <= 1e-12 * abs(ref_g), (ri, yi, g, ref_g)
+    yy = np.array([0.0, 1, 2, 7, 30, 250, 1e4, 3]); ff = np.array([0.3, -1.0, 2.0, 1.5, 3.0, 5.0, 9.0, -30.0])
+    worst_plain = 0.0
+    with mpmath.workdps(60):
+        for rr in (0.01, 0.5, 30.0, 1e4, 1e8, 1e11, 1e14):
+            lik = NegativeBinomial(rr)
+            lp, d = lik.logp(yy, ff), lik.dlogp_dparams(yy, ff)[0]
+            for yi, fi, a, b in zip(yy, ff, lp, d):
+                R, Y, F = mpmath.mpf(rr), mpmath.mpf(yi), mpmath.mpf(fi); mu = mpmath.exp(F)
+                ref = mpmath.loggamma(Y + R) - mpmath.loggamma(R) - mpmath.loggamma(Y + 1) + R * mpmath.log(R) + Y * F - (Y + R) * mpmath.log(R + mu)
+                ref_d = R * (mpmath.digamma(Y + R) - mpmath.digamma(R) + mpmath.log(R) + 1 - mpmath.log(R + mu) - (Y + R) / (R + mu))
+                assert abs(a - ref) <= 1e-12 * (abs(ref) + gammaln(yi + 1)), (rr, yi, fi, a, ref)   # log y! cancels in C at small r
+                assert abs(b - ref_d) <= 1e-11 * abs(ref_d), (rr, yi, fi, b, ref_d)
+                if rr == 1e8 and yi >= 2:                                       # the plain G = r(ψ(y + r) − ψ(r)) − y in float64
+                    ref_g = R * (mpmath.digamma(Y + R) - mpmath.digamma(R)) - Y
+                    worst_plain = max(worst_plain, abs(float((rr * (digamma(yi + rr) - digamma(rr)) - yi - ref_g) / ref_g)))
+    assert worst_plain > 1e-4                                                 # the plain difference fails where the stable form holds
 
 def test_negative_binomial_exposure():
     u = np.array([0.5, 2.0, 10.0]); r = 1.4

@@ -11,8 +11,9 @@ from .quadrature import gh_nodes
 
 # %% auto #0
 __all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
-           'kink_panels', 'Probit', 'Poisson', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT',
-           'digamma_half_gap', 'Exponential', 'StochasticVolatility', 'Ordinal', 'frequency_cutpoints']
+           'kink_panels', 'Probit', 'Poisson', 'log_poch', 'digamma_count_gap', 'NegativeBinomial',
+           'ZeroInflatedPoisson', 'Laplace', 'StudentT', 'digamma_half_gap', 'Exponential', 'StochasticVolatility',
+           'Ordinal', 'frequency_cutpoints']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -559,6 +560,77 @@ def _softplus(x):
     "log(1 + eˣ) without overflow: max(x, 0) + log1p(e^{−|x|})."
     return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
 
+# %% ../nbs/01_likelihoods.ipynb #5be0d2f4
+def _log1pmx(t):
+    "log(1 + t) − t for t ≥ 0 with relative accuracy: its series −t²/2 + t³/3 − … (20 terms) for t < 0.1, else directly."
+    t = np.asarray(t, dtype=float); small = t < 0.1
+    ts = np.where(small, t, 0.0); acc = np.zeros_like(ts)
+    for k in range(20, 1, -1): acc = ts * ((-1.0) ** (k + 1) / k + acc)
+    return np.where(small, ts * acc, np.log1p(np.where(small, 0.0, t)) - np.where(small, 0.0, t))
+
+
+# %% ../nbs/01_likelihoods.ipynb #c7e18a92
+_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360)      # B_2k/(2k(2k−1)), k = 1..6
+
+def log_poch(r, y):
+    """log (r)_y = log Γ(y + r) − log Γ(r) for r > 0 and counts y ≥ 0 without cancellation at large r: for r ≥ 10,
+    y log r + (y − ½) log1p(y/r) + (r log1p(y/r) − y) + the Stirling terms Σ_k B_2k/(2k(2k−1)) ((r + y)^{1−2k} − r^{1−2k});
+    for r < 10, log poch(r, y) (y ≤ 100) or the plain difference of gammaln. `y` must be integer counts (as `check_y` gives)."""
+    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
+    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError("log_poch: counts y must be non-negative integers")
+    if not np.all(r > 0): raise ValueError("log_poch: r must be positive")
+    big = r >= 10.0
+    ra = np.where(big, r, 10.0); ya = np.where(big, y, 0.0); b = ra + ya
+    l1 = np.log1p(ya / ra)
+    S = -ya / (12.0 * ra * b)                                          # k = 1: (1/b − 1/a)/12
+    ib, ia = 1.0 / b, 1.0 / ra; pb, pa = ib, ia
+    for c in _STIRLING[1:]:
+        pb, pa = pb * ib * ib, pa * ia * ia; S = S + c * (pb - pa)
+    stirling = ya * np.log(ra) + (ya - 0.5) * l1 + (ra * l1 - ya) + S
+    rs = np.where(big, 1.0, r); ys = np.where(big, 0.0, y); few = ys <= 100
+    if r.size and np.all(r == r.flat[0]):                          # one r: log poch(r, k), k = 0..100, as a table
+        table = np.log(poch(rs.flat[0], np.arange(101.0)))
+        pochs = table[np.where(few, ys, 0.0).astype(np.intp)]
+    else:
+        pochs = np.log(poch(rs, np.where(few, ys, 0.0)))
+    small = np.where(few, pochs, gammaln(ys + rs) - gammaln(rs))       # naive: gammaln(y + r) − gammaln(r)
+    return np.where(big, stirling, small)[()]
+
+
+# %% ../nbs/01_likelihoods.ipynb #0d4f6b31
+_PSI_SERIES = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760)       # B_2k/(2k), k = 1..6
+
+def digamma_count_gap(r, y):
+    """G = r(ψ(y + r) − ψ(r)) − y = −Σ_{j<y} j/(r + j) for r > 0 and integer counts y ≥ 0 without cancellation: the sum for
+    y ≤ 64; for y > 64 and r ≥ 10, r(log1p(t) − t) + y/(2(r + y)) + r Σ_k B_2k/(2k) (r^{−2k} − (r + y)^{−2k}), t = y/r;
+    the plain difference for y > 64 and r < 10 (the negative binomial's ∂ log p/∂ log r holds G)."""
+    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
+    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError("digamma_count_gap: counts y must be non-negative integers")
+    if not np.all(r > 0): raise ValueError("digamma_count_gap: r must be positive")
+    out = np.zeros(y.shape)
+    few = y <= 64
+    if few.any() and np.all(r == r.flat[0]):                           # one r: the partial sums for y = 0..64, as a table
+        j = np.arange(64.0)
+        out[few] = -np.concatenate([[0.0], np.cumsum(j / (r.flat[0] + j))])[y[few].astype(np.intp)]
+    elif few.any():
+        yf, rf = y[few], r[few]; acc = np.zeros(yf.shape)
+        for j in range(1, int(yf.max())):
+            acc += np.where(j < yf, j / (rf + j), 0.0)
+        out[few] = -acc
+    asym = ~few & (r >= 10.0)
+    if asym.any():
+        ya, ra = y[asym], r[asym]; b = ra + ya
+        S = np.zeros(ya.shape); ib2, ia2 = 1.0 / (b * b), 1.0 / (ra * ra); pb = pa = 1.0
+        for c in _PSI_SERIES:
+            pb, pa = pb * ib2, pa * ia2; S = S + c * (pa - pb)
+        out[asym] = ra * _log1pmx(ya / ra) + ya / (2.0 * b) + ra * S
+    plain = ~few & ~(r >= 10.0)
+    if plain.any():
+        rp, yp = r[plain], y[plain]
+        out[plain] = rp * (digamma(yp + rp) - digamma(rp)) - yp      # naive everywhere: r(ψ(y + r) − ψ(r)) − y
+    return out[()]
+
+
 # %% ../nbs/01_likelihoods.ipynb #nbn0cls1
 class NegativeBinomial(_Exposure):
     """`p(y|f) = Γ(y+r)/(Γ(r) y!) (r/(r+μ))^r (μ/(r+μ))^y`, μ = u e^f, r = `dispersion` (learned with the model's
@@ -581,7 +653,7 @@ class NegativeBinomial(_Exposure):
         return out
     def _const(self, y):
         r = self.dispersion
-        return gammaln(y + r) - gammaln(r) - gammaln(y + 1.0)
+        return log_poch(r, y) - gammaln(y + 1.0)                 # naive: gammaln(y + r) − gammaln(r) − gammaln(y + 1)
     def derivs(self, y, f):
         r = self.dispersion
         x = f + self._lu(f) - np.log(r)
@@ -963,16 +1035,22 @@ NegativeBinomial._names = lambda self: ("dispersion",)
 NegativeBinomial._is_log = lambda self: (True,)
 NegativeBinomial._get_params = lambda self: [np.log(self.dispersion)]
 NegativeBinomial._from_params = lambda self, t: NegativeBinomial(float(np.exp(t[0])), exposure=self.exposure, **_kw(self))
+def _sigmoid_minus_softplus(x):
+    "σ(x) − log(1 + eˣ) without cancellation as x → −∞: −(log1p(t) − t) − t²/(1 + t), t = eˣ, for x ≤ 0 (≈ −t²/2)."
+    t = np.exp(np.minimum(x, 0.0))
+    return np.where(x <= 0, -_log1pmx(t) - t * t / (1.0 + t), expit(x) - _softplus(x))
+
 def _negbin_dlogp(self, y, f):
-    "∂ log p/∂ log r = r(ψ(y + r) − ψ(r)) − y − r sp(x) + (y + r)σ(x), x = f + log u − log r."
+    """∂ log p/∂ log r = G + yσ(x) + r(σ(x) − sp(x)), x = f + log u − log r, G = r(ψ(y + r) − ψ(r)) − y by
+    `digamma_count_gap` (each term O(1/r) as r → ∞)."""
     r = self.dispersion; y = np.asarray(y, float)
     x = f + self._lu(f) - np.log(r)
-    return (r * (digamma(y + r) - digamma(r)) - y - r * _softplus(x) + (y + r) * expit(x))[None]
+    return (digamma_count_gap(r, y) + y * expit(x) + r * _sigmoid_minus_softplus(x))[None]   # naive: r(ψ(y + r) − ψ(r)) − y − r sp(x) + (y + r)σ(x)
 def _negbin_dparams(self, y, m, v):
-    "Its expectation r(ψ(y + r) − ψ(r)) − y + rL − (y + r)∂L/∂m_x, with L = E[log σ(−x)] of the logistic."
+    "Its expectation G + rL − (y + r)∂L/∂m_x, with L = E[log σ(−x)] of the logistic."
     r = self.dispersion
     _, L, dL_dm, _ = self._logistic_part(m, v)                   # as E computed it at these sites
-    return (r * (digamma(y + r) - digamma(r)) - y + r * L - (y + r) * dL_dm)[None]
+    return (digamma_count_gap(r, y) + r * L - (y + r) * dL_dm)[None]
 NegativeBinomial.dlogp_dparams, NegativeBinomial._dparams_closed = _negbin_dlogp, _negbin_dparams
 
 # %% ../nbs/01_likelihoods.ipynb #lpar0c05
