@@ -1089,7 +1089,7 @@ def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float | None = None, max
     b = cov.lam - gamma + 2.0 * e_mv * Vg
     n = model.n
     if rtol is None:                                                           # the forcing term: μ from the Vg at hand
-        mu = max(float(g @ Vg), float(np.max(np.abs(cov.lam - gamma) * (at.v_site - model.c))) if n else 0.0)
+        mu = max(float(g @ Vg), _decrement(model, cov, at, g, gamma, mean=False))
         rtol = min(FORCING_MAX, max(mu, 1e-10))
     if n <= direct_max:
         M = 2.0 * (e_mv[:, None] * V * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(n)

@@ -681,7 +681,8 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         out = edge_out(res, b)
         if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
         if left() is not None and left() <= 0: break
-        floor = noise_floor(hp, hp.build(res.box[0]), res.box[0], res.box[1], out, b)
+        floor = (noise_floor(hp, hp.build(res.box[0]), res.box[0], res.box[1], out, b)          # a model built only for σ² at the edge
+                 if any(hp.free_names[j] == "likelihood.variance" for j in out) else None)
         if floor:                                                       # the noise variance's maximum is the jitter's: exact fit
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(floor.values()) + "; the box is kept", len(floor)))
