@@ -84,6 +84,19 @@ def test_static_check_finds_broken_links_anchors_and_images(tmp_path):
         assert any(what in b for b in bad), (what, bad)
 
 
+def test_a_linked_name_inside_double_backticks_is_found_and_made_one_code_span(tmp_path):
+    """nbdev links the name inside a double-backtick span, which pandoc shows as `[`, the name and `](url)` in three code
+    spans: the static check names the page, and the build's `plain_private_names` turns it into the one code span."""
+    site = tmp_path / "site"; site.mkdir()
+    (site / "index.html").write_text(_page('<p>see <code>[</code>_learn_wide<code>](https://example.org/x.html#_learn_wide)</code> and '
+                                           '<code>[</code>HyperParams.grad<code>](https://example.org/x.html#hyperparams.grad)</code></p>'))
+    assert any("markdown link text" in b for b in check_site.static_problems(site))
+    assert build_site.plain_private_names(site) == 2
+    text = (site / "index.html").read_text()
+    assert "<code>_learn_wide</code>" in text and "<code>HyperParams.grad</code>" in text and "](" not in text
+    assert check_site.static_problems(site) == []
+
+
 def test_external_check_finds_scripts_and_stylesheets_from_outside_the_site(tmp_path):
     site = tmp_path / "site"; (site / "sub").mkdir(parents=True)
     (site / "a.html").write_text(_page('<script src="katex/katex.min.js"></script><link rel="stylesheet" href="katex/katex.min.css">'

@@ -147,6 +147,21 @@ def sidebar_yaml(nbs=ROOT / "nbs"):
     return "\n".join(lines) + "\n"
 
 
+PRIVATE_CODE_LINK = re.compile(r"<code>\[</code>([^<]*)<code>\]\([^)<]*\)</code>")
+
+def plain_private_names(site):
+    """Undo nbdev's link inside a double-backtick code span: prose writes a private name in double backticks so that it
+    is shown as code and not linked, but nbdev's linker still rewrites the inner name into markdown link text, which
+    pandoc then shows literally over three code spans ('[', the name, '](url)'). Each such triple becomes the one code
+    span it was meant to be. Returns how many were mended."""
+    n = 0
+    for page in Path(site).rglob("*.html"):
+        text = page.read_text()
+        new, k = PRIVATE_CODE_LINK.subn(r"<code>\1</code>", text)
+        if k: page.write_text(new); n += k
+    return n
+
+
 def build(root=ROOT, log=None, katex=None):
     """Write nbs/sidebar.yml, run nbdev_docs in `root`, ship KaTeX into the site; return the list of problem lines
     (empty when the build is clean). `katex`: a KaTeX dist folder (default: `find_katex()`)."""
@@ -171,7 +186,9 @@ def build(root=ROOT, log=None, katex=None):
         readme.write_bytes(before)
         problems.append("nbdev_docs rewrote README.md (restored): settings.ini must keep readme_nb = ../README.md")
     if not (root / "_docs" / "index.html").exists(): problems.append("no _docs/index.html was produced")
-    else: problems += ship_katex(root / "_docs", katex)
+    else:
+        plain_private_names(root / "_docs")
+        problems += ship_katex(root / "_docs", katex)
     return problems
 
 

@@ -119,6 +119,8 @@ def static_problems(site, address=None):
                 frag = urllib.parse.unquote(parts.fragment)
                 if frag and target.suffix == ".html" and frag not in _ids(target):
                     bad.append(f"{page}: <{tag} {attr}={url!r}> anchor #{frag} not in {target.relative_to(site.resolve()) if target.is_relative_to(site.resolve()) else target}")
+        if "<code>](" in path.read_text(errors="replace"):
+            bad.append(f"{page}: a code span holds markdown link text ('<code>](...)'): a linked name inside double backticks")
     return bad
 
 
