@@ -56,7 +56,7 @@ def vlb_grad(model, m, at: AtCov, r=None, gram: bool = False):
         if gram: at.gram_next, at.gram_clip = res['gram'], True
         return vlb_from(model, m, res['E'], kl_V=at.kl_V, r=r), res['g'] - r, res['keep_gamma']
     E, dE_dm, gamma = _site(model, m, at)
-    vlb = vlb_from(model, m, E.sum(), kl_V=at.kl_V, r=r)                    # ΣE − KL, assembled by the core (05_vlb)
+    vlb = vlb_from(model, m, np.add.reduce(E), kl_V=at.kl_V, r=r)           # ΣE − KL, assembled by the core (05_vlb)
     g = (dE_dm if model.sites.is_identity else model.HTmul(dE_dm)) - r      # Hᵀ dE/dm − Σ⁻¹(m − μ)
     return vlb, g, gamma
 
@@ -244,8 +244,8 @@ def initial_state(model, m0=None, V0=None, lam0=None):
 def _finite(state) -> bool:
     "True when (VLB, ∂VLB/∂m, γ) are all finite."
     vlb, g, gamma = state                  # a finite sum has finite terms (NaN and ±inf propagate): one reduction, the entries only if not
-    return math.isfinite(vlb) and (math.isfinite(g.sum()) or bool(np.logical_and.reduce(np.isfinite(g)))) and \
-        (math.isfinite(gamma.sum()) or bool(np.logical_and.reduce(np.isfinite(gamma))))
+    return math.isfinite(vlb) and (math.isfinite(np.add.reduce(g)) or bool(np.logical_and.reduce(np.isfinite(g)))) and \
+        (math.isfinite(np.add.reduce(gamma)) or bool(np.logical_and.reduce(np.isfinite(gamma))))
 
 def _finite_start(model, m, cov, r, shrink: float = 1e-2, tries: int = 40, clip: bool = True):
     """(cov, at, state, events) at the start: while the VLB, the gradient or γ is not finite there (a `V0` whose site
@@ -709,16 +709,22 @@ def _mean_site(model, stages: list | None = None) -> float:
     if isinstance(model.prior, _ScaledPriorCov): return 1.0 / STATE_GAIN
     return 1.0 / STATE_GAIN if (_scale_stages(model, 1.0) if stages is None else stages) else 0.0
 
-def _mean_dir(model, cov, g):
+def _mean_dir(model, cov, g, fast: bool | None = None):
     """(Vg, Σ⁻¹Vg) (d,) each for a mean step. For a GP (H = I) whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K`
     at every site: V = S⁻¹(I − B⁻¹)S⁻¹, so Vg = S⁻¹(u − B⁻¹u) with u = S⁻¹g by two triangular solves with the factor of
     B = I + SKS (no product with K; the relative rounding of the subtraction is ε/(λ_iK_ii)), and Σ⁻¹Vg = g − λ∘Vg
-    (Σ⁻¹V = I − ΛV). Otherwise `matvec_split` (two products with Σ and the two solves)."""
-    if isinstance(cov, SiteCovN) and model.sites.is_identity and cov.n_small == 0:      # λ_iK_ii ≥ SMALL_LAM_K at every site
+    (Σ⁻¹V = I − ΛV). Otherwise `matvec_split` (two products with Σ and the two solves). `fast`: the test of the first
+    route, when the caller has made it (it depends on `cov` alone)."""
+    if fast is None: fast = _mean_dir_fast(model, cov)
+    if fast:
         u = g / cov.s
         d = (u - chol_solve(cov.LB, u)) / cov.s
         return d, g - cov.lam * d
     return cov.matvec_split(g)
+
+def _mean_dir_fast(model, cov) -> bool:
+    "Whether `_mean_dir` takes its first route: a GP whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K` at every site."
+    return isinstance(cov, SiteCovN) and model.sites.is_identity and cov.n_small == 0
 
 def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: float = MEAN_RATE, max_halvings: int = 5,
                 site: float = 0.0):
@@ -733,21 +739,25 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: f
     halving raises the VLB.
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
-    k = 0
+    k, small, fast = 0, max(0.1 * tol_rel, 1e-15), _mean_dir_fast(model, cov)
     while k < k_max:
-        d, rd = _mean_dir(model, cov, g)                                   # (Vg, Σ⁻¹Vg), (d,) each
+        d, rd = _mean_dir(model, cov, g, fast)                             # (Vg, Σ⁻¹Vg), (d,) each
         dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
-        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
+        if not dec > small * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
         if site:                                                           # ½gᵀVg ≤ κ·¼Σ((λ − γ)∘v)²: small against λ's gain
             e = (cov.lam - gamma) * (at.v_site - model.c)
             if dec <= 0.5 * site * float(e @ e): break
         dec_prev = dec
-        def trial(t, m=m, r=r, d=d, rd=rd):                               # (m + td, r + tΣ⁻¹Vg, state there)
-            m_t, r_t = (m + d, r + rd) if t == 1.0 else (m + t * d, r + t * rd)   # (1·d is d: no product at t = 1)
-            return m_t, r_t, vlb_grad(model, m_t, at, r_t)
-        out = halving(trial, lambda c: _finite(c[2]) and c[2][0] > vlb, max_halvings=max_halvings)
-        if out is None: break
-        (m, r, (vlb, g, gamma)), _, _ = out
+        m_t, r_t = m + d, r + rd                                           # t = 1 (the first trial of `halving`, here inline)
+        new = vlb_grad(model, m_t, at, r_t)
+        if not (_finite(new) and new[0] > vlb):                            # t = ½, ¼, …: the remaining halvings
+            def trial(t, m=m, r=r, d=d, rd=rd):                           # (m + td, r + tΣ⁻¹Vg, state there)
+                m_t, r_t = m + t * d, r + t * rd
+                return m_t, r_t, vlb_grad(model, m_t, at, r_t)
+            out = halving(trial, lambda c: _finite(c[2]) and c[2][0] > vlb, rho=0.5, max_halvings=max_halvings - 1) if max_halvings >= 1 else None
+            if out is None: break
+            (m_t, r_t, new), _, _ = out
+        m, r, (vlb, g, gamma) = m_t, r_t, new
         k += 1
     return m, r, (vlb, g, gamma), k
 
@@ -887,7 +897,7 @@ def _carried_r(model, m, r, state, r_prev, e_prev: float, k: int = 1, r_prev_inf
     r_inf, g_inf = float(np.abs(r).max()), float(np.abs(g).max())
     e = e_prev + 4.0 * k * _EPS * ((float(np.abs(r_prev).max()) if r_prev_inf is None else r_prev_inf) + r_inf + g_inf)
     dm = m - model.mu
-    if not 0.5 * float(np.abs(dm).sum()) * e > 1e-12 * abs(vlb): return r, state, e, r_inf, g_inf
+    if not 0.5 * float(np.add.reduce(np.abs(dm))) * e > 1e-12 * abs(vlb): return r, state, e, r_inf, g_inf
     r_new = model.prior.solve(dm); diff = r - r_new
     r_inf = float(np.abs(r_new).max())
     return r_new, (vlb + 0.5 * float(dm @ diff), g + diff, gamma), _EPS * r_inf, r_inf, None
