@@ -412,9 +412,9 @@ def _scale_stages(model, v0: float) -> list:
     scale'), J = ⌊log₁₀(max_i Σ_ii / v₀)⌋, N = ⌈J / `_SCALE_STAGE_DECADES`⌉, equally spaced in log₁₀ s, or [] when it
     does not apply: sites other than the latent values (H ≠ I, c ≠ 0), a prior that is not dense, a likelihood other
     than `Logistic` or `Probit`, or max_i Σ_ii < `_SCALE_START_RATIO`·v₀."""
-    if not (model.sites.is_identity and not np.any(model.c) and model.prior.is_dense
+    if not (model.sites.is_identity and not model.c.any() and model.prior.is_dense
             and isinstance(model.likelihood, (Logistic, Probit))): return []
-    s = float(np.max(model.prior.diag())) / v0
+    s = float(model.prior.diag().max()) / v0
     if not (np.isfinite(s) and s >= _SCALE_START_RATIO): return []
     J = int(np.floor(np.log10(s))); N = int(np.ceil(J / _SCALE_STAGE_DECADES))
     return [10.0 ** (-J + J * k / N) for k in range(N)]
