@@ -679,3 +679,78 @@ def test_a_damped_stall_of_a_log_concave_fit_is_the_rounding_floor_and_skips_the
         monkeypatch.setattr(fp, "_damped_step", real)
         assert failing.calls >= 3 and any(rec.step == "grad_polish" for rec in r.history) == polished, (kind, r.message)
         assert ("rounding floor" in r.message) != polished and r.stop is (Stop.STALLED if not polished else r.stop)
+
+
+def test_finite_is_the_entrywise_test():
+    "`_finite` of (VLB, g, γ): every entry finite, also where the sum of finite entries would overflow."
+    rng = np.random.default_rng(0)
+    cases = [rng.standard_normal(50), np.array([1e308, 1e308]), np.array([-1e308, -1e308, 1.0]), np.array([np.nan, 1.0]),
+             np.array([np.inf, -np.inf]), np.array([-np.inf]), np.zeros(0)]
+    for g in cases:
+        for gamma in cases:
+            for vlb in (0.5, np.nan, -np.inf):
+                expect = bool(np.isfinite(vlb) and np.isfinite(g).all() and np.isfinite(gamma).all())
+                assert fp._finite((vlb, g, gamma)) is expect
+
+
+def _gp_state(lam_scale, variance=2.0, n=40, seed=0):
+    "A GP-logistic on ionosphere rows with V in site form (λ = lam_scale·u, u uniform in [1, 2]) at a seeded mean: (model, cov, at, state, m, r)."
+    Xi, yi = _ion(n)
+    gp = models.GP(Xi, yi, likelihoods.Logistic(), kernels.RBF(variance=variance, lengthscale=np.sqrt(Xi.shape[1])))
+    rng = np.random.default_rng(seed)
+    cov = SiteCov(gp, lam_scale * (1.0 + rng.random(gp.n)))
+    m = 0.3 * rng.standard_normal(gp.n); r = gp.prior.solve(m - gp.mu)
+    at = fp.AtCov(gp, cov)
+    return gp, cov, at, fp.vlb_grad(gp, m, at, r), m, r
+
+
+def test_site_error_passed_once_gives_the_same_gradient_in_V_and_site_measure():
+    "`_grad_V_inf` and `_decrement` given |λ − γ| (`ad`, as `fpi` reads it once per state) return what they compute without it."
+    gp, cov, at, (vlb, g, gamma), m, r = _gp_state(0.5)
+    ad = np.abs(cov.lam - gamma)
+    assert fp._grad_V_inf(gp, cov, gamma, ad=ad) == fp._grad_V_inf(gp, cov, gamma)
+    assert fp._decrement(gp, cov, at, g, gamma, mean=False, ad=ad) == fp._decrement(gp, cov, at, g, gamma, mean=False)
+    assert fp._decrement(gp, cov, at, g, gamma, ad=ad) == fp._decrement(gp, cov, at, g, gamma)
+
+
+def test_mean_dir_route_decided_once_equals_deciding_per_call():
+    "`_mean_dir` with the route given (`_mean_dir_fast`, once per factor) returns bit for bit what it returns deciding itself."
+    for lam_scale, fast in ((0.5, True), (1e-9, False)):                  # λK_ii ≥ SMALL_LAM_K everywhere, or not
+        gp, cov, at, (vlb, g, gamma), m, r = _gp_state(lam_scale)
+        assert fp._mean_dir_fast(gp, cov) is fast
+        for a, b in zip(fp._mean_dir(gp, cov, g, fast), fp._mean_dir(gp, cov, g)): assert np.array_equal(a, b)
+
+
+def _mean_steps_by_halving(model, m, r, cov, at, state, k_max, tol_rel, rate, max_halvings=5):
+    "The mean steps with every trial through `halving` (t = 1, ½, …): the reference for the inline first trial."
+    from vgi_lit.driver import halving
+    vlb, g, gamma = state
+    k = 0
+    while k < k_max:
+        d, rd = fp._mean_dir(model, cov, g)
+        dec = float(g @ d)
+        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
+        dec_prev = dec
+        def trial(t, m=m, r=r, d=d, rd=rd):
+            return m + t * d, r + t * rd, fp.vlb_grad(model, m + t * d, at, r + t * rd)
+        out = halving(trial, lambda c: fp._finite(c[2]) and c[2][0] > vlb, max_halvings=max_halvings)
+        if out is None: break
+        (m, r, (vlb, g, gamma)), _, _ = out
+        k += 1
+    return m, r, (vlb, g, gamma), k
+
+
+@pytest.mark.parametrize("variance, lam_scale", [(2.0, 0.5), (1e3, 1e-3)])
+def test_mean_steps_with_the_first_trial_inline_equal_the_halving_loop(variance, lam_scale, monkeypatch):
+    """`_mean_steps` takes t = 1 inline and calls `halving` from t = ½ only when it fails: the same iterates bit for bit as
+    every trial through `halving`, on a state whose first step is taken and on one whose first step overshoots."""
+    gp, cov, at, state, m, r = _gp_state(lam_scale, variance)
+    ref = _mean_steps_by_halving(gp, m, r, cov, at, state, 20, 1e-9, 0.9)
+    calls = []
+    orig = fp.halving
+    monkeypatch.setattr(fp, "halving", lambda *a, **k: calls.append(k) or orig(*a, **k))
+    new = fp._mean_steps(gp, m, r, cov, at, state, 20, 1e-9, rate=0.9)
+    assert ref[3] == new[3] and ref[3] >= 1
+    for a, b in [(ref[0], new[0]), (ref[1], new[1])] + list(zip(ref[2], new[2])): assert np.array_equal(a, b)
+    assert bool(calls) is (variance > 100)                               # the overshooting state halves, the other does not
+    assert all(k["rho"] == 0.5 for k in calls)

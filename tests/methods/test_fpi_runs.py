@@ -139,7 +139,7 @@ def test_site_error_stop_of_the_mean_steps_is_off_at_variance_1_and_saves_evalua
     small, big = _gp(120, 1.0), _gp(120, 1e8)
     assert _mean_site(small) == 0.0 and _mean_site(big) == 1.0 / STATE_GAIN   # variance 1: the cost rule alone, step for step
     p, e = _fit_counting(big)
-    q, e_off = _fit_counting(big, _mean_site=lambda model: 0.0)
+    q, e_off = _fit_counting(big, _mean_site=lambda model, stages=None: 0.0)
     assert p.converged and q.converged and abs(p.vlb - q.vlb) <= 1e-10 * abs(q.vlb)
     assert e <= 0.8 * e_off and p.n_iter <= q.n_iter + 1
 

@@ -56,7 +56,7 @@ def vlb_grad(model, m, at: AtCov, r=None, gram: bool = False):
         if gram: at.gram_next, at.gram_clip = res['gram'], True
         return vlb_from(model, m, res['E'], kl_V=at.kl_V, r=r), res['g'] - r, res['keep_gamma']
     E, dE_dm, gamma = _site(model, m, at)
-    vlb = vlb_from(model, m, E.sum(), kl_V=at.kl_V, r=r)                    # ΣE − KL, assembled by the core (05_vlb)
+    vlb = vlb_from(model, m, np.add.reduce(E), kl_V=at.kl_V, r=r)           # ΣE − KL, assembled by the core (05_vlb)
     g = (dE_dm if model.sites.is_identity else model.HTmul(dE_dm)) - r      # Hᵀ dE/dm − Σ⁻¹(m − μ)
     return vlb, g, gamma
 
@@ -145,17 +145,17 @@ def fp_operator(model, m, cov, clip: bool = True, at: AtCov | None = None):
     return SiteCov(model, lam), dict(gamma=gamma, n_clipped=int(neg.sum()), events=events)
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #a1e6d100
-def _grad_V_inf(model, cov, gamma, decide=None, at=None):
+def _grad_V_inf(model, cov, gamma, decide=None, at=None, ad=None):
     """(‖∂VLB/∂V‖_∞ or an upper bound of it, exact?) for a `SiteCov`. For a GP (H = I) the exact value is
     O(n). Otherwise it costs O(nd²), as much as T(V) itself, and ½(max_j Σ_i δ⁺_i h_ij² + max_j Σ_i δ⁻_i h_ij²)
     with δ = λ − γ bounds it in O(nd). With `decide=(gm, tol)` the bound is returned while gm > tol (the
     mean gradient alone then keeps max(gm, ‖∂VLB/∂V‖_∞) above tol), the exact value otherwise; `at`: the cache of a
-    fused pass at this state, whose bound sums are used when present.
+    fused pass at this state, whose bound sums are used when present; `ad`: |λ − γ| (n,) when the caller has it.
     For a starting V that is not a `SiteCov` nothing is computed (NaN): the start is never a stopping
     point, and the dense inverse would cost more than an iteration."""
     if not isinstance(cov, _SITE_FORMS): return float("nan"), False
+    if model.sites.is_identity: return 0.5 * float((np.abs(cov.lam - gamma) if ad is None else ad).max()), True
     delta = cov.lam - gamma
-    if model.sites.is_identity: return 0.5 * float(np.abs(delta).max()), True
     if decide is not None and decide[0] > decide[1]:
         pm = at.sq if (at is not None and at.sq is not None) else \
              model.sites.sq_rmatvec(np.stack([np.maximum(delta, 0.0), np.maximum(-delta, 0.0)], 1))   # (H∘H)ᵀ[δ₊ δ₋], (d, 2)
@@ -169,15 +169,15 @@ def _exact_last(model, cov, gamma, hist):
     gV, _ = _grad_V_inf(model, cov, gamma)
     r['grad_V'], r['grad_V_exact'], r.grad_norm = gV, True, max(r['grad_m'], gV)
 
-def _decrement(model, cov, at, g, gamma, mean: bool = True) -> float:
+def _decrement(model, cov, at, g, gamma, mean: bool = True, ad=None) -> float:
     """A scale-free optimality measure, 0 exactly at a stationary point: max(gᵀVg, max_i |λ_i − γ_i|·h_iᵀVh_i), the Newton
     decrement in m and the relative error of each site precision (λ in site form; for another V the first term only).
     The ∞-norms of the gradient are not scale-free: at a kernel variance of 10⁸ they fall below 10⁻⁵ while the VLB is
     still 40 nats below its optimum (the site precisions are then of order 10⁻¹², their errors as small).
-    `mean=False`: the site term alone (the measure of the problem in λ at fixed m)."""
+    `mean=False`: the site term alone (the measure of the problem in λ at fixed m). `ad`: |λ − γ| when the caller has it."""
     dec = float(g @ cov.matvec(g)) if mean else 0.0
     if isinstance(cov, _SITE_FORMS) and cov.lam.size:
-        dec = max(dec, float((np.abs(cov.lam - gamma) * (at.v_site - model.c)).max()))
+        dec = max(dec, float(((np.abs(cov.lam - gamma) if ad is None else ad) * (at.v_site - model.c)).max()))
     return dec
 
 def _optimality(model, cov, at, g, gamma, mean: bool = True) -> tuple:
@@ -411,9 +411,9 @@ def _scale_stages(model, v0: float) -> list:
     scale'), J = ⌊log₁₀(max_i Σ_ii / v₀)⌋, N = ⌈J / `_SCALE_STAGE_DECADES`⌉, equally spaced in log₁₀ s, or [] when it
     does not apply: sites other than the latent values (H ≠ I, c ≠ 0), a prior that is not dense, a likelihood other
     than `Logistic` or `Probit`, or max_i Σ_ii < `_SCALE_START_RATIO`·v₀."""
-    if not (model.sites.is_identity and not np.any(model.c) and model.prior.is_dense
+    if not (model.sites.is_identity and not model.c.any() and model.prior.is_dense
             and isinstance(model.likelihood, (Logistic, Probit))): return []
-    s = float(np.max(model.prior.diag())) / v0
+    s = float(model.prior.diag().max()) / v0
     if not (np.isfinite(s) and s >= _SCALE_START_RATIO): return []
     J = int(np.floor(np.log10(s))); N = int(np.ceil(J / _SCALE_STAGE_DECADES))
     return [10.0 ** (-J + J * k / N) for k in range(N)]
@@ -542,8 +542,10 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
               if mean_steps is None else int(mean_steps))
     rate_first = _mean_rate(model.n) if k_mean else 0.0                  # the cost rule after the start ('How many mean steps')
     rate_later = min(MEAN_RATE, rate_first)                               # and after a step on λ
-    site_mean = _mean_site(model) if k_mean else 0.0                      # the site-error stop at a large prior scale
-    stages = _scale_stages(model, 1.0) if (scale_start and m0 is None and V0 is None and lam0 is None) else []
+    plain_start = scale_start and m0 is None and V0 is None and lam0 is None
+    applies = _scale_stages(model, 1.0) if (k_mean or plain_start) else []   # the continuation's stages, where it applies
+    site_mean = _mean_site(model, applies) if k_mean else 0.0             # the site-error stop at a large prior scale
+    stages = applies if plain_start else []
     cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
     if cont is not None: m0, lam0, k_start, rho_c = cont
     rho0 = float(rho0) if rho0 is not None else (rho_c if cont is not None else 1.0)   # a given rho0 wins over the stages'
@@ -573,13 +575,14 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             if k: r, state, e_r, r_inf, g_inf = _carried_r(model, m, r, state, r0, e_r, k, r_prev_inf=r_inf)
         s = _FPState(m, r, cov, at, *state, sched)
         gm = float(np.abs(s.g).max()) if g_inf is None else g_inf        # ‖g‖∞ (from `_carried_r` when it has it)
-        gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at)
+        ad = np.abs(cov.lam - s.gamma) if (model.sites.is_identity and isinstance(cov, _SITE_FORMS)) else None   # |λ − γ|, read twice
+        gV, exact = _grad_V_inf(model, cov, s.gamma, decide=(gm, tol), at=at, ad=ad)
         fell = p is not None and s.vlb < p.vlb - 1e-10 * abs(p.vlb)
         idle = fell or (sched['tiny'] and not s.vlb > p.sched['best'])
         it = 0 if p is None else p.sched['it'] + 1
         best = (s.vlb, it) if (p is None or s.vlb > p.sched['best']) else (p.sched['best'], p.sched['best_it'])
         if auto and isinstance(cov, SiteCovN):                            # the factors the step rule reads
-            dec = sched['dec'] = _decrement(model, cov, at, s.g, s.gamma, mean=False)   # the site term: O(n), no product with V
+            dec = sched['dec'] = _decrement(model, cov, at, s.g, s.gamma, mean=False, ad=ad)   # the site term: O(n), no product with V
             d0 = None if p is None else p.sched.get('dec')
             if d0 is not None and d0 > 0:
                 gain = s.vlb - p.vlb                                      # the VLB gain of the step (the two's costs: _prefer_newton)
@@ -697,22 +700,30 @@ def _mean_rate(n: int) -> float:
     c_m = (_OVERHEAD['q_E'] * n + MEAN_COST['a'] * n * n + MEAN_COST['o_m']) / u
     return float(STATE_GAIN ** (-c_m / _step_costs(n)[0]))
 
-def _mean_site(model) -> float:
+def _mean_site(model, stages: list | None = None) -> float:
     """κ = 1/Q (`STATE_GAIN`) of the site-error stop of the mean steps ('How many mean steps') for a fit at a large prior
     scale: one the continuation in the prior scale serves (`_scale_stages` applies to it, or its prior is a stage's
-    `` _ScaledPriorCov ``); else 0, the stop off (a fit at a small scale has the cost rule alone; a continuation stage has the stop at any scale of its own)."""
-    return 1.0 / STATE_GAIN if (isinstance(model.prior, _ScaledPriorCov) or _scale_stages(model, 1.0)) else 0.0
+    `` _ScaledPriorCov ``); else 0, the stop off (a fit at a small scale has the cost rule alone; a continuation stage has the stop at any scale of its own).
+    `stages`: `_scale_stages(model, 1.0)` when the caller has it already."""
+    if isinstance(model.prior, _ScaledPriorCov): return 1.0 / STATE_GAIN
+    return 1.0 / STATE_GAIN if (_scale_stages(model, 1.0) if stages is None else stages) else 0.0
 
-def _mean_dir(model, cov, g):
+def _mean_dir(model, cov, g, fast: bool | None = None):
     """(Vg, Σ⁻¹Vg) (d,) each for a mean step. For a GP (H = I) whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K`
     at every site: V = S⁻¹(I − B⁻¹)S⁻¹, so Vg = S⁻¹(u − B⁻¹u) with u = S⁻¹g by two triangular solves with the factor of
     B = I + SKS (no product with K; the relative rounding of the subtraction is ε/(λ_iK_ii)), and Σ⁻¹Vg = g − λ∘Vg
-    (Σ⁻¹V = I − ΛV). Otherwise `matvec_split` (two products with Σ and the two solves)."""
-    if isinstance(cov, SiteCovN) and model.sites.is_identity and cov.n_small == 0:      # λ_iK_ii ≥ SMALL_LAM_K at every site
+    (Σ⁻¹V = I − ΛV). Otherwise `matvec_split` (two products with Σ and the two solves). `fast`: the test of the first
+    route, when the caller has made it (it depends on `cov` alone)."""
+    if fast is None: fast = _mean_dir_fast(model, cov)
+    if fast:
         u = g / cov.s
         d = (u - chol_solve(cov.LB, u)) / cov.s
         return d, g - cov.lam * d
     return cov.matvec_split(g)
+
+def _mean_dir_fast(model, cov) -> bool:
+    "Whether `_mean_dir` takes its first route: a GP whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K` at every site."
+    return isinstance(cov, SiteCovN) and model.sites.is_identity and cov.n_small == 0
 
 def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: float = MEAN_RATE, max_halvings: int = 5,
                 site: float = 0.0):
@@ -727,21 +738,25 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: f
     halving raises the VLB.
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
-    k = 0
+    k, small, fast = 0, max(0.1 * tol_rel, 1e-15), _mean_dir_fast(model, cov)
     while k < k_max:
-        d, rd = _mean_dir(model, cov, g)                                   # (Vg, Σ⁻¹Vg), (d,) each
+        d, rd = _mean_dir(model, cov, g, fast)                             # (Vg, Σ⁻¹Vg), (d,) each
         dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
-        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
+        if not dec > small * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
         if site:                                                           # ½gᵀVg ≤ κ·¼Σ((λ − γ)∘v)²: small against λ's gain
             e = (cov.lam - gamma) * (at.v_site - model.c)
             if dec <= 0.5 * site * float(e @ e): break
         dec_prev = dec
-        def trial(t, m=m, r=r, d=d, rd=rd):                               # (m + td, r + tΣ⁻¹Vg, state there)
-            m_t, r_t = m + t * d, r + t * rd
-            return m_t, r_t, vlb_grad(model, m_t, at, r_t)
-        out = halving(trial, lambda c: _finite(c[2]) and c[2][0] > vlb, max_halvings=max_halvings)
-        if out is None: break
-        (m, r, (vlb, g, gamma)), _, _ = out
+        m_t, r_t = m + d, r + rd                                           # t = 1 (the first trial of `halving`, here inline)
+        new = vlb_grad(model, m_t, at, r_t)
+        if not (_finite(new) and new[0] > vlb):                            # t = ½, ¼, …: the remaining halvings
+            def trial(t, m=m, r=r, d=d, rd=rd):                           # (m + td, r + tΣ⁻¹Vg, state there)
+                m_t, r_t = m + t * d, r + t * rd
+                return m_t, r_t, vlb_grad(model, m_t, at, r_t)
+            out = halving(trial, lambda c: _finite(c[2]) and c[2][0] > vlb, rho=0.5, max_halvings=max_halvings - 1) if max_halvings >= 1 else None
+            if out is None: break
+            (m_t, r_t, new), _, _ = out
+        m, r, (vlb, g, gamma) = m_t, r_t, new
         k += 1
     return m, r, (vlb, g, gamma), k
 
@@ -881,7 +896,7 @@ def _carried_r(model, m, r, state, r_prev, e_prev: float, k: int = 1, r_prev_inf
     r_inf, g_inf = float(np.abs(r).max()), float(np.abs(g).max())
     e = e_prev + 4.0 * k * _EPS * ((float(np.abs(r_prev).max()) if r_prev_inf is None else r_prev_inf) + r_inf + g_inf)
     dm = m - model.mu
-    if not 0.5 * float(np.abs(dm).sum()) * e > 1e-12 * abs(vlb): return r, state, e, r_inf, g_inf
+    if not 0.5 * float(np.add.reduce(np.abs(dm))) * e > 1e-12 * abs(vlb): return r, state, e, r_inf, g_inf
     r_new = model.prior.solve(dm); diff = r - r_new
     r_inf = float(np.abs(r_new).max())
     return r_new, (vlb + 0.5 * float(dm @ diff), g + diff, gamma), _EPS * r_inf, r_inf, None

@@ -57,7 +57,7 @@ def site_step(model, m, lam, g, gamma, rho: float = 1.0, mean: str = "natural", 
     if n_neg and not clip:
         raise ValueError(f"gamma < 0 at {n_neg} sites (a likelihood that is not log-concave): the step would leave "
                          "V indefinite; use clip=True")
-    gp = np.where(neg, 0.0, gamma)
+    gp = np.where(neg, 0.0, gamma) if n_neg else gamma                   # γ₊ (γ itself when no entry is negative)
     if rho == 1.0: lam_new = gp
     else:
         if lam is None: raise ValueError("lam (the current site precisions) is needed when rho < 1")
