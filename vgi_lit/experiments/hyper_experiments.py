@@ -10,14 +10,16 @@ from tqdm import tqdm
 from .. import datasets, likelihoods
 from ..models import GLM, GP
 from ..inference import fit
-from ..methods.hyper import learn
+from ..methods.hyper import learn, HyperParams
+from ..methods.fixed_point import optimum_tangent
+from ..kernels import RBF
 from .fp_experiments import make_problem, run_methods, summarize, subsample
 from .prox_tables import gp_data, se_gp, LN2
 import vgi_lit.methods.fixed_point  # noqa: F401  (registers fpb / fpi)
 
 # %% auto #0
 __all__ = ['SK_PROBLEMS', 'GRID_TOL', 'LVF_PROBLEMS', 'sk_learned', 'glm_delta', 'gp_sigma_ell', 'test_loss', 'learned_vs_fixed',
-           'main']
+           'tangent_warm_starts', 'main']
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #h5e06
 def _fixed_for(model):
@@ -162,6 +164,44 @@ def learned_vs_fixed(name: str, n_max: int = 500, seed: int = 0, data_dir=None, 
     log(f"{name} (n = {model.n}, {len(yt)} test): fixed VLB {q0.vlb:.3f} test {row['loss0']:.4f} {row['unit']} | learned "
         f"({_theta_text(hf.theta)}; {secs:.1f} s, {hf.stop.value}) VLB {hf.vlb:.3f} test {row['loss']:.4f} {row['unit']}")
     return row
+
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #acf0f3cb
+def tangent_warm_starts(model, steps=None, log=print) -> list:
+    """The inner FPi iterations at each outer evaluation θ_{k+1} of `learn(model)` (free log-parameters of a GP's kernel)
+    from two starts made from the optimum at the previous evaluation θ_k: the optimum itself (the plain warm start, FPi's own
+    step rule) and the first-order prediction z* + ż along δ = θ_{k+1} − θ_k (`optimum_tangent`, with λ carried in log
+    form, λ' = λe^{λ̇/λ}, and m' = m + ṁ) with Newton steps from the first iteration; beside `learn`'s own count at θ_{k+1}
+    (its start carried by the power laws of the last two optima, its inner tolerance relative to the outer gradient).
+    Inner fits as `learn`'s (FPi, Anderson of memory 5, tol max(10⁻⁶, 3·10⁻³ times the outer gradient's ∞-norm at θ_k)).
+    `steps`: the first that many steps only.
+    Returns rows dict(step (‖δ‖∞), learn, warm, tangent, tangent_seconds, iteration_seconds)."""
+    hf = learn(model)
+    recs = [r for r in hf.history if "theta" in r]
+    hp = HyperParams(model)
+    if hp.n_prior != len(hp.free) or hp.learn_mean: raise ValueError("tangent_warm_starts: the kernel's parameters must be the free ones")
+    rows, prev, gn = [], None, None
+    for rec in recs[: None if steps is None else steps + 1]:
+        th = np.asarray(rec["theta"], dtype=float); mod = hp.build(th)
+        inner = dict(tol=1e-6 if gn is None else max(1e-6, 3e-3 * gn), tol_rel=0.0, anderson=5)
+        if prev is not None:
+            pm, pth, pp = prev
+            dK = pm.kernel.dK(pm.X); dK = dK + hp.rel_jitter * np.mean(np.diagonal(dK, axis1=1, axis2=2), 1)[:, None, None] * np.eye(pm.n)
+            t0 = time.process_time()
+            dm, dl = optimum_tangent(pm, pp.m, pp.cov, np.tensordot(th - pth, dK, 1), rtol=1e-6)
+            t_tan = time.process_time() - t0
+            lam = pp.cov.lam
+            pred = dict(m0=pp.m + dm, lam0=lam * np.exp(np.clip(dl / np.where(lam > 0, lam, 1.0), -50.0, 50.0)))
+            warm = fit(mod, "fpi", **inner, m0=pp.m, lam0=lam)
+            t0 = time.process_time(); tan = fit(mod, "fpi", **inner, newton=True, **pred); t_fit = time.process_time() - t0
+            rows.append(dict(step=float(np.max(np.abs(th - pth))), learn=int(rec["inner_iter"]), warm=warm.n_iter, tangent=tan.n_iter,
+                             tangent_seconds=t_tan, iteration_seconds=t_fit / max(tan.n_iter, 1)))
+            r = rows[-1]
+            log(f"step {r['step']:.2f}: learn {r['learn']}, warm {r['warm']}, tangent + Newton {r['tangent']} "
+                f"(the tangent {1e3 * t_tan:.1f} ms, an iteration {1e3 * r['iteration_seconds']:.1f} ms)")
+        post = fit(mod, "fpi", **inner, **({} if prev is None else dict(m0=prev[2].m, lam0=prev[2].cov.lam)))
+        prev, gn = (mod, th, post), rec.grad_norm
+    return rows
+
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #h5e17
 def main(argv=None):
