@@ -175,10 +175,12 @@ def tangent_warm_starts(model, steps=None, log=print) -> list:
     Inner fits as `learn`'s (FPi, Anderson of memory 5, tol max(10⁻⁶, 3·10⁻³ times the outer gradient's ∞-norm at θ_k)).
     `steps`: the first that many steps only.
     Returns rows dict(step (‖δ‖∞), learn, warm, tangent, tangent_seconds, iteration_seconds)."""
+    if type(model) is not GP: raise ValueError(f"tangent_warm_starts needs a GP, got a {type(model).__name__}")
+    hp = HyperParams(model)
+    if hp.n_prior != len(hp.free):
+        raise ValueError(f"tangent_warm_starts: the kernel's parameters must be the only free ones, got {hp.free_names}")
     hf = learn(model)
     recs = [r for r in hf.history if "theta" in r]
-    hp = HyperParams(model)
-    if hp.n_prior != len(hp.free) or hp.learn_mean: raise ValueError("tangent_warm_starts: the kernel's parameters must be the free ones")
     rows, prev, gn = [], None, None
     for rec in recs[: None if steps is None else steps + 1]:
         th = np.asarray(rec["theta"], dtype=float); mod = hp.build(th)
