@@ -58,3 +58,49 @@ def test_tangent_warm_starts_bad_inputs():
         tangent_warm_starts(GP(X, y, likelihoods.Gaussian(0.1), RBF(1.0, 1.0)))
     glm = GLM(np.hstack([X, np.ones_like(X)]), np.where(y > 0, 1.0, -1.0), likelihoods.Logistic(), prior_cov=1.0)
     with pytest.raises(ValueError, match="needs a GP"): tangent_warm_starts(glm)
+
+def test_tangent_parts_are_its_intermediates():
+    mod, p = _opt(np.array([0.5, 0.2]))
+    dK = mod.kernel.dK(mod.X)
+    dm, dl, parts = optimum_tangent(mod, p.m, p.cov, dK, parts=True)
+    dm0, dl0 = optimum_tangent(mod, p.m, p.cov, dK)
+    assert np.array_equal(dm, dm0) and np.array_equal(dl, dl0)
+    V = p.cov.dense(); C = np.eye(mod.n) - V * p.cov.lam[None, :]                  # C = I − VΛ
+    assert np.allclose(parts["V"], V, rtol=0, atol=1e-10 * np.abs(V).max())
+    for j in range(2):
+        assert np.allclose(parts["CD"][j], C @ dK[j], rtol=0, atol=1e-9 * np.abs(dK[j]).max())
+        assert np.allclose(parts["dv"][j], np.diag(C @ dK[j] @ C.T), rtol=0, atol=1e-9 * np.abs(dK[j]).max())
+
+def test_optimal_vlb_hessian_ard_against_differences_of_the_gradient():
+    from vgi_lit.methods.hyper import HyperParams
+    from vgi_lit.experiments.hyper_experiments import optimal_vlb_hessian
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0.0, 3.0, size=(30, 2)); y = rng.poisson(np.exp(0.5 + np.sin(X[:, 0]) - 0.3 * X[:, 1])).astype(float)
+    gp = GP(X, y, likelihoods.Poisson(), RBF(1.5, np.array([1.0, 2.0])), mean=0.5)
+    hp = HyperParams(gp); th = hp.theta0
+    def opt(t, **kw): mod = hp.build(t); return mod, fit(mod, "fpi", tol=1e-9, tol_rel=0.0, newton=True, max_iter=300, **kw)
+    mod, p = opt(th)
+    H, dm, dl = optimal_vlb_hessian(mod, p.m, p.cov)
+    assert H.shape == (3, 3) and dm.shape == dl.shape == (3, gp.n) and np.array_equal(H, H.T)
+    fd = np.empty((3, 3)); h = 1e-3
+    for k in range(3):
+        e = np.zeros(3); e[k] = h
+        (mp, pp), (mm, pm) = (opt(th + s * e, m0=p.m, lam0=p.cov.lam) for s in (1, -1))
+        assert pp.converged and pm.converged
+        fd[:, k] = (hp.grad(mp, pp.m, pp.cov) - hp.grad(mm, pm.m, pm.cov)) / (2 * h)
+    assert np.max(np.abs(H - fd)) <= 1e-5 * np.max(np.abs(fd))
+
+def test_outer_newton_and_hessian_bad_inputs():
+    from vgi_lit.kernels import Matern32
+    from vgi_lit.experiments.hyper_experiments import optimal_vlb_hessian, outer_newton
+    X = np.linspace(0, 1, 12)[:, None]; y = np.sin(3 * X[:, 0])
+    with pytest.raises(ValueError, match="only free"): outer_newton(GP(X, y, likelihoods.Gaussian(0.1), RBF(1.0, 1.0)))
+    yb = np.where(y > 0, 1.0, -1.0)
+    glm = GLM(np.hstack([X, np.ones_like(X)]), yb, likelihoods.Logistic(), prior_cov=1.0)
+    with pytest.raises(ValueError, match="needs a GP"): outer_newton(glm)
+    gm = GP(X, yb, likelihoods.Logistic(), Matern32(1.0, 1.0)); pm = fit(gm, "fpi")
+    with pytest.raises(ValueError, match="RBF"): optimal_vlb_hessian(gm, pm.m, pm.cov)
+    gr = GP(X, yb, likelihoods.Logistic(), RBF(1.0, 1.0)); pr = fit(gr, "fpi")
+    lam0 = np.array(pr.cov.lam); lam0[0] = 0.0
+    from vgi_lit.covariance import SiteCov
+    with pytest.raises(ValueError, match="λ > 0"): optimal_vlb_hessian(gr, pr.m, SiteCov(gr, lam0))

@@ -1149,13 +1149,14 @@ def _prefer_newton(sched: dict, n: int, tol: float) -> bool:
     return best < plain(mu)
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #75e28f57
-def optimum_tangent(model, m, cov, dSigma, rtol: float = 1e-10, max_krylov: int = 200, direct_max: int = 100) -> tuple:
+def optimum_tangent(model, m, cov, dSigma, rtol: float = 1e-10, max_krylov: int = 200, direct_max: int = 100, parts: bool = False) -> tuple:
     """(ṁ, λ̇): the derivative dz*/dθ·δ of the optimum z* = (m*, λ*) of a GP (H = I, V = (Σ⁻¹ + Λ)⁻¹ in site form) along a change
     ∂Σ = `dSigma` of its prior covariance ('The optimum's derivative in a hyperparameter'): C = I − VΛ, ∂v = diag(C∂ΣCᵀ),
     r = ∂E/∂m (Σ⁻¹(m − μ) at the optimum), [AP − I]λ̇ = A∂v + 2E_mv∘(C∂Σr) with A = 2(E_mv V E_mv + E_vv), P = V∘V, and
     ṁ = V(E_mv∘(∂v − Pλ̇)) + C∂Σr. m, cov: a converged optimum (a fit's `m` and `cov`, a `SiteCov`).
     dSigma: (n, n), or (p, n, n) for p directions (then ṁ, λ̇ are (p, n)). λ̇ by one dense solve for n ≤ `direct_max`,
-    else by GMRES (`` _gmres ``) to the relative residual `rtol`, at most `max_krylov` products."""
+    else by GMRES (`` _gmres ``) to the relative residual `rtol`, at most `max_krylov` products. `parts`: also return
+    dict(V (n, n), dv (p, n) the ∂v = diag(C∂ΣCᵀ), CD (p, n, n) the C∂Σ), the intermediates a second derivative reuses."""
     if model.H is not None or not model.sites.is_identity:
         raise ValueError(f"optimum_tangent needs a GP (sites the identity, H = I), got sites '{model.sites.kind}'")
     if not isinstance(cov, SiteCov): raise ValueError(f"optimum_tangent needs V in site form (a SiteCov), got {type(cov).__name__}")
@@ -1174,11 +1175,16 @@ def optimum_tangent(model, m, cov, dSigma, rtol: float = 1e-10, max_krylov: int 
     def amul(u): return 2.0 * (e_mv * (V @ (e_mv * u)) + e_vv * u)                          # A u
     M = None
     if n <= direct_max: M = 2.0 * (e_mv[:, None] * V * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(n)
-    dms, dls = [], []
+    dms, dls, dvs, CDs = [], [], [], []
+    CT = np.eye(n) - VL                                                                     # Cᵀ = I − ΛV, as rows of C∂ΣCᵀ's diagonal need
     for D in dS:
         Dr = D @ r; CDr = Dr - VL @ Dr                                                      # C∂Σr
-        dv = np.einsum('ij,ij->i', D - VL @ D, np.eye(n) - VL)                              # diag(C∂ΣCᵀ), Cᵀ = I − ΛV
+        CD = D - VL @ D                                                                     # C∂Σ
+        dv = np.einsum('ij,ij->i', CD, CT)                                                  # diag(C∂ΣCᵀ)
+        if parts: dvs.append(dv); CDs.append(CD)
         b = amul(dv) + 2.0 * e_mv * CDr
         dl = np.linalg.solve(M, b) if M is not None else _gmres(lambda x: amul(P @ x) - x, b, rtol, min(n, max_krylov))[0]
         dms.append(V @ (e_mv * (dv - P @ dl)) + CDr); dls.append(dl)
-    return (dms[0], dls[0]) if one else (np.array(dms), np.array(dls))
+    out = (dms[0], dls[0]) if one else (np.array(dms), np.array(dls))
+    if not parts: return out
+    return out + (dict(V=V, dv=dvs[0] if one else np.array(dvs), CD=CDs[0] if one else np.array(CDs)),)
