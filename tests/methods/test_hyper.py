@@ -832,3 +832,18 @@ def test_a_noise_variance_still_falling_past_the_first_box_is_reported_with_a_wa
     assert any("widened" in d for d in details) and hf.theta["likelihood.variance"] < np.exp(-20)
     assert "likelihood.variance" in hf.edges
     assert any(issubclass(c.category, RunawayParameterWarning) and "likelihood.variance" in str(c.message) for c in caught)
+
+def test_prior_residual_n_space_by_lauum_equals_the_general_product():
+    "SB⁻¹S (and HᵀSB⁻¹SH) from the triangular L_B⁻¹S by LAPACK lauum against the general product, over seeds and sizes."
+    from vgi_lit.methods.hyper import prior_residual
+    from vgi_lit.covariance import SiteCov
+    for seed, n in ((0, 1), (1, 7), (2, 64), (3, 130)):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(n, 2)); y = np.where(rng.normal(size=n) > 0, 1.0, -1.0)
+        for model in (GP(X, y, Logistic(), RBF(2.0, 0.9)), SparseGP(X, y, Logistic(), RBF(1.0, 1.0), X[: max(1, n // 2)])):
+            cov = SiteCov(model, rng.uniform(0.0, 3.0, n), space='n')
+            C = cov.LBi * cov.s[None, :]; Wn = C.T @ C
+            ref = Wn if model.H is None else model.H.T @ Wn @ model.H
+            W = prior_residual(model, cov)
+            assert np.max(np.abs(W - ref)) <= 1e-12 * max(np.max(np.abs(ref)), 1e-300)
+            if model.H is None: assert np.array_equal(W, W.T)                    # SB⁻¹S exactly symmetric

@@ -10,14 +10,16 @@ from tqdm import tqdm
 from .. import datasets, likelihoods
 from ..models import GLM, GP
 from ..inference import fit
-from ..methods.hyper import learn
+from ..methods.hyper import learn, HyperParams, prior_residual
+from ..methods.fixed_point import optimum_tangent
+from ..kernels import RBF
 from .fp_experiments import make_problem, run_methods, summarize, subsample
 from .prox_tables import gp_data, se_gp, LN2
 import vgi_lit.methods.fixed_point  # noqa: F401  (registers fpb / fpi)
 
 # %% auto #0
 __all__ = ['SK_PROBLEMS', 'GRID_TOL', 'LVF_PROBLEMS', 'sk_learned', 'glm_delta', 'gp_sigma_ell', 'test_loss', 'learned_vs_fixed',
-           'main']
+           'tangent_warm_starts', 'optimal_vlb_hessian', 'outer_newton', 'main']
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #h5e06
 def _fixed_for(model):
@@ -162,6 +164,143 @@ def learned_vs_fixed(name: str, n_max: int = 500, seed: int = 0, data_dir=None, 
     log(f"{name} (n = {model.n}, {len(yt)} test): fixed VLB {q0.vlb:.3f} test {row['loss0']:.4f} {row['unit']} | learned "
         f"({_theta_text(hf.theta)}; {secs:.1f} s, {hf.stop.value}) VLB {hf.vlb:.3f} test {row['loss']:.4f} {row['unit']}")
     return row
+
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #acf0f3cb
+def tangent_warm_starts(model, steps=None, log=print) -> list:
+    """The inner FPi iterations at each outer evaluation θ_{k+1} of `learn(model)` (free log-parameters of a GP's kernel)
+    from two starts made from the optimum at the previous evaluation θ_k: the optimum itself (the plain warm start, FPi's own
+    step rule) and the first-order prediction z* + ż along δ = θ_{k+1} − θ_k (`optimum_tangent`, with λ carried in log
+    form, λ' = λe^{λ̇/λ}, and m' = m + ṁ) with Newton steps from the first iteration; beside `learn`'s own count at θ_{k+1}
+    (its start carried by the power laws of the last two optima, its inner tolerance relative to the outer gradient).
+    Inner fits as `learn`'s (FPi, Anderson of memory 5, tol max(10⁻⁶, 3·10⁻³ times the outer gradient's ∞-norm at θ_k)).
+    `steps`: the first that many steps only.
+    Returns rows dict(step (‖δ‖∞), learn, warm, tangent, tangent_seconds, iteration_seconds)."""
+    if type(model) is not GP: raise ValueError(f"tangent_warm_starts needs a GP, got a {type(model).__name__}")
+    hp = HyperParams(model)
+    if hp.n_prior != len(hp.free):
+        raise ValueError(f"tangent_warm_starts: the kernel's parameters must be the only free ones, got {hp.free_names}")
+    hf = learn(model)
+    recs = [r for r in hf.history if "theta" in r]
+    rows, prev, gn = [], None, None
+    for rec in recs[: None if steps is None else steps + 1]:
+        th = np.asarray(rec["theta"], dtype=float); mod = hp.build(th)
+        inner = dict(tol=1e-6 if gn is None else max(1e-6, 3e-3 * gn), tol_rel=0.0, anderson=5)
+        if prev is not None:
+            pm, pth, pp = prev
+            dK = pm.kernel.dK(pm.X); dK = dK + hp.rel_jitter * np.mean(np.diagonal(dK, axis1=1, axis2=2), 1)[:, None, None] * np.eye(pm.n)
+            t0 = time.process_time()
+            dm, dl = optimum_tangent(pm, pp.m, pp.cov, np.tensordot(th - pth, dK, 1), rtol=1e-6)
+            t_tan = time.process_time() - t0
+            lam = pp.cov.lam
+            pred = dict(m0=pp.m + dm, lam0=lam * np.exp(np.clip(dl / np.where(lam > 0, lam, 1.0), -50.0, 50.0)))
+            warm = fit(mod, "fpi", **inner, m0=pp.m, lam0=lam)
+            t0 = time.process_time(); tan = fit(mod, "fpi", **inner, newton=True, **pred); t_fit = time.process_time() - t0
+            rows.append(dict(step=float(np.max(np.abs(th - pth))), learn=int(rec["inner_iter"]), warm=warm.n_iter, tangent=tan.n_iter,
+                             tangent_seconds=t_tan, iteration_seconds=t_fit / max(tan.n_iter, 1)))
+            r = rows[-1]
+            log(f"step {r['step']:.2f}: learn {r['learn']}, warm {r['warm']}, tangent + Newton {r['tangent']} "
+                f"(the tangent {1e3 * t_tan:.1f} ms, an iteration {1e3 * r['iteration_seconds']:.1f} ms)")
+        post = fit(mod, "fpi", **inner, **({} if prev is None else dict(m0=prev[2].m, lam0=prev[2].cov.lam)))
+        prev, gn = (mod, th, post), rec.grad_norm
+    return rows
+
+
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #7f1ab7d7
+def _rbf_prior_derivatives(model):
+    """(D (p, n, n), D2 (p, p, n, n)): the first and second derivatives of a GP's prior covariance Σ = K + εs̄I in its RBF
+    kernel's log-parameters θ = (log s, log ℓ_1, …) (one ℓ, or one per input with ARD): with R_a the squared differences in
+    input a over ℓ_a² (their sum r² without ARD), ∂_sΣ = ∂²_ssΣ = Σ, ∂_aΣ = ∂²_saΣ = K∘R_a, ∂²_abΣ = K∘R_a∘R_b − 2δ_ab K∘R_a
+    (the jitter εs̄ moves with s only)."""
+    k, X, Sig = model.kernel, model.X, model.prior.matrix()
+    if type(k) is not RBF: raise ValueError(f"the outer Newton step's Hessian needs an RBF kernel, got {type(k).__name__}")
+    K = Sig - model.prior.jitter * np.eye(model.n)
+    ls = np.broadcast_to(np.asarray(k.lengthscale, dtype=float), (X.shape[1],))
+    R = [((X[:, a, None] - X[None, :, a]) / ls[a]) ** 2 for a in range(X.shape[1])] if k.ard else [k.sqdist(X)]
+    D = [Sig] + [K * Ra for Ra in R]
+    p = len(D); D2 = np.empty((p, p) + Sig.shape)
+    D2[0, 0] = Sig
+    for a in range(1, p):
+        D2[0, a] = D2[a, 0] = D[a]
+        for b in range(a, p):
+            D2[a, b] = D[a] * R[b - 1]
+            if a == b: D2[a, b] -= 2.0 * D[a]
+            D2[b, a] = D2[a, b]
+    return np.array(D), D2
+
+
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #5506d7cd
+def optimal_vlb_hessian(model, m, cov, rtol: float = 1e-8):
+    """(H (p, p), ṁ (p, n), λ̇ (p, n)): the Hessian d²𝓛*/dθ² of the optimal VLB of a GP with an RBF kernel in its free
+    log-parameters θ, at a converged FPi optimum (m, λ) (`cov` the `SiteCov`), with the optimum's derivatives ż = (ṁ, λ̇) along
+    each θ_k (`optimum_tangent`): H_jk = ½rᵀ∂²_jkΣr + (∂_jΣr)ᵀṙ_k − ½⟨W, ∂²_jkΣ⟩ + ½tr(W∂_kΣW∂_jΣ) − ½Σ_i(λ̇_ki/λ_i²)(W∂_jΣW)_ii
+    with r = Σ⁻¹(m − μ), ṙ_k = Σ⁻¹(ṁ_k − ∂_kΣr), W = (Σ + Λ⁻¹)⁻¹ (`prior_residual`); symmetrised. λ > 0 (a log-concave
+    likelihood's optimum)."""
+    lam = np.asarray(cov.lam, dtype=float)
+    if not np.all(lam > 0): raise ValueError("optimal_vlb_hessian needs site precisions λ > 0 at the optimum")
+    D, D2 = _rbf_prior_derivatives(model)
+    dm, dl, T = optimum_tangent(model, m, cov, D, rtol=rtol, parts=True)
+    r = model.prior.solve(np.asarray(m, dtype=float) - model.mu)
+    W = prior_residual(model, cov)
+    A = lam[None, :, None] * T["CD"]                                   # W∂_kΣ = ΛC∂_kΣ (W = ΛC, C = I − VΛ)
+    Dr = D @ r                                                         # (p, n) ∂_kΣ r
+    wdw = lam**2 * T["dv"]                                             # diag(W∂_jΣW) = λ²∘diag(C∂_jΣCᵀ)
+    p = len(D); H = np.empty((p, p))
+    for k in range(p):
+        rdot = model.prior.solve(dm[k] - Dr[k]); u = dl[k] / lam**2
+        for j in range(p):
+            H[j, k] = (0.5 * r @ (D2[j, k] @ r) + Dr[j] @ rdot - 0.5 * np.vdot(W, D2[j, k]) + 0.5 * np.vdot(A[k], A[j].T)
+                       - 0.5 * u @ wdw[j])
+    return 0.5 * (H + H.T), dm, dl
+
+
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #acc5fc62
+def outer_newton(model, bound: float = 24.0, tol: float = 1e-5, max_iter: int = 50, max_step: float = 3.0, log=None) -> dict:
+    """A prototype of `learn`'s outer loop with Newton steps in θ (the free log-parameters of a GP's RBF kernel, in the box
+    [−bound, bound], no widening): at each iterate the inner FPi optimum (as `learn`'s inner solves: Anderson of memory 5, tol
+    max(10⁻⁶, 3·10⁻³ times the previous outer gradient's ∞-norm), warm-started at the tangent prediction z* + Żδ, with
+    Newton steps from the first iteration after a step of at most 1), the envelope gradient g and `optimal_vlb_hessian` H; the
+    step −H⁻¹g with H's eigenvalues taken in absolute value (an ascent step where H is not negative definite), coordinates at
+    the edge with g pointing out held, at most `max_step` in any coordinate, halved until the VLB does not fall. Stops at
+    ‖g‖∞ ≤ tol on the box. Returns dict(theta, vlb, grad, evaluations (inner solves), hessians, fpi (inner iterations), seconds,
+    hessian_seconds (CPU))."""
+    hp = HyperParams(model)
+    if type(model) is not GP or hp.n_prior != len(hp.free):
+        raise ValueError(f"outer_newton needs a GP whose only free parameters are its kernel's, got {type(model).__name__} with {hp.free_names}")
+    out = dict(evaluations=0, hessians=0, fpi=0, hessian_seconds=0.0)
+    def solve(th, start, gn, newton):
+        mod = hp.build(th)
+        post = fit(mod, "fpi", tol=1e-6 if gn is None else max(1e-6, 3e-3 * gn), tol_rel=0.0, anderson=5, **start,
+                   **(dict(newton=True) if newton else {}))
+        out['evaluations'] += 1; out['fpi'] += post.n_iter
+        return mod, post
+    t0 = time.process_time()
+    theta = np.clip(hp.theta0, -bound, bound)
+    mod, post = solve(theta, {}, None, False)
+    g = hp.grad(mod, post.m, post.cov)
+    for it in range(max_iter + 1):
+        held = ((theta <= -bound) & (g < 0)) | ((theta >= bound) & (g > 0))
+        gn = float(np.max(np.abs(np.where(held, 0.0, g))))
+        if log: log(f"{it}: θ = {np.round(theta, 4)}, VLB {post.vlb:.10f}, |g|∞ {gn:.2e}, {post.n_iter} FPi iterations")
+        if gn <= tol or it == max_iter: break
+        th0 = time.process_time()
+        H, dm, dl = optimal_vlb_hessian(mod, post.m, post.cov)
+        out['hessians'] += 1; out['hessian_seconds'] += time.process_time() - th0
+        f = ~held; mu, U = np.linalg.eigh(H[np.ix_(f, f)])
+        step = np.zeros_like(theta)
+        step[f] = U @ ((U.T @ g[f]) / np.maximum(np.abs(mu), 1e-8 * max(1.0, np.max(np.abs(mu)))))
+        step *= min(1.0, max_step / max(np.max(np.abs(step)), 1e-300))
+        lam = post.cov.lam
+        for _ in range(10):
+            new = np.clip(theta + step, -bound, bound); d = new - theta
+            start = dict(m0=post.m + d @ dm, lam0=lam * np.exp(np.clip((d @ dl) / lam, -50.0, 50.0)))
+            mod2, post2 = solve(new, start, gn, np.max(np.abs(d)) <= 1.0)
+            if post2.vlb >= post.vlb - 1e-12 * abs(post.vlb): break
+            step = 0.5 * step
+        theta, mod, post = new, mod2, post2
+        g = hp.grad(mod, post.m, post.cov)
+    out.update(theta=theta, vlb=post.vlb, grad=gn, seconds=time.process_time() - t0)
+    return out
+
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #h5e17
 def main(argv=None):

@@ -21,7 +21,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FORCING_MAX', 'anderson', 'site_curvature']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FORCING_MAX', 'anderson', 'site_curvature', 'optimum_tangent']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -1162,3 +1162,44 @@ def _prefer_newton(sched: dict, n: int, tol: float) -> bool:
         if x <= tau: break
     if 'C_newton' not in sched: best += c_N                             # C unmeasured: the first Newton step is a probe
     return best < plain(mu)
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #75e28f57
+def optimum_tangent(model, m, cov, dSigma, rtol: float = 1e-10, max_krylov: int = 200, direct_max: int = 100, parts: bool = False) -> tuple:
+    """(ṁ, λ̇): the derivative dz*/dθ·δ of the optimum z* = (m*, λ*) of a GP (H = I, V = (Σ⁻¹ + Λ)⁻¹ in site form) along a change
+    ∂Σ = `dSigma` of its prior covariance ('The optimum's derivative in a hyperparameter'): C = I − VΛ, ∂v = diag(C∂ΣCᵀ),
+    r = ∂E/∂m (Σ⁻¹(m − μ) at the optimum), [AP − I]λ̇ = A∂v + 2E_mv∘(C∂Σr) with A = 2(E_mv V E_mv + E_vv), P = V∘V, and
+    ṁ = V(E_mv∘(∂v − Pλ̇)) + C∂Σr. m, cov: a converged optimum (a fit's `m` and `cov`, a `SiteCov`).
+    dSigma: (n, n), or (p, n, n) for p directions (then ṁ, λ̇ are (p, n)). λ̇ by one dense solve for n ≤ `direct_max`,
+    else by GMRES (`` _gmres ``) to the relative residual `rtol`, at most `max_krylov` products. `parts`: also return
+    dict(V (n, n), dv (p, n) the ∂v = diag(C∂ΣCᵀ), CD (p, n, n) the C∂Σ), the intermediates a second derivative reuses."""
+    if model.H is not None or not model.sites.is_identity:
+        raise ValueError(f"optimum_tangent needs a GP (sites the identity, H = I), got sites '{model.sites.kind}'")
+    if not isinstance(cov, SiteCov): raise ValueError(f"optimum_tangent needs V in site form (a SiteCov), got {type(cov).__name__}")
+    dS = np.asarray(dSigma, dtype=float); one = dS.ndim == 2
+    dS = dS[None] if one else dS
+    n = model.n
+    if dS.ndim != 3 or dS.shape[1:] != (n, n): raise ValueError(f"dSigma must have shape ({n}, {n}) or (p, {n}, {n}), got {np.shape(dSigma)}")
+    V = _site_dense_V(model, cov) if isinstance(cov, SiteCovN) else cov.dense()            # (n, n)
+    v = np.diagonal(V) + model.c
+    ms = model.site_mean(np.asarray(m, dtype=float))
+    _, r, _ = model.likelihood.expected_log_lik(model.y, ms, v)                              # ∂E/∂m = Σ⁻¹(m − μ) at the optimum
+    e_mv, e_vv = site_curvature(model.likelihood, model.y, ms, v)
+    lam = np.asarray(cov.lam, dtype=float)
+    VL = V * lam[None, :]                                                                   # VΛ
+    P = V * V
+    def amul(u): return 2.0 * (e_mv * (V @ (e_mv * u)) + e_vv * u)                          # A u
+    M = None
+    if n <= direct_max: M = 2.0 * (e_mv[:, None] * V * e_mv[None, :] + np.diag(e_vv)) @ P - np.eye(n)
+    dms, dls, dvs, CDs = [], [], [], []
+    CT = np.eye(n) - VL                                                                     # Cᵀ = I − ΛV, as rows of C∂ΣCᵀ's diagonal need
+    for D in dS:
+        Dr = D @ r; CDr = Dr - VL @ Dr                                                      # C∂Σr
+        CD = D - VL @ D                                                                     # C∂Σ
+        dv = np.einsum('ij,ij->i', CD, CT)                                                  # diag(C∂ΣCᵀ)
+        if parts: dvs.append(dv); CDs.append(CD)
+        b = amul(dv) + 2.0 * e_mv * CDr
+        dl = np.linalg.solve(M, b) if M is not None else _gmres(lambda x: amul(P @ x) - x, b, rtol, min(n, max_krylov))[0]
+        dms.append(V @ (e_mv * (dv - P @ dl)) + CDr); dls.append(dl)
+    out = (dms[0], dls[0]) if one else (np.array(dms), np.array(dls))
+    if not parts: return out
+    return out + (dict(V=V, dv=dvs[0] if one else np.array(dvs), CD=CDs[0] if one else np.array(CDs)),)
