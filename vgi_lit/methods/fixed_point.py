@@ -609,7 +609,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         fl = _mean_floor(model, cur.state, cur.extra['grad_m'], cur.extra['grad_V'], tol)
         k['floor_run'] = 0 if fl is None else (0 if prev is None else prev.state.sched.get('floor_run', 0)) + 1
         if k['floor_run'] >= FLOOR_STATES:
-            floor[0] = True                                               # the optimum to float64: no GRAD polish
+            floor[0] = True; at_floor.append(cur)                         # the optimum to float64: no GRAD polish, this state returned
             return Stop.STALLED, (f"stalled at the rounding floor of the mean gradient: |dVLB/dm|_inf = {cur.extra['grad_m']:.1e} > "
                                   f"tol={tol}, but at {FLOOR_STATES} states in a row the Newton step in m (now |V dVLB/dm|_inf = "
                                   f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), with "
@@ -683,11 +683,14 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         return evaluate(m + tau * delta, r + tau * r_delta, cov_T, at_T, new, events, cur, dict(sc))
 
     floor = [False]                                                       # set when the damped steps stall at the rounding floor
+    at_floor = []                                                         # the state at which the mean gradient's floor stopped the run
     start = evaluate(m, r, cov, at, state, events + ev, None, dict(rho=float(rho0), damp=dict(ok=0, fails={} if rho0 == 1 else {2.0 * rho0: DAMP_GROW}),
                                                                     rho_took=float(rho0), full=True, tiny=False, pairs=[]))
     res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=stop_rule, history=hist,
               keep_best=(Stop.STALLED, Stop.NOT_FINITE))                 # a stalled or overflowing run returns its best state
     s, stop, msg = res.state, res.stop, res.message
+    if at_floor and res.result is not at_floor[0]:                       # at the floor the VLBs differ by rounding only: the last
+        s = at_floor[0].state; hist.pop()                                 # state, not the 'best' one (it can precede the floor)
     _exact_last(model, s.cov, s.gamma, hist)
     m, cov = s.m, s.cov
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED and not floor[0], callback,
