@@ -158,3 +158,22 @@ def test_later_stages_start_at_rho_at_most_one_half_and_the_measured_carry_short
     q, _ = _fit_counting(gp, _SCALE_B_RANGE=(0.6, 0.6))                  # b = 0.6 for every carry
     assert p.info['start_iterations'] == q.info['start_iterations'] and p.n_iter < q.n_iter
     assert p.converged and abs(p.vlb - q.vlb) <= 1e-10 * abs(q.vlb)
+
+
+def _poisson_gp(seed, n=30, ls=0.2):
+    "GENERATED: x ~ U(0, 1), y ~ Poisson(exp(sin 6x)); GP-Poisson, RBF variance 1 and lengthscale `ls` (jitter 1e-8)."
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 1, (n, 1)); y = rng.poisson(np.exp(np.sin(6 * x[:, 0]))).astype(float)
+    return models.GP(x, y, likelihoods.Poisson(), kernels.RBF(1.0, ls))
+
+
+@pytest.mark.parametrize("seed, ls", [(4, 0.2), (8, 0.05)])
+def test_newton_fpi_below_the_gradient_rounding_floor_stops_there_not_at_max_iter(seed, ls):
+    "('11c_fp_stopping', 'The rounding floor of the mean gradient'): tol 1e-11 below a floor near 1e-8; the old rule ran to max_iter."
+    gp = _poisson_gp(seed, ls=ls)
+    p = fit(gp, "fpi", newton=True, tol=1e-11, tol_rel=0.0, max_iter=200)
+    ref = fit(gp, "fpi", newton=True, tol=1e-8, tol_rel=0.0)
+    assert p.stop is Stop.STALLED and "rounding floor" in p.message and p.n_iter <= 25, (p.stop, p.n_iter, p.message)
+    assert not p.history.count(EventKind.HANDOVER) and not p.history.count(EventKind.BEST_STATE)   # no GRAD polish; the last state
+    assert 1e-11 < max(r["grad_m"] for r in p.history[-10:]) < 1e-6      # the floor: far above tol, far below a real gradient
+    assert abs(p.vlb - ref.vlb) <= 1e-12 * abs(ref.vlb) and ref.converged

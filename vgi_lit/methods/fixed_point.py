@@ -21,7 +21,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FORCING_MAX', 'anderson', 'site_curvature', 'optimum_tangent']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FLOOR_STATES', 'ROUND_ULPS', 'FORCING_MAX', 'anderson', 'site_curvature', 'optimum_tangent']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -599,13 +599,22 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
 
     converged = _grad_tol(model, tol)
     def stop_rule(cur, prev):
-        "GRAD_TOL; REL_TOL after full steps with no fall in the last five; STALLED (see 'When the iteration does not settle')."
+        "GRAD_TOL; REL_TOL after full steps with no fall in the last five; STALLED at the mean gradient's rounding floor or after a stall (see 'When the iteration does not settle')."
         verdict = converged(cur, prev)
         if verdict is not None: return verdict
         k = cur.state.sched
         if (tol_rel > 0 and prev is not None and abs(cur.state.vlb - prev.state.vlb) <= tol_rel * abs(cur.state.vlb)
                 and not any(k['fell'][-5:]) and k['full']):
             return Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"
+        fl = _mean_floor(model, cur.state, cur.extra['grad_m'], cur.extra['grad_V'], tol)
+        k['floor_run'] = 0 if fl is None else (0 if prev is None else prev.state.sched.get('floor_run', 0)) + 1
+        if k['floor_run'] >= FLOOR_STATES:
+            floor[0] = True; at_floor.append(cur)                         # the optimum to float64: no GRAD polish, this state returned
+            return Stop.STALLED, (f"stalled at the rounding floor of the mean gradient: |dVLB/dm|_inf = {cur.extra['grad_m']:.1e} > "
+                                  f"tol={tol}, but at {FLOOR_STATES} states in a row the Newton step in m (now |V dVLB/dm|_inf = "
+                                  f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), with "
+                                  f"|dVLB/dV|_inf = {cur.extra['grad_V']:.1e} and the scale-free measure {fl[2]:.1e} <= tol: "
+                                  f"a smaller gradient is not attainable in float64")
         if k['it'] - k['best_it'] >= stall and sum(k['idle'][-stall:]) >= 3:
             return Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(k['fell'][-stall:])} times and "
                                   f"{sum(k['idle'][-stall:]) - sum(k['fell'][-stall:])} steps had ρ < 1e-6 (the FP iteration oscillates or "
@@ -674,11 +683,14 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         return evaluate(m + tau * delta, r + tau * r_delta, cov_T, at_T, new, events, cur, dict(sc))
 
     floor = [False]                                                       # set when the damped steps stall at the rounding floor
+    at_floor = []                                                         # the state at which the mean gradient's floor stopped the run
     start = evaluate(m, r, cov, at, state, events + ev, None, dict(rho=float(rho0), damp=dict(ok=0, fails={} if rho0 == 1 else {2.0 * rho0: DAMP_GROW}),
                                                                     rho_took=float(rho0), full=True, tiny=False, pairs=[]))
     res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, optimal=stop_rule, history=hist,
               keep_best=(Stop.STALLED, Stop.NOT_FINITE))                 # a stalled or overflowing run returns its best state
     s, stop, msg = res.state, res.stop, res.message
+    if at_floor and res.result is not at_floor[0]:                       # at the floor the VLBs differ by rounding only: the last
+        s = at_floor[0].state; hist.pop()                                 # state, not the 'best' one (it can precede the floor)
     _exact_last(model, s.cov, s.gamma, hist)
     m, cov = s.m, s.cov
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED and not floor[0], callback,
@@ -900,6 +912,24 @@ def _carried_r(model, m, r, state, r_prev, e_prev: float, k: int = 1, r_prev_inf
     r_new = model.prior.solve(dm); diff = r - r_new
     r_inf = float(np.abs(r_new).max())
     return r_new, (vlb + 0.5 * float(dm @ diff), g + diff, gamma), _EPS * r_inf, r_inf, None
+
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #1262ad08
+FLOOR_STATES = 10   # the states in a row at the rounding floor after which `fpi` stops ('The rounding floor of the mean gradient')
+ROUND_ULPS = 16   # k: a Newton step in m within k·ε(‖m‖∞ + ‖μ‖∞) is the mean gradient's rounding floor ('The rounding floor of the mean gradient')
+
+def _mean_floor(model, s, gm: float, gV: float, tol: float):
+    """None, or (‖Vg‖∞, ε(‖m‖∞ + ‖μ‖∞), the scale-free measure) when the mean of the FP state `s` (`_FPState`, V in site form)
+    is at its rounding floor ('The rounding floor of the mean gradient'): ‖g‖∞ = `gm` > `tol` while ‖∂VLB/∂V‖∞ (or its bound,
+    `gV`) and the measure (`_decrement`) are ≤ tol and the Newton correction Vg is within `ROUND_ULPS` units in the last place
+    of m: ‖Vg‖∞ ≤ k·ε(‖m‖∞ + ‖μ‖∞). One product with V, only when gV ≤ tol < gm."""
+    if not (gm > tol and gV <= tol and isinstance(s.cov, _SITE_FORMS)): return None
+    Vg = s.cov.matvec(s.g)                                                # (d,) the Newton correction of m at V
+    u = _EPS * (float(np.abs(s.m).max()) + float(np.max(np.abs(model.mu))))
+    x = float(np.abs(Vg).max())
+    if not x <= ROUND_ULPS * u: return None
+    dec = max(float(s.g @ Vg), _decrement(model, s.cov, s.at, s.g, s.gamma, mean=False))
+    return (x, u, dec) if dec <= tol else None
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxand01
