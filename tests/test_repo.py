@@ -66,6 +66,23 @@ def test_docs_pipeline_processes_notebooks(tmp_path):
     assert (proc / "_quarto.yml").exists() and (proc / "sidebar.yml").exists()
 
 
+# SciPy submodules that `import vgi_lit` leaves unloaded (measured on 2 cores: scipy.stats about 0.4 s, scipy.integrate about 0.1 s);
+# the functions that need them import them where they are called. Every notebook kernel and every `vgi-lit` run pays the
+# package's import, so one module-level import of these costs the default suite seconds.
+LAZY_SCIPY = ("scipy.stats", "scipy.integrate", "scipy.cluster")
+
+
+def test_import_leaves_heavy_scipy_modules_unloaded():
+    "`import vgi_lit`, with every method registered with `fit`, loads none of `LAZY_SCIPY`; a module-level import of one of them fails here."
+    code = ("import sys, vgi_lit\n"
+            "assert {'grad', 'fpi', 'dual', 'prox', 'laplace', 'svi'} <= set(vgi_lit.METHODS), sorted(vgi_lit.METHODS)\n"
+            f"print(' '.join(m for m in sys.modules if any(m == n or m.startswith(n + '.') for n in {LAZY_SCIPY!r})))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    loaded = sorted(r.stdout.split())
+    assert not loaded, f"import vgi_lit loaded {loaded}: import them inside the functions that use them"
+
+
 TIERS = {"methods": 2, "experiments": 3, "bench": 4, "apps": 5}   # the foundation modules at the top of vgi_lit are tier 1
 ENTRY = {"__main__": 6}   # `python -m vgi_lit`: the command line sits above everything it can run
 

@@ -6,6 +6,8 @@ __version__ = "0.1.0"
 #   experiments/  the papers' figures and tables, the demo
 #   bench/        benchmark suites (`python -m vgi_lit.bench SUITE`)
 #   apps/         scikit-learn estimators and the command line (`vgi-lit`, `python -m vgi_lit`: vgi_lit/__main__.py)
+# Every notebook kernel and command-line run pays this import: scipy.stats, scipy.optimize, scipy.integrate and scipy.cluster are
+# imported inside the functions that use them, not at module level (tests/test_repo.py checks the ones in LAZY_SCIPY).
 from . import linalg, quadrature, kernels, models, covariance, vlb, inference
 from .models import LGM, GLM, GP, SparseGP
 from .inference import fit, Posterior, VGPosterior, History, METHODS, MODEL_METHODS, register_method, methods_for

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import numpy as np
 from scipy.special import log_ndtr, ndtri_exp
-from scipy.stats import qmc
 
 # %% auto #0
 __all__ = ['orthant_rule', 'orthant_sov']
@@ -17,6 +16,7 @@ _POINTS: dict = {}
 def orthant_rule(q: int, n_qmc: int = 1024, seed: int = 0):
     """The fixed point set W (2·`n_qmc`, max(q − 1, 1)) in (0, 1) of `orthant_sov`: `n_qmc` scrambled Sobol' points (seeded by
     `seed`; a power of two) and their mirror images 1 − w (antithetic pairs). Cached, read-only."""
+    from scipy.stats import qmc
     if isinstance(q, bool) or not isinstance(q, (int, np.integer)) or q < 1: raise ValueError(f"q must be a positive integer, got {q!r}")
     if isinstance(n_qmc, bool) or not isinstance(n_qmc, (int, np.integer)) or n_qmc < 2 or (int(n_qmc) & (int(n_qmc) - 1)):
         raise ValueError(f"n_qmc must be a power of two >= 2, got {n_qmc!r}")

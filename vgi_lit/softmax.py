@@ -8,7 +8,6 @@ from itertools import product
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from scipy.special import logsumexp, ndtr, ndtri, owens_t
-from scipy.stats import qmc
 from .softmax_range import expected_lse
 from .softmax_wide import WIDE_RANGE, expected_lse_wide
 
@@ -25,6 +24,7 @@ def mvn_rule(C: int, n_gh: int | None = None, n_qmc: int = 2048, seed: int = 0):
     C ≤ 3 (or `n_gh` given): the product probabilists' Gauss-Hermite rule with `n_gh` nodes per dimension (default 64, 32,
     16 for C = 1, 2, 3). Otherwise `n_qmc` scrambled Sobol' points (seeded by `seed`; a power of two) mapped by Φ⁻¹,
     with their mirror images, moment matched to mean 0 and covariance I exactly (degree-3 exact). Cached, read-only."""
+    from scipy.stats import qmc
     if isinstance(C, bool) or int(C) != C or C < 1: raise ValueError(f"C must be a positive integer, got {C!r}")
     C = int(C)
     if n_gh is None and C <= 3: n_gh = {1: 64, 2: 32, 3: 16}[C]

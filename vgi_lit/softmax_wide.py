@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.polynomial.legendre import leggauss
 from scipy.special import expit, ndtr, ndtri
-from scipy.stats import qmc
 from .softmax_range import soft_crossings, softplus_moments
 
 # %% auto #0
@@ -220,6 +219,7 @@ _OUTER: dict = {}
 def _outer_nodes(q: int, n_qmc: int, seed: int):
     """2·`n_qmc` points (2 n_qmc, q − 1) for E over y ~ N(0, I_{q−1}): scrambled Sobol' points (seeded by `seed`) mapped by Φ⁻¹, their
     mirror images, moment matched to covariance I exactly. Cached, read-only."""
+    from scipy.stats import qmc
     key = (q, n_qmc, seed)
     if key not in _OUTER:
         y = ndtri(np.clip(qmc.Sobol(d=q - 1, scramble=True, seed=seed).random(n_qmc), 1e-16, 1 - 1e-16))

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln, log_expit, expit, xlogy
-from scipy.optimize import minimize_scalar
 from ..likelihoods import Likelihood, Gaussian, Poisson, Exponential, StochasticVolatility, Logistic
 
 # %% auto #0
@@ -171,6 +170,7 @@ class BohningConjugate(FixedCurvatureConjugate):
 # %% ../../nbs/methods/12_dual_conjugates.ipynb #6f5761e7
 def biconjugate(conj, h, rho):
     "f**(h, rho) = max_x alpha(x) h + lam(x) rho/2 - f*(x), solved per site by a bounded scalar search (a check, not fast)."
+    from scipy.optimize import minimize_scalar
     h, rho = np.broadcast_arrays(np.asarray(h, float), np.asarray(rho, float))
     lo, hi = conj.bounds(); out = np.empty(h.shape)
     for i in range(h.size):

@@ -8,7 +8,6 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logsumexp
-from scipy.integrate import quad
 from ..linalg import cholesky, chol_logdet
 from ..vlb import kl_gauss
 from ..corpora import Corpus
@@ -110,6 +109,7 @@ def is_loglik(ids, cnts, mu, Sigma, beta, m=None, S=None, c: float = 0.1, n_samp
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #7a95b551
 def quad_loglik(ids, cnts, mu, Sigma, beta):
     "log p(w_d | μ, Σ, β) for K = 2 topics (one-dimensional η) by adaptive quadrature: the oracle for `is_loglik`."
+    from scipy.integrate import quad
     beta = _beta(beta)
     if beta.shape[0] != 2: raise ValueError(f"quad_loglik needs K = 2 topics, got K = {beta.shape[0]}")
     mu, sd = float(np.ravel(mu)[0]), float(np.sqrt(np.ravel(Sigma)[0]))

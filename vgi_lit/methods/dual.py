@@ -5,7 +5,6 @@
 # %% ../../nbs/methods/12a_dual.ipynb #925c5380
 from __future__ import annotations
 import numpy as np
-from scipy.optimize import minimize
 from scipy.linalg import cho_solve
 from ..linalg import cholesky
 from ..covariance import SiteCov, DenseCov
@@ -102,6 +101,7 @@ def fit_dual(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 5000, m
     `info["bound_value"]` (the bounded VLB at the returned q, which the dual optimum equals) and `vlb`
     the exact VLB of the returned q, which is below the exact VG optimum. `vlb` is always the shared
     `vgi_lit.vlb.vlb`."""
+    from scipy.optimize import minimize
     if solver not in ("auto", "lbfgsb", "newton"): raise ValueError(f"solver must be 'auto', 'lbfgsb' or 'newton', got {solver!r}")
     chosen = solver == "auto"
     if chosen: solver = "newton" if model.n <= NEWTON_AUTO_N else "lbfgsb"

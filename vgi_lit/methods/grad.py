@@ -5,7 +5,6 @@
 # %% ../../nbs/methods/10_grad.ipynb #1688b731
 from __future__ import annotations
 import numpy as np
-from scipy.optimize import minimize
 from scipy.linalg import solve_triangular
 from ..covariance import DenseCov
 from ..vlb import site_terms, vlb, grad_m, grad_L
@@ -121,6 +120,7 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
     """GRAD in the model's own coordinates from a validated start (m, V or None): the driver's rule (`driver.Monitor`)
     runs in L-BFGS-B's callback; a restart continues in the coordinates of the current q (`recentred`), and the result
     is mapped back to the model's coordinates."""
+    from scipy.optimize import minimize
     d = model.d; tri = np.tril_indices(d); diag = tri[0] == tri[1]
     s = start_scale(model, 1.0) if V is None else 1.0                 # < 1 only for large rows under e^(m + v/2) likelihoods
     L0 = np.sqrt(s) * np.eye(d) if V is None else np.linalg.cholesky(V)

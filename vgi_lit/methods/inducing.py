@@ -6,8 +6,6 @@
 from __future__ import annotations
 import time, types
 import numpy as np
-from scipy.cluster.vq import kmeans2
-from scipy.optimize import minimize
 from scipy.linalg import solve_triangular, cho_solve
 from scipy.linalg.blas import dsyrk, dger
 from ..linalg import cholesky, chol_solve, tri_inv
@@ -48,6 +46,7 @@ def greedy_inducing(kernel, X, M: int, tol: float = 0.0):
 def kmeans_inducing(X, M: int, seed: int = 0, iters: int = 25):
     """(M, p) inducing inputs at the centres of k-means (Lloyd's iterations from a k-means++ start, `scipy.cluster.vq.kmeans2`,
     seeded); empty clusters keep their start point."""
+    from scipy.cluster.vq import kmeans2
     X = check_X(np.asarray(X, dtype=float), "X")
     if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or not 1 <= M <= len(X):
         raise ValueError(f"M must be an integer in [1, n = {len(X)}], got {M!r}")
@@ -290,6 +289,7 @@ def fit_inducing(model, method: str | None = None, learn_mean: bool = False, fix
     bound: log-parameters are kept in [−bound, bound].
     maxcor: L-BFGS-B memory, the number of stored correction pairs (2·maxcor vectors of the length of θ; with several
         hundred inducing coordinates, 50 pairs reach a given VLB in fewer iterations than SciPy's default 10 or 20). Returns a `HyperFit`."""
+    from scipy.optimize import minimize
     check_budget(tol, max_iter, max_seconds); check_budget(tol_rel, 0, None, tol_name="tol_rel")
     if isinstance(maxcor, bool) or not isinstance(maxcor, (int, np.integer)) or maxcor < 1:
         raise ValueError(f"maxcor must be a positive integer (L-BFGS-B's correction pairs), got {maxcor!r}")

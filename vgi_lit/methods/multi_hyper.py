@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
-from scipy.optimize import minimize
 from ..linalg import cholesky
 from ..inference import Event, EventKind, History, Stop, MODEL_METHODS, check_budget, register_method
 from ..models.multi import MultiLGM, MultiCov, MultiGLM, MultiGP, CoregionalGP, LMCGP
@@ -291,6 +290,7 @@ def learn_multi(model: MultiLGM, method: str = "fpi", fixed=None, learn_mean: bo
         is ≤ tol; L-BFGS-B's own test of no further decrease is `Stop.REL_TOL`. max_iter, max_seconds, callback: the outer budget
         (max_seconds also bounds each inner solve) and `callback(record)` (True stops).
     bound: log-parameters stay in [−bound, bound]; one ending at the edge gets a BOUND_ACTIVE event."""
+    from scipy.optimize import minimize
     check_budget(tol, max_iter, max_seconds)
     if method not in ("fpi", "grad"): raise ValueError(f"learn_multi: method must be 'fpi' or 'grad', got {method!r}")
     hp = MultiHyperParams(model, fixed, learn_mean, learn_inducing)

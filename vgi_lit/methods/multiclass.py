@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import numpy as np
 from scipy.linalg import solve_triangular
-from scipy.optimize import minimize
 from ..inference import (Event, EventKind, History, Posterior, Stop, DEFAULT_METHOD, check_budget, register_method)
 from ..driver import Halt, Monitor, Step, grad_tol, halving, run
 from ..linalg import cholesky
@@ -157,6 +156,7 @@ def grad_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 5000, max_sec
     """GRAD for a multi-latent model: L-BFGS-B on (m_u, L_u) in whitened coordinates (see the page).
 
     tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm in (m_u, L_u) is ≤ tol. max_iter, max_seconds, callback: as for FPi."""
+    from scipy.optimize import minimize
     _check_model(model); check_budget(tol, max_iter, max_seconds)
     d, C, n, p = model.d, model.C, model.n, model.p
     Ls = model.prior_half_dense()                                             # lower triangular, L_Σ L_Σᵀ = Σ (any prior)

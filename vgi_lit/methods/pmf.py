@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sparse
 from scipy.linalg import cho_solve
-from scipy.optimize import minimize
 from ..linalg import cholesky
 from ..models import PriorCov, GaussianPrior
 from ..models.pmf import PMF, check_indices
@@ -372,6 +371,7 @@ def rotation_objective(R, A_u, A_v, n_rows: int, n_cols: int):
 def best_rotation(A_u, A_v, n_rows: int, n_cols: int, max_iter: int = 20):
     """The map R minimising `rotation_objective` from R = I by L-BFGS (at most `max_iter` iterations), and the gain
     J(I) − J(R) ≥ 0 of the bound; (I, 0.0) when no step lowers J."""
+    from scipy.optimize import minimize
     K = len(A_u)
     def f(x):
         J, g = rotation_objective(x.reshape(K, K), A_u, A_v, n_rows, n_cols); return J, g.ravel()
@@ -430,6 +430,7 @@ def lik_update(model: PMF, state: PMFState, n_samples: int = 1, seed: int = 0, b
     `max_iter` iterations, log-parameters kept in [−bound, bound]) from the current θ on the estimate with `n_samples`
     draws of u_i per observation (seeded), on all observations (batch None: the draws of `expected_loglik(model,
     state, n_samples, seed)`) or on a seeded sub-sample of `batch` of them."""
+    from scipy.optimize import minimize
     lik = model.likelihood
     if isinstance(lik, Gaussian):
         rss, sv = gaussian_sums(model, state) if sums is None else sums
