@@ -69,7 +69,7 @@ def test_docs_pipeline_processes_notebooks(tmp_path):
 # SciPy submodules that `import vgi_lit` leaves unloaded (measured on 2 cores: scipy.stats about 0.4 s, scipy.integrate about 0.1 s);
 # the functions that need them import them where they are called. Every notebook kernel and every `vgi-lit` run pays the
 # package's import, so one module-level import of these costs the default suite seconds.
-LAZY_SCIPY = ("scipy.stats", "scipy.integrate", "scipy.cluster")
+LAZY_SCIPY = ("scipy.stats", "scipy.integrate", "scipy.cluster", "scipy.optimize")
 
 
 def test_import_leaves_heavy_scipy_modules_unloaded():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re, time, warnings
 from dataclasses import dataclass, field
 import numpy as np
-from scipy.optimize import minimize, minimize_scalar
 from scipy.linalg.lapack import dlauum
 from ..linalg import chol_solve
 from ..covariance import SiteCov, DenseCov
@@ -596,6 +595,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
                     state['plateau'] = (f"the VLB rose by {rise:.3g} ({rise / max(abs(its[-1]), 1e-300):.2g} relative) over the last {window} "
                                         f"outer iterations, at most tol_rel = {tol_rel:g}: learning has stopped improving")
                     raise StopIteration
+            from scipy.optimize import minimize
             res = minimize(lambda th: tuple(s * v for v in evaluate(th)), theta0, jac=True, method="L-BFGS-B", callback=after,
                            bounds=list(zip(np.where(np.isfinite(lo), lo, None), np.where(np.isfinite(hi), hi, None))),
                            options=dict(maxiter=int(max_iter), gtol=s * tol, ftol=0.0, maxcor=20))
@@ -859,6 +859,7 @@ def constant_loglik(likelihood, y) -> tuple:
     def nll(c):
         v = -float(np.sum(likelihood.logp(y, np.full(len(y), c))))
         return v if np.isfinite(v) else 1e300
+    from scipy.optimize import minimize_scalar
     r = minimize_scalar(nll, bounds=(-B, B), method="bounded", options=dict(xatol=1e-10 * B, maxiter=500))
     return -float(r.fun), float(r.x)
 
@@ -1008,6 +1009,7 @@ def _run_joint(fun, x0, lo, d, tri, tol, max_iter, max_seconds, maxcor, t_start)
     if max_seconds is not None:
         def cb(intermediate_result):
             if time.perf_counter() - t_start > max_seconds: raise StopIteration
+    from scipy.optimize import minimize
     return minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bnds, options=opts, callback=cb)
 
 def _joint_result(hp, mod, m, L, res, t_start) -> dict:
