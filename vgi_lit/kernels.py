@@ -150,7 +150,9 @@ class Stationary(Kernel):
 
     def _sqdist(self, A, B, same):
         ls = self._values["lengthscale"]; A = A / ls; B = A if same else B / ls
-        if same: D = A @ A.T; D *= -2.0                       # A Aᵀ: NumPy's symmetric rank-k update (syrk), exactly symmetric
+        if same:                                              # A Aᵀ exactly symmetric: an outer product (d = 1), or NumPy's
+            D = np.multiply.outer(A[:, 0], A[:, 0]) if A.shape[1] == 1 else A @ A.T   # symmetric rank-k update (syrk)
+            D *= -2.0
         else: D = (-2.0 * A) @ B.T                            # −2abᵀ, then += (‖a‖² + ‖b‖²): two n × m arrays, the same bits
         D += np.sum(A**2, 1)[:, None] + np.sum(B**2, 1)[None, :]   # as (‖a‖² + ‖b‖²) − 2abᵀ
         np.maximum(D, 0.0, out=D)
@@ -163,14 +165,16 @@ class Stationary(Kernel):
         for j in range(A.shape[1]): D += ((A[:, j, None] - B[None, :, j]) / ls[j]) ** 2
         return D
 
-    def _K(self, A, B, same): return self.variance * self._g(self._r2(A, B, same))
+    def _K(self, A, B, same):
+        g = self._g(self._r2(A, B, same), out=True); g *= self.variance      # g written over the fresh r² array
+        return g
     def _Kdiag(self, A): return np.full(A.shape[0], self.variance)
 
     _w_is_g = False              # True: w = g (RBF), so σ²w(r²) is K itself
 
-    def _gw(self, r2):
-        "(g, w) at r²; a subclass shares the square root and exponential of the two."
-        return self._g(r2), self._w(r2)
+    def _gw(self, r2, gout):
+        "(g written into `gout`, w a new array) at r²; a subclass shares the square root and exponential of the two."
+        gout[...] = self._g(r2); return gout, self._w(r2)
 
     def _dK(self, A, K=None):
         """[K, σ²w∘r²] (or σ²w∘Δ_j²/ℓ_j² per input) written into one (P, n, n) array: the distances once (per input, summed
@@ -187,12 +191,11 @@ class Stationary(Kernel):
             else: r2 = self._sqdist(A, A, True)
         else: r2 = self._r2(A, A, True)
         with np.errstate(divide="ignore", invalid="ignore"):
-            if K is None:
-                g, w = self._gw(r2); np.multiply(s, g, out=out[0])
-            else:
-                out[0] = K; np.fill_diagonal(out[0], s); w = None if self._w_is_g else self._w(r2)
+            if K is None or not self._w_is_g: g, w = self._gw(r2, out[0])    # g into the slice of K
+            if K is None: out[0] *= s
+            else: out[0] = K; np.fill_diagonal(out[0], s)
             if self._w_is_g: W = out[0]                   # RBF: σ²w(r²) = k
-            else: W = s * w; W[r2 == 0] = 0.0             # the lengthscale derivative vanishes at zero distance
+            else: W = w; W *= s; W[r2 == 0] = 0.0         # the lengthscale derivative vanishes at zero distance
         if not self.ard: np.multiply(W, r2, out=out[1]); return out
         out[1:] *= W
         if self._w_is_g: out[1:, r2 == 0] = 0.0           # r² clipped to 0 by rounding: the derivative is 0 there, as for W
@@ -202,33 +205,53 @@ class Stationary(Kernel):
 class RBF(Stationary):
     "Squared-exponential kernel `k(x, x') = variance * exp(-0.5 * sum_j (x_j - x'_j)**2 / lengthscale_j**2)`."
     _w_is_g = True
-    def _g(self, r2): return np.exp(-0.5 * r2)
+    def _g(self, r2, out=None):
+        "g(r²) = exp(−r²/2), into `out` (True: over r²)"
+        g = np.multiply(r2, -0.5, out=r2 if out is True else out); return np.exp(g, out=g)
     def _w(self, r2): return np.exp(-0.5 * r2)
-    def _gw(self, r2): g = self._g(r2); return g, g
+    def _gw(self, r2, gout): g = self._g(r2, gout); return g, g
 
 # %% ../nbs/02_kernels.ipynb #km12
 class Matern12(Stationary):
     "Matérn 1/2 (exponential) kernel `variance * exp(-r)`."
     _exact_dist = True
-    def _g(self, r2): return np.exp(-np.sqrt(r2))
+    def _g(self, r2, out=None):
+        "g = exp(−r), into `out` (True: over r²)"
+        g = np.sqrt(r2, out=r2 if out is True else out); np.negative(g, out=g); return np.exp(g, out=g)
     def _w(self, r2): r = np.sqrt(r2); return np.exp(-r) / r
-    def _gw(self, r2): r = np.sqrt(r2); e = np.exp(-r); return e, e / r
+    def _gw(self, r2, gout):
+        r = np.sqrt(r2); np.negative(r, out=gout); np.exp(gout, out=gout)   # e^{−r}
+        return gout, np.divide(gout, r, out=r)                                 # e^{−r}/r
 
 # %% ../nbs/02_kernels.ipynb #km32
 class Matern32(Stationary):
     "Matérn 3/2 kernel `variance * (1 + sqrt(3) r) exp(-sqrt(3) r)`."
     _exact_dist = True
-    def _g(self, r2): s = np.sqrt(3.0 * r2); return (1.0 + s) * np.exp(-s)
+    def _g(self, r2, out=None):
+        "g = (1 + s) exp(−s), s = √3 r, into `out` (True: over r²)"
+        s = np.multiply(r2, 3.0, out=r2 if out is True else out); np.sqrt(s, out=s)
+        e = np.negative(s); np.exp(e, out=e); s += 1.0; s *= e; return s
     def _w(self, r2): return 3.0 * np.exp(-np.sqrt(3.0 * r2))
-    def _gw(self, r2): s = np.sqrt(3.0 * r2); e = np.exp(-s); return (1.0 + s) * e, 3.0 * e
+    def _gw(self, r2, gout):
+        s = np.multiply(r2, 3.0); np.sqrt(s, out=s); np.negative(s, out=gout); np.exp(gout, out=gout)   # e^{−s}
+        w = np.multiply(gout, 3.0); s += 1.0; gout *= s                                                 # 3e^{−s}, (1 + s)e^{−s}
+        return gout, w
 
 # %% ../nbs/02_kernels.ipynb #km52
 class Matern52(Stationary):
     "Matérn 5/2 kernel `variance * (1 + sqrt(5) r + 5 r**2 / 3) exp(-sqrt(5) r)`."
     _exact_dist = True
-    def _g(self, r2): s = np.sqrt(5.0 * r2); return (1.0 + s + s * s / 3.0) * np.exp(-s)
+    def _g(self, r2, out=None):
+        "g = (1 + s + s²/3) exp(−s), s = √5 r, into `out` (True: over r²)"
+        s = np.multiply(r2, 5.0, out=r2 if out is True else out); np.sqrt(s, out=s)
+        e = np.negative(s); np.exp(e, out=e); t = s * s; t /= 3.0; s += 1.0; s += t; s *= e; return s
     def _w(self, r2): s = np.sqrt(5.0 * r2); return 5.0 / 3.0 * (1.0 + s) * np.exp(-s)
-    def _gw(self, r2): s = np.sqrt(5.0 * r2); e = np.exp(-s); return (1.0 + s + s * s / 3.0) * e, 5.0 / 3.0 * (1.0 + s) * e
+    def _gw(self, r2, gout):
+        s = np.multiply(r2, 5.0); np.sqrt(s, out=s); np.negative(s, out=gout); np.exp(gout, out=gout)   # e^{−s}
+        t = s * s; t /= 3.0; s += 1.0
+        w = np.multiply(s, 5.0 / 3.0); w *= gout                                                         # (5/3)(1 + s)e^{−s}
+        s += t; gout *= s                                                                                # (1 + s + s²/3)e^{−s}
+        return gout, w
 
 # %% ../nbs/02_kernels.ipynb #klin
 class Linear(Kernel):
