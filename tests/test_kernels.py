@@ -174,3 +174,44 @@ def test_combination_of_non_kernels_refused():
         RBF() + 1.0
     with pytest.raises(TypeError, match="kernels"):
         Sum(RBF(), "a")
+
+
+def _dK_reference(k, X):
+    """∂K/∂θ of a stationary kernel from the formulas, one array per parameter, with nothing shared between K and the
+    lengthscale derivatives: [s g(r²), s w(r²) Δ_j²/ℓ_j² (or s w r²)] with w = −g'(r)/r and w r² → 0 at r = 0."""
+    s, ls = k.variance, np.broadcast_to(np.asarray(k.lengthscale, dtype=float), (X.shape[1],))
+    D = np.stack([((X[:, j, None] - X[None, :, j]) / ls[j]) ** 2 for j in range(X.shape[1])])
+    r = np.sqrt(D.sum(0))
+    g, w = {RBF: (np.exp(-r**2 / 2), np.exp(-r**2 / 2)),
+            Matern12: (np.exp(-r), np.exp(-r) / np.where(r > 0, r, 1.0)),
+            Matern32: ((1 + np.sqrt(3) * r) * np.exp(-np.sqrt(3) * r), 3 * np.exp(-np.sqrt(3) * r)),
+            Matern52: ((1 + np.sqrt(5) * r + 5 * r**2 / 3) * np.exp(-np.sqrt(5) * r), 5 / 3 * (1 + np.sqrt(5) * r) * np.exp(-np.sqrt(5) * r))}[type(k)]
+    W = np.where(r > 0, s * w, 0.0)
+    return np.stack([s * g] + ([W * Dj for Dj in D] if k.ard else [W * D.sum(0)]))
+
+
+@pytest.mark.parametrize("cls", STATIONARY)
+@pytest.mark.parametrize("d, ard", [(1, False), (3, False), (3, True)])
+def test_stationary_dK_one_pass_against_formulas_and_given_K(cls, d, ard):
+    "dK (distances once, g and w from one exponential, written into one array) against the formulas; dK(X, K=K + jI) the same bits."
+    rng = np.random.default_rng(7 + d)
+    X = rng.normal(size=(40, d)) * 2.0; X[9] = X[4]                              # a repeated input: r = 0 off the diagonal
+    k = cls(1.7, np.linspace(0.6, 1.4, d) if ard else 0.9)
+    dK, ref = k.dK(X), _dK_reference(k, X)
+    assert dK.shape == ref.shape and np.max(np.abs(dK - ref)) <= 1e-13 * np.max(np.abs(ref))
+    assert np.array_equal(dK[0], k.K(X))                                        # ∂K/∂log σ² = K, bit for bit
+    assert np.array_equal(k.dK(X, K=k.K(X) + 1e-4 * np.eye(40)), dK)             # the diagonal of the K given is not read
+    with pytest.raises(ValueError, match="K has shape"):
+        k.dK(X, K=np.eye(39))
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("n, d", [(1, 1), (2, 3), (60, 1), (60, 4), (257, 2)])
+def test_K_exactly_symmetric_for_every_kernel(seed, n, d):
+    "K(X, X) symmetric bit for bit (what lets GP skip its symmetry pass): inputs far from the origin and repeated rows included."
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * 10.0 ** seed + 3.0 ** seed
+    if n > 2: X[n - 1] = X[0]
+    for k in leaves(d, False) + leaves(d, True) + combos(d, True):
+        K = k.K(X)
+        assert np.array_equal(K, K.T), (k, n, d)

@@ -310,3 +310,38 @@ def test_every_prior_structure_answers_matrix_read_only():
         M = c.matrix()
         assert np.array_equal(M, c.dense()) and not M.flags.writeable
         if c.is_dense: assert c.matrix() is M
+
+
+class _SkewedRBF(RBF):
+    "A user's subclass of a library kernel whose K(X, X) is not symmetric: not `exact_symmetric`, so it is checked."
+    def _K(self, A, B, same):
+        K = super()._K(A, B, same)
+        return K + 0.05 * np.triu(K, 1) if same else K
+
+
+class _Plain:
+    "A kernel with only K and Kdiag (the checked path), wrapping a library kernel."
+    def __init__(self, k): self.k = k
+    def K(self, A, B=None): return self.k.K(A, B)
+    def Kdiag(self, A): return self.k.Kdiag(A)
+
+
+def test_kernel_prior_without_symmetry_pass_same_as_checked_and_bad_kernels_still_refused():
+    from vgi_lit.kernels import Matern32, Linear, exact_symmetric
+    rng = np.random.default_rng(4); X = rng.standard_normal((80, 3)); X[5] = X[1]; y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    for k in (RBF(1.3, [0.5, 1.0, 2.0]), Matern32(0.7, 1.1) * Linear(0.3) + RBF(0.2, 0.4)):
+        assert exact_symmetric(k) and not exact_symmetric(_Plain(k))
+        a, b = GP(X, y, Logistic(), k).prior, GP(X, y, Logistic(), _Plain(k)).prior
+        assert np.array_equal(a.L, b.L) and np.array_equal(a.matrix(), b.matrix()) and a.jitter == b.jitter
+        assert not a.matrix().flags.writeable and not a.L.flags.writeable
+        s = SparseGP(X, y, Logistic(), k, X[:12]).prior; t = SparseGP(X, y, Logistic(), _Plain(k), X[:12]).prior
+        assert np.array_equal(s.L, t.L) and np.array_equal(s.matrix(), t.matrix())
+    assert not exact_symmetric(_SkewedRBF())
+    with pytest.raises(ValueError, match="kernel matrix K.X, X. is not symmetric"):
+        GP(X, y, Logistic(), _SkewedRBF())
+    with pytest.raises(ValueError, match="inducing kernel matrix K.Z, Z. is not symmetric"):
+        SparseGP(X, y, Logistic(), _SkewedRBF(), X[:12])
+    with pytest.raises(ValueError, match=r"K\(X, X\) \(80x80\) is not positive definite even with jitter 0 added.*eigenvalue"):
+        GP(np.repeat(X[:40], 2, axis=0), y, Logistic(), RBF(), jitter=0.0)        # repeated inputs: K singular, no jitter
+    with pytest.raises(ValueError, match=r"K\(Z, Z\) \(3x3\) is not positive definite even with jitter 0 added"):
+        SparseGP(X[:, :1], y, Logistic(), Linear(1.0), X[:3, :1], jitter=0.0)          # rank one: K(Z, Z) = zzᵀ is singular

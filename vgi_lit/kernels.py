@@ -8,7 +8,7 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['check_X', 'Kernel', 'Stationary', 'RBF', 'Matern12', 'Matern32', 'Matern52', 'Linear', 'Periodic', 'Constant',
-           'White', 'Sum', 'Product']
+           'White', 'Sum', 'Product', 'exact_symmetric']
 
 # %% ../nbs/02_kernels.ipynb #e3653307
 def check_X(X, name="X"):
@@ -80,6 +80,7 @@ class Kernel:
 
     # -- kernel matrices -----------------------------------------------------------------------
     def _check_dims(self, d: int): pass   # a kernel with one parameter per input checks d here
+    def _dK(self, A, K=None): raise NotImplementedError(f"{type(self).__name__} has no derivatives")
 
     def _inputs(self, X, X2=None):
         A = check_X(X); B = A if X2 is None else check_X(X2, "X2")
@@ -97,10 +98,15 @@ class Kernel:
         A, _ = self._inputs(X)
         return self._Kdiag(A)
 
-    def dK(self, X) -> np.ndarray:
-        "Derivatives of K(X, X) in each log-parameter (P, n, n), in the order of `param_names`."
+    def dK(self, X, K=None) -> np.ndarray:
+        """Derivatives of K(X, X) in each log-parameter (P, n, n), in the order of `param_names`, in one new array.
+        `K`: K(X, X) (n, n) when already at hand, or a prior's K + jI (only its off-diagonal entries are read): a
+        stationary kernel takes ∂K/∂log σ² = K from it and does not evaluate g again; the others ignore it."""
         A, _ = self._inputs(X)
-        return self._dK(A)
+        if K is None: return self._dK(A)
+        K = np.asarray(K, dtype=float)
+        if K.shape != (A.shape[0],) * 2: raise ValueError(f"dK: K has shape {K.shape}, expected K(X, X) of shape {(A.shape[0],) * 2}")
+        return self._dK(A, K)
 
     # -- algebra and display -------------------------------------------------------------------
     def __add__(self, other): return Sum(self, other) if isinstance(other, Kernel) else NotImplemented
@@ -144,8 +150,11 @@ class Stationary(Kernel):
 
     def _sqdist(self, A, B, same):
         ls = self._values["lengthscale"]; A = A / ls; B = A if same else B / ls
-        D = (-2.0 * A) @ B.T                                  # −2abᵀ, then += (‖a‖² + ‖b‖²): two n × m arrays, the same bits
-        D += np.sum(A**2, 1)[:, None] + np.sum(B**2, 1)[None, :]   # as (‖a‖² + ‖b‖²) − 2abᵀ, symmetric when same
+        if same:                                              # A Aᵀ exactly symmetric: an outer product (d = 1), or NumPy's
+            D = np.multiply.outer(A[:, 0], A[:, 0]) if A.shape[1] == 1 else A @ A.T   # symmetric rank-k update (syrk)
+            D *= -2.0
+        else: D = (-2.0 * A) @ B.T                            # −2abᵀ, then += (‖a‖² + ‖b‖²): two n × m arrays, the same bits
+        D += np.sum(A**2, 1)[:, None] + np.sum(B**2, 1)[None, :]   # as (‖a‖² + ‖b‖²) − 2abᵀ
         np.maximum(D, 0.0, out=D)
         if same: np.fill_diagonal(D, 0.0)
         return D
@@ -156,43 +165,93 @@ class Stationary(Kernel):
         for j in range(A.shape[1]): D += ((A[:, j, None] - B[None, :, j]) / ls[j]) ** 2
         return D
 
-    def _K(self, A, B, same): return self.variance * self._g(self._r2(A, B, same))
+    def _K(self, A, B, same):
+        g = self._g(self._r2(A, B, same), out=True); g *= self.variance      # g written over the fresh r² array
+        return g
     def _Kdiag(self, A): return np.full(A.shape[0], self.variance)
 
-    def _dK(self, A):
-        r2 = self._r2(A, A, True); K = self.variance * self._g(r2)
-        with np.errstate(divide="ignore", invalid="ignore"): W = self.variance * self._w(r2)
-        W[r2 == 0] = 0.0                                  # the lengthscale derivative vanishes at zero distance
-        if not self.ard: return np.stack([K, W * r2])
-        ls = self._values["lengthscale"]
-        return np.stack([K] + [W * ((A[:, j, None] - A[None, :, j]) / ls[j]) ** 2 for j in range(A.shape[1])])
+    _w_is_g = False              # True: w = g (RBF), so σ²w(r²) is K itself
+
+    def _gw(self, r2, gout):
+        "(g written into `gout`, w a new array) at r²; a subclass shares the square root and exponential of the two."
+        gout[...] = self._g(r2); return gout, self._w(r2)
+
+    def _dK(self, A, K=None):
+        """[K, σ²w∘r²] (or σ²w∘Δ_j²/ℓ_j² per input) written into one (P, n, n) array: the distances once (per input, summed
+        to r², for an ARD Matérn), g and w from one exponential, K taken from `K` when given (its diagonal set to σ²)."""
+        n, d = A.shape; s = self.variance
+        out = np.empty((1 + (d if self.ard else 1), n, n))
+        if self.ard:                                      # (Δ_j/ℓ_j)² into the slices where they are weighted by σ²w
+            ls = self._values["lengthscale"]
+            for j in range(d):
+                D = out[1 + j]; np.subtract(A[:, j, None], A[None, :, j], out=D); D /= ls[j]; np.square(D, out=D)
+            if self._exact_dist:
+                r2 = np.zeros((n, n))
+                for j in range(d): r2 += out[1 + j]
+            else: r2 = self._sqdist(A, A, True)
+        else: r2 = self._r2(A, A, True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if K is None or not self._w_is_g: g, w = self._gw(r2, out[0])    # g into the slice of K
+            if K is None: out[0] *= s
+            else: out[0] = K; np.fill_diagonal(out[0], s)
+            if self._w_is_g: W = out[0]                   # RBF: σ²w(r²) = k
+            else: W = w; W *= s; W[r2 == 0] = 0.0         # the lengthscale derivative vanishes at zero distance
+        if not self.ard: np.multiply(W, r2, out=out[1]); return out
+        out[1:] *= W
+        if self._w_is_g: out[1:, r2 == 0] = 0.0           # r² clipped to 0 by rounding: the derivative is 0 there, as for W
+        return out
 
 # %% ../nbs/02_kernels.ipynb #1d877b73
 class RBF(Stationary):
     "Squared-exponential kernel `k(x, x') = variance * exp(-0.5 * sum_j (x_j - x'_j)**2 / lengthscale_j**2)`."
-    def _g(self, r2): return np.exp(-0.5 * r2)
+    _w_is_g = True
+    def _g(self, r2, out=None):
+        "g(r²) = exp(−r²/2), into `out` (True: over r²)"
+        g = np.multiply(r2, -0.5, out=r2 if out is True else out); return np.exp(g, out=g)
     def _w(self, r2): return np.exp(-0.5 * r2)
+    def _gw(self, r2, gout): g = self._g(r2, gout); return g, g
 
 # %% ../nbs/02_kernels.ipynb #km12
 class Matern12(Stationary):
     "Matérn 1/2 (exponential) kernel `variance * exp(-r)`."
     _exact_dist = True
-    def _g(self, r2): return np.exp(-np.sqrt(r2))
+    def _g(self, r2, out=None):
+        "g = exp(−r), into `out` (True: over r²)"
+        g = np.sqrt(r2, out=r2 if out is True else out); np.negative(g, out=g); return np.exp(g, out=g)
     def _w(self, r2): r = np.sqrt(r2); return np.exp(-r) / r
+    def _gw(self, r2, gout):
+        r = np.sqrt(r2); np.negative(r, out=gout); np.exp(gout, out=gout)   # e^{−r}
+        return gout, np.divide(gout, r, out=r)                                 # e^{−r}/r
 
 # %% ../nbs/02_kernels.ipynb #km32
 class Matern32(Stationary):
     "Matérn 3/2 kernel `variance * (1 + sqrt(3) r) exp(-sqrt(3) r)`."
     _exact_dist = True
-    def _g(self, r2): s = np.sqrt(3.0 * r2); return (1.0 + s) * np.exp(-s)
+    def _g(self, r2, out=None):
+        "g = (1 + s) exp(−s), s = √3 r, into `out` (True: over r²)"
+        s = np.multiply(r2, 3.0, out=r2 if out is True else out); np.sqrt(s, out=s)
+        e = np.negative(s); np.exp(e, out=e); s += 1.0; s *= e; return s
     def _w(self, r2): return 3.0 * np.exp(-np.sqrt(3.0 * r2))
+    def _gw(self, r2, gout):
+        s = np.multiply(r2, 3.0); np.sqrt(s, out=s); np.negative(s, out=gout); np.exp(gout, out=gout)   # e^{−s}
+        w = np.multiply(gout, 3.0); s += 1.0; gout *= s                                                 # 3e^{−s}, (1 + s)e^{−s}
+        return gout, w
 
 # %% ../nbs/02_kernels.ipynb #km52
 class Matern52(Stationary):
     "Matérn 5/2 kernel `variance * (1 + sqrt(5) r + 5 r**2 / 3) exp(-sqrt(5) r)`."
     _exact_dist = True
-    def _g(self, r2): s = np.sqrt(5.0 * r2); return (1.0 + s + s * s / 3.0) * np.exp(-s)
+    def _g(self, r2, out=None):
+        "g = (1 + s + s²/3) exp(−s), s = √5 r, into `out` (True: over r²)"
+        s = np.multiply(r2, 5.0, out=r2 if out is True else out); np.sqrt(s, out=s)
+        e = np.negative(s); np.exp(e, out=e); t = s * s; t /= 3.0; s += 1.0; s += t; s *= e; return s
     def _w(self, r2): s = np.sqrt(5.0 * r2); return 5.0 / 3.0 * (1.0 + s) * np.exp(-s)
+    def _gw(self, r2, gout):
+        s = np.multiply(r2, 5.0); np.sqrt(s, out=s); np.negative(s, out=gout); np.exp(gout, out=gout)   # e^{−s}
+        t = s * s; t /= 3.0; s += 1.0
+        w = np.multiply(s, 5.0 / 3.0); w *= gout                                                         # (5/3)(1 + s)e^{−s}
+        s += t; gout *= s                                                                                # (1 + s + s²/3)e^{−s}
+        return gout, w
 
 # %% ../nbs/02_kernels.ipynb #klin
 class Linear(Kernel):
@@ -210,7 +269,7 @@ class Linear(Kernel):
         if same: S = A * np.sqrt(self._values["variance"]); return S @ S.T      # one symmetric product: K exactly symmetric
         return (A * self._values["variance"]) @ B.T
     def _Kdiag(self, A): return np.sum(A * A * self._values["variance"], 1)
-    def _dK(self, A):
+    def _dK(self, A, K=None):
         v = self._values["variance"]
         if v.ndim == 0: return self._K(A, A, True)[None]
         return np.stack([v[j] * np.outer(A[:, j], A[:, j]) for j in range(A.shape[1])])
@@ -225,11 +284,11 @@ class Periodic(Kernel):
     lengthscale = property(lambda self: float(self._values["lengthscale"]))
     period = property(lambda self: float(self._values["period"]))
     def _u(self, A, B): return np.pi * (A[:, None, :] - B[None, :, :]) / self.period    # (n, m, d)
-    def _K(self, A, B, same):
-        return self.variance * np.exp(-2.0 * np.sum(np.sin(self._u(A, B))**2, -1) / self.lengthscale**2)
+    def _K(self, A, B, same):                                                            # sin²|u| = sin²u, exactly even in Δ
+        return self.variance * np.exp(-2.0 * np.sum(np.sin(np.abs(self._u(A, B)))**2, -1) / self.lengthscale**2)
     def _Kdiag(self, A): return np.full(A.shape[0], self.variance)
-    def _dK(self, A):
-        u = self._u(A, A); l2 = self.lengthscale**2; S = np.sum(np.sin(u)**2, -1)
+    def _dK(self, A, K=None):
+        u = np.abs(self._u(A, A)); l2 = self.lengthscale**2; S = np.sum(np.sin(u)**2, -1)   # |u|: u sin 2u is even
         K = self.variance * np.exp(-2.0 * S / l2)
         return np.stack([K, K * 4.0 * S / l2, K * 2.0 / l2 * np.sum(u * np.sin(2.0 * u), -1)])
 
@@ -241,7 +300,7 @@ class Constant(Kernel):
     variance = property(lambda self: float(self._values["variance"]))
     def _K(self, A, B, same): return np.full((A.shape[0], B.shape[0]), self.variance)
     def _Kdiag(self, A): return np.full(A.shape[0], self.variance)
-    def _dK(self, A): return self._K(A, A, True)[None]
+    def _dK(self, A, K=None): return self._K(A, A, True)[None]
 
 # %% ../nbs/02_kernels.ipynb #kwhite
 class White(Kernel):
@@ -251,7 +310,7 @@ class White(Kernel):
     variance = property(lambda self: float(self._values["variance"]))
     def _K(self, A, B, same): return self.variance * np.eye(A.shape[0]) if same else np.zeros((A.shape[0], B.shape[0]))
     def _Kdiag(self, A): return np.full(A.shape[0], self.variance)
-    def _dK(self, A): return self._K(A, A, True)[None]
+    def _dK(self, A, K=None): return self._K(A, A, True)[None]
 
 # %% ../nbs/02_kernels.ipynb #kcomb
 class _Combination(Kernel):
@@ -284,7 +343,7 @@ class Sum(_Combination):
     _label, _sym = "terms", "+"
     def _K(self, A, B, same): return sum(p._K(A, B, same) for p in self.parts)
     def _Kdiag(self, A): return sum(p._Kdiag(A) for p in self.parts)
-    def _dK(self, A): return np.concatenate([p._dK(A) for p in self.parts])
+    def _dK(self, A, K=None): return np.concatenate([p._dK(A) for p in self.parts])
 
 # %% ../nbs/02_kernels.ipynb #kprod
 class Product(_Combination):
@@ -292,10 +351,19 @@ class Product(_Combination):
     _label, _sym = "factors", "*"
     def _K(self, A, B, same): return np.prod([p._K(A, B, same) for p in self.parts], axis=0)
     def _Kdiag(self, A): return np.prod([p._Kdiag(A) for p in self.parts], axis=0)
-    def _dK(self, A):
+    def _dK(self, A, K=None):
         Ks = [p._K(A, A, True) for p in self.parts]; m = len(Ks)
         before = [np.ones_like(Ks[0])]
         for Ki in Ks[:-1]: before.append(before[-1] * Ki)
         after = [np.ones_like(Ks[0])]
         for Ki in Ks[:0:-1]: after.append(after[-1] * Ki)
         return np.concatenate([p._dK(A) * (before[i] * after[m - 1 - i]) for i, p in enumerate(self.parts)])
+
+# %% ../nbs/02_kernels.ipynb #a42f14dc
+_EXACT = (RBF, Matern12, Matern32, Matern52, Linear, Periodic, Constant, White)
+
+def exact_symmetric(kernel) -> bool:
+    """Whether `kernel.K(X)` is symmetric bit for bit by construction: the kernels of this module (their own classes,
+    not subclasses, which may override `_K`) and sums and products of them."""
+    if type(kernel) in (Sum, Product): return all(exact_symmetric(p) for p in kernel.parts)
+    return type(kernel) in _EXACT

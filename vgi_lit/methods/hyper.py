@@ -219,7 +219,7 @@ class HyperParams:
                     g[:k] += gx + gz
                     g[0] += model.kernel.variance * float(np.sum(terms.dE_dv)) + Pz.jitter * float(np.trace(Bbar))
         elif isinstance(model, GP):
-            if need & set(range(k)): dS = self._with_jitter(model.kernel.dK(model.X))
+            if need & set(range(k)): dS = self._with_jitter(model.kernel.dK(model.X, K=model.prior.matrix()))   # ∂Σ/∂log s: Σ's own K
         else:                                                          # ∂Σ/∂log σ²_j = σ²_j e_j e_jᵀ: only r and diag W
             var = model.prior.diag(); r = model.prior.solve(np.asarray(m, float) - model.mu)
             gj = 0.5 * var * (r * r - prior_residual_diag(model, cov))

@@ -8,7 +8,7 @@ import copy
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from ..linalg import cholesky, chol_logdet, tri_inv
-from ..kernels import check_X
+from ..kernels import check_X, exact_symmetric
 import scipy.sparse as sp
 from ..sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites, as_sites, is_dask_array, site_indices
 
@@ -253,6 +253,20 @@ class DensePriorCov(PriorCov):
         self.L = _frozen(cholesky(S, jitter=self.jitter, name=name, check=False))   # checked above, once
         if self.jitter: S[np.diag_indices_from(S)] += self.jitter                     # Σ as factorised
         self._S, self._logdet, self._inv_diag = _frozen(S), None, None
+    @classmethod
+    def _of_kernel(cls, K, jitter: float, name: str):
+        """The prior of a kernel's own K(X, X), symmetric bit for bit by construction (`exact_symmetric`) and the caller's
+        to give away: no symmetry pass and no copy; K becomes Σ, the jitter added to its diagonal in place, and is
+        factorised as it is. Not positive definite: the ValueError of the checked path (smallest eigenvalue, jitter)."""
+        self = object.__new__(cls); K = self._start(K, len(K), jitter, name, 2)
+        if K.shape != (self.d, self.d): raise ValueError(f"{name} has shape {K.shape}, expected ({self.d}, {self.d})")
+        if self.jitter: K.flat[::self.d + 1] += self.jitter                         # Σ = K + jI, as factorised
+        try: L = cholesky(K, name=name, check=False)
+        except ValueError:
+            if self.jitter: K.flat[::self.d + 1] -= self.jitter                     # the checked path's message, naming the jitter
+            cholesky(K, jitter=self.jitter, name=name, check=False); raise
+        self.L, self._S, self._logdet, self._inv_diag = _frozen(L), _frozen(K), None, None
+        return self
     def solve(self, B):
         "Σ⁻¹ B"
         return cho_solve((self.L, True), B, check_finite=False)
@@ -521,7 +535,8 @@ class GP(LGM):
         if len(X) == 0: raise ValueError("X has no rows: a GP needs at least one input (its latent vector f has one entry per row of X)")
         self.X, self.kernel, self.mean = X, kernel, _scalar_mean(mean)
         K, name = kernel.K(X), "kernel matrix K(X, X)"
-        prior = PriorCov(K, len(X), jitter=_abs_jitter(jitter, K, name), name=name)
+        j = _abs_jitter(jitter, K, name)                        # a kernel of vgi_lit.kernels: K exact-symmetric, no symmetry pass
+        prior = DensePriorCov._of_kernel(K, j, name) if exact_symmetric(kernel) else PriorCov(K, len(X), jitter=j, name=name)
         super().__init__(y, likelihood, self.mean, prior, 0.0, 0.0, None)
     def project(self, X_new):
         X_new = self.check_inputs(X_new)
@@ -545,7 +560,8 @@ def inducing_prior(kernel, Z, jitter=1e-8) -> PriorCov:
     Z = check_X(_real_array(Z, "Z"), "Z")
     if len(Z) == 0: raise ValueError("Z has no rows: a sparse GP needs at least one inducing input")
     Kuu, name = kernel.K(Z), "inducing kernel matrix K(Z, Z)"
-    return PriorCov(Kuu, len(Z), jitter=_abs_jitter(jitter, Kuu, name), name=name)
+    j = _abs_jitter(jitter, Kuu, name)
+    return DensePriorCov._of_kernel(Kuu, j, name) if exact_symmetric(kernel) else PriorCov(Kuu, len(Z), jitter=j, name=name)
 
 # %% ../../nbs/03_models.ipynb #157181bd
 def sparse_gp_site_map(kernel, Z, prior: PriorCov, X, mean=0.0):
