@@ -527,17 +527,18 @@ def test_damped_step_at_the_rounding_floor_returns_the_old_iterate(monkeypatch):
 
 
 def test_fpi_stops_stalled_at_the_rounding_floor():
-    """With `tol` below the attainable gradient (between 1e-10 and 3e-10 here), FPi used to accept steps of ρ ≈ 10⁻⁹ up to max_iter (300
-    iterations, 482 passes): steps of ρ < 10⁻⁶ without a new best VLB count for the stall rule, and the run stops STALLED
-    at the best state within about `stall` iterations of reaching the floor (the plain steps, `newton=False`, without mean
-    steps; the default step rule's Newton steps, and the mean steps, get below that floor, and those runs converge)."""
+    """With `tol` below the attainable gradient (the plain steps' floor is near 1e-10 on this GP), FPi used to accept steps
+    of ρ ≈ 10⁻⁹ up to max_iter (300 iterations, 482 passes): steps of ρ < 10⁻⁶ without a new best VLB count for the stall
+    rule, and the run stops STALLED at the best state within about `stall` iterations of reaching the floor (the plain
+    steps, `newton=False`, without mean steps). The mean steps get below that floor (1e-11 here), and the default rule
+    (Newton and mean steps) to 1e-15: those runs converge."""
     gp = _smooth_gp("logistic")
-    p = fit(gp, "fpi", tol=1e-10, tol_rel=0.0, polish=False, max_iter=300, newton=False, mean_steps=0)
+    p = fit(gp, "fpi", tol=1e-12, tol_rel=0.0, polish=False, max_iter=300, newton=False, mean_steps=0)
     assert p.stop is Stop.STALLED and p.n_iter < 120, (p.stop, p.n_iter)
     assert p.history[-1].step == "best" and p.vlb == max(r.vlb for r in p.history)
     assert fit(gp, "fpi", tol=1e-7, tol_rel=0.0, polish=False, newton=False, mean_steps=0).stop is Stop.GRAD_TOL   # above the floor
-    assert fit(gp, "fpi", tol=1e-10, tol_rel=0.0, polish=False, max_iter=300, mean_steps=0).stop is Stop.GRAD_TOL  # Newton steps: below it
     assert fit(gp, "fpi", tol=1e-10, tol_rel=0.0, polish=False, max_iter=300, newton=False).stop is Stop.GRAD_TOL  # mean steps: below it
+    assert fit(gp, "fpi", tol=1e-12, tol_rel=0.0, polish=False, max_iter=300).stop is Stop.GRAD_TOL                # the default rule
 
 
 def test_a_step_inside_the_rounding_band_is_judged_by_the_measure_or_by_both_gradient_sizes():

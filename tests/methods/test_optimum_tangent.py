@@ -86,7 +86,7 @@ def test_optimal_vlb_hessian_ard_against_differences_of_the_gradient():
     for k in range(3):
         e = np.zeros(3); e[k] = h
         (mp, pp), (mm, pm) = (opt(th + s * e, m0=p.m, lam0=p.cov.lam) for s in (1, -1))
-        assert pp.converged and pm.converged
+        assert all(q.converged or 'rounding floor' in q.message for q in (pp, pm)), (pp.message, pm.message)   # optimal to float64
         fd[:, k] = (hp.grad(mp, pp.m, pp.cov) - hp.grad(mm, pm.m, pm.cov)) / (2 * h)
     assert np.max(np.abs(H - fd)) <= 1e-5 * np.max(np.abs(fd))
 
