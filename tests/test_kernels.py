@@ -215,3 +215,26 @@ def test_K_exactly_symmetric_for_every_kernel(seed, n, d):
     for k in leaves(d, False) + leaves(d, True) + combos(d, True):
         K = k.K(X)
         assert np.array_equal(K, K.T), (k, n, d)
+
+
+def test_kernels_written_elsewhere_keep_the_documented_extension_points():
+    """A `Stationary` subclass written outside the module gives `_g(r2)` and `_w(r2)` (no in-place `out`), and a kernel may
+    override `_dK(A)` without the prior's K: both keep working in K, dK, a GP and its hyperparameter gradient."""
+    from vgi_lit.kernels import Stationary, RBF
+    from vgi_lit.models import GP
+    from vgi_lit.likelihoods import Poisson
+    from vgi_lit.methods.hyper import HyperParams
+    from vgi_lit import fit
+    class RQ(Stationary):                                   # rational quadratic, α = 1
+        def _g(self, r2): return 1.0 / (1.0 + 0.5 * r2)
+        def _w(self, r2): return 0.5 / (1.0 + 0.5 * r2) ** 2
+    class MyRBF(RBF):
+        def _dK(self, A): return super()._dK(A)
+    X = np.linspace(0, 3, 6)[:, None]; y = np.array([0, 1, 2, 1, 0, 3.0])
+    k = RQ(1.3, 0.7); r2 = ((X - X.T) / 0.7) ** 2
+    assert np.allclose(k.K(X), 1.3 / (1.0 + 0.5 * r2), rtol=1e-14, atol=0)
+    assert np.allclose(k.dK(X)[0], k.K(X), rtol=1e-14, atol=0)
+    for kern in (RQ(1.3, 0.7), MyRBF(1.3, 0.7)):
+        gp = GP(X, y, Poisson(), kern)
+        hp, fitted = HyperParams(gp), fit(gp, "fpi")
+        assert np.all(np.isfinite(hp.grad(gp, fitted.m, fitted.cov)))
