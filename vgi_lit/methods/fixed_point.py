@@ -792,7 +792,8 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     """FPb (Sheth & Khardon 2016, §4): alternate Newton on m to convergence and T(V) iterated to convergence; records 2-cycles.
 
     m0, V0, lam0: the start, as for `fpi` (default m = 0, V = v₀I, as in Sheth & Khardon 2016, §4).
-    tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm over (m, V) is ≤ tol; also the inner loops' tolerance.
+    tol: stop (`Stop.GRAD_TOL`) when the gradient ∞-norm over (m, V) is ≤ tol; also the inner loops' tolerance. A tol below
+        the rounding floor of the mean gradient ends the run at that floor (`Stop.STALLED`, ``_floor_stop``), not at max_iter.
     max_iter: budget of outer iterations (`Stop.MAX_ITER`; the result's `n_iter` counts them, `info['n_steps']` the recorded steps); max_seconds: time budget (`Stop.MAX_SECONDS`).
     callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
     tol_rel: relative VLB change that ends an inner loop, and the run (`Stop.REL_TOL`) over an outer iteration.
@@ -814,14 +815,14 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
 
     converged = _grad_tol(model, tol)
     def stop_rule(cur, prev):
-        "GRAD_TOL; REL_TOL when the VLB changed by at most tol_rel over a whole outer iteration (undamped)."
+        "GRAD_TOL; REL_TOL when the VLB changed by at most tol_rel over a whole outer iteration (undamped); STALLED at the mean gradient's rounding floor."
         verdict = converged(cur, prev)
         if verdict is not None: return verdict
         s, k = cur.state, cur.state.sched
         if (k['outer_done'] and tol_rel > 0 and k['prev_outer'] is not None and abs(s.vlb - k['prev_outer']) <= tol_rel * abs(s.vlb)
                 and k['rho'] >= 0.125):
             return Stop.REL_TOL, f"relative VLB change over an outer iteration <= tol_rel={tol_rel}"
-        return None
+        return _floor_stop(model, cur, prev, tol)
 
     def step(cur, k):
         "The next step of FPb from the state of `cur`: a Newton step on m, or a T step on V at fixed m."
@@ -881,9 +882,27 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     s, stop, msg = res.state, res.stop, res.message
     _exact_last(model, s.cov, s.gamma, hist)
     m, cov = s.m, s.cov
-    if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED, callback, clipped=not signed)
+    floor = s.sched.get('floor_run', 0) >= FLOOR_STATES                   # at the rounding floor: no GRAD polish (it reads the same g)
+    if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED and not floor, callback,
+                                           clipped=not signed)
     n_outer = _outer_done(s.sched)                                      # what max_iter counts: outer iterations completed
     return VGPosterior(model, m, cov, "fpb", hist[-1].vlb, stop, hist, message=msg, n_iter=n_outer, n_steps=len(hist) - 1)
+
+# %% ../../nbs/methods/11b_fpb.ipynb #f810700d
+def _floor_stop(model, cur, prev, tol: float):
+    """(Stop.STALLED, message) when the FP states of `cur` and the `FLOOR_STATES` − 1 before it (`prev`: the step before, the
+    driver's) are at the rounding floor of the mean gradient (`_mean_floor`, 'The rounding floor of the mean gradient'), else
+    None; the count of states in a row at the floor is kept in the state's schedule, `sched['floor_run']`."""
+    k = cur.state.sched
+    fl = _mean_floor(model, cur.state, cur.extra['grad_m'], cur.extra['grad_V'], tol)
+    k['floor_run'] = 0 if fl is None else (0 if prev is None else prev.state.sched.get('floor_run', 0)) + 1
+    if k['floor_run'] < FLOOR_STATES: return None
+    return Stop.STALLED, (f"stalled at the rounding floor of the mean gradient: |dVLB/dm|_inf = {cur.extra['grad_m']:.1e} > "
+                          f"tol={tol}, but at {FLOOR_STATES} states in a row the Newton step in m (now |V dVLB/dm|_inf = "
+                          f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), with "
+                          f"|dVLB/dV|_inf = {cur.extra['grad_V']:.1e} and the scale-free measure {fl[2]:.1e} <= tol: "
+                          f"a smaller gradient is not attainable in float64")
+
 
 # %% ../../nbs/methods/11b_fpb.ipynb #f31a8c3f
 register_method("fpi")(fpi)
