@@ -613,7 +613,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             floor[0] = True; at_floor.append(cur)                         # the optimum to float64: no GRAD polish, this state returned
             return Stop.STALLED, (f"stalled at the rounding floor of the mean gradient: |dVLB/dm|_inf = {cur.extra['grad_m']:.1e} > "
                                   f"tol={tol}, but at {FLOOR_STATES} states in a row the Newton step in m (now |V dVLB/dm|_inf = "
-                                  f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), with "
+                                  f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), the last {FLOOR_STATES - 1} reached by plain steps, with "
                                   f"|dVLB/dV|_inf = {cur.extra['grad_V']:.1e} and the scale-free measure {fl[2]:.1e} <= tol: "
                                   f"a smaller gradient is not attainable in float64")
         if k['it'] - k['best_it'] >= stall and sum(k['idle'][-stall:]) >= 3:
