@@ -608,11 +608,12 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             return Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"
         fl = _mean_floor(model, cur.state, cur.extra['grad_m'], cur.extra['grad_V'], tol)
         k['floor_run'] = 0 if fl is None else (0 if prev is None else prev.state.sched.get('floor_run', 0)) + 1
+        if fl is not None: k['plain_only'] = True                         # from here on plain steps only: they carry r past this floor
         if k['floor_run'] >= FLOOR_STATES:
             floor[0] = True; at_floor.append(cur)                         # the optimum to float64: no GRAD polish, this state returned
             return Stop.STALLED, (f"stalled at the rounding floor of the mean gradient: |dVLB/dm|_inf = {cur.extra['grad_m']:.1e} > "
                                   f"tol={tol}, but at {FLOOR_STATES} states in a row the Newton step in m (now |V dVLB/dm|_inf = "
-                                  f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), with "
+                                  f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), the last {FLOOR_STATES - 1} reached by plain steps, with "
                                   f"|dVLB/dV|_inf = {cur.extra['grad_V']:.1e} and the scale-free measure {fl[2]:.1e} <= tol: "
                                   f"a smaller gradient is not attainable in float64")
         if k['it'] - k['best_it'] >= stall and sum(k['idle'][-stall:]) >= 3:
@@ -628,11 +629,12 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         state, events = (vlb, g, gamma), []
         if line_search and isinstance(cov, _SITE_FORMS):                  # after the first iteration: the damped step
             rho, pairs, res, took, cost = sc['rho'], sc['pairs'], None, 'plain', {}
-            if (newton and rho == 1.0) or (auto and isinstance(cov, SiteCovN) and _prefer_newton(sc, model.n, tol)):
+            plain_only = sc.get('plain_only', False)                    # the mean gradient's floor was met: no Newton, no Anderson
+            if not plain_only and ((newton and rho == 1.0) or (auto and isinstance(cov, SiteCovN) and _prefer_newton(sc, model.n, tol))):
                 res = _newton_step(model, m, r, cov, state, signed, at, cost)
                 rec['newton'] = res is not None
                 took = 'newton' if res is not None else 'newton_rejected'
-            if anderson and res is None:
+            if anderson and res is None and not plain_only:
                 x, Gx, w = _fp_pair(model, m, cov, g, gamma, at)
                 pairs = (pairs + [(x, Gx)])[-(int(anderson) + 1):] if rho == 1.0 else []
                 if len(pairs) >= 2:
@@ -654,7 +656,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
                             dict(**dict(zip(('rho', 'damp'), _next_rho(rho, rho_used, sc['damp'], damped, signed))),   # the next damped step's ρ
                                  rho_took=rho_used if damped else sc['rho_took'],
                                  full=rho_used >= 0.125, tiny=rho_used < 1e-6, pairs=pairs, took=took,
-                                 **{**{k: sc[k] for k in ('r_plain', 'C_newton', 'k_dir', 'nodes_dir', 'gain_plain', 'gain_newton') if k in sc}, **cost}))
+                                 **{**{k: sc[k] for k in ('r_plain', 'C_newton', 'k_dir', 'nodes_dir', 'gain_plain', 'gain_newton', 'plain_only') if k in sc}, **cost}))
         neg = gamma < 0
         if neg.any(): events.append(Event(EventKind.CLIPPED_GAMMA, "γ < 0 set to 0", count=int(neg.sum())))
         try:                                                              # the site step with ρ = 1: T(V_t) (one factorisation)
