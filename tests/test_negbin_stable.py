@@ -100,13 +100,13 @@ def test_softplus_gap_expect_against_mpmath():
 
 @pytest.mark.slow
 def test_expectations_against_mpmath_over_dispersions_counts_and_variances():
-    """E, ∂E/∂m, ∂E/∂v, ∂E/∂log r against 60-digit mpmath quadrature of the naive formulas, r from 1e-2 to 1e14, counts to
-    1e5, site variances 1e-6 to 100: relative 1e-8 plus 1e-12 of the terms' scale (∂E/∂m vanishes at the mode)."""
+    """E, ∂E/∂m, ∂E/∂v, ∂E/∂log r against 60-digit mpmath quadrature of the naive formulas, r from 1e-2 to 1e14 (and 1 + 1e-6), counts
+    0, 3 and 1e5, site variances 1e-6 to 100: relative 1e-8 plus 1e-12 of the terms' scale (∂E/∂m vanishes at the mode)."""
     rows = []
     with mpmath.workdps(60):
-        for r in (1e-2, 1.0 + 1e-6, 30.0, 1e8, 1e11, 1e14):
+        for r in (1e-2, 1.0 + 1e-6, 1e8, 1e14):
             lik = NegativeBinomial(r)
-            for y in (0.0, 3.0, 1e3, 1e5):
+            for y in (0.0, 3.0, 1e5):
                 for dm, v in ((-2.0, 1e-6), (1.0, 0.5), (0.0, 4.0), (-1.0, 100.0)):
                     m = float(np.log(max(y, 0.5)) + dm)
                     R, Y, M, V = mpmath.mpf(r), mpmath.mpf(y), mpmath.mpf(m), mpmath.mpf(v); S = mpmath.sqrt(V); lr = mpmath.log(R)
