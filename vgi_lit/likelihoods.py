@@ -11,9 +11,9 @@ from .quadrature import gh_nodes
 
 # %% auto #0
 __all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
-           'kink_panels', 'Probit', 'Poisson', 'log_poch', 'digamma_count_gap', 'NegativeBinomial',
-           'ZeroInflatedPoisson', 'Laplace', 'StudentT', 'digamma_half_gap', 'Exponential', 'StochasticVolatility',
-           'Ordinal', 'frequency_cutpoints']
+           'kink_panels', 'Probit', 'Poisson', 'log_poch', 'digamma_count_gap', 'log_nb_coef', 'digamma_count_sum',
+           'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT', 'digamma_half_gap', 'Exponential',
+           'StochasticVolatility', 'Ordinal', 'frequency_cutpoints', 'softplus_gap_expect']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -562,12 +562,11 @@ def _softplus(x):
 
 # %% ../nbs/01_likelihoods.ipynb #5be0d2f4
 def _log1pmx(t):
-    "log(1 + t) − t for t ≥ 0 with relative accuracy: its series −t²/2 + t³/3 − … (20 terms) for t < 0.1, else directly."
-    t = np.asarray(t, dtype=float); small = t < 0.1
+    "log(1 + t) − t for t > −1 with relative accuracy: its series −t²/2 + t³/3 − … (20 terms) for |t| < 0.1, else directly."
+    t = np.asarray(t, dtype=float); small = np.abs(t) < 0.1
     ts = np.where(small, t, 0.0); acc = np.zeros_like(ts)
     for k in range(20, 1, -1): acc = ts * ((-1.0) ** (k + 1) / k + acc)
     return np.where(small, ts * acc, np.log1p(np.where(small, 0.0, t)) - np.where(small, 0.0, t))
-
 
 # %% ../nbs/01_likelihoods.ipynb #c7e18a92
 _STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360)      # B_2k/(2k(2k−1)), k = 1..6
@@ -631,41 +630,154 @@ def digamma_count_gap(r, y):
     return out[()]
 
 
+# %% ../nbs/01_likelihoods.ipynb #93a090b4
+from scipy.special import zeta
+
+# %% ../nbs/01_likelihoods.ipynb #76211222
+_LGAMMA1P = tuple(float((-1) ** k * zeta(k) / k) for k in range(2, 32))     # (−1)^k ζ(k)/k, k = 2..31
+_EULER_GAMMA = 0.5772156649015329
+
+def _lgamma1p(d):
+    """log Γ(1 + d) for |d| ≤ 0.2 with relative accuracy: −γd + Σ_{k=2}^{31} (−1)^k ζ(k) d^k/k (the first omitted term is
+    below 0.2³²/32 < 10⁻²³); `gammaln` loses relative accuracy at its zero a = 1 (2·10⁻¹⁰ at a = 1 + 10⁻¹⁰)."""
+    d = np.asarray(d, dtype=float); acc = np.zeros_like(d)
+    for c in _LGAMMA1P[::-1]: acc = d * (c + acc)
+    return d * (acc - _EULER_GAMMA)
+
+# %% ../nbs/01_likelihoods.ipynb #d099866f
+def log_nb_coef(r, y):
+    """C = log Γ(y + r) − log Γ(r) − log y! (the negative binomial's constant) for r > 0 and integer counts y ≥ 0 without
+    cancellation: Σ_{k=1}^{y} log1p((r − 1)/k) for y ≤ 64 (terms of one sign); for y > 64, with z = max(y + 1, r),
+    a = min(y + 1, r), δ = a − 1, t = δ/z: δ log z + z(log(1 + t) − t) + (δ − ½) log(1 + t)
+    + Σ_k B_2k/(2k(2k−1)) ((z + δ)^{1−2k} − z^{1−2k}) − log Γ(a), log Γ(a) by its series in a − 1 for |a − 1| ≤ 0.2."""
+    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
+    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError("log_nb_coef: counts y must be non-negative integers")
+    if not np.all(r > 0): raise ValueError("log_nb_coef: r must be positive")
+    out = np.zeros(y.shape)
+    few = y <= 64
+    if few.any() and np.all(r == r.flat[0]):                           # one r: the partial sums for y = 0..64, as a table
+        k = np.arange(1.0, 65.0)
+        out[few] = np.concatenate([[0.0], np.cumsum(np.log1p((r.flat[0] - 1.0) / k))])[y[few].astype(np.intp)]
+    elif few.any():
+        yf, rf = y[few], r[few]; acc = np.zeros(yf.shape)
+        for k in range(1, int(yf.max()) + 1):
+            acc += np.where(k <= yf, np.log1p((rf - 1.0) / k), 0.0)
+        out[few] = acc
+    big = ~few
+    if big.any():
+        yb, rb = y[big], r[big]
+        z = np.maximum(yb + 1.0, rb); a = np.minimum(yb + 1.0, rb); d = a - 1.0; t = d / z
+        iw, iz = 1.0 / (z + d), 1.0 / z; pw, pz = iw, iz; S = -d / (12.0 * z * (z + d))   # k = 1: ((z + δ)⁻¹ − z⁻¹)/12
+        for c in _STIRLING[1:]:
+            pw, pz = pw * iw * iw, pz * iz * iz; S = S + c * (pw - pz)
+        near = np.abs(d) <= 0.2
+        lg_a = np.where(near, _lgamma1p(np.where(near, d, 0.0)), gammaln(np.where(near, 2.0, a)))
+        out[big] = d * np.log(z) + z * _log1pmx(t) + (d - 0.5) * np.log1p(t) + S - lg_a   # naive: gammaln(y + r) − gammaln(r) − gammaln(y + 1)
+    return out[()]
+
+# %% ../nbs/01_likelihoods.ipynb #c3d7adb2
+def digamma_count_sum(r, y):
+    """G⁺ = r(ψ(y + r) − ψ(r)) = Σ_{j<y} r/(r + j) = G + y for r > 0 and integer counts y ≥ 0 without cancellation: the sum
+    for y ≤ 64; for y > 64 and r ≥ 10, r log(1 + t) + y/(2(r + y)) + r Σ_k B_2k/(2k) (r^{−2k} − (r + y)^{−2k}), t = y/r; the
+    plain form for y > 64 and r < 10 (where G + y of `digamma_count_gap` cancels: G ≈ −y as r → 0)."""
+    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
+    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError("digamma_count_sum: counts y must be non-negative integers")
+    if not np.all(r > 0): raise ValueError("digamma_count_sum: r must be positive")
+    out = np.zeros(y.shape)
+    few = y <= 64
+    if few.any() and np.all(r == r.flat[0]):                           # one r: the partial sums for y = 0..64, as a table
+        r0 = r.flat[0]
+        out[few] = np.concatenate([[0.0], np.cumsum(r0 / (r0 + np.arange(64.0)))])[y[few].astype(np.intp)]
+    elif few.any():
+        yf, rf = y[few], r[few]; acc = np.zeros(yf.shape)
+        for j in range(int(yf.max())):
+            acc += np.where(j < yf, rf / (rf + j), 0.0)
+        out[few] = acc
+    asym = ~few & (r >= 10.0)
+    if asym.any():
+        ya, ra = y[asym], r[asym]; b = ra + ya
+        S = np.zeros(ya.shape); ib2, ia2 = 1.0 / (b * b), 1.0 / (ra * ra); pb = pa = 1.0
+        for c in _PSI_SERIES:
+            pb, pa = pb * ib2, pa * ia2; S = S + c * (pa - pb)
+        out[asym] = ra * np.log1p(ya / ra) + ya / (2.0 * b) + ra * S
+    plain = ~few & ~(r >= 10.0)
+    if plain.any():
+        rp, yp = r[plain], y[plain]
+        out[plain] = rp * (digamma(yp + rp) - digamma(rp))            # ψ(y + r) > ψ(65) > 4.1, ψ(r) < ψ(10) < 2.3: at most a factor 3 lost
+    return out[()]
+
+# %% ../nbs/01_likelihoods.ipynb #f36f0364
+def _tail_weights(T, W):
+    """The kink split's weights for the negative binomial's logistic parts on t = |x|, u = e^{−t}: log1p(u), σ(−t) = u/(1 + u)
+    and σ(t)σ(−t) = u/(1 + u)² at x = t; at x = −t what is left after the leading eˣ = u of sp, σ and σσ:
+    u − log1p(u), u²/(1 + u) and u²(2 + u)/(1 + u)² (each of order u²), all folded into W."""
+    u = np.exp(-T); d = 1.0 + u
+    return T, np.column_stack([np.log1p(u), u / d, u / (d * d), -_log1pmx(u), u * u / d, u * u * (2.0 + u) / (d * d)]) * W[:, None]
+
+_TAIL_RULE = _tail_weights(_KINK_T, _KINK_W)
+
+def _negbin_tail(m, v):
+    """(A, B, Q) = (E[sp(x)], E[σ(x)], E[σ(x)σ(−x)]) over x ~ N(m, v) (1-D; for v > 1) with relative accuracy however far
+    m lies below 0: the kink split with the leading eˣ of the left tail integrated exactly, E[eˣ 1(x < 0)] =
+    e^{m + v/2} Φ(−(m + v)/√v) (in logs): A = E[x⁺] + ∫ log1p(u) N₊ + E[eˣ 1(x < 0)] − ∫ (u − log1p(u)) N₋,
+    B = P(x > 0) − ∫ σ(−t) N₊ + E[eˣ 1(x < 0)] − ∫ u²/(1 + u) N₋, Q = ∫ u/(1 + u)² N₊ + E[eˣ 1(x < 0)] − ∫ u²(2 + u)/(1 + u)² N₋,
+    N± = N(±t | m, v), u = e^{−t}, on the kink panels."""
+    T, Wt = _TAIL_RULE
+    s = np.sqrt(v); z = m / s; inv_s = 1.0 / s; c = _INV_SQRT_2PI * inv_s
+    U = inv_s[:, None] * T
+    Np = np.exp(-0.5 * (U - z[:, None]) ** 2) @ Wt[:, :3]; Nm = np.exp(-0.5 * (U + z[:, None]) ** 2) @ Wt[:, 3:]
+    Phi = ndtr(z); Ex = m * Phi + s * _INV_SQRT_2PI * np.exp(-0.5 * z * z)
+    E1 = np.exp(m + 0.5 * v + log_ndtr(-(m + v) / s))                          # E[eˣ 1(x < 0)]
+    return Ex + c * Np[:, 0] + E1 - c * Nm[:, 0], Phi - c * Np[:, 1] + E1 - c * Nm[:, 1], c * Np[:, 2] + E1 - c * Nm[:, 2]
+
 # %% ../nbs/01_likelihoods.ipynb #nbn0cls1
 class NegativeBinomial(_Exposure):
     """`p(y|f) = Γ(y+r)/(Γ(r) y!) (r/(r+μ))^r (μ/(r+μ))^y`, μ = u e^f, r = `dispersion` (learned with the model's
     hyperparameters; variance μ + μ²/r), u = `exposure`. With x = f + log u − log r:
-    `log p = C − y sp(−x) − r sp(x)`, `E = C + y m_x + (y + r) E[log σ(−x)]` by the logistic expectation."""
+    `log p = C − y sp(−x) − r sp(x)`, `E = C + y E[log σ(x)] + r E[log σ(−x)]` by one logistic expectation."""
     _label = "negative binomial"
     curvature_bounded = True                                     # −ℓ'' ≤ (y + r)/4
     def __init__(self, dispersion: float = 1.0, exposure=None, **kw):
         super().__init__(exposure, **kw)
         self.dispersion = _positive(dispersion, "negative binomial dispersion")
-        self._last = None                                        # (m, v, logistic part) of the last sites asked
+        self._last = None                                        # (m, v, logistic parts) of the last sites asked
     def _logistic_part(self, m, v):
-        """(m_x, L, ∂L/∂m_x, ∂L/∂v) for x = f + log u − log r ~ N(m_x, v), L = E[log σ(−x)]: the logistic expectation that
-        E and ∂E/∂log r share, computed once for the last sites (m, v) asked (1-D, as `_ell_closed` receives them)."""
+        """(m_x, L₊, L₋, S₊, S₋, ∂L/∂v) for x = f + log u − log r ~ N(m_x, v): L± = E[log σ(±x)], S± = E[σ(±x)] and
+        ∂L±/∂v = −½E[σ(x)σ(−x)], one expectation per site at the label s = sign(m_x) whose |L_s| is the smaller (the
+        logistic's Gauss-Hermite for v ≤ 1, ``_negbin_tail`` above), the others from L₊ − L₋ = m_x and S₊ + S₋ = 1 (no
+        cancellation: L₊, L₋ ≤ 0). Computed once for the last sites (m, v) asked (1-D, as `_ell_closed` receives them):
+        E and ∂E/∂log r share it."""
         last = self._last
         if last is not None and last[0].shape == m.shape and np.array_equal(last[0], m) and np.array_equal(last[1], v): return last[2]
         mx = m + self._logu() - np.log(self.dispersion)
-        out = (mx, *_logistic_ell(self, -np.ones_like(mx), mx, v))
+        pos, big = mx > 0, v > 1.0
+        Ls, Ss, Q = np.empty(mx.shape), np.empty(mx.shape), np.empty(mx.shape)    # L_s, S_−s, E[σ(x)σ(−x)] at s = sign(m_x)
+        if (~big).any():                                             # Gauss-Hermite (the logistic's rule for v ≤ 1)
+            s = np.where(pos[~big], 1.0, -1.0)
+            Es, dEs, dEv = _logistic_ell(self, s, mx[~big], v[~big])     # E[log σ(sx)], s E[σ(−sx)], −½E[σ(x)σ(−x)]
+            Ls[~big], Ss[~big], Q[~big] = Es, s * dEs, -2.0 * dEv
+        if big.any():                                                # the kink split with the far tail exact, at −|m_x|
+            A, B, Qb = _negbin_tail(-np.abs(mx[big]), v[big])            # E[sp(−sx)] = −L_s, E[σ(−sx)] = S_−s
+            Ls[big], Ss[big], Q[big] = -A, B, Qb
+        Lp, Lm = np.where(pos, Ls, Ls + mx), np.where(pos, Ls - mx, Ls)
+        Sp, Sm = np.where(pos, 1.0 - Ss, Ss), np.where(pos, Ss, 1.0 - Ss)
+        out = (mx, Lp, Lm, Sp, Sm, -0.5 * Q)
         self._last = (m.copy(), v.copy(), out)
         return out
     def _const(self, y):
-        r = self.dispersion
-        return log_poch(r, y) - gammaln(y + 1.0)                 # naive: gammaln(y + r) − gammaln(r) − gammaln(y + 1)
+        return log_nb_coef(self.dispersion, y)                   # naive: gammaln(y + r) − gammaln(r) − gammaln(y + 1)
     def derivs(self, y, f):
         r = self.dispersion
         x = f + self._lu(f) - np.log(r)
-        s = expit(x)
+        s, sn = expit(x), expit(-x)
         lp = self._const(y) - y * _softplus(-x) - r * _softplus(x)    # naive: C + r log r + y log μ − (y + r) log(r + μ)
-        return lp, y - (y + r) * s, -(y + r) * s * expit(-x)
+        return lp, y * sn - r * s, -(y + r) * s * sn                   # ℓ' naive: y − (y + r)σ(x)
     def _transitions(self, y):
         return np.broadcast_to(np.log(self.dispersion) - np.ravel(self._logu()), np.shape(y)).reshape(-1, 1)
     def _ell_closed(self, y, m, v):
         r = self.dispersion
-        mx, L, dL_dm, dL_dv = self._logistic_part(m, v)              # E[log σ(−x)] and its derivatives
-        return self._const(y) + y * mx + (y + r) * L, y + (y + r) * dL_dm, (y + r) * dL_dv
+        mx, Lp, Lm, Sp, Sm, dL_dv = self._logistic_part(m, v)
+        return self._const(y) + y * Lp + r * Lm, y * Sm - r * Sp, (y + r) * dL_dv   # naive: C + y m_x + (y + r)L₋, y − (y + r)S₊
     def _pred_transitions(self, y):
         "The peak of p(y|f), log(max(y, 1)/u) (width 0.3√(1/max(y, 1) + 1/r)), and the bend log(r/u) (width 1), (n, 2) each."
         r = self.dispersion; ym = np.maximum(y, 1.0); lu = np.ravel(self._logu())
@@ -1040,18 +1152,57 @@ def _sigmoid_minus_softplus(x):
     t = np.exp(np.minimum(x, 0.0))
     return np.where(x <= 0, -_log1pmx(t) - t * t / (1.0 + t), expit(x) - _softplus(x))
 
+def _negbin_gap_terms(r, y, Sp, Sm, K):
+    """G + yS₊ + rK or, equal to it, G⁺ − yS₋ + rK (G⁺ = G + y, S₊ + S₋ = 1): per site the form whose terms sum the smaller
+    in magnitude, |G| + yS₊ or G⁺ + yS₋ (G ≈ −y and S₊ ≈ 1 as r → 0: the first cancels, the second not)."""
+    G, Gp = digamma_count_gap(r, y), digamma_count_sum(r, y)
+    return np.where(np.abs(G) + y * Sp <= Gp + y * Sm, G + y * Sp, Gp - y * Sm) + r * K
+
 def _negbin_dlogp(self, y, f):
-    """∂ log p/∂ log r = G + yσ(x) + r(σ(x) − sp(x)), x = f + log u − log r, G = r(ψ(y + r) − ψ(r)) − y by
-    `digamma_count_gap` (each term O(1/r) as r → ∞)."""
+    """∂ log p/∂ log r = G + yσ(x) + r(σ(x) − sp(x)) = G⁺ − yσ(−x) + r(σ(x) − sp(x)), x = f + log u − log r, G by
+    `digamma_count_gap`, G⁺ by `digamma_count_sum` (``_negbin_gap_terms`` picks the form)."""
     r = self.dispersion; y = np.asarray(y, float)
     x = f + self._lu(f) - np.log(r)
-    return (digamma_count_gap(r, y) + y * expit(x) + r * _sigmoid_minus_softplus(x))[None]   # naive: r(ψ(y + r) − ψ(r)) − y − r sp(x) + (y + r)σ(x)
+    return _negbin_gap_terms(r, y, expit(x), expit(-x), _sigmoid_minus_softplus(x))[None]   # naive: r(ψ(y + r) − ψ(r)) − y − r sp(x) + (y + r)σ(x)
 def _negbin_dparams(self, y, m, v):
-    "Its expectation G + rL − (y + r)∂L/∂m_x, with L = E[log σ(−x)] of the logistic."
+    "Its expectation G + yS₊ + rK (or G⁺ − yS₋ + rK), S± = E[σ(±x)] of the logistic part, K = E[σ(x) − sp(x)] (`softplus_gap_expect`)."
     r = self.dispersion
-    _, L, dL_dm, _ = self._logistic_part(m, v)                   # as E computed it at these sites
-    return (digamma_count_gap(r, y) + r * L - (y + r) * dL_dm)[None]
+    mx, _, _, Sp, Sm, _ = self._logistic_part(m, v)                 # as E computed it at these sites
+    return _negbin_gap_terms(r, y, Sp, Sm, softplus_gap_expect(mx, v, self.n_gh))[None]   # naive: G + rL₋ + (y + r)S₊
 NegativeBinomial.dlogp_dparams, NegativeBinomial._dparams_closed = _negbin_dlogp, _negbin_dparams
+
+# %% ../nbs/01_likelihoods.ipynb #8831be0e
+def _h_weights(T, W):
+    """The kink split's weights for K = E[σ(x) − sp(x)]: at x = t > 0 the part d₊(t) = −σ(−t) − log1p(e^{−t}) that decays
+    (σ(t) − sp(t) = 1 − t + d₊(t)); at x = −t the part h(−t) + ½e^{−2t} = u³/(1 + u) − (log1p(u) − u + u²/2), u = e^{−t}
+    (of order u³; its series for u < 0.1), both folded into W."""
+    u = np.exp(-T); small = u < 0.1
+    us = np.where(small, u, 0.0); acc = np.zeros_like(us)
+    for k in range(24, 2, -1): acc = us * ((-1.0) ** (k + 1) / k + acc)
+    l3 = np.where(small, us * us * acc, np.log1p(u) - u + 0.5 * u * u)         # log1p(u) − u + u²/2 = u³/3 − u⁴/4 + …
+    return (-expit(-T) - np.log1p(u)) * W, (u ** 3 / (1.0 + u) - l3) * W
+
+_H_RULE = (_KINK_T, *_h_weights(_KINK_T, _KINK_W))
+
+def softplus_gap_expect(m, v, n_gh: int = 20):
+    """K = E[σ(x) − sp(x)] over x ~ N(m, v) (1-D m, v) with relative accuracy for any m (K < 0; K ≈ −½e^{2m+2v} as m → −∞):
+    Gauss-Hermite on the stable integrand for v ≤ 1; for v > 1 the kink split
+    K = P(x > 0) − E[x⁺] − ½E[e^{2x} 1(x < 0)] + ∫₀^∞ [d₊(t) N(t | m, v) + (h(−t) + ½e^{−2t}) N(−t | m, v)] dt
+    with E[e^{2x} 1(x < 0)] = e^{2m + 2v} Φ(−(m + 2v)/√v) (in logs) and the integral on the kink panels."""
+    m, v = np.asarray(m, dtype=float), np.asarray(v, dtype=float)
+    out = np.empty(m.shape); big = v > 1.0
+    if (~big).any():
+        x, w = gh_nodes(n_gh); X = m[~big, None] + np.sqrt(v[~big])[:, None] * x
+        out[~big] = _sigmoid_minus_softplus(X) @ w
+    if big.any():
+        T, WP, WM = _H_RULE
+        mb, vb = m[big], v[big]; s = np.sqrt(vb); z = mb / s; inv_s = 1.0 / s
+        U = inv_s[:, None] * T
+        Np = np.exp(-0.5 * (U - z[:, None]) ** 2); Nm = np.exp(-0.5 * (U + z[:, None]) ** 2)   # √(2π)√v N(±t | m, v)
+        Phi = ndtr(z); Ex = mb * Phi + s * _INV_SQRT_2PI * np.exp(-0.5 * z * z)                 # P(x > 0), E[x⁺]
+        e2 = np.exp(2.0 * mb + 2.0 * vb + log_ndtr(-(mb + 2.0 * vb) / s))                       # E[e^{2x} 1(x < 0)]
+        out[big] = (Phi - Ex + (Np @ WP) * _INV_SQRT_2PI * inv_s) + (-0.5 * e2 + (Nm @ WM) * _INV_SQRT_2PI * inv_s)
+    return out
 
 # %% ../nbs/01_likelihoods.ipynb #lpar0c05
 ZeroInflatedPoisson._names = lambda self: ("logit_zero_prob",)
