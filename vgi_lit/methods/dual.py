@@ -16,7 +16,7 @@ from .conjugates import conjugate_for, SiteConjugate
 
 
 # %% auto #0
-__all__ = ['NEWTON_MAX_N', 'NEWTON_AUTO_N', 'DualState', 'dual_eval', 'primal_value', 'fit_dual']
+__all__ = ['NEWTON_MAX_N', 'NEWTON_AUTO_N', 'NEWTON_KAPPA', 'DualState', 'dual_eval', 'primal_value', 'fit_dual']
 
 # %% ../../nbs/methods/12a_dual.ipynb #4ba91a29
 class DualState:
@@ -210,17 +210,26 @@ def _newton_hessian(model, conj, st):
     Hx[np.diag_indices_from(Hx)] += conj.conj_dx2(st.x)
     return Hx
 
+NEWTON_KAPPA = 0.01   # a variable whose Newton step crosses its bound keeps at least this fraction of its distance to it
+
 def _newton_step(model, conj, st, evaluate):
     """One projected Newton step on the box of x (Bertsekas 1982): variables at a bound whose gradient points out of the box
-    are held there, Newton on the others, the step projected back onto the box with Armijo backtracking along the
-    projection arc (`halving`). Returns (new state, events), or None when no step length decreases D."""
+    are held there, Newton on the others, with Armijo backtracking (`halving`) along the arc of the step projected onto
+    the box shrunk per variable to [lo + κ(x - lo), hi - κ(hi - x)], κ = NEWTON_KAPPA (fraction to the boundary, per
+    variable); a variable within √ε·|bound| of its bound is projected onto the bound itself. Returns (new state, events),
+    or None when no step length decreases D."""
     lo, hi = conj.bounds()
     held = ((st.x <= lo) & (st.grad > 0)) | ((st.x >= hi) & (st.grad < 0))      # active bounds
     free = ~held; Hx = _newton_hessian(model, conj, st)[np.ix_(free, free)]
     Lh = cholesky(Hx, name="dual Hessian")
     p = np.zeros_like(st.x); p[free] = -cho_solve((Lh, True), st.grad[free])
     events = [Event(EventKind.BOUND_ACTIVE, "dual variables held at a bound of their domain", int(held.sum()))] if held.any() else []
-    def propose(t): xt = np.clip(st.x + t * p, lo, hi); return xt, evaluate(xt)
+    near = np.sqrt(np.finfo(float).eps)
+    with np.errstate(invalid="ignore"):                                          # inf - inf where a side is unbounded
+        dlo, dhi = NEWTON_KAPPA * (st.x - lo), NEWTON_KAPPA * (hi - st.x)
+        floor = np.where(np.isfinite(lo) & (dlo > near * np.abs(lo)), lo + dlo, lo)
+        ceil = np.where(np.isfinite(hi) & (dhi > near * np.abs(hi)), hi - dhi, hi)
+    def propose(t): xt = np.clip(st.x + t * p, floor, ceil); return xt, evaluate(xt)
     out = halving(propose, lambda c: np.isfinite(c[1].value) and c[1].value <= st.value + 1e-4 * float(st.grad @ (c[0] - st.x))
                   and np.any(c[0] != st.x), max_halvings=59)
     if out is None: return None
