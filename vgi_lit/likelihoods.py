@@ -596,6 +596,37 @@ def log_poch(r, y):
     return np.where(big, stirling, small)[()]
 
 
+# %% ../nbs/01_likelihoods.ipynb #5eab20d6
+def _count_args(name: str, r, y):
+    "(r, y) broadcast to one shape as floats, or a ValueError naming `name` for counts that are not non-negative integers or r ≤ 0."
+    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
+    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError(f"{name}: counts y must be non-negative integers")
+    if not np.all(r > 0): raise ValueError(f"{name}: r must be positive")
+    return r, y
+
+
+# %% ../nbs/01_likelihoods.ipynb #1592bef8
+def _count_sums(r, y, term):
+    """Σ_{k=1}^{y} term(r, k) per site for counts y ≤ 64 (arrays of one shape): with one r for all sites, the partial sums
+    for y = 0..64 as a table read at y; otherwise accumulated over k up to max y, each site stopping at its own y."""
+    if np.all(r == r.flat[0]):
+        k = np.arange(1.0, 65.0)
+        return np.concatenate([[0.0], np.cumsum(term(r.flat[0], k))])[y.astype(np.intp)]
+    acc = np.zeros(y.shape)
+    for k in range(1, int(y.max()) + 1):
+        acc += np.where(k <= y, term(r, float(k)), 0.0)
+    return acc
+
+
+# %% ../nbs/01_likelihoods.ipynb #57b26ad4
+def _psi_series_gap(r, b):
+    "S = Σ_{k=1}^{6} B_2k/(2k) (r^{−2k} − b^{−2k}) (`_PSI_SERIES`), the series part of ψ(b) − ψ(r) ≈ log(b/r) + (b − r)/(2br) + S."
+    S = np.zeros(np.shape(r)); ib2, ia2 = 1.0 / (b * b), 1.0 / (r * r); pb = pa = 1.0
+    for c in _PSI_SERIES:
+        pb, pa = pb * ib2, pa * ia2; S = S + c * (pa - pb)
+    return S
+
+
 # %% ../nbs/01_likelihoods.ipynb #0d4f6b31
 _PSI_SERIES = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760)       # B_2k/(2k), k = 1..6
 
@@ -603,25 +634,14 @@ def digamma_count_gap(r, y):
     """G = r(ψ(y + r) − ψ(r)) − y = −Σ_{j<y} j/(r + j) for r > 0 and integer counts y ≥ 0 without cancellation: the sum for
     y ≤ 64; for y > 64 and r ≥ 10, r(log1p(t) − t) + y/(2(r + y)) + r Σ_k B_2k/(2k) (r^{−2k} − (r + y)^{−2k}), t = y/r;
     the plain difference for y > 64 and r < 10 (the negative binomial's ∂ log p/∂ log r holds G)."""
-    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
-    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError("digamma_count_gap: counts y must be non-negative integers")
-    if not np.all(r > 0): raise ValueError("digamma_count_gap: r must be positive")
+    r, y = _count_args("digamma_count_gap", r, y)
     out = np.zeros(y.shape)
     few = y <= 64
-    if few.any() and np.all(r == r.flat[0]):                           # one r: the partial sums for y = 0..64, as a table
-        j = np.arange(64.0)
-        out[few] = -np.concatenate([[0.0], np.cumsum(j / (r.flat[0] + j))])[y[few].astype(np.intp)]
-    elif few.any():
-        yf, rf = y[few], r[few]; acc = np.zeros(yf.shape)
-        for j in range(1, int(yf.max())):
-            acc += np.where(j < yf, j / (rf + j), 0.0)
-        out[few] = -acc
+    if few.any(): out[few] = -_count_sums(r[few], y[few], lambda r, k: (k - 1.0) / (r + (k - 1.0)))   # −Σ_{j<y} j/(r + j)
     asym = ~few & (r >= 10.0)
     if asym.any():
         ya, ra = y[asym], r[asym]; b = ra + ya
-        S = np.zeros(ya.shape); ib2, ia2 = 1.0 / (b * b), 1.0 / (ra * ra); pb = pa = 1.0
-        for c in _PSI_SERIES:
-            pb, pa = pb * ib2, pa * ia2; S = S + c * (pa - pb)
+        S = _psi_series_gap(ra, b)
         out[asym] = ra * _log1pmx(ya / ra) + ya / (2.0 * b) + ra * S
     plain = ~few & ~(r >= 10.0)
     if plain.any():
@@ -650,19 +670,10 @@ def log_nb_coef(r, y):
     cancellation: Σ_{k=1}^{y} log1p((r − 1)/k) for y ≤ 64 (terms of one sign); for y > 64, with z = max(y + 1, r),
     a = min(y + 1, r), δ = a − 1, t = δ/z: δ log z + z(log(1 + t) − t) + (δ − ½) log(1 + t)
     + Σ_k B_2k/(2k(2k−1)) ((z + δ)^{1−2k} − z^{1−2k}) − log Γ(a), log Γ(a) by its series in a − 1 for |a − 1| ≤ 0.2."""
-    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
-    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError("log_nb_coef: counts y must be non-negative integers")
-    if not np.all(r > 0): raise ValueError("log_nb_coef: r must be positive")
+    r, y = _count_args("log_nb_coef", r, y)
     out = np.zeros(y.shape)
     few = y <= 64
-    if few.any() and np.all(r == r.flat[0]):                           # one r: the partial sums for y = 0..64, as a table
-        k = np.arange(1.0, 65.0)
-        out[few] = np.concatenate([[0.0], np.cumsum(np.log1p((r.flat[0] - 1.0) / k))])[y[few].astype(np.intp)]
-    elif few.any():
-        yf, rf = y[few], r[few]; acc = np.zeros(yf.shape)
-        for k in range(1, int(yf.max()) + 1):
-            acc += np.where(k <= yf, np.log1p((rf - 1.0) / k), 0.0)
-        out[few] = acc
+    if few.any(): out[few] = _count_sums(r[few], y[few], lambda r, k: np.log1p((r - 1.0) / k))       # Σ_{k≤y} log1p((r − 1)/k)
     big = ~few
     if big.any():
         yb, rb = y[big], r[big]
@@ -680,25 +691,14 @@ def digamma_count_sum(r, y):
     """G⁺ = r(ψ(y + r) − ψ(r)) = Σ_{j<y} r/(r + j) = G + y for r > 0 and integer counts y ≥ 0 without cancellation: the sum
     for y ≤ 64; for y > 64 and r ≥ 10, r log(1 + t) + y/(2(r + y)) + r Σ_k B_2k/(2k) (r^{−2k} − (r + y)^{−2k}), t = y/r; the
     plain form for y > 64 and r < 10 (where G + y of `digamma_count_gap` cancels: G ≈ −y as r → 0)."""
-    r, y = np.broadcast_arrays(np.asarray(r, dtype=float), np.asarray(y, dtype=float))
-    if np.any(y < 0) or np.any(y != np.floor(y)): raise ValueError("digamma_count_sum: counts y must be non-negative integers")
-    if not np.all(r > 0): raise ValueError("digamma_count_sum: r must be positive")
+    r, y = _count_args("digamma_count_sum", r, y)
     out = np.zeros(y.shape)
     few = y <= 64
-    if few.any() and np.all(r == r.flat[0]):                           # one r: the partial sums for y = 0..64, as a table
-        r0 = r.flat[0]
-        out[few] = np.concatenate([[0.0], np.cumsum(r0 / (r0 + np.arange(64.0)))])[y[few].astype(np.intp)]
-    elif few.any():
-        yf, rf = y[few], r[few]; acc = np.zeros(yf.shape)
-        for j in range(int(yf.max())):
-            acc += np.where(j < yf, rf / (rf + j), 0.0)
-        out[few] = acc
+    if few.any(): out[few] = _count_sums(r[few], y[few], lambda r, k: r / (r + (k - 1.0)))          # Σ_{j<y} r/(r + j)
     asym = ~few & (r >= 10.0)
     if asym.any():
         ya, ra = y[asym], r[asym]; b = ra + ya
-        S = np.zeros(ya.shape); ib2, ia2 = 1.0 / (b * b), 1.0 / (ra * ra); pb = pa = 1.0
-        for c in _PSI_SERIES:
-            pb, pa = pb * ib2, pa * ia2; S = S + c * (pa - pb)
+        S = _psi_series_gap(ra, b)
         out[asym] = ra * np.log1p(ya / ra) + ya / (2.0 * b) + ra * S
     plain = ~few & ~(r >= 10.0)
     if plain.any():
