@@ -87,9 +87,9 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
         L = L_Σ L_u (default: True when Σ is a full matrix: GP, sparse GP, GLM with a full prior).
     maxcor: L-BFGS-B memory. ftol: L-BFGS-B's own relative-reduction test (0: only when no decrease).
     restarts: when L-BFGS-B can no longer decrease the objective with the gradient above `tol`, it is
-        restarted at most this many times (`EventKind.RESTART`) with a cleared memory: in the same coordinates after a
-        run that decreased it, in the coordinates of the current q (`recentred`: w = m + L u, the current q is
-        u ~ N(0, I)) after a run that did not; `info["n_recentred"]` counts the latter.
+        restarted with a cleared memory (`EventKind.RESTART`): in the same coordinates after a run that decreased
+        it, in the coordinates of the current q (`recentred`: w = m + L u, the current q is u ~ N(0, I)) after a run
+        that did not, at most this many times; `info["n_recentred"]` counts the latter.
     rtol: for log-concave likelihoods, a run that L-BFGS-B cannot continue is converged
         (`Stop.REL_TOL`) when the certified bound ½λ_max(Σ)‖∇‖²₂ on VLB* − VLB is at most
         rtol·|VLB|; otherwise it stops as `Stop.STALLED` once the restarts are spent.
@@ -174,12 +174,13 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
             if res.status == 1: verdict = Stop.MAX_ITER, str(res.message); break    # its evaluation limit
             if bound is not None and bound <= rtol * abs(f):
                 verdict = Stop.REL_TOL, f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {res.message}"; break
-            moved = f < f0                                           # L-BFGS-B may count an iteration that did not decrease −VLB
+            moved = f < f0 and res.nit > 0                           # L-BFGS-B may count an iteration that did not decrease −VLB
             if not moved and how == "recentred": verdict = Stop.STALLED, str(res.message); break
+            if moved:                                                # a stale memory: cleared, in the same coordinates (not counted:
+                                                                     # each such run spent iterations of max_iter)
+                hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared", None))
+                how = "plain"; continue
             if attempt == restarts: verdict = Stop.STALLED, str(res.message); break
-            if moved:                                                # a stale memory: cleared, in the same coordinates
-                hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared", attempt + 1))
-                attempt, how = attempt + 1, "plain"; continue
             m_c, L_c = to_model(x, frame)                            # an empty memory took no step: the coordinates of the current q
             try: new = recentred(model, m_c, L_c)
             except ValueError as e:
