@@ -87,8 +87,9 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
         L = L_Σ L_u (default: True when Σ is a full matrix: GP, sparse GP, GLM with a full prior).
     maxcor: L-BFGS-B memory. ftol: L-BFGS-B's own relative-reduction test (0: only when no decrease).
     restarts: when L-BFGS-B can no longer decrease the objective with the gradient above `tol`, it is
-        restarted at most this many times (`EventKind.RESTART`), with a cleared memory, in the coordinates of the
-        current q (`recentred`: w = m + L u, the current q is u ~ N(0, I)); `info["n_recentred"]` counts them.
+        restarted with a cleared memory (`EventKind.RESTART`): in the same coordinates after a run that decreased
+        it, in the coordinates of the current q (`recentred`: w = m + L u, the current q is u ~ N(0, I)) after a run
+        that did not, at most this many times; `info["n_recentred"]` counts the latter.
     rtol: for log-concave likelihoods, a run that L-BFGS-B cannot continue is converged
         (`Stop.REL_TOL`) when the certified bound ½λ_max(Σ)‖∇‖²₂ on VLB* − VLB is at most
         rtol·|VLB|; otherwise it stops as `Stop.STALLED` once the restarts are spent.
@@ -118,8 +119,10 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
 # %% ../../nbs/methods/10_grad.ipynb #grdsplt3
 def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol):
     """GRAD in the model's own coordinates from a validated start (m, V or None): the driver's rule (`driver.Monitor`)
-    runs in L-BFGS-B's callback; a restart continues in the coordinates of the current q (`recentred`), and the result
-    is mapped back to the model's coordinates."""
+    runs in L-BFGS-B's callback; a restart clears L-BFGS-B's memory, in the same coordinates after a run that decreased
+    −VLB and in the coordinates of the current q (`recentred`) after one that did not (its memory was empty: a recentring
+    at an early, poorly scaled q instead fixes those coordinates for the rest of the run), and the result is mapped
+    back to the model's coordinates."""
     from scipy.optimize import minimize
     d = model.d; tri = np.tril_indices(d); diag = tri[0] == tri[1]
     s = start_scale(model, 1.0) if V is None else 1.0                 # < 1 only for large rows under e^(m + v/2) likelihoods
@@ -155,9 +158,10 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
     def cb(u):                                                       # the driver's rule at each iterate (scipy passes a copy)
         v = mon.visit(as_step(u))
         if v is not None: said["v"] = v; raise StopIteration
-    x, attempt, fresh, nfev = x0, 0, False, 0
+    x, attempt, how, nfev, n_rc = x0, 0, "first", 0, 0                # how: the kind of the current L-BFGS-B run
     try:
         while verdict is None:                                       # one L-BFGS-B run per attempt; a restart starts the next
+            f0 = fun(x)[0]
             res = minimize(fun, x, jac=True, method="L-BFGS-B", bounds=bounds, callback=cb,
                            options=dict(maxiter=max_iter - mon.k, gtol=tol, ftol=ftol, maxcor=maxcor, maxfun=10 * max_iter))
             nfev += res.nfev; x = res.x; f, g = fun(x); gp = _projected(x, g, d, diag); gn = _inf(gp)
@@ -170,18 +174,22 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
             if res.status == 1: verdict = Stop.MAX_ITER, str(res.message); break    # its evaluation limit
             if bound is not None and bound <= rtol * abs(f):
                 verdict = Stop.REL_TOL, f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {res.message}"; break
-            if (res.nit == 0 and fresh) or attempt == restarts: verdict = Stop.STALLED, str(res.message); break
-            m_c, L_c = to_model(x, frame)
+            moved = f < f0 and res.nit > 0                           # L-BFGS-B may count an iteration that did not decrease −VLB
+            if not moved and how == "recentred": verdict = Stop.STALLED, str(res.message); break
+            if moved:                                                # a stale memory: cleared, in the same coordinates (not counted:
+                                                                     # each such run spent iterations of max_iter)
+                hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared", None))
+                how = "plain"; continue
+            if attempt == restarts: verdict = Stop.STALLED, str(res.message); break
+            m_c, L_c = to_model(x, frame)                            # an empty memory took no step: the coordinates of the current q
             try: new = recentred(model, m_c, L_c)
             except ValueError as e:
-                if res.nit == 0: verdict = Stop.STALLED, str(res.message); break
-                hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; memory cleared "
-                                             f"(the current q gives no coordinates: {e})", attempt + 1))
-                attempt, fresh = attempt + 1, False; continue
-            frame.update(model=new, m=m_c, L=L_c); last.clear()
-            hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol with no further decrease; restarted in the "
-                                         "coordinates of the current q (w = m + L u, u ~ N(0, I)), memory cleared", attempt + 1))
-            x, attempt, fresh = unit.copy(), attempt + 1, True
+                verdict = Stop.STALLED, f"{res.message} (the current q gives no coordinates: {e})"; break
+            frame.update(model=new, m=m_c, L=L_c); last.clear(); n_rc += 1
+            hist[-1].events.append(Event(EventKind.RESTART, f"gradient norm {gn:.2e} > tol and no decrease from an empty memory; restarted "
+                                         "in the coordinates of the current q (w = m + L u, u ~ N(0, I))", attempt + 1))
+            attempt = attempt + 1
+            x, how = unit.copy(), "recentred"
     finally: mon.close()
     r = mon.end(*verdict)
     fin = ended if ended else r.state                                 # where L-BFGS-B returned (its last iterate), or the start
@@ -191,5 +199,4 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
     cov = DenseCov(L)
     return VGPosterior(model, m_out, cov, "grad", vlb(model, m_out, cov), r.stop, hist, message=r.message,
                        n_iter=r.n_iter, grad_norm=_inf(fin['gp']), gap_bound=gap_bound(fin['model'], fin['gp']) if ended else None,
-                       n_fev=nfev, whiten=False, n_recentred=hist.count(EventKind.RESTART))
-
+                       n_fev=nfev, whiten=False, n_recentred=n_rc)
