@@ -250,3 +250,15 @@ def test_newton_poisson_glm_multipliers_not_projected_onto_the_floor(seed):
     assert r.stop is Stop.GRAD_TOL and r.n_iter <= 20, (r.stop, r.n_iter)
     f = fit(model, "fpi", tol=1e-10)
     assert abs(r.vlb - f.vlb) <= 1e-8 * abs(f.vlb), (r.vlb, f.vlb)
+
+
+def test_newton_separable_bound_multipliers_reach_the_ends_of_their_box():
+    """Separable logistic GLM (generated: y = sign(x₀)), dual Newton on the Böhning bound: multipliers in
+    [−1 + 10⁻¹², −10⁻¹²] whose optimum is an end of the box. Kept at a fraction of their distance to an end of size
+    10⁻¹² (√ε·|bound| ≈ 10⁻²⁰ never reached) they stalled at the rounding floor of D (500 steps, gradient 1e-8); snapped
+    within √ε times the box's width, Newton converges in under 20 steps."""
+    from vgi_lit.inference import Stop
+    rng = np.random.default_rng(1); X = rng.normal(size=(150, 3)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    model = GLM(X, y, L.Logistic(), prior_cov=100.0)
+    r = fit(model, "dual", solver="newton", exact=False, tol=1e-9, max_iter=100)
+    assert r.stop is Stop.GRAD_TOL and r.n_iter <= 20, (r.stop, r.n_iter)

@@ -216,7 +216,9 @@ def _newton_step(model, conj, st, evaluate):
     """One projected Newton step on the box of x (Bertsekas 1982): variables at a bound whose gradient points out of the box
     are held there, Newton on the others, with Armijo backtracking (`halving`) along the arc of the step projected onto
     the box shrunk per variable to [lo + κ(x - lo), hi - κ(hi - x)], κ = NEWTON_KAPPA (fraction to the boundary, per
-    variable); a variable within √ε·|bound| of its bound is projected onto the bound itself. Returns (new state, events),
+    variable); a variable within √ε·(hi − lo) of a bound of a two-sided box, or within √ε·|bound| of a one-sided one, is
+    projected onto the bound itself (a multiplier of a logistic bound, in [−1 + 10⁻¹², −10⁻¹²], reaches its end; a Poisson
+    multiplier keeps its distance to 10⁻³⁰⁰). Returns (new state, events),
     or None when no step length decreases D."""
     lo, hi = conj.bounds()
     held = ((st.x <= lo) & (st.grad > 0)) | ((st.x >= hi) & (st.grad < 0))      # active bounds
@@ -227,8 +229,10 @@ def _newton_step(model, conj, st, evaluate):
     near = np.sqrt(np.finfo(float).eps)
     with np.errstate(invalid="ignore"):                                          # inf - inf where a side is unbounded
         dlo, dhi = NEWTON_KAPPA * (st.x - lo), NEWTON_KAPPA * (hi - st.x)
-        floor = np.where(np.isfinite(lo) & (dlo > near * np.abs(lo)), lo + dlo, lo)
-        ceil = np.where(np.isfinite(hi) & (dhi > near * np.abs(hi)), hi - dhi, hi)
+        width = hi - lo                                                          # a two-sided box: its width sets "near"
+        scale_lo = np.where(np.isfinite(width), width, np.abs(lo)); scale_hi = np.where(np.isfinite(width), width, np.abs(hi))
+        floor = np.where(np.isfinite(lo) & (dlo > near * scale_lo), lo + dlo, lo)
+        ceil = np.where(np.isfinite(hi) & (dhi > near * scale_hi), hi - dhi, hi)
     def propose(t): xt = np.clip(st.x + t * p, floor, ceil); return xt, evaluate(xt)
     out = halving(propose, lambda c: np.isfinite(c[1].value) and c[1].value <= st.value + 1e-4 * float(st.grad @ (c[0] - st.x))
                   and np.any(c[0] != st.x), max_halvings=59)
