@@ -903,7 +903,7 @@ def _floor_stop(model, cur, prev, tol: float):
                           f"tol={tol}, but at {FLOOR_STATES} states in a row the Newton step in m (now |V dVLB/dm|_inf = "
                           f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), with "
                           f"|dVLB/dV|_inf = {cur.extra['grad_V']:.1e} and the scale-free measure {fl[2]:.1e} <= tol: "
-                          f"a smaller gradient is not attainable in float64")
+                          f"FPb's steps reach no smaller gradient in float64 (FPi's plain steps, which carry Σ⁻¹(m − μ), may)")
 
 
 # %% ../../nbs/methods/11b_fpb.ipynb #f31a8c3f
