@@ -606,16 +606,12 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if (tol_rel > 0 and prev is not None and abs(cur.state.vlb - prev.state.vlb) <= tol_rel * abs(cur.state.vlb)
                 and not any(k['fell'][-5:]) and k['full']):
             return Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"
-        fl = _mean_floor(model, cur.state, cur.extra['grad_m'], cur.extra['grad_V'], tol)
-        k['floor_run'] = 0 if fl is None else (0 if prev is None else prev.state.sched.get('floor_run', 0)) + 1
+        fl = _floor_run(model, cur, prev, tol)                            # the mean gradient's floor, states in a row at it
         if fl is not None: k['plain_only'] = True                         # from here on plain steps only: they carry r past this floor
         if k['floor_run'] >= FLOOR_STATES:
             floor[0] = True; at_floor.append(cur)                         # the optimum to float64: no GRAD polish, this state returned
-            return Stop.STALLED, (f"stalled at the rounding floor of the mean gradient: |dVLB/dm|_inf = {cur.extra['grad_m']:.1e} > "
-                                  f"tol={tol}, but at {FLOOR_STATES} states in a row the Newton step in m (now |V dVLB/dm|_inf = "
-                                  f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), the last {FLOOR_STATES - 1} reached by plain steps, with "
-                                  f"|dVLB/dV|_inf = {cur.extra['grad_V']:.1e} and the scale-free measure {fl[2]:.1e} <= tol: "
-                                  f"a smaller gradient is not attainable in float64")
+            return Stop.STALLED, _floor_message(cur, fl, tol, f", the last {FLOOR_STATES - 1} reached by plain steps",
+                                                "a smaller gradient is not attainable in float64")
         if k['it'] - k['best_it'] >= stall and sum(k['idle'][-stall:]) >= 3:
             return Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(k['fell'][-stall:])} times and "
                                   f"{sum(k['idle'][-stall:]) - sum(k['fell'][-stall:])} steps had ρ < 1e-6 (the FP iteration oscillates or "
@@ -895,15 +891,9 @@ def _floor_stop(model, cur, prev, tol: float):
     """(Stop.STALLED, message) when the FP states of `cur` and the `FLOOR_STATES` − 1 before it (`prev`: the step before, the
     driver's) are at the rounding floor of the mean gradient (`_mean_floor`, 'The rounding floor of the mean gradient'), else
     None; the count of states in a row at the floor is kept in the state's schedule, `sched['floor_run']`."""
-    k = cur.state.sched
-    fl = _mean_floor(model, cur.state, cur.extra['grad_m'], cur.extra['grad_V'], tol)
-    k['floor_run'] = 0 if fl is None else (0 if prev is None else prev.state.sched.get('floor_run', 0)) + 1
-    if k['floor_run'] < FLOOR_STATES: return None
-    return Stop.STALLED, (f"stalled at the rounding floor of the mean gradient: |dVLB/dm|_inf = {cur.extra['grad_m']:.1e} > "
-                          f"tol={tol}, but at {FLOOR_STATES} states in a row the Newton step in m (now |V dVLB/dm|_inf = "
-                          f"{fl[0]:.1e}) was within {ROUND_ULPS} units in the last place of m (unit {fl[1]:.1e}), with "
-                          f"|dVLB/dV|_inf = {cur.extra['grad_V']:.1e} and the scale-free measure {fl[2]:.1e} <= tol: "
-                          f"FPb's steps reach no smaller gradient in float64 (FPi's plain steps, which carry Σ⁻¹(m − μ), may)")
+    fl = _floor_run(model, cur, prev, tol)
+    if cur.state.sched['floor_run'] < FLOOR_STATES: return None
+    return Stop.STALLED, _floor_message(cur, fl, tol, "", "FPb's steps reach no smaller gradient in float64 (FPi's plain steps, which carry Σ⁻¹(m − μ), may)")
 
 
 # %% ../../nbs/methods/11b_fpb.ipynb #f31a8c3f
@@ -951,6 +941,25 @@ def _mean_floor(model, s, gm: float, gV: float, tol: float):
     if not x <= ROUND_ULPS * u: return None
     dec = max(float(s.g @ Vg), _decrement(model, s.cov, s.at, s.g, s.gamma, mean=False))
     return (x, u, dec) if dec <= tol else None
+
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #48c3f1ef
+def _floor_run(model, cur, prev, tol: float):
+    """`_mean_floor` at the FP state of the driver's step `cur`, with the count of states in a row at the floor kept in
+    its schedule, `sched['floor_run']` (read from the step before, `prev`)."""
+    fl = _mean_floor(model, cur.state, cur.extra['grad_m'], cur.extra['grad_V'], tol)
+    cur.state.sched['floor_run'] = 0 if fl is None else (0 if prev is None else prev.state.sched.get('floor_run', 0)) + 1
+    return fl
+
+
+# %% ../../nbs/methods/11c_fp_stopping.ipynb #f276a226
+def _floor_message(cur, fl, tol: float, how: str, verdict: str) -> str:
+    """The message of a stop at the rounding floor of the mean gradient (`fl` of `_mean_floor` at the step `cur`): `how` the
+    states were reached, `verdict` what a smaller gradient would need."""
+    return (f"stalled at the rounding floor of the mean gradient: |dVLB/dm|_inf = {cur.extra['grad_m']:.1e} > tol={tol}, but at "
+            f"{FLOOR_STATES} states in a row the Newton step in m (now |V dVLB/dm|_inf = {fl[0]:.1e}) was within {ROUND_ULPS} "
+            f"units in the last place of m (unit {fl[1]:.1e}){how}, with |dVLB/dV|_inf = {cur.extra['grad_V']:.1e} and the "
+            f"scale-free measure {fl[2]:.1e} <= tol: {verdict}")
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #fpxand01
