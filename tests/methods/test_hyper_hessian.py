@@ -72,6 +72,10 @@ def test_gmres_columns_solves_each_column():
     assert np.allclose(X, np.linalg.solve(A, B), rtol=0, atol=1e-9) and np.all(res <= 1e-11) and np.all(X[:, 2] == 0)
     X1, k1, res1 = _gmres_columns(lambda Z: A @ Z, B, 1e-11, 2)                               # stopped early: residuals say so
     assert k1 == 2 and np.max(res1) > 1e-11
+    Q, _ = np.linalg.qr(rng.normal(size=(50, 50))); S = Q @ np.diag(np.linspace(1.0, 5.0, 50)) @ Q.T
+    Be = np.column_stack([rng.normal(size=50), Q[:, 7]])                                       # an eigenvector: solved in one step
+    Xe, ke, rese = _gmres_columns(lambda Z: S @ Z, Be, 1e-12, 50)
+    assert ke > 1 and np.allclose(Xe, np.linalg.solve(S, Be), rtol=0, atol=1e-10) and np.all(rese <= 1e-12)
 
 def test_hessian_bad_inputs_and_unconverged_tangent():
     X = np.linspace(0, 1, 12)[:, None]; y = np.where(np.sin(6 * X[:, 0]) > 0, 1.0, -1.0)
