@@ -4,14 +4,16 @@
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #h5e01
 from __future__ import annotations
-import argparse, sys, time
+import argparse, sys, time, warnings
 import numpy as np
+from scipy.linalg.lapack import dlauum
 from tqdm import tqdm
 from .. import datasets, likelihoods
 from ..models import GLM, GP
 from ..inference import fit
 from ..methods.hyper import learn, HyperParams, prior_residual
-from ..methods.fixed_point import optimum_tangent
+from ..methods.fixed_point import optimum_tangent, site_curvature
+from ..covariance import SiteCov, SiteCovN, SMALL_LAM_K
 from ..kernels import RBF
 from .fp_experiments import make_problem, run_methods, summarize, subsample
 from .prox_tables import gp_data, se_gp, LN2
@@ -207,51 +209,124 @@ def tangent_warm_starts(model, steps=None, log=print) -> list:
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #7f1ab7d7
 def _rbf_prior_derivatives(model):
-    """(D (p, n, n), D2 (p, p, n, n)): the first and second derivatives of a GP's prior covariance Σ = K + εs̄I in its RBF
-    kernel's log-parameters θ = (log s, log ℓ_1, …) (one ℓ, or one per input with ARD): with R_a the squared differences in
-    input a over ℓ_a² (their sum r² without ARD), ∂_sΣ = ∂²_ssΣ = Σ, ∂_aΣ = ∂²_saΣ = K∘R_a, ∂²_abΣ = K∘R_a∘R_b − 2δ_ab K∘R_a
-    (the jitter εs̄ moves with s only)."""
+    """(Σ (n, n), D [p × (n, n)], R [p − 1 × (n, n)]): a GP's prior covariance Σ = K + εs̄I, its first derivatives in its RBF
+    kernel's log-parameters θ = (log s, log ℓ_1, …) (one ℓ, or one per input with ARD), ∂_sΣ = Σ and ∂_aΣ = K∘R_a, and R_a,
+    the squared differences in input a over ℓ_a² (their sum r² without ARD; the jitter εs̄ moves with s only). The second
+    derivatives are Hadamard products of these, formed where they are used: ∂²_ssΣ = Σ, ∂²_saΣ = ∂_aΣ,
+    ∂²_abΣ = ∂_aΣ∘R_b − 2δ_ab∂_aΣ."""
     k, X, Sig = model.kernel, model.X, model.prior.matrix()
     if type(k) is not RBF: raise ValueError(f"the outer Newton step's Hessian needs an RBF kernel, got {type(k).__name__}")
-    K = Sig - model.prior.jitter * np.eye(model.n)
+    K = Sig.copy(); K[np.diag_indices_from(K)] -= model.prior.jitter
     ls = np.broadcast_to(np.asarray(k.lengthscale, dtype=float), (X.shape[1],))
     R = [((X[:, a, None] - X[None, :, a]) / ls[a]) ** 2 for a in range(X.shape[1])] if k.ard else [k.sqdist(X)]
-    D = [Sig] + [K * Ra for Ra in R]
-    p = len(D); D2 = np.empty((p, p) + Sig.shape)
-    D2[0, 0] = Sig
-    for a in range(1, p):
-        D2[0, a] = D2[a, 0] = D[a]
-        for b in range(a, p):
-            D2[a, b] = D[a] * R[b - 1]
-            if a == b: D2[a, b] -= 2.0 * D[a]
-            D2[b, a] = D2[a, b]
-    return np.array(D), D2
+    return Sig, [Sig] + [K * Ra for Ra in R], R
 
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #x2v0c3a1
+def _site_v(model, cov):
+    """V (n × n) of a GP's posterior in site form, from the factor its inner solve holds: for an n-space `SiteCov`,
+    V = S⁻¹(I − B⁻¹)S⁻¹ with B = I + SΣS, B⁻¹ = L_B⁻ᵀL_B⁻¹ (LAPACK `lauum` on L_B⁻ᵀ, n³/3 flops) and S = diag(√λ); on the
+    rows and columns of sites with λ_iΣ_ii < `SMALL_LAM_K`, where 1/√λ_i would amplify the rounding of B⁻¹, the same V as
+    S⁻¹B⁻¹SΣ (from B⁻¹SΣS = I − B⁻¹) and on their own block Σ − ΣSB⁻¹SΣ. A d-space `SiteCov`: its `dense()`."""
+    if not isinstance(cov, SiteCovN): V = cov.dense(); return 0.5 * (V + V.T)
+    U = dlauum(np.array(cov.LBi.T, order='F'), lower=0, overwrite_c=1)[0]   # the upper triangle of B⁻¹, zero below
+    V = U + U.T; V[np.diag_indices_from(V)] *= 0.5                          # B⁻¹
+    Sig, s = model.K_site(), cov.s
+    big = cov.lam * np.diag(Sig) >= SMALL_LAM_K
+    inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=big)
+    few = np.flatnonzero(~big)
+    if few.size: Y = V @ (s[:, None] * Sig[:, few])                         # B⁻¹SΣ on those columns
+    V *= inv_s[:, None]; V *= inv_s[None, :]; V *= -1.0; V[np.diag_indices_from(V)] += inv_s**2   # S⁻¹(I − B⁻¹)S⁻¹
+    if few.size:
+        Vf = inv_s[:, None] * Y                                             # S⁻¹B⁻¹SΣ on the other rows
+        Vf[few] = Sig[np.ix_(few, few)] - Sig[few] @ (s[:, None] * Y)
+        V[:, few] = Vf; V[few, :] = Vf.T
+    return V
+
+# %% ../../nbs/experiments/95_hyper_experiments.ipynb #x2g7e51d
+def _gmres_columns(mv, B, rtol: float, max_k: int):
+    """(X (n, p), k, res (p,)): GMRES from 0 for A x_c = b_c, each column b_c of B (n, p) in its own Krylov space, the p
+    products of an Arnoldi step taken as one product `mv` (n, p) ↦ (n, p) (the cost of one matrix-vector product for small
+    p); classical Gram-Schmidt done twice, Givens rotations per column. A column stops at the step its residual
+    ‖b_c − Ax_c‖ is ≤ rtol‖b_c‖ (or at a breakdown), all at `max_k` steps; k: the steps taken, res: the relative residuals."""
+    n, p = B.shape
+    beta = np.linalg.norm(B, axis=0)
+    Q = np.empty((max_k + 1, n, p)); Hh = np.zeros((p, max_k + 1, max_k)); cs, sn = np.zeros((p, max_k)), np.zeros((p, max_k))
+    e = np.zeros((p, max_k + 1)); e[:, 0] = beta; Q[0] = B / np.where(beta > 0, beta, 1.0)
+    kc = np.where(beta > 0, 0, -1)                                            # a column's steps once it has stopped; 0 running
+    k = 0
+    for j in range(max_k):
+        w = mv(Q[j]); k = j + 1
+        h = np.einsum('inp,np->pi', Q[:k], w); w -= np.einsum('inp,pi->np', Q[:k], h)
+        h2 = np.einsum('inp,np->pi', Q[:k], w); w -= np.einsum('inp,pi->np', Q[:k], h2); h += h2
+        hn = np.linalg.norm(w, axis=0)
+        for c in np.flatnonzero(kc == 0):
+            hc = h[c]
+            for i in range(j):                                                # the earlier rotations on the new column
+                hc[i], hc[i + 1] = cs[c, i] * hc[i] + sn[c, i] * hc[i + 1], -sn[c, i] * hc[i] + cs[c, i] * hc[i + 1]
+            rr = np.hypot(hc[j], hn[c])
+            cs[c, j], sn[c, j] = (1.0, 0.0) if rr == 0.0 else (hc[j] / rr, hn[c] / rr)
+            hc[j] = rr; Hh[c, :k, j] = hc
+            e[c, k] = -sn[c, j] * e[c, j]; e[c, j] *= cs[c, j]
+            if abs(e[c, k]) <= rtol * beta[c] or hn[c] == 0.0: kc[c] = k
+        if np.all(kc != 0): break
+        Q[k] = w / np.where(hn > 0, hn, 1.0)
+    kc[kc == 0] = k
+    X = np.zeros((n, p)); res = np.zeros(p)
+    for c in np.flatnonzero(kc > 0):
+        q = kc[c]
+        X[:, c] = np.linalg.solve(np.triu(Hh[c, :q, :q]), e[c, :q]) @ Q[:q, :, c]
+        res[c] = abs(e[c, q]) / beta[c]
+    return X, k, res
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #5506d7cd
-def optimal_vlb_hessian(model, m, cov, rtol: float = 1e-8):
+def optimal_vlb_hessian(model, m, cov, rtol: float = 1e-8, max_krylov: int = 200):
     """(H (p, p), ṁ (p, n), λ̇ (p, n)): the Hessian d²𝓛*/dθ² of the optimal VLB of a GP with an RBF kernel in its free
-    log-parameters θ, at a converged FPi optimum (m, λ) (`cov` the `SiteCov`), with the optimum's derivatives ż = (ṁ, λ̇) along
-    each θ_k (`optimum_tangent`): H_jk = ½rᵀ∂²_jkΣr + (∂_jΣr)ᵀṙ_k − ½⟨W, ∂²_jkΣ⟩ + ½tr(W∂_kΣW∂_jΣ) − ½Σ_i(λ̇_ki/λ_i²)(W∂_jΣW)_ii
-    with r = Σ⁻¹(m − μ), ṙ_k = Σ⁻¹(ṁ_k − ∂_kΣr), W = (Σ + Λ⁻¹)⁻¹ (`prior_residual`); symmetrised. λ > 0 (a log-concave
-    likelihood's optimum)."""
+    log-parameters θ, at a converged FPi optimum (m, λ) (`cov` its `SiteCov`), with the optimum's derivatives ż = (ṁ, λ̇) along
+    each θ_k (the tangent of `optimum_tangent`, all p at once): H_jk = ½rᵀ∂²_jkΣr + (∂_jΣr)ᵀṙ_k − ½⟨W, ∂²_jkΣ⟩ + ½tr(W∂_kΣW∂_jΣ)
+    − ½λ̇_kᵀ∂v_j with r = Σ⁻¹(m − μ), ṙ_k = Σ⁻¹(ṁ_k − ∂_kΣr), W = Λ − ΛVΛ, ∂v_j = diag(C∂_jΣCᵀ), C = I − VΛ; symmetrised.
+    One n × n product per lengthscale (C∂_aΣ; CΣ = V), none for the variance; V from the inner solve's factor (``_site_v``);
+    the p tangent systems [AP − I]λ̇_k = b_k by GMRES with shared products (``_gmres_columns``) to the relative residual `rtol`
+    in at most `max_krylov` steps (a RuntimeWarning past it). λ > 0 (a log-concave likelihood's optimum)."""
+    if not isinstance(model, GP) or model.H is not None or not model.sites.is_identity:
+        raise ValueError(f"optimal_vlb_hessian needs a GP (sites the identity), got a {type(model).__name__}")
+    if not isinstance(cov, SiteCov): raise ValueError(f"optimal_vlb_hessian needs V in site form (a SiteCov), got {type(cov).__name__}")
     lam = np.asarray(cov.lam, dtype=float)
     if not np.all(lam > 0): raise ValueError("optimal_vlb_hessian needs site precisions λ > 0 at the optimum")
-    D, D2 = _rbf_prior_derivatives(model)
-    dm, dl, T = optimum_tangent(model, m, cov, D, rtol=rtol, parts=True)
-    r = model.prior.solve(np.asarray(m, dtype=float) - model.mu)
-    W = prior_residual(model, cov)
-    A = lam[None, :, None] * T["CD"]                                   # W∂_kΣ = ΛC∂_kΣ (W = ΛC, C = I − VΛ)
-    Dr = D @ r                                                         # (p, n) ∂_kΣ r
-    wdw = lam**2 * T["dv"]                                             # diag(W∂_jΣW) = λ²∘diag(C∂_jΣCᵀ)
-    p = len(D); H = np.empty((p, p))
-    for k in range(p):
-        rdot = model.prior.solve(dm[k] - Dr[k]); u = dl[k] / lam**2
-        for j in range(p):
-            H[j, k] = (0.5 * r @ (D2[j, k] @ r) + Dr[j] @ rdot - 0.5 * np.vdot(W, D2[j, k]) + 0.5 * np.vdot(A[k], A[j].T)
-                       - 0.5 * u @ wdw[j])
-    return 0.5 * (H + H.T), dm, dl
-
+    Sig, D, R = _rbf_prior_derivatives(model)
+    n, p = model.n, len(D)
+    V = _site_v(model, cov)
+    VL, P = V * lam[None, :], V * V                                     # VΛ, V∘V
+    m = np.asarray(m, dtype=float); r = model.prior.solve(m - model.mu)
+    e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), np.diagonal(V) + model.c)
+    Dr = np.stack([Dk @ r for Dk in D], 1)                              # (n, p) ∂_kΣr
+    CDr = Dr - VL @ Dr                                                  # C∂_kΣr
+    CD = [V] + [Dk - VL @ Dk for Dk in D[1:]]                           # C∂_kΣ: CΣ = VΣ⁻¹Σ = V, no product
+    dv = np.stack([np.diagonal(V) - P @ lam] + [np.diagonal(X) - np.einsum('ij,ij->i', X, VL) for X in CD[1:]], 1)  # diag(C∂ΣCᵀ)
+    def amul(U): return 2.0 * (e_mv[:, None] * (V @ (e_mv[:, None] * U)) + e_vv[:, None] * U)   # A U, A = 2(E_mv V E_mv + E_vv)
+    dl, k, res = _gmres_columns(lambda Z: amul(P @ Z) - Z, amul(dv) + 2.0 * e_mv[:, None] * CDr, rtol, min(n, max_krylov))
+    if np.any(res > rtol):
+        warnings.warn(f"optimal_vlb_hessian: the tangent solves reached relative residuals {np.max(res):.1e} > rtol = {rtol:g} "
+                      f"in {k} GMRES steps (max_krylov = {max_krylov})", RuntimeWarning, stacklevel=2)
+    dm = V @ (e_mv[:, None] * (dv - P @ dl)) + CDr                     # ṁ = V(E_mv(∂v − Pλ̇)) + C∂Σr
+    rdot = model.prior.solve(dm - Dr)                                   # ṙ_k, (n, p)
+    LVL = VL * lam[:, None]                                             # ΛVΛ (W = Λ − ΛVΛ)
+    trWD = np.array([lam @ np.diagonal(X) for X in CD])                  # ⟨W, ∂_kΣ⟩ = tr(ΛC∂_kΣ)
+    T = np.empty((p, p)); T[0, 0] = lam @ (P @ lam)                     # tr(W∂_jΣW∂_kΣ) = tr(ΛC∂_jΣΛC∂_kΣ); ΛCΣ = ΛV
+    for a in range(1, p):
+        T[0, a] = T[a, 0] = np.vdot(LVL, CD[a])
+        La = CD[a] * lam[:, None] * lam[None, :]
+        for b in range(a, p): T[a, b] = T[b, a] = np.vdot(La, CD[b].T)
+    H = np.empty((p, p))
+    for j in range(p):
+        for k2 in range(j, p):
+            if j == 0: q, w = Dr[:, k2] @ r, trWD[k2]                    # ∂²_{s k}Σ = ∂_kΣ
+            else:                                                       # ∂_jΣ∘R_k − 2δ_jk∂_jΣ; ⟨W, ∂_jΣ∘R_k⟩ = −⟨ΛVΛ, ·⟩ (R_k's diagonal is 0)
+                DR = D[j] * R[k2 - 1]
+                q, w = r @ (DR @ r), -np.vdot(LVL, DR)
+                if j == k2: q, w = q - 2.0 * Dr[:, j] @ r, w - 2.0 * trWD[j]
+            H[j, k2] = H[k2, j] = (0.5 * q - 0.5 * w + 0.5 * (Dr[:, j] @ rdot[:, k2] + Dr[:, k2] @ rdot[:, j]) + 0.5 * T[j, k2]
+                                   - 0.25 * (dl[:, k2] @ dv[:, j] + dl[:, j] @ dv[:, k2]))
+    return H, dm.T, dl.T
 
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #acc5fc62
 def outer_newton(model, bound: float = 24.0, tol: float = 1e-5, max_iter: int = 50, max_step: float = 3.0, log=None) -> dict:
