@@ -123,6 +123,7 @@ class Stationary(Kernel):
     "Base of `k(x, x') = variance * g(r)`, `r**2 = sum_j (x_j - x'_j)**2 / lengthscale_j**2`; a subclass gives g and w(r) = -g'(r)/r."
     _names = ("variance", "lengthscale")
     _exact_dist = False          # True: sum squared differences per dimension (kernels not smooth in r**2)
+    _KEEP_R2 = 2**22             # K(X) of such a kernel keeps r² (at most this many entries, 32 MB) for the next dK(X)
 
     def __init__(self, variance: float = 1.0, lengthscale=1.0):
         name = type(self).__name__
@@ -161,14 +162,33 @@ class Stationary(Kernel):
 
     def _r2(self, A, B, same):
         if not self._exact_dist: return self._sqdist(A, B, same)
-        ls = np.broadcast_to(self._values["lengthscale"], A.shape[1]); D = np.zeros((A.shape[0], B.shape[0]))
-        for j in range(A.shape[1]): D += ((A[:, j, None] - B[None, :, j]) / ls[j]) ** 2
+        ls = np.broadcast_to(self._values["lengthscale"], A.shape[1]); D = np.zeros((A.shape[0], B.shape[0])); T = np.empty_like(D)
+        for j in range(A.shape[1]):                           # D += ((a_j − b_j)/ℓ_j)², the same operations in one scratch array
+            np.subtract(A[:, j, None], B[None, :, j], out=T); T /= ls[j]; np.square(T, out=T); D += T
         return D
+
+    def _keep_r2(self, A, r2):
+        "Hold r² of K(A, A) for the next `dK` (one entry, with a copy of A to recognise its inputs)."
+        object.__setattr__(self, "_kept_r2", (A.copy(), r2))
+
+    def _taken_r2(self, A):
+        "The r² kept by K(A, A) when A equals those inputs, else None; the entry is released either way (used once)."
+        kept = self.__dict__.get("_kept_r2")
+        if kept is None: return None
+        object.__setattr__(self, "_kept_r2", None)
+        return kept[1] if kept[0].shape == A.shape and np.array_equal(kept[0], A) else None
+
+    def __getstate__(self):
+        "The kernel without a kept r² (a copy or a pickle carries the parameters only)."
+        return {k: v for k, v in self.__dict__.items() if k != "_kept_r2"}
 
     def _K(self, A, B, same):
         r2 = self._r2(A, B, same)
         if type(self)._g.__module__ != __name__: return self.variance * self._g(r2)   # a `_g(r²)` written elsewhere
-        g = self._g(r2, out=True); g *= self.variance                         # g written over the fresh r² array
+        if same and self._exact_dist and r2.size <= self._KEEP_R2:          # r² kept for dK, g into a new array
+            self._keep_r2(A, r2); g = self._g(r2, out=np.empty_like(r2))
+        else: g = self._g(r2, out=True)                                     # g written over the fresh r² array
+        g *= self.variance
         return g
     def _Kdiag(self, A): return np.full(A.shape[0], self.variance)
 
@@ -180,7 +200,8 @@ class Stationary(Kernel):
 
     def _dK(self, A, K=None):
         """[K, σ²w∘r²] (or σ²w∘Δ_j²/ℓ_j² per input) written into one (P, n, n) array: the distances once (per input, summed
-        to r², for an ARD Matérn), g and w from one exponential, K taken from `K` when given (its diagonal set to σ²)."""
+        to r², for an ARD Matérn; for a Matérn, r² kept by a K(A) just before, `_taken_r2`), g and w from one exponential, K taken
+        from `K` when given (its diagonal set to σ²)."""
         n, d = A.shape; s = self.variance
         out = np.empty((1 + (d if self.ard else 1), n, n))
         if self.ard:                                      # (Δ_j/ℓ_j)² into the slices where they are weighted by σ²w
@@ -188,10 +209,14 @@ class Stationary(Kernel):
             for j in range(d):
                 D = out[1 + j]; np.subtract(A[:, j, None], A[None, :, j], out=D); D /= ls[j]; np.square(D, out=D)
             if self._exact_dist:
-                r2 = np.zeros((n, n))
-                for j in range(d): r2 += out[1 + j]
+                r2 = self._taken_r2(A)                    # the sum of these slices, kept by K(A) in the same order
+                if r2 is None:
+                    r2 = np.zeros((n, n))
+                    for j in range(d): r2 += out[1 + j]
             else: r2 = self._sqdist(A, A, True)
-        else: r2 = self._r2(A, A, True)
+        else:
+            r2 = self._taken_r2(A) if self._exact_dist else None   # the distances of K(A), when it came just before
+            if r2 is None: r2 = self._r2(A, A, True)
         with np.errstate(divide="ignore", invalid="ignore"):
             if K is None or not self._w_is_g: g, w = self._gw(r2, out[0])    # g into the slice of K
             if K is None: out[0] *= s

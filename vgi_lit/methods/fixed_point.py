@@ -795,7 +795,8 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     max_iter: budget of outer iterations (`Stop.MAX_ITER`; the result's `n_iter` counts them, `info['n_steps']` the recorded steps); max_seconds: time budget (`Stop.MAX_SECONDS`).
     callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
     tol_rel: relative VLB change that ends an inner loop, and the run (`Stop.REL_TOL`) over an outer iteration.
-    max_newton, max_fp: caps of the Newton loop on m and of the T loop on V per outer iteration.
+    max_newton, max_fp: caps of the Newton loop on m and of the T loop on V per outer iteration; the Newton loop also ends
+        after a step that moved m by at most `ROUND_ULPS` units in its last place (``_newton_floor``, record `newton_floor`).
     clip, line_search, polish: as for `fpi`; after the first T step the T loop takes the damped step on λ alone
         (m fixed; ρ halved while V is not positive definite or the VLB falls), the Newton metric on m keeps γ₊;
         `line_search=False` iterates the plain T (which can cycle, Sheth & Khardon 2016, Theorem 1)."""
@@ -842,10 +843,12 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
             m_new, tau, vlb_new = newton_mean_step(model, m, g, vlb, cov_H, at, line_search=line_search)
             if tau != 1.0: ev.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g}"))
             done = tol_rel > 0 and abs(vlb_new - vlb) <= tol_rel * abs(vlb_new)
+            at_floor = _newton_floor(model, m, m_new)                    # a step within ROUND_ULPS units in the last place of m
             new = vlb_grad(model, m_new, at, gram=True)                  # with the next Newton metric's Gram sum (fused pass)
             gV, exact = _grad_V_inf(model, cov, new[2], decide=(float(np.max(np.abs(new[1]))), tol))
-            sc.update(n_newton=sc['n_newton'] + 1, phase="fp" if (tau == 0.0 or done) else "newton")
-            return _fp_step(_FPState(m_new, None, cov, at, *new, sc), gV, "newton_m", ev, outer=sc['outer'], grad_V_exact=exact)
+            sc.update(n_newton=sc['n_newton'] + 1, phase="fp" if (tau == 0.0 or done or at_floor) else "newton")
+            return _fp_step(_FPState(m_new, None, cov, at, *new, sc), gV, "newton_m", ev, outer=sc['outer'], grad_V_exact=exact,
+                            newton_floor=at_floor)
         sc['phase'] = "fp"
         # (ii) T iterated at fixed m
         if line_search and isinstance(cov, _SITE_FORMS):                  # damped step on λ at fixed m (after the first T)
@@ -895,6 +898,14 @@ def _floor_stop(model, cur, prev, tol: float):
     if cur.state.sched['floor_run'] < FLOOR_STATES: return None
     return Stop.STALLED, _floor_message(cur, fl, tol, "", "FPb's steps reach no smaller gradient in float64 (FPi's plain steps, which carry Σ⁻¹(m − μ), may)")
 
+
+# %% ../../nbs/methods/11b_fpb.ipynb #58e51742
+def _newton_floor(model, m, m_new) -> bool:
+    """True when the Newton step on m at fixed V moved m by at most `ROUND_ULPS` units in its last place,
+    ‖m_new − m‖∞ ≤ k·ε(‖m‖∞ + ‖μ‖∞) (the unit of `_mean_floor`; 'The Newton loop on m at the floor'): the step, and every step
+    after it at the same V, changes the mean gradient by rounding only, so FPb's Newton loop on m ends there."""
+    u = _EPS * (float(np.abs(m).max()) + float(np.max(np.abs(model.mu))))   # one unit in the last place of m (and μ)
+    return float(np.abs(m_new - m).max()) <= ROUND_ULPS * u
 
 # %% ../../nbs/methods/11b_fpb.ipynb #f31a8c3f
 register_method("fpi")(fpi)
