@@ -4,7 +4,7 @@
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #cf581996
 from __future__ import annotations
-import sys, time, argparse
+import sys, gc, time, argparse
 from contextlib import contextmanager
 import numpy as np
 from scipy.linalg.lapack import dpotrf
@@ -223,53 +223,75 @@ FLOOR_VARIANTS = {"FPi": {}, "no-mean": dict(mean_steps=0), "plain": dict(newton
                   "Anderson": dict(newton=False, anderson=5, mean_steps=0)}
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #ef2d67ef
-def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 3) -> dict:
+def _cpu_median(f, repeats: int) -> float:
+    "Median CPU seconds (`time.process_time`) of `repeats` calls of `f()`."
+    ts = []
+    for _ in range(repeats):
+        p0 = time.process_time(); f(); ts.append(time.process_time() - p0)
+    return float(np.median(ts))
+
+def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> dict:
     """Cost of each FPi variant (`FLOOR_VARIANTS`: the default, with mean steps and the step rule; the step rule without
-    mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative: CPU seconds
-    (`time.process_time`, read by the callback at each record) from the call to the first record within `rtol` of VLB*
-    (a tight default run, tol 1e-9), the median of `repeats` runs per variant (the variants interleaved), as Cholesky
-    factorisations of order n (the CPU seconds of the faster bare Cholesky route, `cholesky_cpu_seconds`, in the same
-    run), the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and the final gap of the
-    run (default options)."""
+    mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative, `repeats` runs per variant
+    (the variants interleaved). A run's cost is its CPU seconds (`time.process_time`, read by the callback at each record)
+    from the call to the first record within `rtol` of VLB* (a tight default run, tol 1e-9), divided by the unit measured
+    beside it: the mean of the two reference timings that bracket the run, each the median CPU seconds of several bare
+    Cholesky factorisations of order n by the faster route of `CHOLESKY_ROUTES` (chosen once by `cholesky_cpu_seconds`;
+    about 0.1 s of them, at least 3). Per variant: the median of those ratios and their smallest and largest, the median
+    CPU seconds, the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and the final gap of the
+    run (default options). `t_chol` is the median of the reference timings, `t_chol_range` their smallest and largest."""
     variants = FLOOR_VARIANTS if variants is None else variants
     if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500)
+    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500).vlb
+    first = cholesky_cpu_seconds(model.n, repeats=max(3, min(50, 4 * 10**8 // model.n**3 + 3)))
+    route = min(first, key=first.get); chol, A = CHOLESKY_ROUTES[route], _spd(model.n)
+    k_ref = int(max(3, min(21, 0.1 / max(first[route], 1e-9))))           # about 0.1 s of reference per timing
+    unit = lambda: _cpu_median(lambda: chol(A), k_ref)
+    gc.collect(); units = [unit()]                                        # reference, run, reference, run, …, reference
     runs = {name: [] for name in variants}
     for _ in range(int(repeats)):
         for name, opts in variants.items():
             at_record, cpu = [], []
+            gc.collect()                                                  # every run starts from the same collected heap
             with count_factorisations() as counts:
                 t0 = time.process_time()
                 post = fit(model, method="fpi", callback=lambda rec: (at_record.append(counts['cholesky']),
                                                                         cpu.append(time.process_time() - t0)) and False, **opts)
-            runs[name].append((post, at_record, cpu))
-    vlb_opt = max([ref.vlb] + [p.vlb for rs in runs.values() for p, _, _ in rs if np.isfinite(p.vlb)])
-    t_chol = min(cholesky_cpu_seconds(model.n, repeats=max(5, min(50, 4 * 10**8 // model.n**3 + 5))).values())
+            keep = (post.history, post.n_iter, post.stop.value) if not runs[name] else None   # the counts do not depend on the run
+            runs[name].append((keep, post.vlb, at_record, cpu)); del post  # the factors are freed before the next timing
+            gc.collect(); units.append(unit())
+            runs[name][-1] += (0.5 * (units[-2] + units[-1]),)            # the run's unit: the two timings beside it
+    vlb_opt = max([ref] + [v for rs in runs.values() for _, v, _, _, _ in rs if np.isfinite(v)])
     rows = {}
     for name, rs in runs.items():
-        post, at_record, _ = rs[0]                                         # the counts do not depend on the run
-        t, k, rec = time_to(post.history, vlb_opt, rtol)
+        (hist, n_iter, stop), vlb, at_record, _, _ = rs[0]
+        t, k, rec = time_to(hist, vlb_opt, rtol)
         reached = rec is not None
-        sec = float(np.median([cpu[k] for _, _, cpu in rs])) if reached else np.nan
-        rows[name] = dict(iterations=k if reached else None, seconds=sec, chol_eq=sec / t_chol if reached else np.nan,
+        ratios = [cpu[k] / u for _, _, _, cpu, u in rs] if reached else [np.nan]
+        rows[name] = dict(iterations=k if reached else None, seconds=float(np.median([cpu[k] for _, _, _, cpu, _ in rs])) if reached else np.nan,
+                          chol_eq=float(np.median(ratios)), chol_eq_range=(float(np.min(ratios)), float(np.max(ratios))),
                           n_potrf=(at_record[k] if k < len(at_record) else np.nan) if reached else np.nan,
-                          newton=sum(1 for r in post.history[:k if reached else None] if r.get("newton")),
-                          mean=sum(r.get("mean_steps", 0) or 0 for r in post.history[:k + 1 if reached else None]),
-                          final_gap=(vlb_opt - post.vlb) / abs(vlb_opt), run_iterations=post.n_iter, stop=post.stop.value)
-    return dict(n=model.n, vlb_opt=vlb_opt, t_chol=t_chol, rtol=rtol, repeats=int(repeats), rows=rows)
+                          newton=sum(1 for r in hist[:k if reached else None] if r.get("newton")),
+                          mean=sum(r.get("mean_steps", 0) or 0 for r in hist[:k + 1 if reached else None]),
+                          final_gap=(vlb_opt - vlb) / abs(vlb_opt), run_iterations=n_iter, stop=stop)
+    return dict(n=model.n, vlb_opt=vlb_opt, t_chol=float(np.median(units)), t_chol_range=(float(min(units)), float(max(units))),
+                chol_route=route, chol_timings=len(units), chol_calls=k_ref, rtol=rtol, repeats=int(repeats), rows=rows)
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #2b4f0f5e
 def format_floor(name, res) -> str:
-    "One block of the floor table."
-    lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']}: {res['t_chol'] * 1e3:.1f} ms CPU; "
+    "One block of the floor table: per variant the median Cholesky-equivalents and their range over the runs."
+    lo, hi = res['t_chol_range']
+    lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']} ({res['chol_route']}): "
+             f"{res['t_chol'] * 1e3:.3g} ms CPU (median of {res['chol_timings']} timings between the runs, {lo * 1e3:.3g} to {hi * 1e3:.3g}); "
              f"to {res['rtol']:g} relative of VLB*, CPU, median of {res['repeats']} runs:",
-             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'mean':>4s} {'potrf':>5s} {'Cholesky-eq':>11s} {'CPU s':>8s} {'final gap':>9s}  stop"]
+             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'mean':>4s} {'potrf':>5s} {'Cholesky-eq':>11s} {'(range)':>11s} {'CPU s':>8s} {'final gap':>9s}  stop"]
     for v, r in res['rows'].items():
         it = "-" if r['iterations'] is None else str(r['iterations'])
         nc = "-" if not np.isfinite(r['n_potrf']) else str(int(r['n_potrf']))
         ce = "-" if not np.isfinite(r['chol_eq']) else f"{r['chol_eq']:.1f}"
+        rg = "-" if not np.isfinite(r['chol_eq']) else f"{r['chol_eq_range'][0]:.1f}-{r['chol_eq_range'][1]:.1f}"
         sec = "-" if not np.isfinite(r['seconds']) else f"{r['seconds']:.3f}"
-        lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {r['mean']:4d} {nc:>5s} {ce:>11s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
+        lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {r['mean']:4d} {nc:>5s} {ce:>11s} {rg:>11s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
     return "\n".join(lines)
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #4a815839
@@ -332,7 +354,7 @@ def run(argv=None) -> int:
                    help=f"only the floor table (Cholesky factorisations to 1e-6 of the dense GP fit) on NAME (no NAME: {' '.join(FLOOR)})")
     p.add_argument("--mean-steps", nargs="*", default=None, metavar="NAME",
                    help=f"only the small-GP table: the default against mean_steps=0 on NAME (no NAME: {' '.join(MEAN_PROBLEMS)})")
-    p.add_argument("--repeats", type=int, default=None, help="runs per variant of the floor (default 3) and mean-step (7) tables")
+    p.add_argument("--repeats", type=int, default=None, help="runs per variant of the floor (default 5) and mean-step (7) tables")
     a = p.parse_args(argv)
     import os
     print(f"vgi_lit fixed-point benchmark, numpy {np.__version__}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
@@ -350,5 +372,5 @@ def run(argv=None) -> int:
             print(format_result(bench_problem(name, a.data_dir, a.time_limit, grad_max_iter=a.grad_max_iter)), flush=True)
     if a.floor is not None or a.problems is None:                       # the default run ends with the floor table
         for name in (a.floor or FLOOR):
-            print(format_floor(name, bench_floor(floor_problem(name, a.data_dir)[0], repeats=a.repeats or 3)), flush=True)
+            print(format_floor(name, bench_floor(floor_problem(name, a.data_dir)[0], repeats=a.repeats or 5)), flush=True)
     return 0
