@@ -236,15 +236,16 @@ def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> d
     (the variants interleaved). A run's cost is its CPU seconds (`time.process_time`, read by the callback at each record)
     from the call to the first record within `rtol` of VLB* (a tight default run, tol 1e-9), divided by the unit measured
     beside it: the mean of the two reference timings that bracket the run, each the median CPU seconds of several bare
-    Cholesky factorisations of order n by the faster route of `CHOLESKY_ROUTES` (chosen once by `cholesky_cpu_seconds`;
-    about 0.1 s of them, at least 3). Per variant: the median of those ratios and their smallest and largest, the median
-    CPU seconds, the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and the final gap of the
+    Cholesky factorisations of order n (about 0.1 s of them, at least 3) by the faster route of `CHOLESKY_ROUTES` (chosen
+    once by `cholesky_cpu_seconds`) on a Fortran-ordered SPD matrix, LAPACK's own layout (the route's copy of its input is
+    then a plain copy, not a transposition; the fit factorises in place). Per variant: the median of those ratios and their smallest and largest, the median
+    CPU seconds, each run's (CPU seconds, unit) in `runs`, the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and the final gap of the
     run (default options). `t_chol` is the median of the reference timings, `t_chol_range` their smallest and largest."""
     variants = FLOOR_VARIANTS if variants is None else variants
     if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500).vlb
     first = cholesky_cpu_seconds(model.n, repeats=max(3, min(50, 4 * 10**8 // model.n**3 + 3)))
-    route = min(first, key=first.get); chol, A = CHOLESKY_ROUTES[route], _spd(model.n)
+    route = min(first, key=first.get); chol, A = CHOLESKY_ROUTES[route], np.asfortranarray(_spd(model.n))
     k_ref = int(max(3, min(21, 0.1 / max(first[route], 1e-9))))           # about 0.1 s of reference per timing
     unit = lambda: _cpu_median(lambda: chol(A), k_ref)
     gc.collect(); units = [unit()]                                        # reference, run, reference, run, …, reference
@@ -270,6 +271,7 @@ def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> d
         ratios = [cpu[k] / u for _, _, _, cpu, u in rs] if reached else [np.nan]
         rows[name] = dict(iterations=k if reached else None, seconds=float(np.median([cpu[k] for _, _, _, cpu, _ in rs])) if reached else np.nan,
                           chol_eq=float(np.median(ratios)), chol_eq_range=(float(np.min(ratios)), float(np.max(ratios))),
+                          runs=tuple((cpu[k], u) for _, _, _, cpu, u in rs) if reached else (),
                           n_potrf=(at_record[k] if k < len(at_record) else np.nan) if reached else np.nan,
                           newton=sum(1 for r in hist[:k if reached else None] if r.get("newton")),
                           mean=sum(r.get("mean_steps", 0) or 0 for r in hist[:k + 1 if reached else None]),
