@@ -5,6 +5,8 @@
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #cf581996
 from __future__ import annotations
 import sys, gc, time, argparse
+try: import resource                                  # POSIX only: the system part of the CPU time
+except ImportError: resource = None
 from contextlib import contextmanager
 import numpy as np
 from scipy.linalg.lapack import dpotrf
@@ -230,6 +232,10 @@ def _cpu_median(f, repeats: int) -> float:
         p0 = time.process_time(); f(); ts.append(time.process_time() - p0)
     return float(np.median(ts))
 
+def _sys_seconds() -> float:
+    "System CPU seconds of this process so far (`resource.getrusage`; 0 where the module is missing)."
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime if resource is not None else 0.0
+
 def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> dict:
     """Cost of each FPi variant (`FLOOR_VARIANTS`: the default, with mean steps and the step rule; the step rule without
     mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative, `repeats` runs per variant
@@ -239,7 +245,8 @@ def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> d
     Cholesky factorisations of order n (about 0.1 s of them, at least 3) by the faster route of `CHOLESKY_ROUTES` (chosen
     once by `cholesky_cpu_seconds`) on a Fortran-ordered SPD matrix, LAPACK's own layout (the route's copy of its input is
     then a plain copy, not a transposition; the fit factorises in place). Per variant: the median of those ratios and their smallest and largest, the median
-    CPU seconds, each run's (CPU seconds, unit) in `runs`, the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and the final gap of the
+    CPU seconds, the median of the system part of the ratios (`sys_eq`: the kernel's share of the CPU time, page faults of
+    fresh memory above all, which the load of other jobs on the machine moves), each run's (CPU seconds, unit) in `runs`, the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and the final gap of the
     run (default options). `t_chol` is the median of the reference timings, `t_chol_range` their smallest and largest."""
     variants = FLOOR_VARIANTS if variants is None else variants
     if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
@@ -252,14 +259,14 @@ def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> d
     runs = {name: [] for name in variants}
     for _ in range(int(repeats)):
         for name, opts in variants.items():
-            at_record, cpu = [], []
+            at_record, cpu, sys_ = [], [], []
             gc.collect()                                                  # every run starts from the same collected heap
             with count_factorisations() as counts:
-                t0 = time.process_time()
-                post = fit(model, method="fpi", callback=lambda rec: (at_record.append(counts['cholesky']),
-                                                                        cpu.append(time.process_time() - t0)) and False, **opts)
+                s0 = _sys_seconds(); t0 = time.process_time()
+                post = fit(model, method="fpi", callback=lambda rec: (at_record.append(counts['cholesky']), cpu.append(time.process_time() - t0),
+                                                                        sys_.append(_sys_seconds() - s0)) and False, **opts)
             keep = (post.history, post.n_iter, post.stop.value) if not runs[name] else None   # the counts do not depend on the run
-            runs[name].append((keep, post.vlb, at_record, cpu)); del post  # the factors are freed before the next timing
+            runs[name].append((keep, post.vlb, at_record, (cpu, sys_))); del post   # the factors are freed before the next timing
             gc.collect(); units.append(unit())
             runs[name][-1] += (0.5 * (units[-2] + units[-1]),)            # the run's unit: the two timings beside it
     vlb_opt = max([ref] + [v for rs in runs.values() for _, v, _, _, _ in rs if np.isfinite(v)])
@@ -268,10 +275,11 @@ def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> d
         (hist, n_iter, stop), vlb, at_record, _, _ = rs[0]
         t, k, rec = time_to(hist, vlb_opt, rtol)
         reached = rec is not None
-        ratios = [cpu[k] / u for _, _, _, cpu, u in rs] if reached else [np.nan]
-        rows[name] = dict(iterations=k if reached else None, seconds=float(np.median([cpu[k] for _, _, _, cpu, _ in rs])) if reached else np.nan,
+        ratios = [cpu[k] / u for _, _, _, (cpu, _), u in rs] if reached else [np.nan]
+        rows[name] = dict(iterations=k if reached else None, seconds=float(np.median([cpu[k] for _, _, _, (cpu, _), _ in rs])) if reached else np.nan,
                           chol_eq=float(np.median(ratios)), chol_eq_range=(float(np.min(ratios)), float(np.max(ratios))),
-                          runs=tuple((cpu[k], u) for _, _, _, cpu, u in rs) if reached else (),
+                          sys_eq=float(np.median([sy[k] / u for _, _, _, (_, sy), u in rs])) if reached else np.nan,
+                          runs=tuple((cpu[k], u) for _, _, _, (cpu, _), u in rs) if reached else (),
                           n_potrf=(at_record[k] if k < len(at_record) else np.nan) if reached else np.nan,
                           newton=sum(1 for r in hist[:k if reached else None] if r.get("newton")),
                           mean=sum(r.get("mean_steps", 0) or 0 for r in hist[:k + 1 if reached else None]),
@@ -281,19 +289,20 @@ def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> d
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #2b4f0f5e
 def format_floor(name, res) -> str:
-    "One block of the floor table: per variant the median Cholesky-equivalents and their range over the runs."
+    "One block of the floor table: per variant the median Cholesky-equivalents, their range over the runs and their system part."
     lo, hi = res['t_chol_range']
     lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']} ({res['chol_route']}): "
              f"{res['t_chol'] * 1e3:.3g} ms CPU (median of {res['chol_timings']} timings between the runs, {lo * 1e3:.3g} to {hi * 1e3:.3g}); "
              f"to {res['rtol']:g} relative of VLB*, CPU, median of {res['repeats']} runs:",
-             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'mean':>4s} {'potrf':>5s} {'Cholesky-eq':>11s} {'(range)':>11s} {'CPU s':>8s} {'final gap':>9s}  stop"]
+             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'mean':>4s} {'potrf':>5s} {'Cholesky-eq':>11s} {'(range)':>11s} {'sys':>5s} {'CPU s':>8s} {'final gap':>9s}  stop"]
     for v, r in res['rows'].items():
         it = "-" if r['iterations'] is None else str(r['iterations'])
         nc = "-" if not np.isfinite(r['n_potrf']) else str(int(r['n_potrf']))
         ce = "-" if not np.isfinite(r['chol_eq']) else f"{r['chol_eq']:.1f}"
         rg = "-" if not np.isfinite(r['chol_eq']) else f"{r['chol_eq_range'][0]:.1f}-{r['chol_eq_range'][1]:.1f}"
         sec = "-" if not np.isfinite(r['seconds']) else f"{r['seconds']:.3f}"
-        lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {r['mean']:4d} {nc:>5s} {ce:>11s} {rg:>11s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
+        sy = "-" if not np.isfinite(r['sys_eq']) else f"{r['sys_eq']:.1f}"
+        lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {r['mean']:4d} {nc:>5s} {ce:>11s} {rg:>11s} {sy:>5s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
     return "\n".join(lines)
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #4a815839
