@@ -236,25 +236,31 @@ def _sys_seconds() -> float:
     "System CPU seconds of this process so far (`resource.getrusage`; 0 where the module is missing)."
     return resource.getrusage(resource.RUSAGE_SELF).ru_stime if resource is not None else 0.0
 
+def _cholesky_unit(n: int):
+    """(route, calls, unit) for order n: the faster bare Cholesky route of `CHOLESKY_ROUTES` (chosen once by
+    `cholesky_cpu_seconds`) and `unit()`, the median CPU seconds of `calls` calls of it (about 0.1 s of them, at least 3)
+    on a Fortran-ordered SPD matrix, LAPACK's own layout: the route's copy of its input is then a plain copy, not a
+    transposition (the fits factorise their matrices in place)."""
+    first = cholesky_cpu_seconds(n, repeats=max(3, min(50, 4 * 10**8 // n**3 + 3)))
+    route = min(first, key=first.get); chol, A = CHOLESKY_ROUTES[route], np.asfortranarray(_spd(n))
+    calls = int(max(3, min(21, 0.1 / max(first[route], 1e-9))))
+    return route, calls, lambda: _cpu_median(lambda: chol(A), calls)
+
 def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> dict:
     """Cost of each FPi variant (`FLOOR_VARIANTS`: the default, with mean steps and the step rule; the step rule without
     mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative, `repeats` runs per variant
     (the variants interleaved). A run's cost is its CPU seconds (`time.process_time`, read by the callback at each record)
     from the call to the first record within `rtol` of VLB* (a tight default run, tol 1e-9), divided by the unit measured
-    beside it: the mean of the two reference timings that bracket the run, each the median CPU seconds of several bare
-    Cholesky factorisations of order n (about 0.1 s of them, at least 3) by the faster route of `CHOLESKY_ROUTES` (chosen
-    once by `cholesky_cpu_seconds`) on a Fortran-ordered SPD matrix, LAPACK's own layout (the route's copy of its input is
-    then a plain copy, not a transposition; the fit factorises in place). Per variant: the median of those ratios and their smallest and largest, the median
-    CPU seconds, the median of the system part of the ratios (`sys_eq`: the kernel's share of the CPU time, page faults of
-    fresh memory above all, which the load of other jobs on the machine moves), each run's (CPU seconds, unit) in `runs`, the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and the final gap of the
-    run (default options). `t_chol` is the median of the reference timings, `t_chol_range` their smallest and largest."""
+    beside it: the mean of the two reference timings of `_cholesky_unit` that bracket the run. Per variant: the median of
+    those ratios and their smallest and largest, the median CPU seconds, the median of the system part of the ratios
+    (`sys_eq`: the kernel's share of the CPU time, page faults of fresh memory above all, which the load of other jobs on
+    the machine moves), each run's (CPU seconds, unit) in `runs`, the LAPACK `potrf` calls until then, the iterations,
+    Newton steps and mean steps, and the final gap of the run (default options). `t_chol` is the median of the reference
+    timings, `t_chol_range` their smallest and largest, `chol_route` the route timed and `chol_calls` the calls per timing."""
     variants = FLOOR_VARIANTS if variants is None else variants
     if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500).vlb
-    first = cholesky_cpu_seconds(model.n, repeats=max(3, min(50, 4 * 10**8 // model.n**3 + 3)))
-    route = min(first, key=first.get); chol, A = CHOLESKY_ROUTES[route], np.asfortranarray(_spd(model.n))
-    k_ref = int(max(3, min(21, 0.1 / max(first[route], 1e-9))))           # about 0.1 s of reference per timing
-    unit = lambda: _cpu_median(lambda: chol(A), k_ref)
+    route, k_ref, unit = _cholesky_unit(model.n)
     gc.collect(); units = [unit()]                                        # reference, run, reference, run, …, reference
     runs = {name: [] for name in variants}
     for _ in range(int(repeats)):
@@ -312,31 +318,35 @@ MEAN_PROBLEMS = ("gp-logistic-ionosphere200", "gp-logistic-ionosphere280", "gp-l
 def bench_mean_steps(model, repeats: int = 7, rtol: float = 1e-6) -> dict:
     """The default FPi (mean steps by the cost rule) against `mean_steps=0` on `model`: per variant the median over
     `repeats` interleaved runs of the CPU seconds (`time.process_time`) of the whole run and to the first record within
-    `rtol` of VLB* (a tight run, tol 1e-9), the latter also in Cholesky factorisations of order n (`cholesky_cpu_seconds`),
-    with the iterations, the mean steps, those of the first factor, and the final gap (every run must end within 10⁻¹⁰ of
-    VLB*: a ValueError otherwise)."""
+    `rtol` of VLB* (a tight run, tol 1e-9), the latter also in Cholesky factorisations of order n (each run over the mean of
+    the two reference timings of `_cholesky_unit` on either side of it, as in `bench_floor`), with the iterations, the mean
+    steps, those of the first factor, and the final gap (every run must end within 10⁻¹⁰ of VLB*: a ValueError otherwise)."""
     if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500)
+    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500).vlb
     variants = {"mean steps": {}, "none": dict(mean_steps=0)}
-    out = {v: dict(run=[], to=[]) for v in variants}
+    out = {v: dict(run=[], to=[], to_eq=[]) for v in variants}
+    _, _, unit = _cholesky_unit(model.n)
+    gc.collect(); units = [unit()]                                        # reference, run, reference, run, …, reference
     for _ in range(int(repeats)):
         for v, opts in variants.items():
+            gc.collect()
             cpu = []; t0 = time.process_time()
             post = fit(model, method="fpi", callback=lambda rec: cpu.append(time.process_time() - t0) and False, **opts)
             out[v]['run'].append(time.process_time() - t0)
-            _, k, rec = time_to(post.history, ref.vlb, rtol)
-            gap = (ref.vlb - post.vlb) / abs(ref.vlb)
+            _, k, rec = time_to(post.history, ref, rtol)
+            gap = (ref - post.vlb) / abs(ref)
             if rec is None or abs(gap) > 1e-10: raise ValueError(f"variant {v!r} ended {gap:.1e} from VLB* (tight run)")
-            out[v].update(k=k, post=post, gap=gap); out[v]['to'].append(cpu[k])
-    t_chol = min(cholesky_cpu_seconds(model.n, repeats=max(5, min(50, 4 * 10**8 // model.n**3 + 5))).values())
+            out[v].update(k=k, history=post.history, n_iter=post.n_iter, gap=gap); out[v]['to'].append(cpu[k]); del post
+            gc.collect(); units.append(unit())
+            out[v]['to_eq'].append(cpu[k] / (0.5 * (units[-2] + units[-1])))
     rows = {}
     for v, o in out.items():
-        h = o['post'].history
+        h = o['history']
         rows[v] = dict(run_seconds=float(np.median(o['run'])), to_seconds=float(np.median(o['to'])),
-                       to_chol_eq=float(np.median(o['to'])) / t_chol, iterations=o['post'].n_iter, to_iterations=o['k'],
+                       to_chol_eq=float(np.median(o['to_eq'])), iterations=o['n_iter'], to_iterations=o['k'],
                        mean=sum(r.get("mean_steps", 0) or 0 for r in h), first=(h[1].get("mean_steps", 0) or 0) if len(h) > 1 else 0,
                        final_gap=o['gap'])
-    return dict(n=model.n, t_chol=t_chol, repeats=int(repeats), rows=rows)
+    return dict(n=model.n, t_chol=float(np.median(units)), repeats=int(repeats), rows=rows)
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #5d0e48d1
 def format_mean_steps(name, res) -> str:
