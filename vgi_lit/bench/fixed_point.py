@@ -4,7 +4,9 @@
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #cf581996
 from __future__ import annotations
-import sys, time, argparse
+import sys, gc, time, argparse
+try: import resource                                  # POSIX only: the system part of the CPU time
+except ImportError: resource = None
 from contextlib import contextmanager
 import numpy as np
 from scipy.linalg.lapack import dpotrf
@@ -223,53 +225,90 @@ FLOOR_VARIANTS = {"FPi": {}, "no-mean": dict(mean_steps=0), "plain": dict(newton
                   "Anderson": dict(newton=False, anderson=5, mean_steps=0)}
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #ef2d67ef
-def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 3) -> dict:
+def _cpu_median(f, repeats: int) -> float:
+    "Median CPU seconds (`time.process_time`) of `repeats` calls of `f()`."
+    ts = []
+    for _ in range(repeats):
+        p0 = time.process_time(); f(); ts.append(time.process_time() - p0)
+    return float(np.median(ts))
+
+def _sys_seconds() -> float:
+    "System CPU seconds of this process so far (`resource.getrusage`; 0 where the module is missing)."
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime if resource is not None else 0.0
+
+def _cholesky_unit(n: int):
+    """(route, calls, unit) for order n: the faster bare Cholesky route of `CHOLESKY_ROUTES` (chosen once by
+    `cholesky_cpu_seconds`) and `unit()`, the median CPU seconds of `calls` calls of it (about 0.1 s of them, at least 3)
+    on a Fortran-ordered SPD matrix, LAPACK's own layout: the route's copy of its input is then a plain copy, not a
+    transposition (the fits factorise their matrices in place)."""
+    first = cholesky_cpu_seconds(n, repeats=max(3, min(50, 4 * 10**8 // n**3 + 3)))
+    route = min(first, key=first.get); chol, A = CHOLESKY_ROUTES[route], np.asfortranarray(_spd(n))
+    calls = int(max(3, min(21, 0.1 / max(first[route], 1e-9))))
+    return route, calls, lambda: _cpu_median(lambda: chol(A), calls)
+
+def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> dict:
     """Cost of each FPi variant (`FLOOR_VARIANTS`: the default, with mean steps and the step rule; the step rule without
-    mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative: CPU seconds
-    (`time.process_time`, read by the callback at each record) from the call to the first record within `rtol` of VLB*
-    (a tight default run, tol 1e-9), the median of `repeats` runs per variant (the variants interleaved), as Cholesky
-    factorisations of order n (the CPU seconds of the faster bare Cholesky route, `cholesky_cpu_seconds`, in the same
-    run), the LAPACK `potrf` calls until then, the iterations, Newton steps and mean steps, and the final gap of the
-    run (default options)."""
+    mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative, `repeats` runs per variant
+    (the variants interleaved). A run's cost is its CPU seconds (`time.process_time`, read by the callback at each record)
+    from the call to the first record within `rtol` of VLB* (a tight default run, tol 1e-9), divided by the unit measured
+    beside it: the mean of the two reference timings of `_cholesky_unit` that bracket the run. Per variant: the median of
+    those ratios and their smallest and largest, the median CPU seconds, the median of the system part of the ratios
+    (`sys_eq`: the kernel's share of the CPU time, page faults of fresh memory above all, which the load of other jobs on
+    the machine moves), each run's (CPU seconds, unit) in `runs`, the LAPACK `potrf` calls until then, the iterations,
+    Newton steps and mean steps, and the final gap of the run (default options). `t_chol` is the median of the reference
+    timings, `t_chol_range` their smallest and largest, `chol_route` the route timed and `chol_calls` the calls per timing."""
     variants = FLOOR_VARIANTS if variants is None else variants
     if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500)
+    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500).vlb
+    route, k_ref, unit = _cholesky_unit(model.n)
+    gc.collect(); units = [unit()]                                        # reference, run, reference, run, …, reference
     runs = {name: [] for name in variants}
     for _ in range(int(repeats)):
         for name, opts in variants.items():
-            at_record, cpu = [], []
+            at_record, cpu, sys_ = [], [], []
+            gc.collect()                                                  # every run starts from the same collected heap
             with count_factorisations() as counts:
-                t0 = time.process_time()
-                post = fit(model, method="fpi", callback=lambda rec: (at_record.append(counts['cholesky']),
-                                                                        cpu.append(time.process_time() - t0)) and False, **opts)
-            runs[name].append((post, at_record, cpu))
-    vlb_opt = max([ref.vlb] + [p.vlb for rs in runs.values() for p, _, _ in rs if np.isfinite(p.vlb)])
-    t_chol = min(cholesky_cpu_seconds(model.n, repeats=max(5, min(50, 4 * 10**8 // model.n**3 + 5))).values())
+                s0 = _sys_seconds(); t0 = time.process_time()
+                post = fit(model, method="fpi", callback=lambda rec: (at_record.append(counts['cholesky']), cpu.append(time.process_time() - t0),
+                                                                        sys_.append(_sys_seconds() - s0)) and False, **opts)
+            keep = (post.history, post.n_iter, post.stop.value) if not runs[name] else None   # the counts do not depend on the run
+            runs[name].append((keep, post.vlb, at_record, (cpu, sys_))); del post   # the factors are freed before the next timing
+            gc.collect(); units.append(unit())
+            runs[name][-1] += (0.5 * (units[-2] + units[-1]),)            # the run's unit: the two timings beside it
+    vlb_opt = max([ref] + [v for rs in runs.values() for _, v, _, _, _ in rs if np.isfinite(v)])
     rows = {}
     for name, rs in runs.items():
-        post, at_record, _ = rs[0]                                         # the counts do not depend on the run
-        t, k, rec = time_to(post.history, vlb_opt, rtol)
+        (hist, n_iter, stop), vlb, at_record, _, _ = rs[0]
+        t, k, rec = time_to(hist, vlb_opt, rtol)
         reached = rec is not None
-        sec = float(np.median([cpu[k] for _, _, cpu in rs])) if reached else np.nan
-        rows[name] = dict(iterations=k if reached else None, seconds=sec, chol_eq=sec / t_chol if reached else np.nan,
+        ratios = [cpu[k] / u for _, _, _, (cpu, _), u in rs] if reached else [np.nan]
+        rows[name] = dict(iterations=k if reached else None, seconds=float(np.median([cpu[k] for _, _, _, (cpu, _), _ in rs])) if reached else np.nan,
+                          chol_eq=float(np.median(ratios)), chol_eq_range=(float(np.min(ratios)), float(np.max(ratios))),
+                          sys_eq=float(np.median([sy[k] / u for _, _, _, (_, sy), u in rs])) if reached else np.nan,
+                          runs=tuple((cpu[k], u) for _, _, _, (cpu, _), u in rs) if reached else (),
                           n_potrf=(at_record[k] if k < len(at_record) else np.nan) if reached else np.nan,
-                          newton=sum(1 for r in post.history[:k if reached else None] if r.get("newton")),
-                          mean=sum(r.get("mean_steps", 0) or 0 for r in post.history[:k + 1 if reached else None]),
-                          final_gap=(vlb_opt - post.vlb) / abs(vlb_opt), run_iterations=post.n_iter, stop=post.stop.value)
-    return dict(n=model.n, vlb_opt=vlb_opt, t_chol=t_chol, rtol=rtol, repeats=int(repeats), rows=rows)
+                          newton=sum(1 for r in hist[:k if reached else None] if r.get("newton")),
+                          mean=sum(r.get("mean_steps", 0) or 0 for r in hist[:k + 1 if reached else None]),
+                          final_gap=(vlb_opt - vlb) / abs(vlb_opt), run_iterations=n_iter, stop=stop)
+    return dict(n=model.n, vlb_opt=vlb_opt, t_chol=float(np.median(units)), t_chol_range=(float(min(units)), float(max(units))),
+                chol_route=route, chol_timings=len(units), chol_calls=k_ref, rtol=rtol, repeats=int(repeats), rows=rows)
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #2b4f0f5e
 def format_floor(name, res) -> str:
-    "One block of the floor table."
-    lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']}: {res['t_chol'] * 1e3:.1f} ms CPU; "
+    "One block of the floor table: per variant the median Cholesky-equivalents, their range over the runs and their system part."
+    lo, hi = res['t_chol_range']
+    lines = [f"{name} (n={res['n']}): VLB* = {res['vlb_opt']:.10g}; one Cholesky of order {res['n']} ({res['chol_route']}): "
+             f"{res['t_chol'] * 1e3:.3g} ms CPU (median of {res['chol_timings']} timings between the runs, {lo * 1e3:.3g} to {hi * 1e3:.3g}); "
              f"to {res['rtol']:g} relative of VLB*, CPU, median of {res['repeats']} runs:",
-             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'mean':>4s} {'potrf':>5s} {'Cholesky-eq':>11s} {'CPU s':>8s} {'final gap':>9s}  stop"]
+             f"  {'variant':9s} {'iters':>5s} {'Newton':>6s} {'mean':>4s} {'potrf':>5s} {'Cholesky-eq':>11s} {'(range)':>11s} {'sys':>5s} {'CPU s':>8s} {'final gap':>9s}  stop"]
     for v, r in res['rows'].items():
         it = "-" if r['iterations'] is None else str(r['iterations'])
         nc = "-" if not np.isfinite(r['n_potrf']) else str(int(r['n_potrf']))
         ce = "-" if not np.isfinite(r['chol_eq']) else f"{r['chol_eq']:.1f}"
+        rg = "-" if not np.isfinite(r['chol_eq']) else f"{r['chol_eq_range'][0]:.1f}-{r['chol_eq_range'][1]:.1f}"
         sec = "-" if not np.isfinite(r['seconds']) else f"{r['seconds']:.3f}"
-        lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {r['mean']:4d} {nc:>5s} {ce:>11s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
+        sy = "-" if not np.isfinite(r['sys_eq']) else f"{r['sys_eq']:.1f}"
+        lines.append(f"  {v:9s} {it:>5s} {r['newton']:6d} {r['mean']:4d} {nc:>5s} {ce:>11s} {rg:>11s} {sy:>5s} {sec:>8s} {r['final_gap']:9.1e}  {r['stop']} after {r['run_iterations']}")
     return "\n".join(lines)
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #4a815839
@@ -279,31 +318,35 @@ MEAN_PROBLEMS = ("gp-logistic-ionosphere200", "gp-logistic-ionosphere280", "gp-l
 def bench_mean_steps(model, repeats: int = 7, rtol: float = 1e-6) -> dict:
     """The default FPi (mean steps by the cost rule) against `mean_steps=0` on `model`: per variant the median over
     `repeats` interleaved runs of the CPU seconds (`time.process_time`) of the whole run and to the first record within
-    `rtol` of VLB* (a tight run, tol 1e-9), the latter also in Cholesky factorisations of order n (`cholesky_cpu_seconds`),
-    with the iterations, the mean steps, those of the first factor, and the final gap (every run must end within 10⁻¹⁰ of
-    VLB*: a ValueError otherwise)."""
+    `rtol` of VLB* (a tight run, tol 1e-9), the latter also in Cholesky factorisations of order n (each run over the mean of
+    the two reference timings of `_cholesky_unit` on either side of it, as in `bench_floor`), with the iterations, the mean
+    steps, those of the first factor, and the final gap (every run must end within 10⁻¹⁰ of VLB*: a ValueError otherwise)."""
     if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500)
+    ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500).vlb
     variants = {"mean steps": {}, "none": dict(mean_steps=0)}
-    out = {v: dict(run=[], to=[]) for v in variants}
+    out = {v: dict(run=[], to=[], to_eq=[]) for v in variants}
+    _, _, unit = _cholesky_unit(model.n)
+    gc.collect(); units = [unit()]                                        # reference, run, reference, run, …, reference
     for _ in range(int(repeats)):
         for v, opts in variants.items():
+            gc.collect()
             cpu = []; t0 = time.process_time()
             post = fit(model, method="fpi", callback=lambda rec: cpu.append(time.process_time() - t0) and False, **opts)
             out[v]['run'].append(time.process_time() - t0)
-            _, k, rec = time_to(post.history, ref.vlb, rtol)
-            gap = (ref.vlb - post.vlb) / abs(ref.vlb)
+            _, k, rec = time_to(post.history, ref, rtol)
+            gap = (ref - post.vlb) / abs(ref)
             if rec is None or abs(gap) > 1e-10: raise ValueError(f"variant {v!r} ended {gap:.1e} from VLB* (tight run)")
-            out[v].update(k=k, post=post, gap=gap); out[v]['to'].append(cpu[k])
-    t_chol = min(cholesky_cpu_seconds(model.n, repeats=max(5, min(50, 4 * 10**8 // model.n**3 + 5))).values())
+            out[v].update(k=k, history=post.history, n_iter=post.n_iter, gap=gap); out[v]['to'].append(cpu[k]); del post
+            gc.collect(); units.append(unit())
+            out[v]['to_eq'].append(cpu[k] / (0.5 * (units[-2] + units[-1])))
     rows = {}
     for v, o in out.items():
-        h = o['post'].history
+        h = o['history']
         rows[v] = dict(run_seconds=float(np.median(o['run'])), to_seconds=float(np.median(o['to'])),
-                       to_chol_eq=float(np.median(o['to'])) / t_chol, iterations=o['post'].n_iter, to_iterations=o['k'],
+                       to_chol_eq=float(np.median(o['to_eq'])), iterations=o['n_iter'], to_iterations=o['k'],
                        mean=sum(r.get("mean_steps", 0) or 0 for r in h), first=(h[1].get("mean_steps", 0) or 0) if len(h) > 1 else 0,
                        final_gap=o['gap'])
-    return dict(n=model.n, t_chol=t_chol, repeats=int(repeats), rows=rows)
+    return dict(n=model.n, t_chol=float(np.median(units)), repeats=int(repeats), rows=rows)
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #5d0e48d1
 def format_mean_steps(name, res) -> str:
@@ -332,7 +375,7 @@ def run(argv=None) -> int:
                    help=f"only the floor table (Cholesky factorisations to 1e-6 of the dense GP fit) on NAME (no NAME: {' '.join(FLOOR)})")
     p.add_argument("--mean-steps", nargs="*", default=None, metavar="NAME",
                    help=f"only the small-GP table: the default against mean_steps=0 on NAME (no NAME: {' '.join(MEAN_PROBLEMS)})")
-    p.add_argument("--repeats", type=int, default=None, help="runs per variant of the floor (default 3) and mean-step (7) tables")
+    p.add_argument("--repeats", type=int, default=None, help="runs per variant of the floor (default 5) and mean-step (7) tables")
     a = p.parse_args(argv)
     import os
     print(f"vgi_lit fixed-point benchmark, numpy {np.__version__}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
@@ -350,5 +393,5 @@ def run(argv=None) -> int:
             print(format_result(bench_problem(name, a.data_dir, a.time_limit, grad_max_iter=a.grad_max_iter)), flush=True)
     if a.floor is not None or a.problems is None:                       # the default run ends with the floor table
         for name in (a.floor or FLOOR):
-            print(format_floor(name, bench_floor(floor_problem(name, a.data_dir)[0], repeats=a.repeats or 3)), flush=True)
+            print(format_floor(name, bench_floor(floor_problem(name, a.data_dir)[0], repeats=a.repeats or 5)), flush=True)
     return 0
