@@ -31,3 +31,19 @@ def test_matern_gp_models_keep_at_most_KEEP_R2_entries_in_all(monkeypatch):
     rbf = _retained_bytes(lambda ls: RBF(1.0, ls))
     one = 200 * 200 * 8
     assert matern <= rbf + 1.5 * one, (matern, rbf, one)
+
+
+def test_optimal_vlb_hessian_refuses_a_krylov_budget_of_no_steps():
+    """`max_krylov` = 0 ran no GMRES step and returned λ̇ = 0 with residuals reported 0, so no warning: a Hessian off by
+    0.07 in its variance entry, silently (12 inputs, logistic, RBF); a negative one failed inside NumPy. Both are refused."""
+    from vgi_lit.inference import fit
+    from vgi_lit.experiments.hyper_experiments import optimal_vlb_hessian
+    X = np.linspace(0, 1, 12)[:, None]; y = np.where(np.sin(6 * X[:, 0]) > 0, 1.0, -1.0)
+    gp = GP(X, y, likelihoods.Logistic(), RBF(1.0, 0.3)); p = fit(gp, "fpi", tol=1e-10, tol_rel=0.0)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="max_krylov"): optimal_vlb_hessian(gp, p.m, p.cov, max_krylov=bad)
+    for bad in (-1e-8, float("nan")):
+        with pytest.raises(ValueError, match="rtol"): optimal_vlb_hessian(gp, p.m, p.cov, rtol=bad)
+    H = optimal_vlb_hessian(gp, p.m, p.cov, rtol=1e-12)[0]
+    with pytest.warns(RuntimeWarning, match="GMRES"): Hk = optimal_vlb_hessian(gp, p.m, p.cov, rtol=1e-12, max_krylov=1)[0]
+    assert np.max(np.abs(Hk - H)) > 1e-6                                       # one step is not the solve: the warning is due
