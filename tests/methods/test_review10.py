@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from vgi_lit import likelihoods
 from vgi_lit.kernels import Matern32, RBF
-from vgi_lit.models import GP
+from vgi_lit.models import GP, GLM
 
 
 def _retained_bytes(make, n_models=6, n=200):
@@ -47,3 +47,25 @@ def test_optimal_vlb_hessian_refuses_a_krylov_budget_of_no_steps():
     H = optimal_vlb_hessian(gp, p.m, p.cov, rtol=1e-12)[0]
     with pytest.warns(RuntimeWarning, match="GMRES"): Hk = optimal_vlb_hessian(gp, p.m, p.cov, rtol=1e-12, max_krylov=1)[0]
     assert np.max(np.abs(Hk - H)) > 1e-6                                       # one step is not the solve: the warning is due
+
+
+def _scaled_logistic_glm(seed=1):
+    "GENERATED: 60 rows, three features of scales 1e-3, 1 and 1e2 with weights 1e3, 1 and 1e-2; logistic, prior variance 1e8."
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(60, 3)) * np.array([1e-3, 1.0, 1e2])
+    y = (rng.random(60) < 1.0 / (1.0 + np.exp(-(X @ np.array([1e3, 1.0, 1e-2]))))).astype(float)
+    return GLM(X, y, likelihoods.Logistic(), prior_cov=1e8)
+
+
+def test_fpb_newton_floor_judges_a_cut_step_by_its_full_newton_step(monkeypatch):
+    """A step the Armijo search cut to within ROUND_ULPS units of ‖m‖∞ (the VLB's increase along δ at its rounding, entries of
+    m of scales 1e-3 to 1e3) is no sign of the gradient's floor: judged by the cut step, every Newton loop of this run ended
+    after a step or two at ‖g‖∞ ≈ 1e-8 and the run spent all 60 outer iterations (MAX_ITER); judged by the full step δ, as
+    without the test, it meets tol = 1e-12 after 21 outer iterations, with the VLB of the loop without the test."""
+    import vgi_lit.methods.fixed_point as fp
+    glm = _scaled_logistic_glm(1)
+    p = fp.fpb(glm, m0=-20.0, tol=1e-12, tol_rel=0.0, max_iter=60)
+    assert p.stop.value == "grad_tol" and p.n_iter <= 30, (p.stop, p.n_iter, p.history[-1]["grad_m"])
+    monkeypatch.setattr(fp, "_newton_floor", lambda model, m, m_new: False)
+    q = fp.fpb(glm, m0=-20.0, tol=1e-12, tol_rel=0.0, max_iter=60)
+    assert q.stop.value == "grad_tol" and abs(p.vlb - q.vlb) <= 1e-12 * abs(q.vlb) and p.info["n_steps"] < q.info["n_steps"]
