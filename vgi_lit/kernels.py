@@ -4,6 +4,7 @@
 
 # %% ../nbs/02_kernels.ipynb #99b37cdb
 from __future__ import annotations
+import threading
 import numpy as np
 
 # %% auto #0
@@ -119,11 +120,14 @@ class Kernel:
         return f"{type(self).__name__}(" + ", ".join(f"{n}={fmt(self._values[n])}" for n in self._names) + ")"
 
 # %% ../nbs/02_kernels.ipynb #kstat
+_KEPT_R2 = {}                 # (type, θ) -> (A, r²): the r² of recent K(A) of Matérn kernels for the next dK, `_KEEP_R2` entries in all
+_KEPT_LOCK = threading.Lock()
+
 class Stationary(Kernel):
     "Base of `k(x, x') = variance * g(r)`, `r**2 = sum_j (x_j - x'_j)**2 / lengthscale_j**2`; a subclass gives g and w(r) = -g'(r)/r."
     _names = ("variance", "lengthscale")
     _exact_dist = False          # True: sum squared differences per dimension (kernels not smooth in r**2)
-    _KEEP_R2 = 2**22             # K(X) of such a kernel keeps r² (at most this many entries, 32 MB) for the next dK(X)
+    _KEEP_R2 = 2**22             # K(X) of such a kernel keeps r² for the next dK(X), at most this many entries (32 MB) in all kept
 
     def __init__(self, variance: float = 1.0, lengthscale=1.0):
         name = type(self).__name__
@@ -168,19 +172,19 @@ class Stationary(Kernel):
         return D
 
     def _keep_r2(self, A, r2):
-        "Hold r² of K(A, A) for the next `dK` (one entry, with a copy of A to recognise its inputs)."
-        object.__setattr__(self, "_kept_r2", (A.copy(), r2))
+        """Hold r² of K(A, A) for the next `dK` of a kernel with these parameters (with a copy of A to recognise its inputs), in
+        one store for the process: the oldest entries leave it when the total passes `_KEEP_R2` entries, and no kernel holds any."""
+        key = (type(self), self._theta.tobytes())
+        with _KEPT_LOCK:
+            _KEPT_R2.pop(key, None); _KEPT_R2[key] = (A.copy(), r2)
+            total = sum(v[1].size for v in _KEPT_R2.values())
+            while total > self._KEEP_R2: total -= _KEPT_R2.pop(next(iter(_KEPT_R2)))[1].size
 
     def _taken_r2(self, A):
-        "The r² kept by K(A, A) when A equals those inputs, else None; the entry is released either way (used once)."
-        kept = self.__dict__.get("_kept_r2")
+        "The r² kept by K(A, A) of a kernel with these parameters when A equals those inputs, else None; released either way (used once)."
+        with _KEPT_LOCK: kept = _KEPT_R2.pop((type(self), self._theta.tobytes()), None)
         if kept is None: return None
-        object.__setattr__(self, "_kept_r2", None)
         return kept[1] if kept[0].shape == A.shape and np.array_equal(kept[0], A) else None
-
-    def __getstate__(self):
-        "The kernel without a kept r² (a copy or a pickle carries the parameters only)."
-        return {k: v for k, v in self.__dict__.items() if k != "_kept_r2"}
 
     def _K(self, A, B, same):
         r2 = self._r2(A, B, same)

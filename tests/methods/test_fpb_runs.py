@@ -20,7 +20,7 @@ def test_fpb_below_the_gradient_rounding_floor_stops_there_not_at_max_iter(seed,
     "The floor near 1e-8 is reached after about fifteen outer iterations of a few steps each; without the floor stop the run went on to all 200."
     gp = _poisson_gp(seed)
     p = fit(gp, "fpb", tol=tol, tol_rel=0.0, max_iter=200)
-    ref = fit(gp, "fpb", tol=1e-8, tol_rel=0.0)
+    ref = fit(gp, "fpb", tol=1e-7, tol_rel=0.0)                            # above the floor (at 1e-8 meeting tol is rounding luck)
     assert p.stop is Stop.STALLED and "rounding floor" in p.message and p.n_iter <= 20, (p.stop, p.n_iter, p.message)
     assert not p.history.count(EventKind.HANDOVER) and not p.history.count(EventKind.BEST_STATE)   # no GRAD polish; the last state
     assert tol < min(r["grad_m"] for r in p.history[-10:]) and max(r["grad_m"] for r in p.history[-10:]) < 1e-6   # far above tol, far below a real gradient

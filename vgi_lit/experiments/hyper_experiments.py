@@ -290,6 +290,9 @@ def optimal_vlb_hessian(model, m, cov, rtol: float = 1e-8, max_krylov: int = 200
     if not isinstance(model, GP) or model.H is not None or not model.sites.is_identity:
         raise ValueError(f"optimal_vlb_hessian needs a GP (sites the identity), got a {type(model).__name__}")
     if not isinstance(cov, SiteCov): raise ValueError(f"optimal_vlb_hessian needs V in site form (a SiteCov), got {type(cov).__name__}")
+    if isinstance(max_krylov, bool) or int(max_krylov) != max_krylov or max_krylov < 1:
+        raise ValueError(f"optimal_vlb_hessian: max_krylov must be a positive integer (GMRES steps), got {max_krylov!r}")
+    if not (np.isfinite(rtol) and rtol >= 0): raise ValueError(f"optimal_vlb_hessian: rtol must be a finite number >= 0, got {rtol!r}")
     lam = np.asarray(cov.lam, dtype=float)
     if not np.all(lam > 0): raise ValueError("optimal_vlb_hessian needs site precisions λ > 0 at the optimum")
     Sig, D, R = _rbf_prior_derivatives(model)
@@ -303,8 +306,8 @@ def optimal_vlb_hessian(model, m, cov, rtol: float = 1e-8, max_krylov: int = 200
     CD = [V] + [Dk - VL @ Dk for Dk in D[1:]]                           # C∂_kΣ: CΣ = VΣ⁻¹Σ = V, no product
     dv = np.stack([np.diagonal(V) - P @ lam] + [np.diagonal(X) - np.einsum('ij,ij->i', X, VL) for X in CD[1:]], 1)  # diag(C∂ΣCᵀ)
     def amul(U): return 2.0 * (e_mv[:, None] * (V @ (e_mv[:, None] * U)) + e_vv[:, None] * U)   # A U, A = 2(E_mv V E_mv + E_vv)
-    dl, k, res = _gmres_columns(lambda Z: amul(P @ Z) - Z, amul(dv) + 2.0 * e_mv[:, None] * CDr, rtol, min(n, max_krylov))
-    if np.any(res > rtol):
+    dl, k, res = _gmres_columns(lambda Z: amul(P @ Z) - Z, amul(dv) + 2.0 * e_mv[:, None] * CDr, rtol, min(n, int(max_krylov)))
+    if not np.all(res <= rtol):                                          # NaN residuals too
         warnings.warn(f"optimal_vlb_hessian: the tangent solves reached relative residuals {np.max(res):.1e} > rtol = {rtol:g} "
                       f"in {k} GMRES steps (max_krylov = {max_krylov})", RuntimeWarning, stacklevel=2)
     dm = V @ (e_mv[:, None] * (dv - P @ dl)) + CDr                     # ṁ = V(E_mv(∂v − Pλ̇)) + C∂Σr

@@ -796,7 +796,8 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
     callback: `callback(record)` after every record; returning True stops the run (`Stop.CALLBACK`).
     tol_rel: relative VLB change that ends an inner loop, and the run (`Stop.REL_TOL`) over an outer iteration.
     max_newton, max_fp: caps of the Newton loop on m and of the T loop on V per outer iteration; the Newton loop also ends
-        after a step that moved m by at most `ROUND_ULPS` units in its last place (``_newton_floor``, record `newton_floor`).
+        after a step whose full Newton step δ (before the line search) moves m by at most `ROUND_ULPS` units in its last place
+        (``_newton_floor``, record `newton_floor`).
     clip, line_search, polish: as for `fpi`; after the first T step the T loop takes the damped step on λ alone
         (m fixed; ρ halved while V is not positive definite or the VLB falls), the Newton metric on m keeps γ₊;
         `line_search=False` iterates the plain T (which can cycle, Sheth & Khardon 2016, Theorem 1)."""
@@ -843,7 +844,7 @@ def fpb(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 200, max_sec
             m_new, tau, vlb_new = newton_mean_step(model, m, g, vlb, cov_H, at, line_search=line_search)
             if tau != 1.0: ev.append(Event(EventKind.LINE_SEARCH, f"Armijo step {tau:g}"))
             done = tol_rel > 0 and abs(vlb_new - vlb) <= tol_rel * abs(vlb_new)
-            at_floor = _newton_floor(model, m, m_new)                    # a step within ROUND_ULPS units in the last place of m
+            at_floor = tau > 0.0 and _newton_floor(model, m, m + (m_new - m) / tau)   # the full step δ within ROUND_ULPS units of m
             new = vlb_grad(model, m_new, at, gram=True)                  # with the next Newton metric's Gram sum (fused pass)
             gV, exact = _grad_V_inf(model, cov, new[2], decide=(float(np.max(np.abs(new[1]))), tol))
             sc.update(n_newton=sc['n_newton'] + 1, phase="fp" if (tau == 0.0 or done or at_floor) else "newton")
