@@ -70,7 +70,7 @@ def test_noise_below_the_jitter_is_learned_down_to_the_jitter_level_not_kept_at_
 def test_small_real_noise_above_the_jitter_is_not_reported_as_an_edge():
     "sd = 1e-3 (noise variance 1e-6, 30 times the jitter): a finite maximum at σ² ≈ 8.9e-7 outside the first box, no edge, no warning."
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always"); hf = learn(GP(*_data(1e-3), Gaussian(0.1), RBF(1.0, 0.3)))
+        warnings.simplefilter("always"); hf = learn(GP(*_data(1e-3), Gaussian(1.0), RBF(1.0, 0.3)))
     assert 8e-7 < hf.theta["likelihood.variance"] < 1e-6 and hf.vlb > 502.26 and hf.edges == {}, (hf.theta, hf.edges)
     assert not any("likelihood.variance" in str(c.message) for c in caught)
 

@@ -476,7 +476,7 @@ def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000, gain_
     slope = 0.5 * float(np.sum(se * z2 / (lam + se) ** 2 - se / (lam + se)))
     k = int(np.sum(lam <= 10.0 * floor))
     return {"likelihood.variance": (f"likelihood.variance: noise variance at the jitter's level: the targets are interpolated exactly "
-                                    f"(the VLB's slope in log σ² is {slope:+.4g} per e-fold at the edge {se:.3g}; {k} of the {model.n} "
+                                    f"(their noise, if any, lies below the prior's jitter {getattr(model.prior, 'jitter', 0.0):.2g}; the VLB's slope in log σ² is {slope:+.4g} per e-fold at the edge {se:.3g}; {k} of the {model.n} "
                                     f"eigenvalues of HΣHᵀ lie within 10 times its floor {floor:.2g} of jitter and rounding, and the VLB "
                                     f"along σ² rises down to that floor, {L[i] - L[0]:.4g} nats above the edge)")}
 
@@ -693,7 +693,9 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
     and widened from its end as above. Before each widening, a Gaussian noise variance at the lower edge whose exact profile
     rises down to the jitter's level (`noise_floor`) is taken to have no maximum of the data's: the box is kept, with a
-    BOUND_ACTIVE event giving the numbers. So are Student-t degrees of freedom at the upper edge whose slope in log ν decays
+    BOUND_ACTIVE event giving the numbers, once less than max(tol_rel·|VLB|, 10⁻² nats), at most ½ nat, is left to gain at
+    σ² → 0 where the inner solves are the closed form (a GP: the box is widened while more is left), at once otherwise. A
+    noise variance of such a GP that ends beyond the first box unconverged is judged by the same profile at the learned kernel. So are Student-t degrees of freedom at the upper edge whose slope in log ν decays
     like 1/ν with less than max(tol_rel·|VLB|, 10⁻² nats), at most ½ nat, left to gain at ν = ∞ (`df_infinity`). Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
@@ -776,7 +778,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if end is not None:                                            # the exact profile at the end decides for σ²
             still.remove(js2)
             if end:                                                    # the jitter's level: reported, with the gain left
-                notes.append(Event(EventKind.BOUND_ACTIVE, end["likelihood.variance"].replace("at the edge", "at the learned value"), 1))
+                notes.append(Event(EventKind.BOUND_ACTIVE, end["likelihood.variance"].replace("at the edge", "at the learned value").replace("above the edge", "above the learned value"), 1))
                 res.edges["likelihood.variance"] = float(np.exp(theta[js2]))
     if still and res.stop is not Stop.GRAD_TOL and not any(e.kind is EventKind.BOUND_ACTIVE for e in res.history[-1].events):
         vals = ", ".join(f"{hp.free_names[j]} = {np.exp(theta[j]):.3g}" + ("" if g is None else f" (gradient {g[j]:+.1e})") for j in still)
@@ -801,7 +803,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     'likelihood.scale2', the Laplace 'likelihood.scale', the ordinal cut points); with `learn_mean` the constant
     GP mean or the GLM's scalar prior mean, with `learn_inducing` a SparseGP's inducing inputs. The model's
     values are the start, not fixed values: StudentT(4.0, ...) starts df at 4 and learns it.
-    method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
+    method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default); for a GP with a Gaussian
+        likelihood FPi's and FPb's fixed point is taken in closed form (`gaussian_optimum`, one exact step, `inner` moot); run to `inner`
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
         step rule (the plain or the Newton step per iteration) for fpi, and for a GP with a log-concave likelihood the
         Newton step from the first iteration after an outer step of at most 1 in every free value (``_learn_once``);
@@ -824,7 +827,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         the box with the VLB flat beyond, gets a BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value
         and what the edge means (it is listed in `edges` of the result). Before each widening (at the first box and at
         every wider one) the parameter is reported at the edge it reached, the box kept, where no maximum of the data's lies that way: a Gaussian
-        noise variance at the jitter's level (`noise_floor`), or Student-t degrees of freedom running to ∞ with a slope in
+        noise variance at the jitter's level (`noise_floor`; for a GP once less than max(tol_rel·|VLB|, 10⁻² nats) is left to
+        gain at σ² → 0, so that the kernel is learned with the noise there), or Student-t degrees of freedom running to ∞ with a slope in
         log ν decaying like 1/ν and less than max(tol_rel·|VLB|, 10⁻² nats), at most ½ nat, left to gain (`df_infinity`).
     A result at a trivial optimum (`degenerate`: predictions that do not depend on the inputs) gets a DEGENERATE
     event and a `DegenerateFitWarning` saying what to try. A run that stalls (the outer line search finds no
@@ -969,7 +973,7 @@ _EDGES = {("likelihood.df", 1): "df → ∞: the residuals look Gaussian (a Stud
           ("kernel.lengthscale", -1): "the latent function varies faster than the inputs are spaced and fits each point on its own: standardise the inputs or start the lengthscale from the data",
           ("kernel.variance", -1): "the latent function is switched off: the model predicts its prior mean everywhere (standardise the inputs, restarts)",
           ("kernel.variance", 1): "the latent function's scale is unbounded: labels separable by the inputs, or a likelihood scale learned with it",
-          ("likelihood.variance", -1): "the noise variance → 0: the model interpolates the targets",
+          ("likelihood.variance", -1): "the noise variance → 0: the model interpolates the targets (their noise, if any, lies below the prior's jitter, which carries it)",
           ("likelihood.variance", 1): "the noise explains all of the targets: the inputs do not predict them",
           ("likelihood.scale", -1): "the noise scale → 0: the model interpolates the targets",
           ("likelihood.scale", 1): "the noise explains all of the targets: the inputs do not predict them",
