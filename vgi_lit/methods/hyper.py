@@ -525,8 +525,12 @@ def _closed(model, method: str) -> bool:
 
 def _inner_fit(model, method: str, **opts):
     """The inner solve: `fit(model, method, **opts)`, or its fixed point in closed form where `_closed` (`gaussian_optimum`;
-    the start and the options are moot for it)."""
-    return gaussian_optimum(model, method) if _closed(model, method) else _fit(model, method, **opts)
+    the start and the options are moot for it). Where Σ + σ²I is not positive definite in floating point (a prior without
+    jitter at a noise variance below K's rounding) the method itself runs, and its posterior says so (no `closed_form`)."""
+    if _closed(model, method):
+        try: return gaussian_optimum(model, method)
+        except ValueError: pass                                         # the method's own run, from its start
+    return _fit(model, method, **opts)
 
 _INNER_REL = 3e-3   # `learn`'s default inner solves: tol raised to this times the outer gradient's ∞-norm at the previous evaluation
 _NOISE_GAIN = 1e-2   # nats: ``_learn_wide`` keeps a Gaussian noise variance at the jitter's level (`noise_floor`) once less than this (or tol_rel·|VLB|) is left to σ² → 0
