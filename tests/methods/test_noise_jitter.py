@@ -81,3 +81,10 @@ def test_the_same_answer_from_different_starts(sd):
     "Two starts of the noise variance (0.1 and 1): the same VLB to 1e-3 nats, each run in seconds."
     runs = [_learn(GP(*_data(sd), Gaussian(s2), RBF(1.0, 0.3))) for s2 in (0.1, 1.0)]
     assert abs(runs[0][0].vlb - runs[1][0].vlb) < 1e-3 and max(s for _, s in runs) < 5.0, [(h.vlb, s) for h, s in runs]
+
+
+def test_a_stall_with_exact_inner_solves_does_not_advise_tighter_inner_solves():
+    "With the closed form the VLB and its gradient agree up to rounding: the stall advice says so instead of inner={'tol': 1e-9}."
+    from vgi_lit.methods.hyper import stall_advice
+    exact, iterative = stall_advice("fpi", exact=True), stall_advice("fpi")
+    assert "rounding" in exact and "inner={'tol'" not in exact and "inner={'tol': 1e-9}" in iterative

@@ -1003,9 +1003,10 @@ def stall_advice(method: str, exact: bool = False) -> str:
     the inner solves were the closed form (`gaussian_optimum`), so the VLB and its gradient agree up to rounding."""
     if exact:
         return ("learning stalled at the VLB's rounding: the inner solves are exact (the Gaussian likelihood's closed form), so no "
-                "outer step raises the VLB by more than the rounding of log N(y | μ, Σ + σ²I), which grows with the condition number "
-                "of Σ + σ²I (a noise variance far below the kernel's scale, near the jitter); the values reached are the optimum to that "
-                "accuracy. Standardise the targets, or hold the noise variance (fixed={'likelihood.variance'}) at a value of the data's")
+                "outer step the line search tried raises the VLB by more than the rounding of log N(y | μ, Σ + σ²I), which grows with the "
+                "condition number of Σ + σ²I (large where the noise variance is far below the kernel's scale, near the jitter). The "
+                "values reached are returned (compare the VLB with the start's); standardise the targets, or hold the noise variance "
+                "(fixed={'likelihood.variance'}) at a value of the data's")
     if method == "laplace":
         return ("learning stalled (NOT converged): the Laplace approximation's q is not the VLB's maximiser, so the VLB's gradient in "
                 "the hyperparameters at that q is not the gradient of the objective and the line search fails. Learn with "
