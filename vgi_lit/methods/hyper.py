@@ -8,7 +8,7 @@ import re, time, warnings
 from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg.lapack import dlauum
-from ..linalg import chol_solve
+from ..linalg import chol_solve, cholesky
 from ..covariance import SiteCov, DenseCov
 from ..models import GLM, GP, SparseGP
 from ..likelihoods import Gaussian
@@ -20,9 +20,9 @@ from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
 __all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'radial_weight', 'radial_r2',
-           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'predict_start', 'noise_floor',
-           'df_infinity', 'learn', 'constant_loglik', 'degenerate', 'edge_text', 'stall_advice', 'hyperfit_spec',
-           'hyperfit_from_spec', 'joint_lbfgs']
+           'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'gaussian_optimum', 'predict_start',
+           'noise_floor', 'df_infinity', 'learn', 'constant_loglik', 'degenerate', 'edge_text', 'stall_advice',
+           'hyperfit_spec', 'hyperfit_from_spec', 'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -342,6 +342,30 @@ def hyper_values(hp, model):
         for j, c in enumerate(model.likelihood.cutpoints): out[f"likelihood.cutpoints[{j}]"] = float(c)
     return out
 
+# %% ../../nbs/methods/15_hyper.ipynb #8dc8f517
+def gaussian_optimum(model, method: str = "fpi") -> VGPosterior:
+    """The optimum of the VLB of a GP with Gaussian noise in closed form, one exact site step: λ* = 1/σ², m* = y − Dα with
+    α = (Σ + D)⁻¹(y − μ), D = diag(σ²), Σ the prior covariance with its jitter, and 𝓛* = log N(y | μ, Σ + D) (Opper &
+    Archambeau 2009; Rasmussen & Williams 2006, eqs. 2.25, 2.30). `model`: a `GP` with a `Gaussian` likelihood (else a
+    ValueError); `method`: the name the posterior carries (the FPi or FPb run it stands for). The record's gradient norm is
+    ‖∂VLB/∂m‖∞ at m*, its rounding; `info['closed_form']` is True."""
+    if not isinstance(model, GP) or type(model.likelihood) is not Gaussian or not model.sites.is_identity:
+        raise ValueError(f"gaussian_optimum needs a GP with a Gaussian likelihood, got a {type(model).__name__} with "
+                         f"{type(model.likelihood).__name__}")
+    n = model.n
+    s2 = np.broadcast_to(np.asarray(model.likelihood.variance, dtype=float), (n,))   # D's diagonal (n,)
+    A = np.array(model.K_site(), dtype=float, order="F"); A[np.diag_indices(n)] += s2  # Σ + D (n × n)
+    L = cholesky(A, name="Σ + σ²I", check=False, overwrite=True)
+    alpha = chol_solve(L, model.y - model.site_mean(model.mu))                      # (Σ + D)⁻¹(y − μ)
+    m = model.y - s2 * alpha                                                        # y − Dα: the residual without cancellation
+    cov = SiteCov(model, 1.0 / s2)
+    terms = site_terms(model, m, cov)
+    value = vlb(model, m, cov, terms)
+    hist = History()
+    hist.record(vlb=value, grad_norm=float(np.max(np.abs(grad_m(model, m, terms)), initial=0.0)), step="closed form")
+    return VGPosterior(model, m, cov, method, value, Stop.GRAD_TOL, hist, n_iter=1, closed_form=True,
+                       message="closed form of the Gaussian likelihood's optimum (λ = 1/σ², m = y − σ²(Σ + σ²I)⁻¹(y − μ))")
+
 # %% ../../nbs/methods/15_hyper.ipynb #2ccbe3c8
 def _warm(method, post) -> dict:
     """The start of the next inner solve from the previous optimum `post`: (m, λ) in site form for FPi/FPb (`lam0`: the
@@ -422,15 +446,17 @@ def _start(method, post, optima, model, theta, kw=None) -> dict:
     return dict(m0=pred[0], lam0=pred[1]) if at(*pred) > at(kw["m0"], kw["lam0"]) else kw
 
 # %% ../../nbs/methods/15_hyper.ipynb #a22d28ce
-def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000) -> dict | None:
+def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000, gain_max: float = np.inf) -> dict | None:
     """The verdict of the exact profile L*(σ²) = −½Σ_k[log(λ_k + σ²) + z_k²/(λ_k + σ²)] (λ_k, u_k the eigenpairs of
     K = HΣHᵀ, z = Uᵀ(y − a − Hμ)) on the Gaussian noise variance σ² of a GP or GLM `model` (at the free values `theta`,
     ascent gradient `g`, `out` the log-parameters at the edge) pushed out of the lower edge e^−bound:
     {'likelihood.variance': a sentence with the numbers} when the profile rises all the way down to the floor
     ε_K = jitter + nε·λ_max of K's eigenvalues (its maximum at or below ε_K: the targets are interpolated exactly, the
-    maximum is the jitter's, not the data's), or when the edge itself lies at or below ε_K; {} when it peaks above ε_K
-    (a finite maximum of the data's at the current kernel parameters, outside the box: widen for it, the joint maximum may
-    still run further as the kernel adapts); None when the profile does not apply (σ² not pushed out, another likelihood or model, site noise c > 0,
+    maximum is the jitter's, not the data's), or when the edge itself lies at or below ε_K, and the VLB rises by at most
+    `gain_max` nats from the edge to its supremum below it (σ² → 0: the jitter's); {} when it peaks above ε_K (a finite
+    maximum of the data's at the current kernel parameters, outside the box: widen for it, the joint maximum may still run
+    further as the kernel adapts) or rises by more than `gain_max` on the way to ε_K (widen: the kernel is learned where
+    the noise variance leaves less on the table); None when the profile does not apply (σ² not pushed out, another likelihood or model, site noise c > 0,
     n > `n_max`)."""
     j = next((j for j in out if hp.free_names[j] == "likelihood.variance"), None)
     if (j is None or g is None or g[j] >= 0 or type(model) not in (GP, GLM) or type(model.likelihood) is not Gaussian
@@ -446,10 +472,11 @@ def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000) -> di
     i = int(np.argmax(L))
     se = np.exp(-bound)
     if (i == 0 and se > floor) or np.exp(t[i]) > floor: return {}        # the data's maximum: inside, or outside above the floor
+    if L[i] - L[0] > gain_max: return {}                                   # the jitter's supremum, still far above the edge: widen
     slope = 0.5 * float(np.sum(se * z2 / (lam + se) ** 2 - se / (lam + se)))
     k = int(np.sum(lam <= 10.0 * floor))
     return {"likelihood.variance": (f"likelihood.variance: noise variance at the jitter's level: the targets are interpolated exactly "
-                                    f"(the VLB's slope in log σ² is {slope:+.4g} per e-fold at the edge {se:.3g}; {k} of the {model.n} "
+                                    f"(their noise, if any, lies below the prior's jitter {getattr(model.prior, 'jitter', 0.0):.2g}; the VLB's slope in log σ² is {slope:+.4g} per e-fold at the edge {se:.3g}; {k} of the {model.n} "
                                     f"eigenvalues of HΣHᵀ lie within 10 times its floor {floor:.2g} of jitter and rounding, and the VLB "
                                     f"along σ² rises down to that floor, {L[i] - L[0]:.4g} nats above the edge)")}
 
@@ -492,7 +519,21 @@ def _budget(inner: dict, hist) -> dict:
     own = inner.get("max_seconds")
     return {**inner, "max_seconds": left if own is None else min(own, left)}
 
+def _closed(model, method: str) -> bool:
+    "Whether the inner solve of `method` on `model` is the closed form (`gaussian_optimum`): FPi or FPb on a GP with a Gaussian likelihood."
+    return method in ("fpi", "fpb") and isinstance(model, GP) and type(model.likelihood) is Gaussian and model.sites.is_identity
+
+def _inner_fit(model, method: str, **opts):
+    """The inner solve: `fit(model, method, **opts)`, or its fixed point in closed form where `_closed` (`gaussian_optimum`;
+    the start and the options are moot for it). Where Σ + σ²I is not positive definite in floating point (a prior without
+    jitter at a noise variance below K's rounding) the method itself runs, and its posterior says so (no `closed_form`)."""
+    if _closed(model, method):
+        try: return gaussian_optimum(model, method)
+        except ValueError: pass                                         # the method's own run, from its start
+    return _fit(model, method, **opts)
+
 _INNER_REL = 3e-3   # `learn`'s default inner solves: tol raised to this times the outer gradient's ∞-norm at the previous evaluation
+_NOISE_GAIN = 1e-2   # nats: ``_learn_wide`` keeps a Gaussian noise variance at the jitter's level (`noise_floor`) once less than this (or tol_rel·|VLB|) is left to σ² → 0
 _EDGE_RISE = 1e-3   # ``_learn_once``'s `edge_stop`: the VLB's relative rise per e-fold out of the box that stops a run at the edge
 
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
@@ -550,10 +591,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             opts['newton'] = True                                         # a small outer step: the warm start is close
         state['prev'] = theta.copy()
         cold = None
-        try: post = _fit(m_new, method, **start, **opts)
+        try: post = _inner_fit(m_new, method, **start, **opts)
         except ValueError as err:                                         # the warm start is no valid start at this θ (e.g. λ₀
             if not start: raise                                           # with I + SKS not positive definite in floating point)
-            post, cold = _fit(m_new, method, **opts), str(err)            # from the method's own start, said in the record
+            post, cold = _inner_fit(m_new, method, **opts), str(err)            # from the method's own start, said in the record
         lam = getattr(post.cov, "lam", None)
         opt = (theta.copy(), post.m, np.asarray(lam)) if predict and post.converged and lam is not None else None
         if opt is not None: state['optima'].append(opt)                                                  # read only by predict_start
@@ -613,7 +654,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if 'edge' in state: message = "a log-parameter reached the edge of the box with the gradient pointing out"
     edges, early = {}, 'edge' in state and stop is Stop.MAX_ITER
     if state['post'] is None and state['key'] is not None:                # the run ended on a replayed θ: its posterior, warm
-        state['model'] = hp.build(theta); state['post'] = _fit(state['model'], method, **state['warm'], **_budget(inner, hist))
+        state['model'] = hp.build(theta); state['post'] = _inner_fit(state['model'], method, **state['warm'], **_budget(inner, hist))
         state['n_inner'] += state['post'].n_iter
     if stop not in (Stop.CALLBACK, Stop.MAX_SECONDS) and len(theta) and not early:
         edges, n_probe = _runaway(hp, theta0 if origin is None else origin, theta, -state['g'], state['post'], hist, method, inner, bound,
@@ -626,7 +667,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"at the edge of [-{bound:g}, {bound:g}] in log space: {vals}", len(at_bound)))
         edges.update({n: float(np.exp(t)) for n, t in zip(hp.free_names, theta) if n in at_bound})
     if stop is Stop.STALLED:
-        message = f"{message}: {stall_advice(method)}"
+        message = f"{message}: {stall_advice(method, exact=bool(state['post'] is not None and state['post'].info.get('closed_form')))}"
         hist[-1].events.append(Event(EventKind.SOLVER, message))
     hist.stop = stop
     hf = HyperFit(state['model'], state['post'], hyper_values(hp, state['model']), hist, stop, message, state['n_inner'], hp.fixed,
@@ -656,10 +697,13 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     (one inner solve) and above every evaluation inside the first box by more than the threshold: a finite maximum outside. Otherwise the first run is finished (replayed)
     and widened from its end as above. Before each widening, a Gaussian noise variance at the lower edge whose exact profile
     rises down to the jitter's level (`noise_floor`) is taken to have no maximum of the data's: the box is kept, with a
-    BOUND_ACTIVE event giving the numbers. So are Student-t degrees of freedom at the upper edge whose slope in log ν decays
+    BOUND_ACTIVE event giving the numbers, once less than max(tol_rel·|VLB|, 10⁻² nats), at most ½ nat, is left to gain at
+    σ² → 0 where the inner solves are the closed form (a GP: the box is widened while more is left), at once otherwise. A
+    noise variance of such a GP that ends beyond the first box unconverged is judged by the same profile at the learned kernel. So are Student-t degrees of freedom at the upper edge whose slope in log ν decays
     like 1/ν with less than max(tol_rel·|VLB|, 10⁻² nats), at most ½ nat, left to gain at ν = ∞ (`df_infinity`). Each widening is a SOLVER event; the runs share the time budget; `n_inner` counts
     every inner iteration once."""
     t0 = time.perf_counter()
+    def noise_gain(v): return min(max(thresh(v), _NOISE_GAIN), _DF_GAIN_MAX)   # nats the noise variance may leave to σ² → 0
     cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
     early = early and cache is not None and widen > 0
     thresh = lambda v: max(tol_rel, 1e-9) * max(1.0, abs(v))
@@ -682,8 +726,9 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         out = edge_out(res, b)
         if not out or res.stop in (Stop.CALLBACK, Stop.MAX_SECONDS) or not np.isfinite(res.vlb): break
         if left() is not None and left() <= 0: break
-        floor = (noise_floor(hp, hp.build(res.box[0]), res.box[0], res.box[1], out, b)          # a model built only for σ² at the edge
-                 if any(hp.free_names[j] == "likelihood.variance" for j in out) else None)
+        m_edge = hp.build(res.box[0]) if any(hp.free_names[j] == "likelihood.variance" for j in out) else None   # built only for σ² at the edge
+        floor = (noise_floor(hp, m_edge, res.box[0], res.box[1], out, b, gain_max=noise_gain(res.vlb) if _closed(m_edge, method) else np.inf)
+                 if m_edge is not None else None)
         if floor:                                                       # the noise variance's maximum is the jitter's: exact fit
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(floor.values()) + "; the box is kept", len(floor)))
@@ -702,7 +747,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             beyond = [j for j in out if b < abs(tn[j]) < b + bound - 1e-9]
             if new.stop is Stop.GRAD_TOL and beyond:
                 m_in = hp.build(inside); st = _warm(method, new.posterior)      # from the optimum outside, carried to the clipped variance
-                ref = _fit(m_in, method, **(_rescale(st, m_in, new.scales) if rescale else st), **_budget(inner, new.history)); n_inner += ref.n_iter
+                ref = _inner_fit(m_in, method, **(_rescale(st, m_in, new.scales) if rescale else st), **_budget(inner, new.history)); n_inner += ref.n_iter
                 logs = hp.is_log[hp.free]
                 best_in = max([ref.vlb] + [-e['f'] for k, e in cache.items() if np.all(np.abs(np.frombuffer(k)[logs]) <= b)])
                 if new.vlb - best_in > thresh(new.vlb):                 # a finite maximum outside, above every point evaluated inside
@@ -729,6 +774,16 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     theta, g, _ = res.box
     # past the first box and not converged: still rising, or on a plateau where the envelope gradient's sign is noise
     still = [j for j in sorted(grew) if abs(theta[j]) > bound]
+    js2 = next((j for j in still if hp.free_names[j] == "likelihood.variance" and theta[j] < 0), None)
+    kept = any(e.kind is EventKind.BOUND_ACTIVE and e.detail.startswith("likelihood.variance: noise variance at the jitter's level")
+               for e in res.history[-1].events)                    # the widening loop kept the box for it already
+    if js2 is not None and not kept and res.model is not None and _closed(res.model, method) and res.stop is not Stop.GRAD_TOL:
+        end = noise_floor(hp, res.model, theta, -np.ones(len(theta)), [js2], -theta[js2], gain_max=noise_gain(res.vlb))
+        if end is not None:                                            # the exact profile at the end decides for σ²
+            still.remove(js2)
+            if end:                                                    # the jitter's level: reported, with the gain left
+                notes.append(Event(EventKind.BOUND_ACTIVE, end["likelihood.variance"].replace("at the edge", "at the learned value").replace("above the edge", "above the learned value"), 1))
+                res.edges["likelihood.variance"] = float(np.exp(theta[js2]))
     if still and res.stop is not Stop.GRAD_TOL and not any(e.kind is EventKind.BOUND_ACTIVE for e in res.history[-1].events):
         vals = ", ".join(f"{hp.free_names[j]} = {np.exp(theta[j]):.3g}" + ("" if g is None else f" (gradient {g[j]:+.1e})") for j in still)
         notes.append(Event(EventKind.BOUND_ACTIVE, f"beyond the box [-{bound:g}, {bound:g}] in log space when learning ended without "
@@ -752,7 +807,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     'likelihood.scale2', the Laplace 'likelihood.scale', the ordinal cut points); with `learn_mean` the constant
     GP mean or the GLM's scalar prior mean, with `learn_inducing` a SparseGP's inducing inputs. The model's
     values are the start, not fixed values: StudentT(4.0, ...) starts df at 4 and learns it.
-    method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default), run to `inner`
+    method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default); for a GP with a Gaussian
+        likelihood FPi's and FPb's fixed point is taken in closed form (`gaussian_optimum`, one exact step, `inner` moot); run to `inner`
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
         step rule (the plain or the Newton step per iteration) for fpi, and for a GP with a log-concave likelihood the
         Newton step from the first iteration after an outer step of at most 1 in every free value (``_learn_once``);
@@ -775,7 +831,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         the box with the VLB flat beyond, gets a BOUND_ACTIVE event and a `RunawayParameterWarning` naming it, its value
         and what the edge means (it is listed in `edges` of the result). Before each widening (at the first box and at
         every wider one) the parameter is reported at the edge it reached, the box kept, where no maximum of the data's lies that way: a Gaussian
-        noise variance at the jitter's level (`noise_floor`), or Student-t degrees of freedom running to ∞ with a slope in
+        noise variance at the jitter's level (`noise_floor`; for a GP once less than max(tol_rel·|VLB|, 10⁻² nats) is left to
+        gain at σ² → 0, so that the kernel is learned with the noise there), or Student-t degrees of freedom running to ∞ with a slope in
         log ν decaying like 1/ν and less than max(tol_rel·|VLB|, 10⁻² nats), at most ½ nat, left to gain (`df_infinity`).
     A result at a trivial optimum (`degenerate`: predictions that do not depend on the inputs) gets a DEGENERATE
     event and a `DegenerateFitWarning` saying what to try. A run that stalls (the outer line search finds no
@@ -834,7 +891,7 @@ def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: flo
         probe = theta.copy(); probe[j] = np.clip(theta[j] + np.sign(moved[j]) * np.log(10.0), -bound, bound)
         mp = hp.build(probe); start = _warm(method, post)
         if scales is not None: start = _rescale(start, mp, scales)
-        far = _fit(mp, method, **start, **_budget(inner, hist)); n_probe += far.n_iter
+        far = _inner_fit(mp, method, **start, **_budget(inner, hist)); n_probe += far.n_iter
         if np.isfinite(far.vlb) and far.vlb >= post.vlb - 1e-9 * max(1.0, abs(post.vlb)):
             hist[-1].events.append(Event(EventKind.BOUND_ACTIVE, f"{hp.free_names[j]} runs to the edge: it moved from {np.exp(theta0[j]):.3g} to "
                                          f"{np.exp(theta[j]):.3g} and the optimal VLB is not lower at {np.exp(probe[j]):.3g} "
@@ -920,7 +977,7 @@ _EDGES = {("likelihood.df", 1): "df → ∞: the residuals look Gaussian (a Stud
           ("kernel.lengthscale", -1): "the latent function varies faster than the inputs are spaced and fits each point on its own: standardise the inputs or start the lengthscale from the data",
           ("kernel.variance", -1): "the latent function is switched off: the model predicts its prior mean everywhere (standardise the inputs, restarts)",
           ("kernel.variance", 1): "the latent function's scale is unbounded: labels separable by the inputs, or a likelihood scale learned with it",
-          ("likelihood.variance", -1): "the noise variance → 0: the model interpolates the targets",
+          ("likelihood.variance", -1): "the noise variance → 0: the model interpolates the targets (their noise, if any, lies below the prior's jitter, which carries it)",
           ("likelihood.variance", 1): "the noise explains all of the targets: the inputs do not predict them",
           ("likelihood.scale", -1): "the noise scale → 0: the model interpolates the targets",
           ("likelihood.scale", 1): "the noise explains all of the targets: the inputs do not predict them",
@@ -941,8 +998,15 @@ def edge_text(name: str, value: float, bound: float = 12.0) -> str:
             f"side): {what}. Hold it at the model's value with fixed={{{name!r}}}.")
 
 # %% ../../nbs/methods/15_hyper.ipynb #hedge03
-def stall_advice(method: str) -> str:
-    "What to try when learning stalls (the outer line search found no ascent step), for the inner `method`."
+def stall_advice(method: str, exact: bool = False) -> str:
+    """What to try when learning stalls (the outer line search found no ascent step), for the inner `method`; `exact`:
+    the inner solves were the closed form (`gaussian_optimum`), so the VLB and its gradient agree up to rounding."""
+    if exact:
+        return ("learning stalled at the VLB's rounding: the inner solves are exact (the Gaussian likelihood's closed form), so no "
+                "outer step the line search tried raises the VLB by more than the rounding of log N(y | μ, Σ + σ²I), which grows with the "
+                "condition number of Σ + σ²I (large where the noise variance is far below the kernel's scale, near the jitter). The "
+                "values reached are returned (compare the VLB with the start's); standardise the targets, or hold the noise variance "
+                "(fixed={'likelihood.variance'}) at a value of the data's")
     if method == "laplace":
         return ("learning stalled (NOT converged): the Laplace approximation's q is not the VLB's maximiser, so the VLB's gradient in "
                 "the hyperparameters at that q is not the gradient of the objective and the line search fails. Learn with "
