@@ -46,6 +46,29 @@ def _finite(X):
                          "fill or drop the row)")
     return X
 
+def _text_entry(X):
+    "(row, column name or index, value) of the first entry of X that is not a number, or None when there is none."
+    names = list(getattr(X, "columns", [])) or None
+    A = np.asarray(X, dtype=object)
+    if A.ndim != 2: return None
+    for j in range(A.shape[1]):
+        for i in range(A.shape[0]):
+            try: float(A[i, j])
+            except (TypeError, ValueError): return i, (names[j] if names else j), A[i, j]
+    return None
+
+def _validated(est, X, y=None, **kw):
+    """`validate_data` as float64; inputs holding text are a ValueError naming the first such entry's row and column
+    (the estimators take numbers: text columns are encoded by the caller, e.g. with a one-hot encoder)."""
+    try: return validate_data(est, X, y, dtype=np.float64, ensure_all_finite=False, **kw) if y is not None else \
+        validate_data(est, X, dtype=np.float64, ensure_all_finite=False, **kw)
+    except ValueError:
+        bad = _text_entry(X)
+        if bad is None: raise
+        i, j, v = bad
+        raise ValueError(f"X holds text: row {i}, column {j!r} is {str(v)!r}; {type(est).__name__} takes numeric inputs (encode "
+                         "text columns first, e.g. sklearn.preprocessing.OneHotEncoder in a ColumnTransformer)") from None
+
 class _VGEstimator(BaseEstimator):
     """Shared by the estimators: input standardisation, the latent function (`latent`), its prior, the inference
     method and the hyperparameter learning, from validated data to `posterior_`; the fit's diagnostics; save/load."""
@@ -53,8 +76,12 @@ class _VGEstimator(BaseEstimator):
 
     def _fit_data(self, X, y, sample_weight, **kw):
         """(X, y) validated, with whole-number `sample_weight` as repeated rows; the input map `scaler_` fitted."""
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=False, **kw)
+        X, y = _validated(self, X, y, **kw)
         X = _finite(X)
+        if kw.get("y_numeric") and np.asarray(y).dtype.kind not in "biuf":
+            first = np.asarray(y).ravel()[0]
+            raise ValueError(f"{type(self).__name__} takes numbers as targets, but y is not numeric (e.g. {str(first)!r}): "
+                             "for class labels use VGClassifier, for ordered classes VGOrdinalRegressor")
         if sample_weight is not None:
             w = np.asarray(sample_weight, dtype=float)
             if w.shape != (len(X),): raise ValueError(f"sample_weight must have shape ({len(X)},), got {w.shape}")
@@ -146,7 +173,7 @@ class _VGEstimator(BaseEstimator):
     def _inputs(self, X):
         "Validated test inputs (columns and feature names as at fit), standardised, with the intercept column for a GLM."
         check_is_fitted(self, "posterior_")
-        X = self.scaler_.transform(_finite(validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=False)))
+        X = self.scaler_.transform(_finite(_validated(self, X, reset=False)))
         glm = self.posterior_.model.kind == "glm" or isinstance(self.posterior_.model, MultiGLM)
         if glm and self.fit_intercept: X = np.hstack([X, np.ones((len(X), 1))])
         return X
