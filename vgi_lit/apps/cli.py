@@ -395,7 +395,7 @@ def _read_training(a, out):
         if given is None: a.likelihood = default_likelihood(yv, a.target)
         if a.likelihood == "softmax": labels, y = class_codes(yv, a.target)
         else:
-            try: a.likelihood, y, labels = target_coding(yv, a.likelihood, a.target)
+            try: a.likelihood, y, labels = target_coding(yv, a.likelihood, a.target, lines)
             except TableError as e:                          # more than two values: unordered classes are one more choice
                 many = len(set((yv[0] if isinstance(yv, tuple) else yv).tolist())) > 2
                 raise TableError(f"{e}{'; or' if 'try --likelihood' in str(e) else '; try'} --likelihood softmax (unordered classes)"

@@ -15,9 +15,10 @@ from ..models import GP, SparseGP
 from ..methods.hyper import HyperFit, degenerate
 
 # %% auto #0
-__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'MISSING', 'BINARY', 'REAL', 'COUNT', 'Standardizer',
-           'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit', 'degenerate_advice',
-           'runaway_parameters', 'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
+__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL', 'COUNT',
+           'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit',
+           'degenerate_advice', 'runaway_parameters', 'TableError', 'read_table', 'column_values', 'TableEncoder',
+           'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -181,9 +182,19 @@ class TableError(ValueError):
     "A problem with a table's contents (a missing value, a mixed column, an unseen category, a target no likelihood takes)."
 
 # %% ../../nbs/apps/49_tables.ipynb #619371cd
+def _number(s):
+    "float(s), or None when the string s is not a number."
+    try: v = float(s)
+    except ValueError: return None
+    return v
+
+SEPARATORS = ((";", "semicolons"), ("\t", "tabs"), ("|", "vertical bars"), (None, "spaces"))   # None: str.split's runs of whitespace
+
 def read_table(path, source=None):
     """(header, rows, lines) of a CSV file with a header line: the column names, the data rows as lists of stripped
-    strings, and each row's line number in the file (blank lines skipped). Errors are `TableError`s naming the line."""
+    strings, and each row's line number in the file (blank lines skipped). Errors are `TableError`s naming the line; a
+    first line of numbers only (no header) and a file separated by another character than the comma (`SEPARATORS`:
+    its first two lines split into the same number of fields by it) are named as such."""
     path = Path(path); source = source or str(path)
     try: fh = open(path, newline="")
     except OSError as e: raise TableError(f"cannot read {path}: {e.strerror}") from None
@@ -193,6 +204,19 @@ def read_table(path, source=None):
     lines = [i + 1 for i, r in enumerate(raw) if r and any(c.strip() for c in r)]
     if not lines: raise TableError(f"{source} is empty (a header line and at least one data line are needed)")
     header = [h.strip() for h in raw[lines[0] - 1]]
+    if len(header) == 1 and len(lines) > 1:
+        first, second = header[0], ",".join(raw[lines[1] - 1])
+        for sep, what in SEPARATORS:
+            k = len(first.split(sep))
+            if k > 1 and len(second.split(sep)) == k:
+                nums = all(_number(h) is not None for h in first.split(sep))
+                raise TableError(f"{source} line {lines[0]} is one field, {first[:60]!r}{'...' if len(first) > 60 else ''}: the file "
+                                 f"looks separated by {what}, not commas{', and has no header line' if nums else ''} (a comma-separated "
+                                 "file whose first line names the columns is read: convert it, e.g. with pandas.read_csv(..., sep=...)"
+                                 ".to_csv(...))")
+    if all(_number(h) is not None for h in header):
+        raise TableError(f"{source} line {lines[0]} holds only numbers ({', '.join(header[:4])}{', ...' if len(header) > 4 else ''}): "
+                         "the file has no header line; add a first line naming the columns (e.g. x1,x2,...,y)")
     if len(set(header)) != len(header):
         raise TableError(f"{source}: repeated column name(s) {sorted({h for h in header if header.count(h) > 1})}")
     rows = []
@@ -205,11 +229,6 @@ def read_table(path, source=None):
 
 # %% ../../nbs/apps/49_tables.ipynb #6d33665f
 MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
-
-def _number(s):
-    try: v = float(s)
-    except ValueError: return None
-    return v
 
 def column_values(header, rows, lines, name, source="table"):
     """The values of column `name`: a float array when every value is a number, else the pair (values as an object
@@ -303,11 +322,12 @@ def _suggest(y, k):
     if kind in ("integers", "reals"): return "gaussian (real values)" + (" or ordinal (ordered classes)" if kind == "integers" and k <= 10 else "")
     return None
 
-def target_coding(y, likelihood=None, name="y"):
+def target_coding(y, likelihood=None, name="y", lines=None):
     """(likelihood, y coded for it, labels) for the target values y (floats, or strings from `column_values`): with
     `likelihood` None it is read from y (two values: logistic; non-negative integers with more values: poisson;
     other numbers: gaussian). Binary targets are coded −1, +1 for the sorted labels (`labels`, numbers or strings);
-    otherwise labels is None. A likelihood that cannot take y is a TableError suggesting one that can. The rule never
+    otherwise labels is None. A likelihood that cannot take y is a TableError suggesting one that can, naming the first
+    value it cannot take by its line in the file (`lines`, as `read_table` gives them) or else its row. The rule never
     picks softmax (unordered classes): that case is decided and its classes coded 0..C−1 by the caller (the command
     line's `default_likelihood` and `class_codes`) before, and instead of, this function."""
     y = y[0] if isinstance(y, tuple) else np.asarray(y)
@@ -320,14 +340,20 @@ def target_coding(y, likelihood=None, name="y"):
                              "labels (logistic, probit), counts (poisson), ordered integers (ordinal) or numbers")
         else: likelihood = "poisson" if _kind(y) == "counts" else "gaussian"
     hint = _suggest(y, k)
-    wrong = lambda what: TableError(f"column {name!r}: the {likelihood} likelihood takes {what}, but the column has {k} distinct "
-                                    f"{'labels' if _kind(y) == 'strings' else 'values'} (e.g. {', '.join(map(str, uniq[:4]))})"
-                                    + (f"; try --likelihood {hint}" if hint else ""))
+    def wrong(what, bad=None):
+        "The TableError for a likelihood that takes `what`; `bad` (bool per row): the values it cannot take."
+        first = ""
+        if bad is not None and np.any(bad):
+            i = int(np.flatnonzero(bad)[0]); v = y[i]
+            first = (f"line {lines[i]}" if lines is not None else f"row {i}") + f" has {v if isinstance(v, str) else f'{float(v):g}'!r}, and "
+        return TableError(f"column {name!r}: the {likelihood} likelihood takes {what}, but {first}the column has {k} distinct "
+                          f"{'labels' if _kind(y) == 'strings' else 'values'} (e.g. {', '.join(map(str, uniq[:4]))})"
+                          + (f"; try --likelihood {hint}" if hint else ""))
     if likelihood in BINARY:
         if k != 2: raise wrong("two labels")
         labels = np.array([str(u) for u in uniq]) if _kind(y) == "strings" else np.array(uniq, dtype=float)
         return likelihood, np.where(y == uniq[1], 1.0, -1.0), labels
-    if _kind(y) == "strings": raise wrong("numbers")
+    if _kind(y) == "strings": raise wrong("numbers", np.array([_number(v) is None for v in y]))
     y = y.astype(float)
-    if likelihood in COUNT and _kind(y) != "counts": raise wrong("counts (non-negative integers)")
+    if likelihood in COUNT and _kind(y) != "counts": raise wrong("counts (non-negative integers)", (y != np.round(y)) | (y < 0))
     return likelihood, y, None
