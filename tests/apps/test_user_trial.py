@@ -1,0 +1,103 @@
+"""What a user trips on with data nobody tuned the package for: files in another format than the command line reads,
+target values a likelihood cannot take, text where numbers are needed. Each error names the problem and where it is."""
+import csv
+from pathlib import Path
+import numpy as np
+import pytest
+
+from vgi_lit.apps.cli import main
+from vgi_lit.apps.tables import TableError, read_table, target_coding, column_values
+from vgi_lit.datasets import shared_data_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = shared_data_dir(ROOT)
+
+
+def _need(name):
+    if DATA is None or not (DATA / name).is_file(): pytest.skip(f"{name} not in the shared data directory")
+    return DATA / name
+
+
+def _error(argv, capsys):
+    rc = main(argv); err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1, (rc, err)
+    return err
+
+
+@pytest.mark.parametrize("sep, what", [(";", "semicolons"), ("\t", "tabs"), ("|", "vertical bars")])
+def test_another_separator_is_named(tmp_path, sep, what):
+    p = tmp_path / "t.csv"
+    p.write_text(sep.join(["x1", "x2", "y"]) + "\n" + "\n".join(sep.join(["1.5", "2", str(i % 2)]) for i in range(4)) + "\n")
+    with pytest.raises(TableError, match=f"separated by {what}, not commas"): read_table(p)
+
+
+def test_decimal_commas_with_semicolons_are_named(tmp_path):
+    p = tmp_path / "eu.csv"; p.write_text("x1;x2;y\n1,5;2;1\n3;4,25;0\n")
+    with pytest.raises(TableError, match="separated by semicolons"): read_table(p)
+
+
+def test_one_named_column_is_still_a_table(tmp_path):
+    p = tmp_path / "one.csv"; p.write_text("body mass\n3.2\n4.1\n")
+    header, rows, lines = read_table(p)
+    assert header == ["body mass"] and rows == [["3.2"], ["4.1"]] and lines == [2, 3]
+
+
+def test_whitespace_file_without_header_is_named(capsys):
+    err = _error(["fit", str(_need("housing.data")), "--target", "y", "--no-progress"], capsys)
+    assert "separated by spaces, not commas, and has no header line" in err, err
+
+
+def test_csv_without_header_is_named_not_as_repeated_columns(capsys):
+    err = _error(["fit", str(_need("ionosphere.data-tra.csv")), "--target", "y", "--no-progress"], capsys)
+    assert "line 1 holds only numbers" in err and "no header line" in err and "repeated" not in err, err
+
+
+def test_a_non_count_is_named_by_its_line(tmp_path, capsys):
+    p = tmp_path / "c.csv"
+    with open(p, "w", newline="") as fh:
+        w = csv.writer(fh); w.writerow(["x", "visits"])
+        for i in range(30): w.writerow([0.1 * i, "3.5" if i == 17 else f"{i % 13}.0"])
+    err = _error(["fit", str(p), "--target", "visits", "--likelihood", "poisson", "--no-progress"], capsys)
+    assert "line 19 has '3.5'" in err, err                         # row 17 of the data is line 19 (after the header)
+    h, r, ln = read_table(p)
+    with pytest.raises(TableError, match="row 17 has '3.5'"): target_coding(column_values(h, r, ln, "visits"), "poisson", "visits")
+
+
+def test_a_text_label_for_a_real_likelihood_is_named_by_its_line(tmp_path):
+    p = tmp_path / "t.csv"; p.write_text("x,y\n1,2.5\n2,3\n3,n.a.\n")
+    h, r, ln = read_table(p)
+    with pytest.raises(TableError, match="line 4 has 'n.a.'"): target_coding(column_values(h, r, ln, "y"), "gaussian", "y", ln)
+
+
+def test_randhie_counts_as_floats_are_counts(tmp_path, capsys):
+    "randhie's count column written as 3.0, 0.0, ... is still read as counts (Poisson), not refused."
+    src = _need("randhie.csv")
+    with open(src) as fh: rows = list(csv.reader(fh))[:301]
+    p = tmp_path / "r.csv"
+    with open(p, "w", newline="") as fh:
+        w = csv.writer(fh); w.writerow(rows[0])
+        for r in rows[1:]: w.writerow([f"{float(r[0]):.1f}"] + r[1:])
+    assert main(["fit", str(p), "--target", "mdvis", "--model", "glm", "--no-progress", "--no-learn"]) == 0
+    assert "likelihood poisson" in capsys.readouterr().out
+
+
+sk = pytest.importorskip("sklearn")
+
+
+def test_regressors_refuse_text_targets_by_name():
+    from vgi_lit.apps.sklearn import VGRegressor, VGPoissonRegressor
+    X = np.random.default_rng(0).standard_normal((12, 2)); y = np.where(X[:, 0] > 0, "high", "low")
+    for E in (VGRegressor, VGPoissonRegressor):
+        with pytest.raises(ValueError, match="not numeric .*'(high|low)'.*VGClassifier"): E(latent="glm").fit(X, y)
+
+
+def test_text_in_X_is_named_by_row_and_column():
+    from vgi_lit.apps.sklearn import VGClassifier
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((16, 3)).astype(object); X[5, 2] = "Oslo"; y = np.arange(16) % 2
+    with pytest.raises(ValueError, match="row 5, column 2 is 'Oslo'"): VGClassifier(latent="glm").fit(X, y)
+    est = VGClassifier(latent="glm", learn_hyperparameters=False).fit(X[:, :2].astype(float), y)
+    Xt = X[:4, :2].copy(); Xt[1, 0] = "n/a"
+    with pytest.raises(ValueError, match="row 1, column 0 is 'n/a'"): est.predict(Xt)
+    X[5, 2] = {"a": 1}                                              # not text: scikit-learn's own TypeError stands
+    with pytest.raises(TypeError): VGClassifier(latent="glm").fit(X, y)
