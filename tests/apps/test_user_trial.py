@@ -101,3 +101,30 @@ def test_text_in_X_is_named_by_row_and_column():
     with pytest.raises(ValueError, match="row 1, column 0 is 'n/a'"): est.predict(Xt)
     X[5, 2] = {"a": 1}                                              # not text: scikit-learn's own TypeError stands
     with pytest.raises(TypeError): VGClassifier(latent="glm").fit(X, y)
+
+
+def test_a_large_dense_gp_is_announced_before_fitting(tmp_path, capsys, monkeypatch):
+    "A dense GP on many rows (bikeshare's 8,645: about 42 s to learn at 2,000 rows, cubic beyond) is said to be slow first."
+    import vgi_lit.apps.cli as cli
+    monkeypatch.setattr(cli, "LARGE_GP_ROWS", 30)
+    rng = np.random.default_rng(0); p = tmp_path / "g.csv"
+    with open(p, "w", newline="") as fh:
+        w = csv.writer(fh); w.writerow(["x", "y"])
+        for x in rng.standard_normal(40): w.writerow([x, int(rng.poisson(np.exp(0.5 * x)))])
+    assert main(["fit", str(p), "--target", "y", "--likelihood", "poisson", "--no-learn", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "a dense GP on 40 rows" in out and "--model sparse-gp" in out, out
+    assert main(["fit", str(p), "--target", "y", "--likelihood", "poisson", "--model", "sparse-gp", "--inducing", "10",
+                 "--no-learn", "--no-progress"]) == 0
+    assert "dense GP" not in capsys.readouterr().out
+
+
+def test_stalled_learning_advice_is_in_command_line_terms():
+    "The learner's message advises Python callers (inner={...}, restarts=3); the command line's advice names its own options."
+    from types import SimpleNamespace
+    from vgi_lit.apps.cli import learning_advice
+    from vgi_lit.inference import Stop
+    res = SimpleNamespace(stop=Stop.STALLED, message="ABNORMAL: : learning stalled (NOT converged): Tighten the inner solves "
+                          "(inner={'tol': 1e-9}), or learn with restarts (restarts=3)")
+    text = learning_advice(res, SimpleNamespace(objective="vlb", converged=True, stop=Stop.GRAD_TOL))
+    assert "inner={" not in text and "restarts=" not in text and "--restarts" not in text and "--fix NAME" in text, text

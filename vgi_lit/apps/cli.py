@@ -26,10 +26,10 @@ from .tables import (Standardizer, TableEncoder, TableError, read_table, column_
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
 # %% auto #0
-__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'CLIError', 'default_likelihood',
-           'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary', 'learning_advice',
-           'coefficient_table', 'class_table', 'class_coefficient_tables', 'write_predictions', 'parser', 'cmd_fit',
-           'multi_learning_text', 'binary_labels', 'cmd_predict', 'main']
+__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'LARGE_GP_ROWS', 'CLIError',
+           'default_likelihood', 'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary',
+           'learning_advice', 'coefficient_table', 'class_table', 'class_coefficient_tables', 'write_predictions',
+           'large_gp_note', 'parser', 'cmd_fit', 'multi_learning_text', 'binary_labels', 'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -206,15 +206,17 @@ def summary(post, res, seconds) -> str:
 # %% ../../nbs/apps/51_cli.ipynb #ec757d42
 def learning_advice(res, post) -> str:
     """What to do when hyperparameter learning (`res`, a HyperFit) did not converge, from why it stopped and what the
-    inner method optimises (`post.objective`)."""
+    inner method optimises (`post.objective`), in the command line's options only (the learner's own message speaks
+    to Python callers, and `--restarts` acts on a degenerate fit only, so it is not offered for a stalled one)."""
     if post.objective != "vlb":
         return (f"the inner method {post.method} maximises the {post.objective}, not the VLB, so the learner's gradient (which "
                 "assumes q maximises the VLB) is inexact: learn with a VG method (the default, fpi)")
     if res.stop is Stop.MAX_ITER: return "the outer iteration budget ran out: start nearer (standardised inputs, the data start) or allow more iterations"
     if res.stop is Stop.MAX_SECONDS: return "the time budget ran out before the learner met its tolerance"
     if res.stop is Stop.STALLED:
-        return (f"the outer optimiser stopped without meeting its tolerance ({res.message}): the VLB may be flat in a parameter "
-                "(see any bound warning): try --restarts, or hold that parameter with --fix")
+        return ("the outer line search found no step that raises the VLB before the learner met its tolerance; the values "
+                "reached are used and may be adequate (compare the VLB with a --no-learn fit at the start); the VLB may be flat "
+                "in a parameter (see any bound warning): hold it with --fix NAME")
     if not post.converged: return f"the final inner fit did not converge ({post.stop.value}): the learned values rest on an inexact q"
     return res.message or res.stop.value
 
@@ -332,6 +334,15 @@ def write_predictions(post, X, path, y=None, classes=None):
     return msg
 
 # %% ../../nbs/apps/51_cli.ipynb #cl09
+LARGE_GP_ROWS = 3000      # a dense GP on more training rows than this is slow enough to say so before fitting
+
+def large_gp_note(n: int, learn: bool) -> str:
+    """The line printed before a dense GP is fitted to n > `LARGE_GP_ROWS` rows: each step factorises an n × n matrix
+    (memory 8n² bytes, time growing as n³, and learning repeats whole fits), and the sparse GP's cost is linear in n."""
+    return (f"note       a dense GP on {n} rows: each step factorises the {n} x {n} kernel matrix ({8 * n * n / 1e9:.2g} GB; time grows as "
+            f"the cube of the rows{', and learning repeats whole fits' if learn else ''}); --model sparse-gp (--inducing M rows, "
+            "cost linear in the rows) or --model glm is much faster")
+
 class _Parser(argparse.ArgumentParser):
     "argparse with its errors as one-line CLIErrors (no usage block)."
     def error(self, message): raise CLIError(message)
@@ -432,6 +443,7 @@ def cmd_fit(a, out=print, err=None):
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
     model = build_model(Z, y, enc.feature_names, a, cuts)
+    if a.model == "gp" and len(Z) > LARGE_GP_ROWS: out(large_gp_note(len(Z), a.learn))
     if a.likelihood == "softmax": return _fit_softmax(a, model, enc, scaler, y, labels, out, err)
     opts = {}
     if a.fix:
