@@ -128,3 +128,19 @@ def test_stalled_learning_advice_is_in_command_line_terms():
                           "(inner={'tol': 1e-9}), or learn with restarts (restarts=3)")
     text = learning_advice(res, SimpleNamespace(objective="vlb", converged=True, stop=Stop.GRAD_TOL))
     assert "inner={" not in text and "restarts=" not in text and "--restarts" not in text and "--fix NAME" in text, text
+
+
+def test_estimators_warn_before_a_large_dense_gp(monkeypatch):
+    import warnings
+    import vgi_lit.apps.sklearn as sk
+    from vgi_lit.apps.sklearn import VGClassifier, VGPoissonRegressor
+    from vgi_lit.apps.tables import LargeGPWarning
+    monkeypatch.setattr(sk, "LARGE_GP_ROWS", 30)
+    rng = np.random.default_rng(0); X = rng.standard_normal((40, 2))
+    with pytest.warns(LargeGPWarning, match="dense GP on 40 rows.*latent='sparse_gp'"):
+        VGPoissonRegressor(learn_hyperparameters=False).fit(X, rng.poisson(np.exp(0.5 * X[:, 0])))
+    with pytest.warns(LargeGPWarning, match="VGClassifier: a dense GP on 40 rows"):
+        VGClassifier(learn_hyperparameters=False).fit(X, np.digitize(X[:, 0], [-0.5, 0.5]))      # three classes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LargeGPWarning)
+        VGPoissonRegressor(latent="sparse_gp", n_inducing=10, learn_hyperparameters=False).fit(X, rng.poisson(np.ones(40)))

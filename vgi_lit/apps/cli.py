@@ -22,14 +22,14 @@ from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
                                  data_kernel, variance_start, degenerate_fit, runaway_parameters, degenerate_advice,
-                                 CLI_OPTIONS, RUNAWAY_ADVICE)
+                                 CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
 # %% auto #0
-__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'LARGE_GP_ROWS', 'CLIError',
-           'default_likelihood', 'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary',
-           'learning_advice', 'coefficient_table', 'class_table', 'class_coefficient_tables', 'write_predictions',
-           'large_gp_note', 'parser', 'cmd_fit', 'multi_learning_text', 'binary_labels', 'cmd_predict', 'main']
+__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'CLIError', 'default_likelihood',
+           'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary', 'learning_advice',
+           'coefficient_table', 'class_table', 'class_coefficient_tables', 'write_predictions', 'parser', 'cmd_fit',
+           'multi_learning_text', 'binary_labels', 'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -334,15 +334,6 @@ def write_predictions(post, X, path, y=None, classes=None):
     return msg
 
 # %% ../../nbs/apps/51_cli.ipynb #cl09
-LARGE_GP_ROWS = 3000      # a dense GP on more training rows than this is slow enough to say so before fitting
-
-def large_gp_note(n: int, learn: bool) -> str:
-    """The line printed before a dense GP is fitted to n > `LARGE_GP_ROWS` rows: each step factorises an n × n matrix
-    (memory 8n² bytes, time growing as n³, and learning repeats whole fits), and the sparse GP's cost is linear in n."""
-    return (f"note       a dense GP on {n} rows: each step factorises the {n} x {n} kernel matrix ({8 * n * n / 1e9:.2g} GB; time grows as "
-            f"the cube of the rows{', and learning repeats whole fits' if learn else ''}); --model sparse-gp (--inducing M rows, "
-            "cost linear in the rows) or --model glm is much faster")
-
 class _Parser(argparse.ArgumentParser):
     "argparse with its errors as one-line CLIErrors (no usage block)."
     def error(self, message): raise CLIError(message)
@@ -443,7 +434,7 @@ def cmd_fit(a, out=print, err=None):
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
     model = build_model(Z, y, enc.feature_names, a, cuts)
-    if a.model == "gp" and len(Z) > LARGE_GP_ROWS: out(large_gp_note(len(Z), a.learn))
+    if a.model == "gp" and len(Z) > LARGE_GP_ROWS: out("note       " + large_gp_note(len(Z), a.learn, CLI_OPTIONS))
     if a.likelihood == "softmax": return _fit_softmax(a, model, enc, scaler, y, labels, out, err)
     opts = {}
     if a.fix:

@@ -22,7 +22,7 @@ from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal
 from ..models import GLM, GP, SparseGP
 from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, runaway_parameters,
                                  DegenerateFitWarning, RunawayParameterWarning, degenerate_advice,
-                                 ESTIMATOR_OPTIONS, RUNAWAY_ADVICE)
+                                 ESTIMATOR_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, LargeGPWarning, large_gp_note)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 from ..softmax import Softmax
 from ..models.multi import MultiGLM, MultiGP
@@ -47,21 +47,25 @@ def _finite(X):
     return X
 
 def _text_entry(X):
-    "(row, column name or index, value) of the first entry of X that is not a number, or None when there is none."
+    "(row, column name or index, value) of the first entry of X that is text (a string), or None when there is none."
     names = list(getattr(X, "columns", [])) or None
     A = np.asarray(X, dtype=object)
     if A.ndim != 2: return None
     for j in range(A.shape[1]):
         for i in range(A.shape[0]):
-            try: float(A[i, j])
-            except (TypeError, ValueError): return i, (names[j] if names else j), A[i, j]
+            v = A[i, j]
+            if isinstance(v, (str, bytes)) and _number(v) is None: return i, (names[j] if names else j), v
     return None
 
-def _validated(est, X, y=None, **kw):
-    """`validate_data` as float64; inputs holding text are a ValueError naming the first such entry's row and column
-    (the estimators take numbers: text columns are encoded by the caller, e.g. with a one-hot encoder)."""
-    try: return validate_data(est, X, y, dtype=np.float64, ensure_all_finite=False, **kw) if y is not None else \
-        validate_data(est, X, dtype=np.float64, ensure_all_finite=False, **kw)
+def _number(s):
+    "float(s), or None when s is not a number."
+    try: return float(s)
+    except (TypeError, ValueError): return None
+
+def _validated(est, X, *y, **kw):
+    """`validate_data` as float64 (`y`: the targets, if given); inputs holding text are a ValueError naming the first such
+    entry's row and column (the estimators take numbers: text columns are encoded by the caller, e.g. one-hot)."""
+    try: return validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, **kw)
     except ValueError:
         bad = _text_entry(X)
         if bad is None: raise
@@ -106,8 +110,16 @@ class _VGEstimator(BaseEstimator):
         if self.kernel is None: kernel = data_kernel(RBF(), Z, variance_start(lik, y))
         elif isinstance(self.kernel, Kernel): kernel = self.kernel
         else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
-        if latent == "gp": return GP(Z, y, lik, kernel, mean=mean)
+        if latent == "gp":
+            self._warn_large(len(Z))
+            return GP(Z, y, lik, kernel, mean=mean)
         return SparseGP(Z, y, lik, kernel, self._inducing_rows(Z), mean=mean)
+
+    def _warn_large(self, n):
+        "A `LargeGPWarning` before a dense GP is fitted to more than `LARGE_GP_ROWS` rows."
+        if n > LARGE_GP_ROWS:
+            warnings.warn(LargeGPWarning(f"{type(self).__name__}: " + large_gp_note(n, bool(self.learn_hyperparameters), ESTIMATOR_OPTIONS)),
+                          stacklevel=4)
 
     def _inducing_rows(self, Z):
         "`n_inducing` rows of the standardised inputs Z drawn without replacement (seeded by `random_state`), in row order."
@@ -308,6 +320,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
             if self.kernel is None: kernel = data_kernel(RBF(), Z, MULTICLASS_VARIANCE)
             elif isinstance(self.kernel, Kernel): kernel = self.kernel
             else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
+            if latent == "gp": self._warn_large(len(Z))
             model = MultiGP(Z, k, lik, kernel) if latent == "gp" else MultiSparseGP(Z, k, lik, kernel, self._inducing_rows(Z))
         opts = dict(self.fit_options or {})
         if learn and isinstance(model, MultiSparseGP): opts.setdefault("learn_inducing", False)   # Z held at the drawn rows, as with two classes

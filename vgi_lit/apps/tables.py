@@ -15,10 +15,10 @@ from ..models import GP, SparseGP
 from ..methods.hyper import HyperFit, degenerate
 
 # %% auto #0
-__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL', 'COUNT',
-           'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit',
-           'degenerate_advice', 'runaway_parameters', 'TableError', 'read_table', 'column_values', 'TableEncoder',
-           'target_coding']
+__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'LARGE_GP_ROWS', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL',
+           'COUNT', 'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit',
+           'degenerate_advice', 'runaway_parameters', 'LargeGPWarning', 'large_gp_note', 'TableError', 'read_table',
+           'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -161,9 +161,10 @@ def degenerate_advice(model, options: dict, standardized: bool, data_start: bool
             + "What to do: " + (", ".join(tips[:-1]) + ", or " if len(tips) > 1 else "") + tips[-1])
 
 ESTIMATOR_OPTIONS = dict(standardize="standardize=True", data_start="kernel=None, or a lengthscale near that distance",
-                         learn="learn_hyperparameters=True", restarts="n_restarts={}")
+                         learn="learn_hyperparameters=True", restarts="n_restarts={}",
+                         sparse="latent='sparse_gp' (n_inducing=M rows)", glm="latent='glm'")
 CLI_OPTIONS = dict(standardize="drop --no-standardize", data_start="--kernel-start data", learn="drop --no-learn",
-                   restarts="--restarts {}")
+                   restarts="--restarts {}", sparse="--model sparse-gp (--inducing M rows)", glm="--model glm")
 
 # %% ../../nbs/apps/49_tables.ipynb #tb18
 def runaway_parameters(res) -> list:
@@ -176,6 +177,20 @@ def runaway_parameters(res) -> list:
 RUNAWAY_ADVICE = ("a parameter at its edge means the VLB keeps improving in that direction: hold it fixed "
                   "(estimators: fit_options={'fixed': {'<name>'}}; command line: --fix <name>), or, for a Student-t df at its upper edge, use Gaussian noise; "
                   "a variance or lengthscale at an edge often means the inputs need standardising")
+
+# %% ../../nbs/apps/49_tables.ipynb #2cf56d11
+LARGE_GP_ROWS = 3000      # a dense GP on more training rows than this is slow enough to say so before fitting
+
+class LargeGPWarning(UserWarning):
+    "A dense GP is about to be fitted to more than `LARGE_GP_ROWS` rows."
+
+def large_gp_note(n: int, learn: bool, options: dict) -> str:
+    """What is said before a dense GP is fitted to n > `LARGE_GP_ROWS` rows: each step factorises the n × n kernel
+    matrix (8n² bytes, time growing as n³; learning repeats whole fits), and the cheaper models, spelt by `options`
+    in the caller's terms (`ESTIMATOR_OPTIONS` or `CLI_OPTIONS`)."""
+    return (f"a dense GP on {n} rows: each step factorises the {n} x {n} kernel matrix ({8 * n * n / 1e9:.2g} GB; time grows as "
+            f"the cube of the rows{', and learning repeats whole fits' if learn else ''}); {options['sparse']}, cost linear in "
+            f"the rows, or {options['glm']} is much faster")
 
 # %% ../../nbs/apps/49_tables.ipynb #tb22
 class TableError(ValueError):
