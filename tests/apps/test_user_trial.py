@@ -144,3 +144,22 @@ def test_estimators_warn_before_a_large_dense_gp(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", LargeGPWarning)
         VGPoissonRegressor(latent="sparse_gp", n_inducing=10, learn_hyperparameters=False).fit(X, rng.poisson(np.ones(40)))
+
+
+def test_numbers_written_as_numpy_reprs_are_not_one_hot_encoded(tmp_path, capsys):
+    "NumPy 2 writes repr(np.float64(0.5)) as 'np.float64(0.5)': such a column is text, one category per row, and refused."
+    rng = np.random.default_rng(0); X = rng.standard_normal((40, 3))
+    p = tmp_path / "np.csv"
+    with open(p, "w", newline="") as fh:
+        w = csv.writer(fh); w.writerow(["a", "b", "c", "y"])
+        for x in X: w.writerow([repr(v) for v in x] + [int(x[0] > 0)])
+    err = _error(["fit", str(p), "--target", "y", "--no-progress", "--no-learn"], capsys)
+    assert "column 'a': text with 40 distinct values in 40 rows" in err and "np.float64(" in err, err
+
+
+def test_a_few_text_categories_are_still_one_hot(capsys):
+    src = _need("bikeshare.csv")
+    assert main(["fit", str(src), "--target", "bikers", "--features", "mnth,weathersit,temp", "--model", "glm",
+                 "--no-learn", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "categories mnth: one-hot, 12 columns" in out and "weathersit=clear" in out, out

@@ -265,7 +265,10 @@ def column_values(header, rows, lines, name, source="table"):
 class TableEncoder:
     """The input columns of a table as a numeric design matrix: numeric columns as they are, categorical columns
     (no value a number) one-hot over their sorted training categories (columns 'name=category'). `categories`
-    maps a categorical column to its categories (None for a numeric one)."""
+    maps a categorical column to its categories (None for a numeric one). A text column with more than
+    `MANY_CATEGORIES` categories and more than half as many as rows is refused: nearly every row would be its own
+    category (an identifier, or numbers written as text), which no fit can generalise from."""
+    MANY_CATEGORIES = 20
     def __init__(self, columns, categories):
         self.columns, self.categories = list(columns), {c: (None if categories.get(c) is None else list(categories[c])) for c in columns}
     @property
@@ -292,6 +295,10 @@ class TableEncoder:
                     raise TableError(f"{source} line {lines[k]}, column {c!r}: non-numeric value {vals[k]!r} "
                                      "(the column's other values are numbers)")
                 cats[c] = sorted(set(vals.tolist()))
+                if len(cats[c]) > max(cls.MANY_CATEGORIES, len(vals) / 2):
+                    raise TableError(f"{source}, column {c!r}: text with {len(cats[c])} distinct values in {len(vals)} rows (e.g. "
+                                     f"{', '.join(repr(v) for v in vals[:2].tolist())}): one-hot, nearly every row would be its own "
+                                     "category; leave the column out (--features) or, if it holds numbers, write them as plain numbers")
             else: cats[c] = None
         return cls(columns, cats)
 
