@@ -163,3 +163,18 @@ def test_a_few_text_categories_are_still_one_hot(capsys):
                  "--no-learn", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "categories mnth: one-hot, 12 columns" in out and "weathersit=clear" in out, out
+
+
+def test_a_real_target_gp_returns_to_the_targets_level_far_from_the_data(tmp_path, capsys):
+    "housing's median value (mean 22.5): far from every training input the GP predicts the mean, not 0."
+    D = np.loadtxt(_need("housing.data"))[:80]
+    tr, far = tmp_path / "h.csv", tmp_path / "far.csv"
+    with open(tr, "w", newline="") as fh:
+        w = csv.writer(fh); w.writerow([f"x{j}" for j in range(13)] + ["medv"]); w.writerows(D.tolist())
+    with open(far, "w", newline="") as fh:
+        w = csv.writer(fh); w.writerow([f"x{j}" for j in range(13)]); w.writerow((D[0, :13] * 50).tolist())
+    for lik in ("gaussian", "student-t"):
+        assert main(["fit", str(tr), "--target", "medv", "--likelihood", lik, "--no-learn", "--no-progress",
+                     "--predict", str(far), "--predictions", str(tmp_path / "p.csv")]) == 0, capsys.readouterr().err
+        with open(tmp_path / "p.csv") as fh: row = list(csv.DictReader(fh))[0]
+        assert abs(float(row["f_mean"]) - D[:, 13].mean()) < 1e-6 * D[:, 13].mean(), (lik, row, D[:, 13].mean())

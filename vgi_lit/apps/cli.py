@@ -22,7 +22,7 @@ from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
                                  data_kernel, variance_start, degenerate_fit, runaway_parameters, degenerate_advice,
-                                 CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note)
+                                 CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, REAL)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
 # %% auto #0
@@ -108,8 +108,9 @@ def ordinal_codes(y, target="y"):
 def build_model(X, y, names, a, cutpoints=None):
     """The model the options `a` describe, for inputs X (with column `names`, standardised or not as the options
     say) and targets y (`cutpoints`: the start of an ordinal likelihood's cut points). The kernel starts from the
-    data (`data_kernel`, `variance_start`) unless `a.kernel_start` is 'unit'; a Poisson GP's constant mean is
-    log(mean(y))."""
+    data (`data_kernel`, `variance_start`) unless `a.kernel_start` is 'unit'; a count GP's constant mean is
+    log(mean(y)), a real target's GP's (Gaussian, Laplace, Student-t) mean(y), so that far from the data the
+    prediction returns to the targets' level, not to 0."""
     kind = a.model.replace("-", "_")
     if a.likelihood == "softmax": return _softmax_model(X, y, names, a, kind)
     lik = Ordinal(cutpoints) if a.likelihood == "ordinal" else LIKELIHOODS[a.likelihood]()
@@ -120,7 +121,7 @@ def build_model(X, y, names, a, cutpoints=None):
         else:
             k = _kernel(a.kernel, X.shape[1], a.ard)
             if getattr(a, "kernel_start", "data") == "data": k = data_kernel(k, X, variance_start(lik, y))
-            mean = float(np.log(max(np.mean(y), 1e-3))) if lik.log_link else 0.0
+            mean = float(np.log(max(np.mean(y), 1e-3))) if lik.log_link else float(np.mean(y)) if a.likelihood in REAL else 0.0
             if kind == "gp": model = GP(X, y, lik, k, mean=mean)
             else:
                 idx = np.sort(np.random.default_rng(a.seed).choice(len(X), size=min(a.inducing, len(X)), replace=False))

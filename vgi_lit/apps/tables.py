@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from ..inference import EventKind, DegenerateFitWarning, RunawayParameterWarning, fit
 from ..kernels import Kernel, Linear, Stationary
-from ..likelihoods import Gaussian, Logistic, Probit
+from ..likelihoods import Gaussian, Laplace, Logistic, Probit, StudentT
 from ..models import GP, SparseGP
 from ..methods.hyper import HyperFit, degenerate
 
@@ -80,12 +80,14 @@ def median_distance(Z, max_rows: int = 1000, seed: int = 0) -> float:
 # %% ../../nbs/apps/49_tables.ipynb #tb10
 def variance_start(lik, y) -> float:
     """The kernel variance to start learning from, set by the targets y (in the likelihood's coding): binary labels
-    ±1 max(1, logit(p̄)²); counts the variance of log(y + 1/2), clipped to [0.1, 10]; otherwise 1 (standardised y)."""
+    ±1 max(1, logit(p̄)²); counts the variance of log(y + 1/2), clipped to [0.1, 10]; real targets (Gaussian, Laplace,
+    Student-t) their variance (1 for standardised y; 1 when y is constant); otherwise 1."""
     y = np.asarray(y, dtype=float)
     if isinstance(lik, (Logistic, Probit)):
         p = float(np.clip(np.mean(y > 0), 0.01, 0.99))
         return max(1.0, float(np.log(p / (1 - p)) ** 2))
     if lik.log_link: return float(np.clip(np.var(np.log(y + 0.5)), 0.1, 10.0))   # counts: the spread of log y
+    if isinstance(lik, (Gaussian, Laplace, StudentT)) and np.var(y) > 0: return float(np.var(y))
     return 1.0
 
 # %% ../../nbs/apps/49_tables.ipynb #tb11
