@@ -178,3 +178,20 @@ def test_a_real_target_gp_returns_to_the_targets_level_far_from_the_data(tmp_pat
                      "--predict", str(far), "--predictions", str(tmp_path / "p.csv")]) == 0, capsys.readouterr().err
         with open(tmp_path / "p.csv") as fh: row = list(csv.DictReader(fh))[0]
         assert abs(float(row["f_mean"]) - D[:, 13].mean()) < 1e-6 * D[:, 13].mean(), (lik, row, D[:, 13].mean())
+
+
+def test_recommender_clones_and_sets_params():
+    from sklearn.base import clone
+    from vgi_lit.apps.recommender import VGRecommender
+    r = clone(VGRecommender(K=3, likelihood="ordinal"))
+    assert r.get_params()["K"] == 3 and r.get_params(deep=False)["likelihood"] == "ordinal"
+    assert r.set_params(K=5) is r and r.K == 5
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['k'\]"): r.set_params(k=2)
+
+
+def test_a_fit_options_typo_names_fit_options():
+    from vgi_lit.apps.sklearn import VGClassifier
+    X = np.random.default_rng(0).standard_normal((20, 2)); y = (X[:, 0] > 0).astype(int)
+    for learn, who in ((True, "hyperparameter learner"), (False, "inference method")):
+        with pytest.raises(TypeError, match=f"fit_options=.*max_iters.*not accepted by the {who}"):
+            VGClassifier(latent="glm", learn_hyperparameters=learn, fit_options={"max_iters": 5}).fit(X, y)

@@ -137,13 +137,13 @@ class _VGEstimator(BaseEstimator):
         if r is None: r = self._default_restarts if model.kind != "glm" else 0
         if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
             raise ValueError(f"n_restarts must be None or a non-negative integer, got {r!r}")
-        res = _fit(model, self.method, learn=learn, progress=bool(self.progress), **opts)
+        res = self._run(model, opts, learn=learn)
         post = getattr(res, "posterior", res)
         why = degenerate_fit(post, post.model.X)
         starts = 1 + int(opts.get("restarts") or 0)
         if learn and r and why and "restarts" not in opts:               # the first run ended at a trivial optimum: more starts
             seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
-            res = _fit(model, self.method, learn=True, progress=bool(self.progress), restarts=int(r), seed=seed, **opts)
+            res = self._run(model, opts, learn=True, restarts=int(r), seed=seed)
             post = getattr(res, "posterior", res)
             why = degenerate_fit(post, post.model.X); starts = 1 + int(r)
         self.fit_result_, self.posterior_ = res, post
@@ -157,6 +157,16 @@ class _VGEstimator(BaseEstimator):
         if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
                                                       + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
         return post
+
+    def _run(self, model, opts, **kw):
+        """`vgi_lit.fit` of `model` with `self.method`, the progress setting, `kw` and the user's `fit_options` `opts`; a
+        TypeError (an option the method or the learner does not take) names `fit_options` as where it came from."""
+        try: return _fit(model, self.method, progress=bool(self.progress), **kw, **opts)
+        except TypeError as e:
+            if not opts: raise
+            raise TypeError(f"{type(self).__name__}: fit_options={opts!r} were not accepted by the "
+                            f"{'hyperparameter learner' if kw.get('learn') else 'inference method'} ({e}); the learner's options "
+                            "are those of vgi_lit.methods.hyper.learn, the method's those of its function (vgi_lit.METHODS)") from e
 
     def _set_fitted(self, post):
         """The attributes read from the posterior: n_iter_, the VLB, kernel_, and for a GLM coef_ and intercept_ with their
@@ -324,8 +334,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
             model = MultiGP(Z, k, lik, kernel) if latent == "gp" else MultiSparseGP(Z, k, lik, kernel, self._inducing_rows(Z))
         opts = dict(self.fit_options or {})
         if learn and isinstance(model, MultiSparseGP): opts.setdefault("learn_inducing", False)   # Z held at the drawn rows, as with two classes
-        post = _fit(model, self.method, learn=True, progress=bool(self.progress), **opts) if learn else \
-            _fit(model, self.method, progress=bool(self.progress), **opts)
+        post = self._run(model, opts, learn=learn)
         self.fit_result_, self.posterior_ = post, post
         self.hyperparameters_ = dict(post.info.get("theta", {})) if learn else {}
         self._set_fitted(post)
