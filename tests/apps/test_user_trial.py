@@ -195,3 +195,11 @@ def test_a_fit_options_typo_names_fit_options():
     for learn, who in ((True, "hyperparameter learner"), (False, "inference method")):
         with pytest.raises(TypeError, match=f"fit_options=.*max_iters.*not accepted by the {who}"):
             VGClassifier(latent="glm", learn_hyperparameters=learn, fit_options={"max_iters": 5}).fit(X, y)
+
+
+def test_a_byte_order_mark_does_not_rename_the_first_column(tmp_path, capsys):
+    "Spreadsheets save 'CSV UTF-8' with a byte-order mark; the first column keeps its name."
+    p = tmp_path / "bom.csv"; p.write_bytes(b"\xef\xbb\xbfx1,x2,y\r\n1,2,1\r\n3,4,0\r\n5,1,1\r\n2,2,0\r\n")
+    assert read_table(p)[0] == ["x1", "x2", "y"]
+    assert main(["fit", str(p), "--target", "y", "--features", "x1", "--model", "glm", "--no-learn", "--no-progress"]) == 0
+    assert "x1" in capsys.readouterr().out
