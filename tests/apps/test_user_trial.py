@@ -203,3 +203,8 @@ def test_a_byte_order_mark_does_not_rename_the_first_column(tmp_path, capsys):
     assert read_table(p)[0] == ["x1", "x2", "y"]
     assert main(["fit", str(p), "--target", "y", "--features", "x1", "--model", "glm", "--no-learn", "--no-progress"]) == 0
     assert "x1" in capsys.readouterr().out
+
+
+def test_a_latin1_file_is_named_as_not_utf8(tmp_path):
+    p = tmp_path / "l.csv"; p.write_bytes(b"x1,city,y\n1,Z\xfcrich,1\n3,Bern,0\n")
+    with pytest.raises(TableError, match="not UTF-8 text: byte fc at offset 13"): read_table(p)

@@ -217,7 +217,10 @@ def read_table(path, source=None):
     except OSError as e: raise TableError(f"cannot read {path}: {e.strerror}") from None
     with fh:
         try: raw = list(csv.reader(fh))
-        except (csv.Error, UnicodeDecodeError) as e: raise TableError(f"{source} is not a CSV file: {e}") from None
+        except csv.Error as e: raise TableError(f"{source} is not a CSV file: {e}") from None
+        except UnicodeDecodeError as e:
+            raise TableError(f"{source} is not UTF-8 text: byte {e.object[e.start:e.start + 1].hex()} at offset {e.start} "
+                             "(save the file as UTF-8, e.g. 'CSV UTF-8' in a spreadsheet)") from None
     lines = [i + 1 for i, r in enumerate(raw) if r and any(c.strip() for c in r)]
     if not lines: raise TableError(f"{source} is empty (a header line and at least one data line are needed)")
     header = [h.strip() for h in raw[lines[0] - 1]]
