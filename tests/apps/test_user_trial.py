@@ -208,3 +208,10 @@ def test_a_byte_order_mark_does_not_rename_the_first_column(tmp_path, capsys):
 def test_a_latin1_file_is_named_as_not_utf8(tmp_path):
     p = tmp_path / "l.csv"; p.write_bytes(b"x1,city,y\n1,Z\xfcrich,1\n3,Bern,0\n")
     with pytest.raises(TableError, match="not UTF-8 text: byte fc at offset 13"): read_table(p)
+
+
+def test_a_non_count_target_is_named_by_its_row():
+    from vgi_lit.apps.sklearn import VGPoissonRegressor
+    X = np.random.default_rng(0).standard_normal((30, 2)); y = np.arange(30.0) % 5; y[17] = 3.5
+    with pytest.raises(ValueError, match="the first at row 17 of y: 3.5; 1 such row"): VGPoissonRegressor(latent="glm").fit(X, y)
+    VGPoissonRegressor(latent="glm", learn_hyperparameters=False).fit(X, np.round(y))      # 3.0, 4.0, ...: counts as floats

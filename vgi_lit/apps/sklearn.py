@@ -479,7 +479,9 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
         try: y = lik.check_y(y)
         except ValueError as e:
             hint = "VGClassifier (two values)" if len(np.unique(y)) == 2 else "VGRegressor (real values)"
-            raise ValueError(f"{e}; for targets that are not counts use {hint}") from None
+            yf = np.asarray(y, dtype=float); bad = np.flatnonzero(~np.isfinite(yf) | (yf < 0) | (yf != np.round(yf)))
+            where = f" (the first at row {bad[0]} of y: {yf[bad[0]]:g}; {bad.size} such row{'s' if bad.size != 1 else ''})" if bad.size else ""
+            raise ValueError(f"{e}{where}; for targets that are not counts use {hint}") from None
         self._fit_model(self._model(X, y, lik, mean=float(np.log(max(np.mean(y), 1e-3)))))
         return self
 
