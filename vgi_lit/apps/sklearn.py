@@ -268,7 +268,9 @@ _COMMON_DOC = """
     progress: show a progress bar while fitting.
 
     After `fit`, a `DegenerateFitWarning` says when the predictions do not depend on the inputs, and a
-    `RunawayParameterWarning` names a learned parameter that ended at its bound. `sample_weight` in `fit`:
+    `RunawayParameterWarning` names a learned parameter that ended at its bound; before a dense GP (`latent="gp"`) is
+    fitted to more than `LARGE_GP_ROWS` (3,000) rows, a `LargeGPWarning` names the cheaper latent functions. Inputs and
+    regression targets are numbers: text in X is an error naming its row and column. `sample_weight` in `fit`:
     whole-number weights, as repeated rows."""
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk06
