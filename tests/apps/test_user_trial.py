@@ -215,3 +215,14 @@ def test_a_non_count_target_is_named_by_its_row():
     X = np.random.default_rng(0).standard_normal((30, 2)); y = np.arange(30.0) % 5; y[17] = 3.5
     with pytest.raises(ValueError, match="the first at row 17 of y: 3.5; 1 such row"): VGPoissonRegressor(latent="glm").fit(X, y)
     VGPoissonRegressor(latent="glm", learn_hyperparameters=False).fit(X, np.round(y))      # 3.0, 4.0, ...: counts as floats
+
+
+def test_one_hot_coefficients_come_with_their_differences(capsys):
+    "bikeshare's weather: each one-hot coefficient's interval is wide (a common shift the prior sets), a difference's narrow."
+    src = _need("bikeshare.csv")
+    assert main(["fit", str(src), "--target", "bikers", "--features", "temp,weathersit", "--model", "glm",
+                 "--likelihood", "poisson", "--no-learn", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    coef = [l.split() for l in out.splitlines() if l.strip().startswith("weathersit=cloudy/misty ")][0]
+    diff = [l.split() for l in out.splitlines() if l.strip().startswith("weathersit=cloudy/misty - weathersit=clear")][0]
+    assert float(diff[-3]) < 0.2 * float(coef[-3]), (coef, diff)        # the sd of the difference, of the coefficient

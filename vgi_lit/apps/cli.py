@@ -28,8 +28,8 @@ import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparam
 # %% auto #0
 __all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'CLIError', 'default_likelihood',
            'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary', 'learning_advice',
-           'coefficient_table', 'class_table', 'class_coefficient_tables', 'write_predictions', 'parser', 'cmd_fit',
-           'multi_learning_text', 'binary_labels', 'cmd_predict', 'main']
+           'coefficient_table', 'contrast_table', 'class_table', 'class_coefficient_tables', 'write_predictions',
+           'parser', 'cmd_fit', 'multi_learning_text', 'binary_labels', 'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -233,6 +233,29 @@ def coefficient_table(post, names, scaler, intercept: bool) -> str:
     out = ["coefficients (per unit of each input as read; 95% interval: mean ± 1.96 sd under q)",
            f"  {'feature':<{w}}  {'mean':>11}  {'sd':>10}  {'2.5%':>11}  {'97.5%':>11}"]
     out += [f"  {str(n):<{w}}  {m:11.4g}  {s:10.4g}  {m - 1.96 * s:11.4g}  {m + 1.96 * s:11.4g}" for n, m, s in rows]
+    return "\n".join(out)
+
+# %% ../../nbs/apps/51_cli.ipynb #2de55521
+def contrast_table(post, names, scaler, intercept: bool, groups: dict) -> str:
+    """With an intercept, the one-hot columns of a categorical input sum to the intercept column, so the data determine
+    their coefficients only up to a common shift, which the prior sets (their intervals are wide together). What the data
+    determine are the differences: for each group (input name -> indices of its one-hot columns in `names`), each
+    category's coefficient minus the first category's, β_j − β_0, with sd √(V_jj + V_00 − 2V_j0) under q. '' without
+    an intercept or groups."""
+    if not intercept or not groups: return ""
+    mean, cov = scaler.raw_coefficients(post.m, post.V, intercept)
+    rows = []
+    for g, idx in groups.items():
+        r = idx[0]
+        for j in idx[1:]:
+            d = mean[j] - mean[r]; s = float(np.sqrt(max(cov[j, j] + cov[r, r] - 2.0 * cov[j, r], 0.0)))
+            rows.append((f"{names[j]} - {names[r]}", d, s))
+    if not rows: return ""
+    w = max(len("difference"), *(len(n) for n, _, _ in rows))
+    out = ["category differences (one-hot columns and the intercept: only differences between a column's categories are "
+           "determined by the data; 95% interval under q)",
+           f"  {'difference':<{w}}  {'mean':>11}  {'sd':>10}  {'2.5%':>11}  {'97.5%':>11}"]
+    out += [f"  {n:<{w}}  {m:11.4g}  {s:10.4g}  {m - 1.96 * s:11.4g}  {m + 1.96 * s:11.4g}" for n, m, s in rows]
     return "\n".join(out)
 
 # %% ../../nbs/apps/51_cli.ipynb #9db45718
@@ -456,7 +479,12 @@ def cmd_fit(a, out=print, err=None):
     if post.model.feature_names is None: post.model.feature_names = model.feature_names   # a learned model is rebuilt from arrays
     out(summary(post, res, time.perf_counter() - t0))
     if post.model.kind == "glm":
-        out(coefficient_table(post, enc.feature_names, scaler, a.intercept and a.likelihood != "ordinal"))
+        icpt = a.intercept and a.likelihood != "ordinal"
+        out(coefficient_table(post, enc.feature_names, scaler, icpt))
+        names = enc.feature_names
+        groups = {c: [j for j, n in enumerate(names) if n.startswith(f"{c}=") and enc.one_hot[j]] for c in enc.categorical}
+        contrasts = contrast_table(post, names, scaler, icpt, groups)
+        if contrasts: out(contrasts)
     if why: _warn("the fitted model does not use its inputs: " + "; ".join(why) + ". " + degenerate_advice(
         post.model, CLI_OPTIONS, standardized=a.standardize, data_start=getattr(a, "kernel_start", "data") == "data",
         learned=a.learn, starts=starts), err)
