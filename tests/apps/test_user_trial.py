@@ -226,3 +226,15 @@ def test_one_hot_coefficients_come_with_their_differences(capsys):
     coef = [l.split() for l in out.splitlines() if l.strip().startswith("weathersit=cloudy/misty ")][0]
     diff = [l.split() for l in out.splitlines() if l.strip().startswith("weathersit=cloudy/misty - weathersit=clear")][0]
     assert float(diff[-3]) < 0.2 * float(coef[-3]), (coef, diff)        # the sd of the difference, of the coefficient
+
+
+def test_unscaled_inputs_used_as_read_are_warned_about(tmp_path, capsys):
+    rng = np.random.default_rng(0); X = rng.standard_normal((40, 2)); p = tmp_path / "h.csv"
+    with open(p, "w", newline="") as fh:
+        w = csv.writer(fh); w.writerow(["income", "ratio", "y"])
+        for x in X: w.writerow([1e6 * x[0], 1e9 + 1e-3 * x[1], int(x[0] > 0)])
+    assert main(["fit", str(p), "--target", "y", "--model", "glm", "--no-standardize", "--no-learn", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "used as read (--no-standardize)" in err and "(ratio) to" in err and "(income)" in err and "mean 1e+09" in err, err
+    assert main(["fit", str(p), "--target", "y", "--model", "glm", "--no-learn", "--no-progress"]) == 0
+    assert "used as read" not in capsys.readouterr().err

@@ -26,10 +26,11 @@ from .tables import (Standardizer, TableEncoder, TableError, read_table, column_
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
 # %% auto #0
-__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'CLIError', 'default_likelihood',
-           'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary', 'learning_advice',
-           'coefficient_table', 'contrast_table', 'class_table', 'class_coefficient_tables', 'write_predictions',
-           'parser', 'cmd_fit', 'multi_learning_text', 'binary_labels', 'cmd_predict', 'main']
+__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'SCALE_SPREAD', 'CLIError',
+           'default_likelihood', 'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary',
+           'learning_advice', 'coefficient_table', 'contrast_table', 'class_table', 'class_coefficient_tables',
+           'write_predictions', 'parser', 'unscaled_inputs', 'cmd_fit', 'multi_learning_text', 'binary_labels',
+           'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -448,6 +449,24 @@ def _read_training(a, out):
             + "; cut points start at the logits of the cumulative class frequencies")
     return enc, scaler, scaler.transform(X), y, labels, cuts
 
+SCALE_SPREAD = 1e4        # input columns used as read whose standard deviations differ by more than this are warned about
+
+def unscaled_inputs(X, names, one_hot) -> str:
+    """For inputs used as read (`--no-standardize`): a warning when the standard deviations of the numeric columns
+    that vary differ by more than `SCALE_SPREAD`, or a column's mean exceeds `SCALE_SPREAD` times its standard deviation
+    (an offset far from 0, which a GLM's intercept and a kernel's distances absorb badly), naming the columns; '' otherwise."""
+    X = np.asarray(X, float); num = ~np.asarray(one_hot, bool)
+    sd, mu = X.std(0), X.mean(0); j = np.flatnonzero(num & (sd > 0))
+    if j.size == 0: return ""
+    lo, hi = j[np.argmin(sd[j])], j[np.argmax(sd[j])]
+    off = j[np.abs(mu[j]) > SCALE_SPREAD * sd[j]]
+    why = []
+    if sd[hi] > SCALE_SPREAD * sd[lo]:
+        why.append(f"standard deviations from {sd[lo]:.3g} ({names[lo]}) to {sd[hi]:.3g} ({names[hi]})")
+    if off.size: why.append(f"column {names[off[0]]} has mean {mu[off[0]]:.3g} and sd {sd[off[0]]:.3g}")
+    return ("the inputs are used as read (--no-standardize): " + "; ".join(why) + ". A shared prior variance or lengthscale "
+            "cannot suit such columns and the fit may converge slowly or to a poor optimum: drop --no-standardize") if why else ""
+
 def _warn(text, err):
     print(f"vgi-lit: warning: {text}", file=err)
 
@@ -458,6 +477,9 @@ def cmd_fit(a, out=print, err=None):
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
     model = build_model(Z, y, enc.feature_names, a, cuts)
+    if not a.standardize:
+        spread = unscaled_inputs(Z, enc.feature_names, enc.one_hot)
+        if spread: _warn(spread, err)
     if a.model == "gp" and len(Z) > LARGE_GP_ROWS: out("note       " + large_gp_note(len(Z), a.learn, CLI_OPTIONS))
     if a.likelihood == "softmax": return _fit_softmax(a, model, enc, scaler, y, labels, out, err)
     opts = {}
