@@ -209,9 +209,10 @@ SEPARATORS = ((";", "semicolons"), ("\t", "tabs"), ("|", "vertical bars"), (None
 
 def read_table(path, source=None):
     """(header, rows, lines) of a CSV file with a header line: the column names, the data rows as lists of stripped
-    strings, and each row's line number in the file (blank lines skipped; UTF-8, with or without a byte-order mark). Errors are `TableError`s naming the line; a
-    first line of numbers only (no header) and a file separated by another character than the comma (`SEPARATORS`:
-    its first two lines split into the same number of fields by it) are named as such."""
+    strings, and each row's line number in the file (blank lines skipped; UTF-8, with or without a byte-order mark).
+    Errors are `TableError`s naming the line; a first line of numbers only (no header) and a file separated by another
+    character than the comma (`SEPARATORS`: its first two lines split into the same number of fields by it) are named
+    as such."""
     path = Path(path); source = source or str(path)
     try: fh = open(path, newline="", encoding="utf-8-sig")          # utf-8-sig: a byte-order mark (spreadsheet "CSV UTF-8") is dropped
     except OSError as e: raise TableError(f"cannot read {path}: {e.strerror}") from None
