@@ -22,14 +22,15 @@ from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
                                  data_kernel, variance_start, degenerate_fit, runaway_parameters, degenerate_advice,
-                                 CLI_OPTIONS, RUNAWAY_ADVICE)
+                                 CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, REAL)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
 # %% auto #0
-__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'CLIError', 'default_likelihood',
-           'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary', 'learning_advice',
-           'coefficient_table', 'class_table', 'class_coefficient_tables', 'write_predictions', 'parser', 'cmd_fit',
-           'multi_learning_text', 'binary_labels', 'cmd_predict', 'main']
+__all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'SCALE_SPREAD', 'CLIError',
+           'default_likelihood', 'class_codes', 'read_csv', 'ordinal_codes', 'build_model', 'stop_text', 'summary',
+           'learning_advice', 'coefficient_table', 'contrast_table', 'class_table', 'class_coefficient_tables',
+           'write_predictions', 'parser', 'unscaled_inputs', 'cmd_fit', 'multi_learning_text', 'binary_labels',
+           'cmd_predict', 'main']
 
 # %% ../../nbs/apps/51_cli.ipynb #cl04
 class CLIError(Exception):
@@ -108,8 +109,9 @@ def ordinal_codes(y, target="y"):
 def build_model(X, y, names, a, cutpoints=None):
     """The model the options `a` describe, for inputs X (with column `names`, standardised or not as the options
     say) and targets y (`cutpoints`: the start of an ordinal likelihood's cut points). The kernel starts from the
-    data (`data_kernel`, `variance_start`) unless `a.kernel_start` is 'unit'; a Poisson GP's constant mean is
-    log(mean(y))."""
+    data (`data_kernel`, `variance_start`) unless `a.kernel_start` is 'unit'; a count GP's constant mean is
+    log(mean(y)), a real target's GP's (Gaussian, Laplace, Student-t) mean(y), so that far from the data the
+    prediction returns to the targets' level, not to 0."""
     kind = a.model.replace("-", "_")
     if a.likelihood == "softmax": return _softmax_model(X, y, names, a, kind)
     lik = Ordinal(cutpoints) if a.likelihood == "ordinal" else LIKELIHOODS[a.likelihood]()
@@ -120,7 +122,7 @@ def build_model(X, y, names, a, cutpoints=None):
         else:
             k = _kernel(a.kernel, X.shape[1], a.ard)
             if getattr(a, "kernel_start", "data") == "data": k = data_kernel(k, X, variance_start(lik, y))
-            mean = float(np.log(max(np.mean(y), 1e-3))) if lik.log_link else 0.0
+            mean = float(np.log(max(np.mean(y), 1e-3))) if lik.log_link else float(np.mean(y)) if a.likelihood in REAL else 0.0
             if kind == "gp": model = GP(X, y, lik, k, mean=mean)
             else:
                 idx = np.sort(np.random.default_rng(a.seed).choice(len(X), size=min(a.inducing, len(X)), replace=False))
@@ -206,15 +208,17 @@ def summary(post, res, seconds) -> str:
 # %% ../../nbs/apps/51_cli.ipynb #ec757d42
 def learning_advice(res, post) -> str:
     """What to do when hyperparameter learning (`res`, a HyperFit) did not converge, from why it stopped and what the
-    inner method optimises (`post.objective`)."""
+    inner method optimises (`post.objective`), in the command line's options only (the learner's own message speaks
+    to Python callers, and `--restarts` acts on a degenerate fit only, so it is not offered for a stalled one)."""
     if post.objective != "vlb":
         return (f"the inner method {post.method} maximises the {post.objective}, not the VLB, so the learner's gradient (which "
                 "assumes q maximises the VLB) is inexact: learn with a VG method (the default, fpi)")
     if res.stop is Stop.MAX_ITER: return "the outer iteration budget ran out: start nearer (standardised inputs, the data start) or allow more iterations"
     if res.stop is Stop.MAX_SECONDS: return "the time budget ran out before the learner met its tolerance"
     if res.stop is Stop.STALLED:
-        return (f"the outer optimiser stopped without meeting its tolerance ({res.message}): the VLB may be flat in a parameter "
-                "(see any bound warning): try --restarts, or hold that parameter with --fix")
+        return ("the outer line search found no step that raises the VLB before the learner met its tolerance; the values "
+                "reached are used and may be adequate (compare the VLB with a --no-learn fit at the start); the VLB may be flat "
+                "in a parameter (see any bound warning): hold it with --fix NAME")
     if not post.converged: return f"the final inner fit did not converge ({post.stop.value}): the learned values rest on an inexact q"
     return res.message or res.stop.value
 
@@ -230,6 +234,29 @@ def coefficient_table(post, names, scaler, intercept: bool) -> str:
     out = ["coefficients (per unit of each input as read; 95% interval: mean ± 1.96 sd under q)",
            f"  {'feature':<{w}}  {'mean':>11}  {'sd':>10}  {'2.5%':>11}  {'97.5%':>11}"]
     out += [f"  {str(n):<{w}}  {m:11.4g}  {s:10.4g}  {m - 1.96 * s:11.4g}  {m + 1.96 * s:11.4g}" for n, m, s in rows]
+    return "\n".join(out)
+
+# %% ../../nbs/apps/51_cli.ipynb #2de55521
+def contrast_table(post, names, scaler, intercept: bool, groups: dict) -> str:
+    """With an intercept, the one-hot columns of a categorical input sum to the intercept column, so the data determine
+    their coefficients only up to a common shift, which the prior sets (their intervals are wide together). What the data
+    determine are the differences: for each group (input name -> indices of its one-hot columns in `names`), each
+    category's coefficient minus the first category's, β_j − β_0, with sd √(V_jj + V_00 − 2V_j0) under q. '' without
+    an intercept or groups."""
+    if not intercept or not groups: return ""
+    mean, cov = scaler.raw_coefficients(post.m, post.V, intercept)
+    rows = []
+    for g, idx in groups.items():
+        r = idx[0]
+        for j in idx[1:]:
+            d = mean[j] - mean[r]; s = float(np.sqrt(max(cov[j, j] + cov[r, r] - 2.0 * cov[j, r], 0.0)))
+            rows.append((f"{names[j]} - {names[r]}", d, s))
+    if not rows: return ""
+    w = max(len("difference"), *(len(n) for n, _, _ in rows))
+    out = ["category differences (one-hot columns and the intercept: only differences between a column's categories are "
+           "determined by the data; 95% interval under q)",
+           f"  {'difference':<{w}}  {'mean':>11}  {'sd':>10}  {'2.5%':>11}  {'97.5%':>11}"]
+    out += [f"  {n:<{w}}  {m:11.4g}  {s:10.4g}  {m - 1.96 * s:11.4g}  {m + 1.96 * s:11.4g}" for n, m, s in rows]
     return "\n".join(out)
 
 # %% ../../nbs/apps/51_cli.ipynb #9db45718
@@ -395,7 +422,7 @@ def _read_training(a, out):
         if given is None: a.likelihood = default_likelihood(yv, a.target)
         if a.likelihood == "softmax": labels, y = class_codes(yv, a.target)
         else:
-            try: a.likelihood, y, labels = target_coding(yv, a.likelihood, a.target)
+            try: a.likelihood, y, labels = target_coding(yv, a.likelihood, a.target, lines)
             except TableError as e:                          # more than two values: unordered classes are one more choice
                 many = len(set((yv[0] if isinstance(yv, tuple) else yv).tolist())) > 2
                 raise TableError(f"{e}{'; or' if 'try --likelihood' in str(e) else '; try'} --likelihood softmax (unordered classes)"
@@ -422,6 +449,24 @@ def _read_training(a, out):
             + "; cut points start at the logits of the cumulative class frequencies")
     return enc, scaler, scaler.transform(X), y, labels, cuts
 
+SCALE_SPREAD = 1e4        # input columns used as read whose standard deviations differ by more than this are warned about
+
+def unscaled_inputs(X, names, one_hot) -> str:
+    """For inputs used as read (`--no-standardize`): a warning when the standard deviations of the numeric columns
+    that vary differ by more than `SCALE_SPREAD`, or a column's mean exceeds `SCALE_SPREAD` times its standard deviation
+    (an offset far from 0, which a GLM's intercept and a kernel's distances absorb badly), naming the columns; '' otherwise."""
+    X = np.asarray(X, float); num = ~np.asarray(one_hot, bool)
+    sd, mu = X.std(0), X.mean(0); j = np.flatnonzero(num & (sd > 0))
+    if j.size == 0: return ""
+    lo, hi = j[np.argmin(sd[j])], j[np.argmax(sd[j])]
+    off = j[np.abs(mu[j]) > SCALE_SPREAD * sd[j]]
+    why = []
+    if sd[hi] > SCALE_SPREAD * sd[lo]:
+        why.append(f"standard deviations from {sd[lo]:.3g} ({names[lo]}) to {sd[hi]:.3g} ({names[hi]})")
+    if off.size: why.append(f"column {names[off[0]]} has mean {mu[off[0]]:.3g} and sd {sd[off[0]]:.3g}")
+    return ("the inputs are used as read (--no-standardize): " + "; ".join(why) + ". A shared prior variance or lengthscale "
+            "cannot suit such columns and the fit may converge slowly or to a poor optimum: drop --no-standardize") if why else ""
+
 def _warn(text, err):
     print(f"vgi-lit: warning: {text}", file=err)
 
@@ -432,6 +477,10 @@ def cmd_fit(a, out=print, err=None):
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
     model = build_model(Z, y, enc.feature_names, a, cuts)
+    if not a.standardize:
+        spread = unscaled_inputs(Z, enc.feature_names, enc.one_hot)
+        if spread: _warn(spread, err)
+    if a.model == "gp" and len(Z) > LARGE_GP_ROWS: out("note       " + large_gp_note(len(Z), a.learn, CLI_OPTIONS))
     if a.likelihood == "softmax": return _fit_softmax(a, model, enc, scaler, y, labels, out, err)
     opts = {}
     if a.fix:
@@ -452,7 +501,12 @@ def cmd_fit(a, out=print, err=None):
     if post.model.feature_names is None: post.model.feature_names = model.feature_names   # a learned model is rebuilt from arrays
     out(summary(post, res, time.perf_counter() - t0))
     if post.model.kind == "glm":
-        out(coefficient_table(post, enc.feature_names, scaler, a.intercept and a.likelihood != "ordinal"))
+        icpt = a.intercept and a.likelihood != "ordinal"
+        out(coefficient_table(post, enc.feature_names, scaler, icpt))
+        names = enc.feature_names
+        groups = {c: [j for j, n in enumerate(names) if n.startswith(f"{c}=") and enc.one_hot[j]] for c in enc.categorical}
+        contrasts = contrast_table(post, names, scaler, icpt, groups)
+        if contrasts: out(contrasts)
     if why: _warn("the fitted model does not use its inputs: " + "; ".join(why) + ". " + degenerate_advice(
         post.model, CLI_OPTIONS, standardized=a.standardize, data_start=getattr(a, "kernel_start", "data") == "data",
         learned=a.learn, starts=starts), err)

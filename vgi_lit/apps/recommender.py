@@ -140,10 +140,19 @@ class VGRecommender:
         self.method, self.max_iter, self.tol, self.max_seconds = method, max_iter, tol, max_seconds
         self.fit_options, self.random_state, self.progress, self.columns = fit_options, random_state, progress, columns
 
-    def get_params(self) -> dict:
-        "The constructor's arguments."
-        return {k: getattr(self, k) for k in ("K", "likelihood", "learn_likelihood", "noise_var", "offsets", "method", "max_iter",
-                                              "tol", "max_seconds", "fit_options", "random_state", "progress", "columns")}
+    _PARAMS = ("K", "likelihood", "learn_likelihood", "noise_var", "offsets", "method", "max_iter", "tol", "max_seconds",
+               "fit_options", "random_state", "progress", "columns")
+
+    def get_params(self, deep: bool = True) -> dict:
+        "The constructor's arguments (`deep` as in scikit-learn, which `sklearn.base.clone` passes; no parameter is an estimator)."
+        return {k: getattr(self, k) for k in self._PARAMS}
+
+    def set_params(self, **params):
+        "Set constructor arguments by name (an unknown name is a ValueError); returns the recommender, as scikit-learn's do."
+        bad = sorted(set(params) - set(self._PARAMS))
+        if bad: raise ValueError(f"unknown parameter(s) {bad} for VGRecommender; its parameters are {list(self._PARAMS)}")
+        for k, v in params.items(): setattr(self, k, v)
+        return self
 
     def _encode(self, r):
         "(y in the likelihood's coding, the likelihood) for training ratings r; sets the rating scale."

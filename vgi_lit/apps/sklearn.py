@@ -22,7 +22,7 @@ from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal
 from ..models import GLM, GP, SparseGP
 from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, runaway_parameters,
                                  DegenerateFitWarning, RunawayParameterWarning, degenerate_advice,
-                                 ESTIMATOR_OPTIONS, RUNAWAY_ADVICE)
+                                 ESTIMATOR_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, LargeGPWarning, large_gp_note)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 from ..softmax import Softmax
 from ..models.multi import MultiGLM, MultiGP
@@ -46,6 +46,33 @@ def _finite(X):
                          "fill or drop the row)")
     return X
 
+def _text_entry(X):
+    "(row, column name or index, value) of the first entry of X that is text (a string), or None when there is none."
+    names = list(getattr(X, "columns", [])) or None
+    A = np.asarray(X, dtype=object)
+    if A.ndim != 2: return None
+    for j in range(A.shape[1]):
+        for i in range(A.shape[0]):
+            v = A[i, j]
+            if isinstance(v, (str, bytes)) and _number(v) is None: return i, (names[j] if names else j), v
+    return None
+
+def _number(s):
+    "float(s), or None when s is not a number."
+    try: return float(s)
+    except (TypeError, ValueError): return None
+
+def _validated(est, X, *y, **kw):
+    """`validate_data` as float64 (`y`: the targets, if given); inputs holding text are a ValueError naming the first such
+    entry's row and column (the estimators take numbers: text columns are encoded by the caller, e.g. one-hot)."""
+    try: return validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, **kw)
+    except ValueError:
+        bad = _text_entry(X)
+        if bad is None: raise
+        i, j, v = bad
+        raise ValueError(f"X holds text: row {i}, column {j!r} is {str(v)!r}; {type(est).__name__} takes numeric inputs (encode "
+                         "text columns first, e.g. sklearn.preprocessing.OneHotEncoder in a ColumnTransformer)") from None
+
 class _VGEstimator(BaseEstimator):
     """Shared by the estimators: input standardisation, the latent function (`latent`), its prior, the inference
     method and the hyperparameter learning, from validated data to `posterior_`; the fit's diagnostics; save/load."""
@@ -53,8 +80,12 @@ class _VGEstimator(BaseEstimator):
 
     def _fit_data(self, X, y, sample_weight, **kw):
         """(X, y) validated, with whole-number `sample_weight` as repeated rows; the input map `scaler_` fitted."""
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=False, **kw)
+        X, y = _validated(self, X, y, **kw)
         X = _finite(X)
+        if kw.get("y_numeric") and np.asarray(y).dtype.kind not in "biuf":
+            first = np.asarray(y).ravel()[0]
+            raise ValueError(f"{type(self).__name__} takes numbers as targets, but y is not numeric (e.g. {str(first)!r}): "
+                             "for class labels use VGClassifier, for ordered classes VGOrdinalRegressor")
         if sample_weight is not None:
             w = np.asarray(sample_weight, dtype=float)
             if w.shape != (len(X),): raise ValueError(f"sample_weight must have shape ({len(X)},), got {w.shape}")
@@ -79,8 +110,16 @@ class _VGEstimator(BaseEstimator):
         if self.kernel is None: kernel = data_kernel(RBF(), Z, variance_start(lik, y))
         elif isinstance(self.kernel, Kernel): kernel = self.kernel
         else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
-        if latent == "gp": return GP(Z, y, lik, kernel, mean=mean)
+        if latent == "gp":
+            self._warn_large(len(Z))
+            return GP(Z, y, lik, kernel, mean=mean)
         return SparseGP(Z, y, lik, kernel, self._inducing_rows(Z), mean=mean)
+
+    def _warn_large(self, n):
+        "A `LargeGPWarning` before a dense GP is fitted to more than `LARGE_GP_ROWS` rows."
+        if n > LARGE_GP_ROWS:
+            warnings.warn(LargeGPWarning(f"{type(self).__name__}: " + large_gp_note(n, bool(self.learn_hyperparameters), ESTIMATOR_OPTIONS)),
+                          stacklevel=4)
 
     def _inducing_rows(self, Z):
         "`n_inducing` rows of the standardised inputs Z drawn without replacement (seeded by `random_state`), in row order."
@@ -98,13 +137,13 @@ class _VGEstimator(BaseEstimator):
         if r is None: r = self._default_restarts if model.kind != "glm" else 0
         if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
             raise ValueError(f"n_restarts must be None or a non-negative integer, got {r!r}")
-        res = _fit(model, self.method, learn=learn, progress=bool(self.progress), **opts)
+        res = self._run(model, opts, learn=learn)
         post = getattr(res, "posterior", res)
         why = degenerate_fit(post, post.model.X)
         starts = 1 + int(opts.get("restarts") or 0)
         if learn and r and why and "restarts" not in opts:               # the first run ended at a trivial optimum: more starts
             seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
-            res = _fit(model, self.method, learn=True, progress=bool(self.progress), restarts=int(r), seed=seed, **opts)
+            res = self._run(model, opts, learn=True, restarts=int(r), seed=seed)
             post = getattr(res, "posterior", res)
             why = degenerate_fit(post, post.model.X); starts = 1 + int(r)
         self.fit_result_, self.posterior_ = res, post
@@ -118,6 +157,16 @@ class _VGEstimator(BaseEstimator):
         if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
                                                       + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
         return post
+
+    def _run(self, model, opts, **kw):
+        """`vgi_lit.fit` of `model` with `self.method`, the progress setting, `kw` and the user's `fit_options` `opts`; a
+        TypeError (an option the method or the learner does not take) names `fit_options` as where it came from."""
+        try: return _fit(model, self.method, progress=bool(self.progress), **kw, **opts)
+        except TypeError as e:
+            if not opts: raise
+            raise TypeError(f"{type(self).__name__}: fit_options={opts!r} were not accepted by the "
+                            f"{'hyperparameter learner' if kw.get('learn') else 'inference method'} ({e}); the learner's options "
+                            "are those of vgi_lit.methods.hyper.learn, the method's those of its function (vgi_lit.METHODS)") from e
 
     def _set_fitted(self, post):
         """The attributes read from the posterior: n_iter_, the VLB, kernel_, and for a GLM coef_ and intercept_ with their
@@ -146,7 +195,7 @@ class _VGEstimator(BaseEstimator):
     def _inputs(self, X):
         "Validated test inputs (columns and feature names as at fit), standardised, with the intercept column for a GLM."
         check_is_fitted(self, "posterior_")
-        X = self.scaler_.transform(_finite(validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=False)))
+        X = self.scaler_.transform(_finite(_validated(self, X, reset=False)))
         glm = self.posterior_.model.kind == "glm" or isinstance(self.posterior_.model, MultiGLM)
         if glm and self.fit_intercept: X = np.hstack([X, np.ones((len(X), 1))])
         return X
@@ -219,7 +268,9 @@ _COMMON_DOC = """
     progress: show a progress bar while fitting.
 
     After `fit`, a `DegenerateFitWarning` says when the predictions do not depend on the inputs, and a
-    `RunawayParameterWarning` names a learned parameter that ended at its bound. `sample_weight` in `fit`:
+    `RunawayParameterWarning` names a learned parameter that ended at its bound; before a dense GP (`latent="gp"`) is
+    fitted to more than `LARGE_GP_ROWS` (3,000) rows, a `LargeGPWarning` names the cheaper latent functions. Inputs and
+    regression targets are numbers: text in X is an error naming its row and column. `sample_weight` in `fit`:
     whole-number weights, as repeated rows."""
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk06
@@ -281,11 +332,11 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
             if self.kernel is None: kernel = data_kernel(RBF(), Z, MULTICLASS_VARIANCE)
             elif isinstance(self.kernel, Kernel): kernel = self.kernel
             else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
+            if latent == "gp": self._warn_large(len(Z))
             model = MultiGP(Z, k, lik, kernel) if latent == "gp" else MultiSparseGP(Z, k, lik, kernel, self._inducing_rows(Z))
         opts = dict(self.fit_options or {})
         if learn and isinstance(model, MultiSparseGP): opts.setdefault("learn_inducing", False)   # Z held at the drawn rows, as with two classes
-        post = _fit(model, self.method, learn=True, progress=bool(self.progress), **opts) if learn else \
-            _fit(model, self.method, progress=bool(self.progress), **opts)
+        post = self._run(model, opts, learn=learn)
         self.fit_result_, self.posterior_ = post, post
         self.hyperparameters_ = dict(post.info.get("theta", {})) if learn else {}
         self._set_fitted(post)
@@ -430,7 +481,9 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
         try: y = lik.check_y(y)
         except ValueError as e:
             hint = "VGClassifier (two values)" if len(np.unique(y)) == 2 else "VGRegressor (real values)"
-            raise ValueError(f"{e}; for targets that are not counts use {hint}") from None
+            yf = np.asarray(y, dtype=float); bad = np.flatnonzero(~np.isfinite(yf) | (yf < 0) | (yf != np.round(yf)))
+            where = f" (the first at row {bad[0]} of y: {yf[bad[0]]:g}; {bad.size} such row{'s' if bad.size != 1 else ''})" if bad.size else ""
+            raise ValueError(f"{e}{where}; for targets that are not counts use {hint}") from None
         self._fit_model(self._model(X, y, lik, mean=float(np.log(max(np.mean(y), 1e-3)))))
         return self
 

@@ -10,14 +10,15 @@ from pathlib import Path
 import numpy as np
 from ..inference import EventKind, DegenerateFitWarning, RunawayParameterWarning, fit
 from ..kernels import Kernel, Linear, Stationary
-from ..likelihoods import Gaussian, Logistic, Probit
+from ..likelihoods import Gaussian, Laplace, Logistic, Probit, StudentT
 from ..models import GP, SparseGP
 from ..methods.hyper import HyperFit, degenerate
 
 # %% auto #0
-__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'MISSING', 'BINARY', 'REAL', 'COUNT', 'Standardizer',
-           'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit', 'degenerate_advice',
-           'runaway_parameters', 'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
+__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'LARGE_GP_ROWS', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL',
+           'COUNT', 'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit',
+           'degenerate_advice', 'runaway_parameters', 'LargeGPWarning', 'large_gp_note', 'TableError', 'read_table',
+           'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -79,12 +80,14 @@ def median_distance(Z, max_rows: int = 1000, seed: int = 0) -> float:
 # %% ../../nbs/apps/49_tables.ipynb #tb10
 def variance_start(lik, y) -> float:
     """The kernel variance to start learning from, set by the targets y (in the likelihood's coding): binary labels
-    ±1 max(1, logit(p̄)²); counts the variance of log(y + 1/2), clipped to [0.1, 10]; otherwise 1 (standardised y)."""
+    ±1 max(1, logit(p̄)²); counts the variance of log(y + 1/2), clipped to [0.1, 10]; real targets (Gaussian, Laplace,
+    Student-t) their variance (1 for standardised y; 1 when y is constant); otherwise 1."""
     y = np.asarray(y, dtype=float)
     if isinstance(lik, (Logistic, Probit)):
         p = float(np.clip(np.mean(y > 0), 0.01, 0.99))
         return max(1.0, float(np.log(p / (1 - p)) ** 2))
     if lik.log_link: return float(np.clip(np.var(np.log(y + 0.5)), 0.1, 10.0))   # counts: the spread of log y
+    if isinstance(lik, (Gaussian, Laplace, StudentT)) and np.var(y) > 0: return float(np.var(y))
     return 1.0
 
 # %% ../../nbs/apps/49_tables.ipynb #tb11
@@ -160,9 +163,10 @@ def degenerate_advice(model, options: dict, standardized: bool, data_start: bool
             + "What to do: " + (", ".join(tips[:-1]) + ", or " if len(tips) > 1 else "") + tips[-1])
 
 ESTIMATOR_OPTIONS = dict(standardize="standardize=True", data_start="kernel=None, or a lengthscale near that distance",
-                         learn="learn_hyperparameters=True", restarts="n_restarts={}")
+                         learn="learn_hyperparameters=True", restarts="n_restarts={}",
+                         sparse="latent='sparse_gp' (n_inducing=M rows)", glm="latent='glm'")
 CLI_OPTIONS = dict(standardize="drop --no-standardize", data_start="--kernel-start data", learn="drop --no-learn",
-                   restarts="--restarts {}")
+                   restarts="--restarts {}", sparse="--model sparse-gp (--inducing M rows)", glm="--model glm")
 
 # %% ../../nbs/apps/49_tables.ipynb #tb18
 def runaway_parameters(res) -> list:
@@ -176,23 +180,64 @@ RUNAWAY_ADVICE = ("a parameter at its edge means the VLB keeps improving in that
                   "(estimators: fit_options={'fixed': {'<name>'}}; command line: --fix <name>), or, for a Student-t df at its upper edge, use Gaussian noise; "
                   "a variance or lengthscale at an edge often means the inputs need standardising")
 
+# %% ../../nbs/apps/49_tables.ipynb #2cf56d11
+LARGE_GP_ROWS = 3000      # a dense GP on more training rows than this is slow enough to say so before fitting
+
+class LargeGPWarning(UserWarning):
+    "A dense GP is about to be fitted to more than `LARGE_GP_ROWS` rows."
+
+def large_gp_note(n: int, learn: bool, options: dict) -> str:
+    """What is said before a dense GP is fitted to n > `LARGE_GP_ROWS` rows: each step factorises the n × n kernel
+    matrix (8n² bytes, time growing as n³; learning repeats whole fits), and the cheaper models, spelt by `options`
+    in the caller's terms (`ESTIMATOR_OPTIONS` or `CLI_OPTIONS`)."""
+    return (f"a dense GP on {n} rows: each step factorises the {n} x {n} kernel matrix ({8 * n * n / 1e9:.2g} GB; time grows as "
+            f"the cube of the rows{', and learning repeats whole fits' if learn else ''}); {options['sparse']}, cost linear in "
+            f"the rows, or {options['glm']} is much faster")
+
 # %% ../../nbs/apps/49_tables.ipynb #tb22
 class TableError(ValueError):
     "A problem with a table's contents (a missing value, a mixed column, an unseen category, a target no likelihood takes)."
 
 # %% ../../nbs/apps/49_tables.ipynb #619371cd
+def _number(s):
+    "float(s), or None when the string s is not a number."
+    try: v = float(s)
+    except ValueError: return None
+    return v
+
+SEPARATORS = ((";", "semicolons"), ("\t", "tabs"), ("|", "vertical bars"), (None, "spaces"))   # None: str.split's runs of whitespace
+
 def read_table(path, source=None):
     """(header, rows, lines) of a CSV file with a header line: the column names, the data rows as lists of stripped
-    strings, and each row's line number in the file (blank lines skipped). Errors are `TableError`s naming the line."""
+    strings, and each row's line number in the file (blank lines skipped; UTF-8, with or without a byte-order mark).
+    Errors are `TableError`s naming the line; a first line of numbers only (no header) and a file separated by another
+    character than the comma (`SEPARATORS`: its first two lines split into the same number of fields by it) are named
+    as such."""
     path = Path(path); source = source or str(path)
-    try: fh = open(path, newline="")
+    try: fh = open(path, newline="", encoding="utf-8-sig")          # utf-8-sig: a byte-order mark (spreadsheet "CSV UTF-8") is dropped
     except OSError as e: raise TableError(f"cannot read {path}: {e.strerror}") from None
     with fh:
         try: raw = list(csv.reader(fh))
-        except (csv.Error, UnicodeDecodeError) as e: raise TableError(f"{source} is not a CSV file: {e}") from None
+        except csv.Error as e: raise TableError(f"{source} is not a CSV file: {e}") from None
+        except UnicodeDecodeError as e:
+            raise TableError(f"{source} is not UTF-8 text: byte {e.object[e.start:e.start + 1].hex()} at offset {e.start} "
+                             "(save the file as UTF-8, e.g. 'CSV UTF-8' in a spreadsheet)") from None
     lines = [i + 1 for i, r in enumerate(raw) if r and any(c.strip() for c in r)]
     if not lines: raise TableError(f"{source} is empty (a header line and at least one data line are needed)")
     header = [h.strip() for h in raw[lines[0] - 1]]
+    if len(header) == 1 and len(lines) > 1:
+        first, second = header[0], ",".join(raw[lines[1] - 1])
+        for sep, what in SEPARATORS:
+            k = len(first.split(sep))
+            if k > 1 and len(second.split(sep)) == k:
+                nums = all(_number(h) is not None for h in first.split(sep))
+                raise TableError(f"{source} line {lines[0]} is one field, {first[:60]!r}{'...' if len(first) > 60 else ''}: the file "
+                                 f"looks separated by {what}, not commas{', and has no header line' if nums else ''} (a comma-separated "
+                                 "file whose first line names the columns is read: convert it, e.g. with pandas.read_csv(..., sep=...)"
+                                 ".to_csv(...))")
+    if all(_number(h) is not None for h in header):
+        raise TableError(f"{source} line {lines[0]} holds only numbers ({', '.join(header[:4])}{', ...' if len(header) > 4 else ''}): "
+                         "the file has no header line; add a first line naming the columns (e.g. x1,x2,...,y)")
     if len(set(header)) != len(header):
         raise TableError(f"{source}: repeated column name(s) {sorted({h for h in header if header.count(h) > 1})}")
     rows = []
@@ -205,11 +250,6 @@ def read_table(path, source=None):
 
 # %% ../../nbs/apps/49_tables.ipynb #6d33665f
 MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
-
-def _number(s):
-    try: v = float(s)
-    except ValueError: return None
-    return v
 
 def column_values(header, rows, lines, name, source="table"):
     """The values of column `name`: a float array when every value is a number, else the pair (values as an object
@@ -231,7 +271,10 @@ def column_values(header, rows, lines, name, source="table"):
 class TableEncoder:
     """The input columns of a table as a numeric design matrix: numeric columns as they are, categorical columns
     (no value a number) one-hot over their sorted training categories (columns 'name=category'). `categories`
-    maps a categorical column to its categories (None for a numeric one)."""
+    maps a categorical column to its categories (None for a numeric one). A text column with more than
+    `MANY_CATEGORIES` categories and more than half as many as rows is refused: nearly every row would be its own
+    category (an identifier, or numbers written as text), which no fit can generalise from."""
+    MANY_CATEGORIES = 20
     def __init__(self, columns, categories):
         self.columns, self.categories = list(columns), {c: (None if categories.get(c) is None else list(categories[c])) for c in columns}
     @property
@@ -258,6 +301,10 @@ class TableEncoder:
                     raise TableError(f"{source} line {lines[k]}, column {c!r}: non-numeric value {vals[k]!r} "
                                      "(the column's other values are numbers)")
                 cats[c] = sorted(set(vals.tolist()))
+                if len(cats[c]) > max(cls.MANY_CATEGORIES, len(vals) / 2):
+                    raise TableError(f"{source}, column {c!r}: text with {len(cats[c])} distinct values in {len(vals)} rows (e.g. "
+                                     f"{', '.join(repr(v) for v in vals[:2].tolist())}): one-hot, nearly every row would be its own "
+                                     "category; leave the column out (--features) or, if it holds numbers, write them as plain numbers")
             else: cats[c] = None
         return cls(columns, cats)
 
@@ -303,11 +350,12 @@ def _suggest(y, k):
     if kind in ("integers", "reals"): return "gaussian (real values)" + (" or ordinal (ordered classes)" if kind == "integers" and k <= 10 else "")
     return None
 
-def target_coding(y, likelihood=None, name="y"):
+def target_coding(y, likelihood=None, name="y", lines=None):
     """(likelihood, y coded for it, labels) for the target values y (floats, or strings from `column_values`): with
     `likelihood` None it is read from y (two values: logistic; non-negative integers with more values: poisson;
     other numbers: gaussian). Binary targets are coded −1, +1 for the sorted labels (`labels`, numbers or strings);
-    otherwise labels is None. A likelihood that cannot take y is a TableError suggesting one that can. The rule never
+    otherwise labels is None. A likelihood that cannot take y is a TableError suggesting one that can, naming the first
+    value it cannot take by its line in the file (`lines`, as `read_table` gives them) or else its row. The rule never
     picks softmax (unordered classes): that case is decided and its classes coded 0..C−1 by the caller (the command
     line's `default_likelihood` and `class_codes`) before, and instead of, this function."""
     y = y[0] if isinstance(y, tuple) else np.asarray(y)
@@ -320,14 +368,20 @@ def target_coding(y, likelihood=None, name="y"):
                              "labels (logistic, probit), counts (poisson), ordered integers (ordinal) or numbers")
         else: likelihood = "poisson" if _kind(y) == "counts" else "gaussian"
     hint = _suggest(y, k)
-    wrong = lambda what: TableError(f"column {name!r}: the {likelihood} likelihood takes {what}, but the column has {k} distinct "
-                                    f"{'labels' if _kind(y) == 'strings' else 'values'} (e.g. {', '.join(map(str, uniq[:4]))})"
-                                    + (f"; try --likelihood {hint}" if hint else ""))
+    def wrong(what, bad=None):
+        "The TableError for a likelihood that takes `what`; `bad` (bool per row): the values it cannot take."
+        first = ""
+        if bad is not None and np.any(bad):
+            i = int(np.flatnonzero(bad)[0]); v = y[i]
+            first = (f"line {lines[i]}" if lines is not None else f"row {i}") + f" has {v if isinstance(v, str) else f'{float(v):g}'!r}, and "
+        return TableError(f"column {name!r}: the {likelihood} likelihood takes {what}, but {first}the column has {k} distinct "
+                          f"{'labels' if _kind(y) == 'strings' else 'values'} (e.g. {', '.join(map(str, uniq[:4]))})"
+                          + (f"; try --likelihood {hint}" if hint else ""))
     if likelihood in BINARY:
         if k != 2: raise wrong("two labels")
         labels = np.array([str(u) for u in uniq]) if _kind(y) == "strings" else np.array(uniq, dtype=float)
         return likelihood, np.where(y == uniq[1], 1.0, -1.0), labels
-    if _kind(y) == "strings": raise wrong("numbers")
+    if _kind(y) == "strings": raise wrong("numbers", np.array([_number(v) is None for v in y]))
     y = y.astype(float)
-    if likelihood in COUNT and _kind(y) != "counts": raise wrong("counts (non-negative integers)")
+    if likelihood in COUNT and _kind(y) != "counts": raise wrong("counts (non-negative integers)", (y != np.round(y)) | (y < 0))
     return likelihood, y, None
