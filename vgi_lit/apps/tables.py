@@ -183,9 +183,11 @@ RUNAWAY_ADVICE = ("a parameter at its edge means the VLB keeps improving in that
 # %% ../../nbs/apps/49_tables.ipynb #2cf56d11
 LARGE_GP_ROWS = 3000      # a dense GP on more training rows than this is slow enough to say so before fitting
 
+# %% ../../nbs/apps/49_tables.ipynb #492d3a44
 class LargeGPWarning(UserWarning):
     "A dense GP is about to be fitted to more than `LARGE_GP_ROWS` rows."
 
+# %% ../../nbs/apps/49_tables.ipynb #ae8dbc33
 def large_gp_note(n: int, learn: bool, options: dict) -> str:
     """What is said before a dense GP is fitted to n > `LARGE_GP_ROWS` rows: each step factorises the n × n kernel
     matrix (8n² bytes, time growing as n³; learning repeats whole fits), and the cheaper models, spelt by `options`
