@@ -251,7 +251,7 @@ def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> d
     mean steps; the plain steps; Anderson with memory 5) to the optimum to `rtol` relative, `repeats` runs per variant
     (the variants interleaved). A run's cost is its CPU seconds (`time.process_time`, read by the callback at each record)
     from the call to the first record within `rtol` of VLB* (a tight default run, tol 1e-9), divided by the unit measured
-    beside it: the mean of the two reference timings of `_cholesky_unit` that bracket the run. Per variant: the median of
+    beside it: the mean of the two reference timings of ``_cholesky_unit`` that bracket the run. Per variant: the median of
     those ratios and their smallest and largest, the median CPU seconds, the median of the system part of the ratios
     (`sys_eq`: the kernel's share of the CPU time, page faults of fresh memory above all, which the load of other jobs on
     the machine moves), each run's (CPU seconds, unit) in `runs`, the LAPACK `potrf` calls until then, the iterations,
@@ -319,7 +319,7 @@ def bench_mean_steps(model, repeats: int = 7, rtol: float = 1e-6) -> dict:
     """The default FPi (mean steps by the cost rule) against `mean_steps=0` on `model`: per variant the median over
     `repeats` interleaved runs of the CPU seconds (`time.process_time`) of the whole run and to the first record within
     `rtol` of VLB* (a tight run, tol 1e-9), the latter also in Cholesky factorisations of order n (each run over the mean of
-    the two reference timings of `_cholesky_unit` on either side of it, as in `bench_floor`), with the iterations, the mean
+    the two reference timings of ``_cholesky_unit`` on either side of it, as in `bench_floor`), with the iterations, the mean
     steps, those of the first factor, and the final gap (every run must end within 10⁻¹⁰ of VLB*: a ValueError otherwise)."""
     if int(repeats) != repeats or repeats < 1: raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     ref = fit(model, method="fpi", tol=1e-9, tol_rel=0.0, max_iter=500).vlb
