@@ -808,7 +808,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     GP mean or the GLM's scalar prior mean, with `learn_inducing` a SparseGP's inducing inputs. The model's
     values are the start, not fixed values: StudentT(4.0, ...) starts df at 4 and learns it.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default); for a GP with a Gaussian
-        likelihood FPi's and FPb's fixed point is taken in closed form (`gaussian_optimum`, one exact step, `inner` moot); run to `inner`
+        likelihood FPi's and FPb's fixed point is taken in closed form (`gaussian_optimum`, one exact step; `inner` checked by the method, not used); run to `inner`
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
         step rule (the plain or the Newton step per iteration) for fpi, and for a GP with a log-concave likelihood the
         Newton step from the first iteration after an outer step of at most 1 in every free value (``_learn_once``);
@@ -848,6 +848,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
     hp = HyperParams(model, learn_mean, fixed, learn_inducing)
+    if inner is not None and _closed(model, method):                    # the closed form reads no option: the method checks them,
+        _fit(model, method, **{**inner, "max_iter": 0, "callback": None})  # run for no iteration (a misspelt key is still an error)
     rel = _INNER_REL if inner is None and method in ("fpi", "fpb") else 0.0   # the default inner solves only
     inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5} if method == "fpi" else
                            {"tol": 1e-6, "tol_rel": 0.0} if method == "fpb" else {"tol": 1e-8}))
