@@ -24,3 +24,16 @@ def test_bad_inner_options_are_refused_where_the_inner_solve_is_the_closed_form(
 def test_valid_inner_options_leave_the_closed_form_result_unchanged():
     a, b = learn(_gp()), learn(_gp(), inner={"tol": 1e-9, "max_iter": 3, "callback": lambda r: True})
     assert a.vlb == b.vlb and b.posterior.info.get("closed_form")
+
+
+def test_gaussian_optimum_takes_one_cholesky_factor():
+    """Σ + σ²I = σ²B with B = I + SΣS the posterior's own matrix: one factorisation gives both m* and V* (a second, of
+    Σ + σ²I, made the closed form slower than FPi's warm-started iterations in VGRegressor)."""
+    from vgi_lit.bench.fixed_point import count_factorisations
+    from vgi_lit.methods.hyper import gaussian_optimum
+    gp = _gp()
+    with count_factorisations() as counts: post = gaussian_optimum(gp)
+    A = gp.K_site() + 0.5 * np.eye(gp.n); r = gp.y - gp.mean
+    ml = -0.5 * r @ np.linalg.solve(A, r) - 0.5 * np.linalg.slogdet(A)[1] - 0.5 * gp.n * np.log(2 * np.pi)
+    assert counts["cholesky"] == 1 and abs(post.vlb - ml) < 1e-10 * abs(ml), (counts, post.vlb, ml)
+    assert np.allclose(post.m, gp.y - 0.5 * np.linalg.solve(A, r), rtol=0, atol=1e-12)

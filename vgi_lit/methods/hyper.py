@@ -8,7 +8,7 @@ import re, time, warnings
 from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg.lapack import dlauum
-from ..linalg import chol_solve, cholesky
+from ..linalg import chol_solve
 from ..covariance import SiteCov, DenseCov
 from ..models import GLM, GP, SparseGP
 from ..likelihoods import Gaussian
@@ -345,7 +345,8 @@ def hyper_values(hp, model):
 # %% ../../nbs/methods/15_hyper.ipynb #8dc8f517
 def gaussian_optimum(model, method: str = "fpi") -> VGPosterior:
     """The optimum of the VLB of a GP with Gaussian noise in closed form, one exact site step: λ* = 1/σ², m* = y − Dα with
-    α = (Σ + D)⁻¹(y − μ), D = diag(σ²), Σ the prior covariance with its jitter, and 𝓛* = log N(y | μ, Σ + D) (Opper &
+    α = (Σ + D)⁻¹(y − μ), D = diag(σ²), Σ the prior covariance with its jitter (by the one factor of the posterior's
+    B = I + D^(−1/2)ΣD^(−1/2), as Σ + D = D^(1/2)BD^(1/2)), and 𝓛* = log N(y | μ, Σ + D) (Opper &
     Archambeau 2009; Rasmussen & Williams 2006, eqs. 2.25, 2.30). `model`: a `GP` with a `Gaussian` likelihood (else a
     ValueError); `method`: the name the posterior carries (the FPi or FPb run it stands for). The record's gradient norm is
     ‖∂VLB/∂m‖∞ at m*, its rounding; `info['closed_form']` is True."""
@@ -354,11 +355,8 @@ def gaussian_optimum(model, method: str = "fpi") -> VGPosterior:
                          f"{type(model.likelihood).__name__}")
     n = model.n
     s2 = np.broadcast_to(np.asarray(model.likelihood.variance, dtype=float), (n,))   # D's diagonal (n,)
-    A = np.array(model.K_site(), dtype=float, order="F"); A[np.diag_indices(n)] += s2  # Σ + D (n × n)
-    L = cholesky(A, name="Σ + σ²I", check=False, overwrite=True)
-    alpha = chol_solve(L, model.y - model.site_mean(model.mu))                      # (Σ + D)⁻¹(y − μ)
-    m = model.y - s2 * alpha                                                        # y − Dα: the residual without cancellation
-    cov = SiteCov(model, 1.0 / s2)
+    cov, sd = SiteCov(model, 1.0 / s2, space="n"), np.sqrt(s2)                    # B = I + SΣS, S = D^(−1/2): Σ + D = D^(1/2) B D^(1/2)
+    m = model.y - sd * chol_solve(cov.LB, (model.y - model.site_mean(model.mu)) / sd)   # y − Dα = y − D^(1/2)B⁻¹D^(−1/2)(y − μ), B's factor
     terms = site_terms(model, m, cov)
     value = vlb(model, m, cov, terms)
     hist = History()
