@@ -225,11 +225,12 @@ FLOOR_VARIANTS = {"FPi": {}, "no-mean": dict(mean_steps=0), "plain": dict(newton
                   "Anderson": dict(newton=False, anderson=5, mean_steps=0)}
 
 # %% ../../nbs/bench/98a_bench_fixed_point.ipynb #ef2d67ef
-def _cpu_median(f, repeats: int) -> float:
-    "Median CPU seconds (`time.process_time`) of `repeats` calls of `f()`."
+def _cpu_median(f, repeats: int, setup=None) -> float:
+    "Median CPU seconds (`time.process_time`) of `repeats` calls of `f()`, or of `f(setup())` with `setup()` outside the timing."
     ts = []
     for _ in range(repeats):
-        p0 = time.process_time(); f(); ts.append(time.process_time() - p0)
+        x = None if setup is None else setup()
+        p0 = time.process_time(); f() if setup is None else f(x); ts.append(time.process_time() - p0)
     return float(np.median(ts))
 
 def _sys_seconds() -> float:
@@ -237,14 +238,14 @@ def _sys_seconds() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_stime if resource is not None else 0.0
 
 def _cholesky_unit(n: int):
-    """(route, calls, unit) for order n: the faster bare Cholesky route of `CHOLESKY_ROUTES` (chosen once by
-    `cholesky_cpu_seconds`) and `unit()`, the median CPU seconds of `calls` calls of it (about 0.1 s of them, at least 3)
-    on a Fortran-ordered SPD matrix, LAPACK's own layout: the route's copy of its input is then a plain copy, not a
-    transposition (the fits factorise their matrices in place)."""
-    first = cholesky_cpu_seconds(n, repeats=max(3, min(50, 4 * 10**8 // n**3 + 3)))
-    route = min(first, key=first.get); chol, A = CHOLESKY_ROUTES[route], np.asfortranarray(_spd(n))
-    calls = int(max(3, min(21, 0.1 / max(first[route], 1e-9))))
-    return route, calls, lambda: _cpu_median(lambda: chol(A), calls)
+    """(route, calls, unit) for order n: `unit()`, the median CPU seconds of `calls` (about 0.1 s of them, at least 3)
+    LAPACK `potrf` factorisations in place, as the fits call it (`vgi_lit.linalg.cholesky` with `overwrite`), each of a
+    fresh Fortran-ordered copy of an SPD matrix made outside the timing: the unit holds the factorisation alone, no copy
+    of its input (about 5-12% of it at n = 1000-2000)."""
+    first = cholesky_cpu_seconds(n, repeats=max(3, min(50, 4 * 10**8 // n**3 + 3)))["LAPACK potrf"]
+    A, calls = np.asfortranarray(_spd(n)), int(max(3, min(21, 0.1 / max(first, 1e-9))))
+    return "LAPACK potrf", calls, lambda: _cpu_median(lambda B: dpotrf(B, lower=1, clean=1, overwrite_a=1), calls,
+                                                      setup=lambda: A.copy(order="F"))
 
 def bench_floor(model, variants=None, rtol: float = 1e-6, repeats: int = 5) -> dict:
     """Cost of each FPi variant (`FLOOR_VARIANTS`: the default, with mean steps and the step rule; the step rule without

@@ -8,7 +8,7 @@ import re, time, warnings
 from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg.lapack import dlauum
-from ..linalg import chol_solve, cholesky
+from ..linalg import chol_solve
 from ..covariance import SiteCov, DenseCov
 from ..models import GLM, GP, SparseGP
 from ..likelihoods import Gaussian
@@ -345,7 +345,8 @@ def hyper_values(hp, model):
 # %% ../../nbs/methods/15_hyper.ipynb #8dc8f517
 def gaussian_optimum(model, method: str = "fpi") -> VGPosterior:
     """The optimum of the VLB of a GP with Gaussian noise in closed form, one exact site step: λ* = 1/σ², m* = y − Dα with
-    α = (Σ + D)⁻¹(y − μ), D = diag(σ²), Σ the prior covariance with its jitter, and 𝓛* = log N(y | μ, Σ + D) (Opper &
+    α = (Σ + D)⁻¹(y − μ), D = diag(σ²), Σ the prior covariance with its jitter (by the one factor of the posterior's
+    B = I + D^(−1/2)ΣD^(−1/2), as Σ + D = D^(1/2)BD^(1/2)), and 𝓛* = log N(y | μ, Σ + D) (Opper &
     Archambeau 2009; Rasmussen & Williams 2006, eqs. 2.25, 2.30). `model`: a `GP` with a `Gaussian` likelihood (else a
     ValueError); `method`: the name the posterior carries (the FPi or FPb run it stands for). The record's gradient norm is
     ‖∂VLB/∂m‖∞ at m*, its rounding; `info['closed_form']` is True."""
@@ -354,11 +355,8 @@ def gaussian_optimum(model, method: str = "fpi") -> VGPosterior:
                          f"{type(model.likelihood).__name__}")
     n = model.n
     s2 = np.broadcast_to(np.asarray(model.likelihood.variance, dtype=float), (n,))   # D's diagonal (n,)
-    A = np.array(model.K_site(), dtype=float, order="F"); A[np.diag_indices(n)] += s2  # Σ + D (n × n)
-    L = cholesky(A, name="Σ + σ²I", check=False, overwrite=True)
-    alpha = chol_solve(L, model.y - model.site_mean(model.mu))                      # (Σ + D)⁻¹(y − μ)
-    m = model.y - s2 * alpha                                                        # y − Dα: the residual without cancellation
-    cov = SiteCov(model, 1.0 / s2)
+    cov, sd = SiteCov(model, 1.0 / s2, space="n"), np.sqrt(s2)                    # B = I + SΣS, S = D^(−1/2): Σ + D = D^(1/2) B D^(1/2)
+    m = model.y - sd * chol_solve(cov.LB, (model.y - model.site_mean(model.mu)) / sd)   # y − Dα = y − D^(1/2)B⁻¹D^(−1/2)(y − μ), B's factor
     terms = site_terms(model, m, cov)
     value = vlb(model, m, cov, terms)
     hist = History()
@@ -808,7 +806,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     GP mean or the GLM's scalar prior mean, with `learn_inducing` a SparseGP's inducing inputs. The model's
     values are the start, not fixed values: StudentT(4.0, ...) starts df at 4 and learns it.
     method: the inner VG method (a batch method of `vgi_lit.METHODS`, FPi by default); for a GP with a Gaussian
-        likelihood FPi's and FPb's fixed point is taken in closed form (`gaussian_optimum`, one exact step, `inner` moot); run to `inner`
+        likelihood FPi's and FPb's fixed point is taken in closed form (`gaussian_optimum`, one exact step; `inner` checked by the method, not used); run to `inner`
         options (default: tol=1e-6 on the (m, V) gradient for fpi/fpb, with Anderson acceleration of memory 5 and fpi's own
         step rule (the plain or the Newton step per iteration) for fpi, and for a GP with a log-concave likelihood the
         Newton step from the first iteration after an outer step of at most 1 in every free value (``_learn_once``);
@@ -848,6 +846,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
         raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
     hp = HyperParams(model, learn_mean, fixed, learn_inducing)
+    if inner is not None and _closed(model, method):                    # the closed form reads no option: the method checks them,
+        _fit(model, method, **{**inner, "max_iter": 0, "callback": None})  # run for no iteration (a misspelt key is still an error)
     rel = _INNER_REL if inner is None and method in ("fpi", "fpb") else 0.0   # the default inner solves only
     inner = dict(inner or ({"tol": 1e-6, "tol_rel": 0.0, "anderson": 5} if method == "fpi" else
                            {"tol": 1e-6, "tol_rel": 0.0} if method == "fpb" else {"tol": 1e-8}))
