@@ -13,7 +13,7 @@ from ..linalg import cholesky, chol_solve
 from ..models import LGM, PriorCov
 from ..likelihoods import Logistic, Probit
 from ..vlb import grad_V, kl_cov_part, vlb_from
-from ..covariance import SiteCov, SiteCovN, DenseCov, SMALL_LAM_K
+from ..covariance import SiteCov, SiteCovN, DenseCov, SMALL_LAM_K, with_work_arrays
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
                                register_method, start_state)
 from ..driver import Halt, Step, halving, run
@@ -477,6 +477,7 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
 
 
 # %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
+@with_work_arrays
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
         stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None, scale_start: bool = True,
