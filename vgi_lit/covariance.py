@@ -173,9 +173,14 @@ class SiteCov:
         self.model, self.lam, self.d, self.n = model, lam, model.d, model.n
         self.s, self._gram = np.sqrt(lam), None
         self._work = _WORK.get()                                     # the fit's `WorkArrays` (None outside one)
-        self.LB = self._factor(gram)
+        self._LB = self._factor(gram)
         self._LBi, self._hv_cache, self._n_small = None, None, 0    # computed on first use (a Newton metric needs neither)
 
+    @property
+    def LB(self):
+        "L_B, the lower Cholesky factor of B (factorised again on first use after `release_arrays`: the same numbers)"
+        if self._LB is None: self._LB = self._factor(self._gram)     # (`_factor` kept the Gram sum it was given)
+        return self._LB
     @property
     def LBi(self):
         "L_B⁻¹, computed on first use (n³/3 flops in n-space), in place in a copy of L_B (an array of the fit's `WorkArrays` within a fit)"
@@ -184,6 +189,10 @@ class SiteCov:
             if w is None or w.closed: self._LBi = tri_inv(self.LB, check=False)
             else: A = w.take(self.LB.shape[0]); np.copyto(A, self.LB); self._LBi = tri_inv(A, check=False, overwrite=True)
         return self._LBi
+    def release_arrays(self):
+        """Let L_B and L_B⁻¹ go; each is computed again on first use, the same numbers from the same λ. A fit calls it on a
+        state it keeps for its VLB alone, so that the arrays can carry a later state's ('Work arrays of one fit')."""
+        self._LB = self._LBi = None
     @property
     def _hv(self):
         "h_iᵀVh_i for every site, computed on first use"

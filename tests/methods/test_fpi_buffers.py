@@ -55,7 +55,7 @@ def test_no_two_live_covariances_share_an_array_and_the_pool_ends_with_the_fit(m
         A = take(self, n)
         if self not in pools: pools.append(self)
         for o in list(live):                                              # every live SiteCov: none reads the array handed out
-            for X in (o.__dict__.get('LB'), o.__dict__.get('_LBi')):
+            for X in (o.__dict__.get('_LB'), o.__dict__.get('_LBi')):
                 assert X is None or not np.shares_memory(A, X)
         return A
     def tracked(self, *args, **kwargs): init(self, *args, **kwargs); live.add(self)
@@ -67,6 +67,16 @@ def test_no_two_live_covariances_share_an_array_and_the_pool_ends_with_the_fit(m
     assert pool.reused > 0 and pool.closed and not pool._arrays            # arrays were reused; none is held after the fit
     assert covariance._WORK.get() is None
     assert not np.shares_memory(post.cov.LB, post.cov.LBi)
+
+
+def test_released_arrays_come_back_with_the_same_numbers():
+    model = _gp(60)
+    lam = np.linspace(0.05, 3.0, 60)
+    for cov in (SiteCov(model, lam), SiteCov(model, lam, space='d')):
+        LB, LBi, hv = cov.LB.copy(), cov.LBi.copy(), cov.site_var().copy()
+        cov.release_arrays()
+        assert cov._LB is None and cov._LBi is None
+        assert np.array_equal(cov.LB, LB) and np.array_equal(cov.LBi, LBi) and np.array_equal(cov.site_var(), hv)
 
 
 def test_the_pool_is_closed_when_the_fit_raises():
