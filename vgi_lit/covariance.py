@@ -19,67 +19,8 @@ import scipy.sparse as sps
 from .sites import block_quad
 
 # %% auto #0
-__all__ = ['SMALL_LAM_K', 'FactorCov', 'DenseCov', 'WorkArrays', 'with_work_arrays', 'SiteCov', 'SiteCovD', 'SiteCovN', 'prior_W',
+__all__ = ['SMALL_LAM_K', 'WorkArrays', 'with_work_arrays', 'FactorCov', 'DenseCov', 'SiteCov', 'SiteCovD', 'SiteCovN', 'prior_W',
            'PrecisionCov', 'as_cov']
-
-# %% ../nbs/04_covariance.ipynb #0789d164
-class FactorCov:
-    "Shared by the representations that hold a square factor F with V = F Fᵀ: variances, products and the dense matrix."
-    def var_at(self, Hn):
-        "diag(Hn V Hnᵀ) = ‖Fᵀhₙ‖² for the rows of Hn (None = identity)"
-        return np.sum(self.F**2, 1) if Hn is None else np.sum((Hn @ self.F)**2, 1)
-    def site_var(self, model):
-        "v_i = c_i + h_iᵀ V h_i (Sheth & Khardon 2016, eq. 4): ‖Fᵀh_i‖², through the site matrix unless H is a dense array"
-        S = model.sites
-        if S.dense_array: return model.c + self.var_at(model.H)
-        return model.c + S.quad(self.F.T)
-    def matvec(self, x):
-        "V x = F (Fᵀ x)"
-        return self.F @ (self.F.T @ x)
-    def dense(self):
-        "V as a d × d matrix"
-        return self.F @ self.F.T
-
-# %% ../nbs/04_covariance.ipynb #a0555adf
-def _off_diagonal_zero(A) -> bool:
-    """Whether the square matrix A has no nonzero (or NaN) entry off its diagonal: one pass over a strided view of the
-    off-diagonal entries (row k of the view holds A[k, k+1:] and A[k+1, :k+1]), after a test of the corner A[d−1, 0]."""
-    d = A.shape[0]
-    if d < 2: return True
-    if A[-1, 0] != 0: return False                                   # a dense factor: decided at once
-    return not A.reshape(-1)[1:].reshape(d - 1, d + 1)[:, :d].any()
-
-# %% ../nbs/04_covariance.ipynb #017dadcb
-class DenseCov(FactorCov):
-    """V = L Lᵀ from a lower-triangular factor L (d × d). A diagonal L (the methods' start v₀I) is recorded as such
-    (`is_diagonal`), and its variances, trace and log-determinant then cost O(d)."""
-    def __init__(self, L):
-        L = np.asarray(L, dtype=float)
-        self.is_diagonal = L.ndim == 2 and L.shape[0] == L.shape[1] and _off_diagonal_zero(L)
-        self.L = np.diag(L.diagonal()) if self.is_diagonal else np.tril(L); self.d = self.L.shape[0]
-    @classmethod
-    def scaled_identity(cls, d: int, c: float):
-        "V = c²I from the diagonal factor L = cI (d × d, c > 0), recorded as diagonal without the O(d²) test of `__init__`."
-        if not (isinstance(d, (int, np.integer)) and d >= 0): raise ValueError(f"d must be an integer >= 0, got {d!r}")
-        if not (math.isfinite(c) and c > 0): raise ValueError(f"c must be positive and finite, got {c!r}")
-        self = cls.__new__(cls)
-        self.L = np.zeros((d, d)); self.L.reshape(-1)[::d + 1] = c; self.d, self.is_diagonal = d, True
-        return self
-    @property
-    def F(self): return self.L
-    def var_at(self, Hn):
-        "diag(Hn V Hnᵀ) = ‖Lᵀhₙ‖² for the rows of Hn (None = identity: L_jj² for a diagonal L)"
-        if Hn is None and self.is_diagonal: return self.L.diagonal()**2
-        return FactorCov.var_at(self, Hn)
-    def logdet(self): return 2.0 * float(np.sum(np.log(np.abs(np.diag(self.L)))))
-    def trace_prior_inv(self, prior, model=None):
-        "tr(Σ⁻¹ V) = ‖L_Σ⁻¹ L‖²_F, or Σ_j [Σ⁻¹]_jj L_jj² when V is diagonal (the methods' start v₀I)"
-        if self.is_diagonal: Ld = self.L.diagonal(); return float(prior.inv_diag() @ Ld**2)
-        return float(np.sum(prior.half_solve(self.L)**2))
-    def __repr__(self): return f"DenseCov(d={self.d})"
-
-# %% ../nbs/04_covariance.ipynb #eda09896
-SMALL_LAM_K = 1e-4   # n-space: sites with λ_i K̃_ii below this use K̃_ii − ‖L_B⁻¹SK̃e_i‖² instead of (1 − [B⁻¹]_ii)/λ_i
 
 # %% ../nbs/04_covariance.ipynb #8770c0a2
 _WORK = contextvars.ContextVar("vgi_lit_work_arrays", default=None)   # the `WorkArrays` of the fit under way (None: none)
@@ -121,6 +62,78 @@ def with_work_arrays(f):
         try: return f(*args, **kwargs)
         finally: _WORK.reset(token); pool.close()
     return call
+
+# %% ../nbs/04_covariance.ipynb #0789d164
+class FactorCov:
+    "Shared by the representations that hold a square factor F with V = F Fᵀ: variances, products and the dense matrix."
+    def var_at(self, Hn):
+        "diag(Hn V Hnᵀ) = ‖Fᵀhₙ‖² for the rows of Hn (None = identity)"
+        return np.sum(self.F**2, 1) if Hn is None else np.sum((Hn @ self.F)**2, 1)
+    def site_var(self, model):
+        "v_i = c_i + h_iᵀ V h_i (Sheth & Khardon 2016, eq. 4): ‖Fᵀh_i‖², through the site matrix unless H is a dense array"
+        S = model.sites
+        if S.dense_array: return model.c + self.var_at(model.H)
+        return model.c + S.quad(self.F.T)
+    def matvec(self, x):
+        "V x = F (Fᵀ x)"
+        return self.F @ (self.F.T @ x)
+    def dense(self):
+        "V as a d × d matrix"
+        return self.F @ self.F.T
+
+# %% ../nbs/04_covariance.ipynb #a0555adf
+def _off_diagonal_zero(A) -> bool:
+    """Whether the square matrix A has no nonzero (or NaN) entry off its diagonal: one pass over a strided view of the
+    off-diagonal entries (row k of the view holds A[k, k+1:] and A[k+1, :k+1]), after a test of the corner A[d−1, 0]."""
+    d = A.shape[0]
+    if d < 2: return True
+    if A[-1, 0] != 0: return False                                   # a dense factor: decided at once
+    return not A.reshape(-1)[1:].reshape(d - 1, d + 1)[:, :d].any()
+
+# %% ../nbs/04_covariance.ipynb #017dadcb
+class DenseCov(FactorCov):
+    """V = L Lᵀ from a lower-triangular factor L (d × d). A diagonal L (the methods' start v₀I) is recorded as such
+    (`is_diagonal`), and its variances, trace and log-determinant then cost O(d)."""
+    def __init__(self, L):
+        L = np.asarray(L, dtype=float)
+        self.is_diagonal = L.ndim == 2 and L.shape[0] == L.shape[1] and _off_diagonal_zero(L)
+        self._L = np.diag(L.diagonal()) if self.is_diagonal else np.tril(L); self.d = self._L.shape[0]
+    @classmethod
+    def scaled_identity(cls, d: int, c: float):
+        "V = c²I from the diagonal factor L = cI (d × d, c > 0), recorded as diagonal without the O(d²) test of `__init__`."
+        if not (isinstance(d, (int, np.integer)) and d >= 0): raise ValueError(f"d must be an integer >= 0, got {d!r}")
+        if not (math.isfinite(c) and c > 0): raise ValueError(f"c must be positive and finite, got {c!r}")
+        self, w = cls.__new__(cls), _WORK.get()
+        if w is None or w.closed: L = np.zeros((d, d))
+        else: L = w.take(d).T; L.fill(0.0)                             # within a fit: a work array (C order, as np.zeros)
+        L.reshape(-1)[::d + 1] = c; self._L, self.d, self.is_diagonal = L, d, True
+        return self
+    @property
+    def L(self):
+        "The factor L (d × d); a diagonal one is built again from its diagonal on first use after `release_arrays`."
+        if self._L is None: self._L = np.diag(self._ldiag)
+        return self._L
+    @L.setter
+    def L(self, L): self._L = L
+    def release_arrays(self):
+        """Let a diagonal L go, keeping its diagonal (a fit's start v₀I, which the fit keeps for its VLB alone: 'Work arrays
+        of one fit'); a dense L is kept."""
+        if self.is_diagonal and self._L is not None: self._ldiag = self._L.diagonal().copy(); self._L = None
+    @property
+    def F(self): return self.L
+    def var_at(self, Hn):
+        "diag(Hn V Hnᵀ) = ‖Lᵀhₙ‖² for the rows of Hn (None = identity: L_jj² for a diagonal L)"
+        if Hn is None and self.is_diagonal: return self.L.diagonal()**2
+        return FactorCov.var_at(self, Hn)
+    def logdet(self): return 2.0 * float(np.sum(np.log(np.abs(np.diag(self.L)))))
+    def trace_prior_inv(self, prior, model=None):
+        "tr(Σ⁻¹ V) = ‖L_Σ⁻¹ L‖²_F, or Σ_j [Σ⁻¹]_jj L_jj² when V is diagonal (the methods' start v₀I)"
+        if self.is_diagonal: Ld = self.L.diagonal(); return float(prior.inv_diag() @ Ld**2)
+        return float(np.sum(prior.half_solve(self.L)**2))
+    def __repr__(self): return f"DenseCov(d={self.d})"
+
+# %% ../nbs/04_covariance.ipynb #eda09896
+SMALL_LAM_K = 1e-4   # n-space: sites with λ_i K̃_ii below this use K̃_ii − ‖L_B⁻¹SK̃e_i‖² instead of (1 − [B⁻¹]_ii)/λ_i
 
 # %% ../nbs/04_covariance.ipynb #e8625916
 _SCOND_AMAX = (ctypes.byref(ctypes.c_double(0.0)), ctypes.byref(ctypes.c_double(1.0)))   # laqsy's scond, amax (read only)
