@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from vgi_lit import likelihoods, models, kernels, datasets
 import vgi_lit.covariance as covariance
-from vgi_lit.covariance import SiteCov, WorkArrays, with_work_arrays
+from vgi_lit.covariance import DenseCov, SiteCov, WorkArrays, with_work_arrays
 from vgi_lit.methods.fixed_point import fpi
 
 DATA = datasets.shared_data_dir(Path(__file__))
@@ -77,6 +77,17 @@ def test_released_arrays_come_back_with_the_same_numbers():
         cov.release_arrays()
         assert cov._LB is None and cov._LBi is None
         assert np.array_equal(cov.LB, LB) and np.array_equal(cov.LBi, LBi) and np.array_equal(cov.site_var(), hv)
+
+
+def test_the_start_factor_from_a_work_array_is_the_fresh_one_and_comes_back_after_release():
+    fresh = DenseCov.scaled_identity(7, 0.3)
+    made = with_work_arrays(lambda: DenseCov.scaled_identity(7, 0.3))()
+    for cov in (fresh, made):
+        assert cov.L.flags.c_contiguous and np.array_equal(cov.L, 0.3 * np.eye(7)) and cov.is_diagonal
+    made.release_arrays(); assert made._L is None
+    assert np.array_equal(made.L, fresh.L) and made.logdet() == fresh.logdet()
+    dense = DenseCov(np.tril(np.ones((3, 3)))); dense.release_arrays()
+    assert dense._L is not None                                          # a dense factor is kept
 
 
 def test_the_pool_is_closed_when_the_fit_raises():
