@@ -103,16 +103,22 @@ class DenseCov(FactorCov):
         "V = c²I from the diagonal factor L = cI (d × d, c > 0), recorded as diagonal without the O(d²) test of `__init__`."
         if not (isinstance(d, (int, np.integer)) and d >= 0): raise ValueError(f"d must be an integer >= 0, got {d!r}")
         if not (math.isfinite(c) and c > 0): raise ValueError(f"c must be positive and finite, got {c!r}")
-        self, w = cls.__new__(cls), _WORK.get()
-        if w is None or w.closed: L = np.zeros((d, d))
-        else: L = w.take(d).T; L.fill(0.0)                             # within a fit: a work array (C order, as np.zeros)
-        L.reshape(-1)[::d + 1] = c; self._L, self.d, self.is_diagonal = L, d, True
+        self = cls.__new__(cls)
+        self._L, self._ldiag, self.d, self.is_diagonal = None, np.full(d, float(c)), d, True   # L built on first use
         return self
     @property
     def L(self):
-        "The factor L (d × d); a diagonal one is built again from its diagonal on first use after `release_arrays`."
-        if self._L is None: self._L = np.diag(self._ldiag)
+        """The factor L (d × d). A diagonal one held by its diagonal (`scaled_identity`, `release_arrays`) is built on first
+        use, within a fit in a work array ('Work arrays of one fit'; C order, as `np.zeros`)."""
+        if self._L is None:
+            d, w = self.d, _WORK.get()
+            if w is None or w.closed: L = np.zeros((d, d))
+            else: L = w.take(d).T; L.fill(0.0)
+            L.reshape(-1)[::d + 1] = self._ldiag; self._L = L
         return self._L
+    def _diagonal(self):
+        "The diagonal of L (of a diagonal L held by its diagonal: that vector, no d × d array)"
+        return self._ldiag if self._L is None else self._L.diagonal()
     @L.setter
     def L(self, L): self._L = L
     def release_arrays(self):
@@ -123,12 +129,12 @@ class DenseCov(FactorCov):
     def F(self): return self.L
     def var_at(self, Hn):
         "diag(Hn V Hnᵀ) = ‖Lᵀhₙ‖² for the rows of Hn (None = identity: L_jj² for a diagonal L)"
-        if Hn is None and self.is_diagonal: return self.L.diagonal()**2
+        if Hn is None and self.is_diagonal: return self._diagonal()**2
         return FactorCov.var_at(self, Hn)
-    def logdet(self): return 2.0 * float(np.sum(np.log(np.abs(np.diag(self.L)))))
+    def logdet(self): return 2.0 * float(np.sum(np.log(np.abs(self._diagonal() if self.is_diagonal else np.diag(self.L)))))
     def trace_prior_inv(self, prior, model=None):
         "tr(Σ⁻¹ V) = ‖L_Σ⁻¹ L‖²_F, or Σ_j [Σ⁻¹]_jj L_jj² when V is diagonal (the methods' start v₀I)"
-        if self.is_diagonal: Ld = self.L.diagonal(); return float(prior.inv_diag() @ Ld**2)
+        if self.is_diagonal: Ld = self._diagonal(); return float(prior.inv_diag() @ Ld**2)
         return float(np.sum(prior.half_solve(self.L)**2))
     def __repr__(self): return f"DenseCov(d={self.d})"
 

@@ -79,13 +79,17 @@ def test_released_arrays_come_back_with_the_same_numbers():
         assert np.array_equal(cov.LB, LB) and np.array_equal(cov.LBi, LBi) and np.array_equal(cov.site_var(), hv)
 
 
-def test_the_start_factor_from_a_work_array_is_the_fresh_one_and_comes_back_after_release():
-    fresh = DenseCov.scaled_identity(7, 0.3)
-    made = with_work_arrays(lambda: DenseCov.scaled_identity(7, 0.3))()
-    for cov in (fresh, made):
-        assert cov.L.flags.c_contiguous and np.array_equal(cov.L, 0.3 * np.eye(7)) and cov.is_diagonal
-    made.release_arrays(); assert made._L is None
-    assert np.array_equal(made.L, fresh.L) and made.logdet() == fresh.logdet()
+def test_the_start_factor_is_held_by_its_diagonal_and_built_the_same_from_a_work_array():
+    ref = np.zeros((7, 7)); ref.reshape(-1)[::8] = 0.3                   # the factor as np.zeros and its diagonal
+    lazy = DenseCov.scaled_identity(7, 0.3)
+    assert lazy._L is None and lazy.is_diagonal                          # variances, trace, log-determinant: no 7 × 7 array
+    assert np.array_equal(lazy.var_at(None), np.full(7, 0.09)) and np.isclose(lazy.logdet(), 14 * np.log(0.3), rtol=1e-14) and lazy._L is None
+    def inside():
+        cov = DenseCov.scaled_identity(7, 0.3); L = cov.L                # built within a fit: a work array
+        return cov, L, covariance._WORK.get()
+    cov, L, pool = with_work_arrays(inside)()
+    assert pool.made == 1 and L.flags.c_contiguous and np.array_equal(L, ref) and np.array_equal(lazy.L, ref)
+    cov.release_arrays(); assert cov._L is None and np.array_equal(cov.L, ref)
     dense = DenseCov(np.tril(np.ones((3, 3)))); dense.release_arrays()
     assert dense._L is not None                                          # a dense factor is kept
 
