@@ -5,6 +5,9 @@
 # %% ../nbs/04_covariance.ipynb #728b12d3
 from __future__ import annotations
 import math
+import sys
+import contextvars
+import functools
 import numpy as np
 from scipy.linalg import solve_triangular
 import ctypes
@@ -16,7 +19,49 @@ import scipy.sparse as sps
 from .sites import block_quad
 
 # %% auto #0
-__all__ = ['SMALL_LAM_K', 'FactorCov', 'DenseCov', 'SiteCov', 'SiteCovD', 'SiteCovN', 'prior_W', 'PrecisionCov', 'as_cov']
+__all__ = ['SMALL_LAM_K', 'WorkArrays', 'with_work_arrays', 'FactorCov', 'DenseCov', 'SiteCov', 'SiteCovD', 'SiteCovN', 'prior_W',
+           'PrecisionCov', 'as_cov']
+
+# %% ../nbs/04_covariance.ipynb #8770c0a2
+_WORK = contextvars.ContextVar("vgi_lit_work_arrays", default=None)   # the `WorkArrays` of the fit under way (None: none)
+
+class WorkArrays:
+    """Spare n × n Fortran-ordered float64 arrays reused within one fit (`with_work_arrays`). `take(n)` hands out one of
+    its arrays only when the pool's own reference is the only one left (`sys.getrefcount`; a view holds its base), so that
+    no live object can read it; otherwise a fresh array, kept for reuse while the pool holds fewer than `max_arrays`.
+    `close()` lets them all go; a closed pool hands out fresh arrays only. `made`, `reused`: arrays made and handed out again."""
+    def __init__(self, max_arrays: int = 8):
+        if isinstance(max_arrays, bool) or not isinstance(max_arrays, (int, np.integer)) or max_arrays < 0:
+            raise ValueError(f"max_arrays must be an integer >= 0, got {max_arrays!r}")
+        self._arrays, self.max_arrays, self.closed, self.made, self.reused = [], int(max_arrays), False, 0, 0
+        self._arrays.append(np.empty((0, 0)))                            # the count of an array held by the list alone
+        self._free = sys.getrefcount(self._arrays[0]); self._arrays.clear()
+    def take(self, n: int):
+        "An n × n Fortran-ordered float64 array of arbitrary contents that nothing else holds."
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0: raise ValueError(f"n must be an integer >= 0, got {n!r}")
+        if not self.closed:
+            for i in range(len(self._arrays)):
+                if self._arrays[i].shape[0] == n and sys.getrefcount(self._arrays[i]) == self._free:
+                    self.reused += 1; return self._arrays[i]
+        A = np.empty((n, n), order='F'); self.made += 1
+        if not self.closed and len(self._arrays) < self.max_arrays: self._arrays.append(A)
+        return A
+    def close(self):
+        "The fit is over: let every array go; from here on `take` hands out fresh arrays."
+        self._arrays.clear(); self.closed = True
+    def __getstate__(self): return dict(self.__dict__, _arrays=[], closed=True)   # a copy or pickle holds no array
+    def __repr__(self): return f"WorkArrays(held={len(self._arrays)}, made={self.made}, reused={self.reused}, closed={self.closed})"
+
+# %% ../nbs/04_covariance.ipynb #89300649
+def with_work_arrays(f):
+    """`f` with a `WorkArrays` of each call's own: the covariance objects built during the call take their n × n arrays
+    from it, and it is closed when the call returns or raises, so that none of its memory outlives the call."""
+    @functools.wraps(f)
+    def call(*args, **kwargs):
+        pool = WorkArrays(); token = _WORK.set(pool)
+        try: return f(*args, **kwargs)
+        finally: _WORK.reset(token); pool.close()
+    return call
 
 # %% ../nbs/04_covariance.ipynb #0789d164
 class FactorCov:
@@ -52,25 +97,44 @@ class DenseCov(FactorCov):
     def __init__(self, L):
         L = np.asarray(L, dtype=float)
         self.is_diagonal = L.ndim == 2 and L.shape[0] == L.shape[1] and _off_diagonal_zero(L)
-        self.L = np.diag(L.diagonal()) if self.is_diagonal else np.tril(L); self.d = self.L.shape[0]
+        self._L = np.diag(L.diagonal()) if self.is_diagonal else np.tril(L); self.d = self._L.shape[0]
     @classmethod
     def scaled_identity(cls, d: int, c: float):
         "V = c²I from the diagonal factor L = cI (d × d, c > 0), recorded as diagonal without the O(d²) test of `__init__`."
         if not (isinstance(d, (int, np.integer)) and d >= 0): raise ValueError(f"d must be an integer >= 0, got {d!r}")
         if not (math.isfinite(c) and c > 0): raise ValueError(f"c must be positive and finite, got {c!r}")
         self = cls.__new__(cls)
-        self.L = np.zeros((d, d)); self.L.reshape(-1)[::d + 1] = c; self.d, self.is_diagonal = d, True
+        self._L, self._ldiag, self.d, self.is_diagonal = None, np.full(d, float(c)), d, True   # L built on first use
         return self
+    @property
+    def L(self):
+        """The factor L (d × d). A diagonal one held by its diagonal (`scaled_identity`, `release_arrays`) is built on first
+        use, within a fit in a work array ('Work arrays of one fit'; C order, as `np.zeros`)."""
+        if self._L is None:
+            d, w = self.d, _WORK.get()
+            if w is None or w.closed: L = np.zeros((d, d))
+            else: L = w.take(d).T; L.fill(0.0)
+            L.reshape(-1)[::d + 1] = self._ldiag; self._L = L
+        return self._L
+    def _diagonal(self):
+        "The diagonal of L (of a diagonal L held by its diagonal: that vector, no d × d array)"
+        return self._ldiag if self._L is None else self._L.diagonal()
+    @L.setter
+    def L(self, L): self._L = L
+    def release_arrays(self):
+        """Let a diagonal L go, keeping its diagonal (a fit's start v₀I, which the fit keeps for its VLB alone: 'Work arrays
+        of one fit'); a dense L is kept."""
+        if self.is_diagonal and self._L is not None: self._ldiag = self._L.diagonal().copy(); self._L = None
     @property
     def F(self): return self.L
     def var_at(self, Hn):
         "diag(Hn V Hnᵀ) = ‖Lᵀhₙ‖² for the rows of Hn (None = identity: L_jj² for a diagonal L)"
-        if Hn is None and self.is_diagonal: return self.L.diagonal()**2
+        if Hn is None and self.is_diagonal: return self._diagonal()**2
         return FactorCov.var_at(self, Hn)
-    def logdet(self): return 2.0 * float(np.sum(np.log(np.abs(np.diag(self.L)))))
+    def logdet(self): return 2.0 * float(np.sum(np.log(np.abs(self._diagonal() if self.is_diagonal else np.diag(self.L)))))
     def trace_prior_inv(self, prior, model=None):
         "tr(Σ⁻¹ V) = ‖L_Σ⁻¹ L‖²_F, or Σ_j [Σ⁻¹]_jj L_jj² when V is diagonal (the methods' start v₀I)"
-        if self.is_diagonal: Ld = self.L.diagonal(); return float(prior.inv_diag() @ Ld**2)
+        if self.is_diagonal: Ld = self._diagonal(); return float(prior.inv_diag() @ Ld**2)
         return float(np.sum(prior.half_solve(self.L)**2))
     def __repr__(self): return f"DenseCov(d={self.d})"
 
@@ -81,17 +145,19 @@ SMALL_LAM_K = 1e-4   # n-space: sites with λ_i K̃_ii below this use K̃_ii −
 _SCOND_AMAX = (ctypes.byref(ctypes.c_double(0.0)), ctypes.byref(ctypes.c_double(1.0)))   # laqsy's scond, amax (read only)
 _LAQSY = raw_routine(cython_lapack, "dlaqsy", C_CHAR_P, C_INT_P, C_PTR, C_INT_P, C_PTR, C_DOUBLE_P, C_DOUBLE_P, C_CHAR_P)   # uplo n a lda s scond amax equed
 
-def _lower_sks_plus_identity(K, s):
-    """I + S K S (S = diag(s)) in a new Fortran-ordered array, for a Cholesky that reads only the lower
+def _lower_sks_plus_identity(K, s, out=None):
+    """I + S K S (S = diag(s)) in a new Fortran-ordered array (or in `out`, an n × n Fortran-ordered float64 array whose
+    contents are overwritten), for a Cholesky that reads only the lower
     triangle: a copy of the symmetric K, then LAPACK `laqsy` scales its lower triangle in place (half the
     memory passes of forming S K S with NumPy); the upper triangle keeps K. Without the raw routine,
     the whole matrix is formed with NumPy."""
     n = len(s)
     if n == 0: return np.zeros((0, 0), order='F')
+    B = np.empty((n, n), order='F') if out is None else out
     if _LAQSY is None:
-        B = np.outer(s, s).T; B *= K.T                                      # S K S in Fortran order
+        np.multiply(np.outer(s, s).T, K.T, out=B)                          # S K S in Fortran order
     else:
-        B = np.empty((n, n), order='F'); np.copyto(B, K.T)                 # K symmetric: Kᵀ = K, stored in Fortran order
+        np.copyto(B, K.T)                                                  # K symmetric: Kᵀ = K, stored in Fortran order
         nn, equed = ctypes.byref(ctypes.c_int(n)), ctypes.create_string_buffer(2)
         s = np.ascontiguousarray(s, dtype=float)
         _LAQSY(b"L", nn, B.__array_interface__['data'][0], nn, s.__array_interface__['data'][0], _SCOND_AMAX[0],   # scond = 0: always scale
@@ -125,14 +191,27 @@ class SiteCov:
         if lo < 0: raise ValueError(f"lam must be non-negative (clip negative gamma first); smallest entry {lo:g}")
         self.model, self.lam, self.d, self.n = model, lam, model.d, model.n
         self.s, self._gram = np.sqrt(lam), None
-        self.LB = self._factor(gram)
+        self._work = _WORK.get()                                     # the fit's `WorkArrays` (None outside one)
+        self._LB = self._factor(gram)
         self._LBi, self._hv_cache, self._n_small = None, None, 0    # computed on first use (a Newton metric needs neither)
 
     @property
+    def LB(self):
+        "L_B, the lower Cholesky factor of B (factorised again on first use after `release_arrays`: the same numbers)"
+        if self._LB is None: self._LB = self._factor(self._gram)     # (`_factor` kept the Gram sum it was given)
+        return self._LB
+    @property
     def LBi(self):
-        "L_B⁻¹, computed on first use (n³/3 flops in n-space)"
-        if self._LBi is None: self._LBi = tri_inv(self.LB, check=False)
+        "L_B⁻¹, computed on first use (n³/3 flops in n-space), in place in a copy of L_B (an array of the fit's `WorkArrays` within a fit)"
+        if self._LBi is None:
+            w = self._work
+            if w is None or w.closed: self._LBi = tri_inv(self.LB, check=False)
+            else: A = w.take(self.LB.shape[0]); np.copyto(A, self.LB); self._LBi = tri_inv(A, check=False, overwrite=True)
         return self._LBi
+    def release_arrays(self):
+        """Let L_B and L_B⁻¹ go; each is computed again on first use, the same numbers from the same λ. A fit calls it on a
+        state it keeps for its VLB alone, so that the arrays can carry a later state's ('Work arrays of one fit')."""
+        self._LB = self._LBi = None
     @property
     def _hv(self):
         "h_iᵀVh_i for every site, computed on first use"
@@ -224,7 +303,8 @@ class SiteCovN(SiteCov):
     "The n-space form: V = Σ − ΣHᵀ S B⁻¹ S HΣ with B = I + S K̃ S (n × n), S = Λ^{1/2}, K̃ = HΣHᵀ, for models with n ≤ d."
     space = 'n'
     def _factor(self, gram):
-        B = _lower_sks_plus_identity(self.model.K_site(), self.s)    # I + S K̃ S, lower triangle, Fortran order
+        out = None if self._work is None else self._work.take(self.n)   # an n × n array no live object holds (within a fit)
+        B = _lower_sks_plus_identity(self.model.K_site(), self.s, out)   # I + S K̃ S, lower triangle, Fortran order
         return cholesky(B, name="I + S K S", check=False, overwrite=True)   # factorised in place
     def _site_quadratic(self):
         """h_iᵀVh_i = (1 − [B⁻¹]_ii)/λ_i, or K̃_ii − ‖L_B⁻¹SK̃e_i‖² where λ_iK̃_ii is small. Both differences are ≥ 0
@@ -331,4 +411,3 @@ def as_cov(x, given: str = "cov", name: str = "V"):
     if np.any(np.triu(A, 1)): raise ValueError(f"{name} must be lower triangular (a factor L of V = LLᵀ); it has nonzero entries above the diagonal")
     if np.any(np.diag(A) == 0): raise ValueError(f"{name} is singular (a zero on its diagonal): V = LLᵀ would not be positive definite")
     return DenseCov(A)
-

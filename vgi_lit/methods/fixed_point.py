@@ -13,7 +13,7 @@ from ..linalg import cholesky, chol_solve
 from ..models import LGM, PriorCov
 from ..likelihoods import Logistic, Probit
 from ..vlb import grad_V, kl_cov_part, vlb_from
-from ..covariance import SiteCov, SiteCovN, DenseCov, SMALL_LAM_K
+from ..covariance import SiteCov, SiteCovN, DenseCov, SMALL_LAM_K, with_work_arrays
 from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
                                register_method, start_state)
 from ..driver import Halt, Step, halving, run
@@ -477,6 +477,7 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
 
 
 # %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
+@with_work_arrays
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
         stall: int = 20, lam0=None, anderson: int = 0, newton: bool | None = None, scale_start: bool = True,
@@ -621,6 +622,10 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     def step(cur, k):
         "One FPi iteration from the state of `cur` (whose record is the history's last)."
         s, rec = cur.state, hist[-1]
+        old, behind[0] = behind[0], s.cov                                 # the state before `cur`: kept for its VLB alone
+        if old is not None and old is not s.cov:                          # its L_B and L_B⁻¹ (V₊'s for signed λ) serve a later state
+            for c in (old, getattr(old, 'pos', None)):
+                if hasattr(c, 'release_arrays'): c.release_arrays()
         m, r, cov, at, vlb, g, gamma, sc = s.m, s.r, s.cov, s.at, s.vlb, s.g, s.gamma, s.sched
         state, events = (vlb, g, gamma), []
         if line_search and isinstance(cov, _SITE_FORMS):                  # after the first iteration: the damped step
@@ -681,6 +686,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         return evaluate(m + tau * delta, r + tau * r_delta, cov_T, at_T, new, events, cur, dict(sc))
 
     floor = [False]                                                       # set when the damped steps stall at the rounding floor
+    behind = [None]                                                       # the covariance of the state `step` last started from
     at_floor = []                                                         # the state at which the mean gradient's floor stopped the run
     start = evaluate(m, r, cov, at, state, events + ev, None, dict(rho=float(rho0), damp=dict(ok=0, fails={} if rho0 == 1 else {2.0 * rho0: DAMP_GROW}),
                                                                     rho_took=float(rho0), full=True, tiny=False, pairs=[]))
