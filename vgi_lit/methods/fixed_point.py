@@ -310,15 +310,22 @@ def _grad_tol(model, tol: float):
 def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callback=None, clipped: bool = True):
     """If γ < 0 at a converged limit of the `clipped` iteration, or the FP iteration `stalled`, continue with GRAD (`fit_grad`) from
     (m, V) with the time left; its records are appended to `hist` (step 'grad_polish').
-    Returns `(m, cov, stop, message)`: GRAD's when it improved the VLB, the FP ones otherwise."""
+    Returns `(m, cov, stop, message)`: GRAD's when it improved the VLB, the FP ones otherwise (also when V, formed as a d × d
+    matrix for GRAD's start, is not positive definite in floating point: at site precisions far above the prior's, where
+    Σ − ΣS B⁻¹SΣ cancels; a HANDOVER event says so)."""
     if not (stalled or (clipped and stop in CONVERGED_STOPS and (np.asarray(gamma) < 0).any())): return m, cov, stop, msg
     left = None if hist.max_seconds is None else hist.max_seconds - (hist[-1].time if hist else 0.0)
     if left is not None and left <= 0: return m, cov, stop, msg
     last = hist[-1]
     last.events.append(Event(EventKind.HANDOVER, "the FP iteration stalled: GRAD continues from the best state") if stalled else
                        Event(EventKind.HANDOVER, "clipping active at the limit: GRAD continues", count=int(np.sum(gamma < 0))))
+    V0 = cov.dense()                                                          # V formed as a d × d matrix for GRAD's start
+    try: cholesky(V0, name="V of the FP state")
+    except ValueError as err:                                                 # V = Σ − ΣS B⁻¹SΣ at huge site precisions: rounding
+        last.events.append(Event(EventKind.HANDOVER, f"GRAD cannot start: {err}; the FP state is kept"))
+        return m, cov, stop, msg + "; no GRAD polish: V formed as a matrix is not positive definite in floating point"
     opts = dict(callback=callback) if left is None else dict(callback=callback, max_seconds=left)
-    g = fit_grad(model, m0=m, V0=cov.dense(), **opts)
+    g = fit_grad(model, m0=m, V0=V0, **opts)
     if not g.vlb >= last.vlb:
         last.events.append(Event(EventKind.HANDOVER, f"GRAD ended at a lower VLB ({g.vlb:.10g}); the FP state is kept"))
         return m, cov, stop, msg + "; GRAD polish did not improve"
