@@ -346,7 +346,7 @@ def hyper_values(hp, model):
 def gaussian_optimum(model, method: str = "fpi") -> VGPosterior:
     """The optimum of the VLB of a GP with Gaussian noise in closed form, one exact site step: λ* = 1/σ², m* = y − Dα with
     α = (Σ + D)⁻¹(y − μ), D = diag(σ²), Σ the prior covariance with its jitter (by the one factor of the posterior's
-    B = I + D^(−1/2)ΣD^(−1/2), as Σ + D = D^(1/2)BD^(1/2)), and 𝓛* = log N(y | μ, Σ + D) (Opper &
+    B = I + SΣS with S = diag(1/σ), as Σ + D = S⁻¹BS⁻¹), and 𝓛* = log N(y | μ, Σ + D) (Opper &
     Archambeau 2009; Rasmussen & Williams 2006, eqs. 2.25, 2.30). `model`: a `GP` with a `Gaussian` likelihood (else a
     ValueError); `method`: the name the posterior carries (the FPi or FPb run it stands for). The record's gradient norm is
     ‖∂VLB/∂m‖∞ at m*, its rounding; `info['closed_form']` is True."""
