@@ -10,7 +10,8 @@ from vgi_lit.kernels import RBF
 from vgi_lit.covariance import DenseCov, SiteCov, SMALL_LAM_K
 from vgi_lit.inference import fit
 from vgi_lit.methods.fixed_point import optimum_tangent
-from vgi_lit.experiments.hyper_experiments import optimal_vlb_hessian, _site_v, _gmres_columns
+from vgi_lit.experiments.hyper_experiments import optimal_vlb_hessian, _gmres_columns
+from vgi_lit.methods.fixed_point import site_dense_V
 
 def _dense_hessian(model, m, cov):
     """The Hessian by the formula with every matrix formed: W = (Σ + Λ⁻¹)⁻¹ by a dense solve, the second derivatives of the RBF
@@ -54,14 +55,14 @@ def test_hessian_matches_the_dense_formula(case):
     assert np.max(np.abs(H - Hd)) <= 1e-8 * np.max(np.abs(Hd))
     assert np.max(np.abs(dm - dmd)) <= 1e-8 * np.max(np.abs(dmd)) and np.max(np.abs(dl - dld)) <= 1e-8 * np.max(np.abs(dld))
 
-def test_site_v_against_the_dense_covariance_with_small_sites():
+def test_site_dense_V_against_the_dense_covariance_with_small_sites():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(25, 1)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
     gp = GP(X, y, likelihoods.Logistic(), RBF(3.0, 0.8))
     lam = rng.uniform(0.05, 0.3, size=25); lam[[2, 7, 11]] = [1e-9, 3e-7, 1e-12]          # λΣ_ii below SMALL_LAM_K on three sites
     cov = SiteCov(gp, lam)
     assert np.sum(lam * np.diag(gp.K_site()) < SMALL_LAM_K) == 3
-    V, Vd = _site_v(gp, cov), cov.dense()
+    V, Vd = site_dense_V(gp, cov), cov.dense()
     assert np.allclose(V, Vd, rtol=0, atol=1e-10 * np.abs(Vd).max())
 
 def test_gmres_columns_solves_each_column():

@@ -6,14 +6,13 @@
 from __future__ import annotations
 import argparse, sys, time, warnings
 import numpy as np
-from scipy.linalg.lapack import dlauum
 from tqdm import tqdm
 from .. import datasets, likelihoods
 from ..models import GLM, GP
 from ..inference import fit
 from ..methods.hyper import learn, HyperParams, prior_residual
-from ..methods.fixed_point import optimum_tangent, site_curvature
-from ..covariance import SiteCov, SiteCovN, SMALL_LAM_K
+from ..methods.fixed_point import optimum_tangent, site_curvature, site_dense_V
+from ..covariance import SiteCov, SiteCovN
 from ..kernels import RBF
 from .fp_experiments import make_problem, run_methods, summarize, subsample
 from .prox_tables import gp_data, se_gp, LN2
@@ -221,27 +220,6 @@ def _rbf_prior_derivatives(model):
     R = [((X[:, a, None] - X[None, :, a]) / ls[a]) ** 2 for a in range(X.shape[1])] if k.ard else [k.sqdist(X)]
     return Sig, [Sig] + [K * Ra for Ra in R], R
 
-# %% ../../nbs/experiments/95_hyper_experiments.ipynb #x2v0c3a1
-def _site_v(model, cov):
-    """V (n × n) of a GP's posterior in site form, from the factor its inner solve holds: for an n-space `SiteCov`,
-    V = S⁻¹(I − B⁻¹)S⁻¹ with B = I + SΣS, B⁻¹ = L_B⁻ᵀL_B⁻¹ (LAPACK `lauum` on L_B⁻ᵀ, n³/3 flops) and S = diag(√λ); on the
-    rows and columns of sites with λ_iΣ_ii < `SMALL_LAM_K`, where 1/√λ_i would amplify the rounding of B⁻¹, the same V as
-    S⁻¹B⁻¹SΣ (from B⁻¹SΣS = I − B⁻¹) and on their own block Σ − ΣSB⁻¹SΣ. A d-space `SiteCov`: its `dense()`."""
-    if not isinstance(cov, SiteCovN): V = cov.dense(); return 0.5 * (V + V.T)
-    U = dlauum(np.array(cov.LBi.T, order='F'), lower=0, overwrite_c=1)[0]   # the upper triangle of B⁻¹, zero below
-    V = U + U.T; V[np.diag_indices_from(V)] *= 0.5                          # B⁻¹
-    Sig, s = model.K_site(), cov.s
-    big = cov.lam * np.diag(Sig) >= SMALL_LAM_K
-    inv_s = np.divide(1.0, s, out=np.zeros_like(s), where=big)
-    few = np.flatnonzero(~big)
-    if few.size: Y = V @ (s[:, None] * Sig[:, few])                         # B⁻¹SΣ on those columns
-    V *= inv_s[:, None]; V *= inv_s[None, :]; V *= -1.0; V[np.diag_indices_from(V)] += inv_s**2   # S⁻¹(I − B⁻¹)S⁻¹
-    if few.size:
-        Vf = inv_s[:, None] * Y                                             # S⁻¹B⁻¹SΣ on the other rows
-        Vf[few] = Sig[np.ix_(few, few)] - Sig[few] @ (s[:, None] * Y)
-        V[:, few] = Vf; V[few, :] = Vf.T
-    return V
-
 # %% ../../nbs/experiments/95_hyper_experiments.ipynb #x2g7e51d
 def _gmres_columns(mv, B, rtol: float, max_k: int):
     """(X (n, p), k, res (p,)): GMRES from 0 for A x_c = b_c, each column b_c of B (n, p) in its own Krylov space, the p
@@ -284,7 +262,7 @@ def optimal_vlb_hessian(model, m, cov, rtol: float = 1e-8, max_krylov: int = 200
     log-parameters θ, at a converged FPi optimum (m, λ) (`cov` its `SiteCov`), with the optimum's derivatives ż = (ṁ, λ̇) along
     each θ_k (the tangent of `optimum_tangent`, all p at once): H_jk = ½rᵀ∂²_jkΣr + (∂_jΣr)ᵀṙ_k − ½⟨W, ∂²_jkΣ⟩ + ½tr(W∂_kΣW∂_jΣ)
     − ½λ̇_kᵀ∂v_j with r = Σ⁻¹(m − μ), ṙ_k = Σ⁻¹(ṁ_k − ∂_kΣr), W = Λ − ΛVΛ, ∂v_j = diag(C∂_jΣCᵀ), C = I − VΛ; symmetrised.
-    One n × n product per lengthscale (C∂_aΣ; CΣ = V), none for the variance; V from the inner solve's factor (``_site_v``);
+    One n × n product per lengthscale (C∂_aΣ; CΣ = V), none for the variance; V from the inner solve's factor (`site_dense_V`);
     the p tangent systems [AP − I]λ̇_k = b_k by GMRES with shared products (``_gmres_columns``) to the relative residual `rtol`
     in at most `max_krylov` steps (a RuntimeWarning past it). λ > 0 (a log-concave likelihood's optimum)."""
     if not isinstance(model, GP) or model.H is not None or not model.sites.is_identity:
@@ -297,7 +275,8 @@ def optimal_vlb_hessian(model, m, cov, rtol: float = 1e-8, max_krylov: int = 200
     if not np.all(lam > 0): raise ValueError("optimal_vlb_hessian needs site precisions λ > 0 at the optimum")
     Sig, D, R = _rbf_prior_derivatives(model)
     n, p = model.n, len(D)
-    V = _site_v(model, cov)
+    V = site_dense_V(model, cov)
+    if not isinstance(cov, SiteCovN): V = 0.5 * (V + V.T)                 # a d-space V made exactly symmetric
     VL, P = V * lam[None, :], V * V                                     # VΛ, V∘V
     m = np.asarray(m, dtype=float); r = model.prior.solve(m - model.mu)
     e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), np.diagonal(V) + model.c)

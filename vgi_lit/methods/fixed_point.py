@@ -21,7 +21,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FLOOR_STATES', 'ROUND_ULPS', 'FORCING_MAX', 'anderson', 'site_curvature', 'optimum_tangent']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FLOOR_STATES', 'ROUND_ULPS', 'FORCING_MAX', 'anderson', 'site_curvature', 'site_dense_V', 'optimum_tangent']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -1124,11 +1124,12 @@ def _newton_step(model, m, r, cov, state, signed: bool, at, cost: dict | None = 
 
 
 # %% ../../nbs/methods/11c_fp_stopping.ipynb #nwfst002
-def _site_dense_V(model, cov):
-    """V (n × n) of an n-space `SiteCov` of a GP (H = I) from the inverse factor it holds, L_B⁻¹ (lower triangular, zero
+def site_dense_V(model, cov):
+    """V (n × n) of a `SiteCov` of a GP (H = I) as a matrix; for an n-space one, from the inverse factor it holds, L_B⁻¹ (lower triangular, zero
     above the diagonal): B⁻¹ = L_B⁻ᵀL_B⁻¹ (LAPACK lauum on the upper factor L_B⁻ᵀ, n³/3 flops) and V = S⁻¹(I − B⁻¹)S⁻¹, S = diag(√λ); rows and
     columns of sites with λ_iK_ii < `SMALL_LAM_K` (r of them) from V = S⁻¹B⁻¹SK instead (B⁻¹SKS = I − B⁻¹; one n × n × r
-    product, no division by a small √λ_i), and their r × r block from K − KSB⁻¹SK."""
+    product, no division by a small √λ_i), and their r × r block from K − KSB⁻¹SK. A d-space `SiteCov`: its `dense()`."""
+    if not isinstance(cov, SiteCovN): return cov.dense()
     U = dlauum(np.array(cov.LBi.T, order='F'), lower=0, overwrite_c=1)[0]   # upper triangle of B⁻¹, zero below (a plain copy)
     V = U + U.T; V[np.diag_indices_from(V)] *= 0.5                          # B⁻¹, (n, n)
     K, s = model.K_site(), cov.s
@@ -1173,7 +1174,7 @@ def _gmres(mv, b, rtol: float, max_k: int):
 FORCING_MAX = 1e-2   # the largest relative GMRES residual of a Newton direction ('The Krylov solve')
 
 def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float | None = None, max_krylov: int = 60, direct_max: int = 100):
-    """(δm, δλ, work) of `_newton_dir` with W = V for a GP (H = I) whose V is an n-space `SiteCov`: V from `_site_dense_V`,
+    """(δm, δλ, work) of `_newton_dir` with W = V for a GP (H = I) whose V is an n-space `SiteCov`: V from `site_dense_V`,
     P = V∘V, and [A P − I]δλ = λ − γ + 2E_mv V g, A = 2(E_mv V E_mv + E_vv), by GMRES (`` _gmres ``, at most `max_krylov` products
     x ↦ A(Px) − x, two matrix-vector products with n × n matrices each) without an n × n product or solve; for
     n ≤ `direct_max` (where the loop's overhead exceeds the flops) by one dense solve. δm = V(g − E_mv P δλ). GMRES stops at
@@ -1181,7 +1182,7 @@ def _newton_dir_site(model, m, cov, g, gamma, at, rtol: float | None = None, max
     scale-free measure at the state (`_decrement`: gᵀVg from the Vg at hand, and the site term; 'The Krylov solve').
     work: dict(k=the GMRES products taken (0 for the dense solve), nodes=the quadrature nodes of the curvatures); the
     step rule prices the direction from it (``_step_costs``)."""
-    V = _site_dense_V(model, cov)
+    V = site_dense_V(model, cov)
     work = {}
     e_mv, e_vv = site_curvature(model.likelihood, model.y, model.site_mean(m), at.v_site, work)
     P = V * V                                                                  # −∂v/∂λ
@@ -1264,7 +1265,7 @@ def optimum_tangent(model, m, cov, dSigma, rtol: float = 1e-10, max_krylov: int 
     dS = dS[None] if one else dS
     n = model.n
     if dS.ndim != 3 or dS.shape[1:] != (n, n): raise ValueError(f"dSigma must have shape ({n}, {n}) or (p, {n}, {n}), got {np.shape(dSigma)}")
-    V = _site_dense_V(model, cov) if isinstance(cov, SiteCovN) else cov.dense()            # (n, n)
+    V = site_dense_V(model, cov)            # (n, n)
     v = np.diagonal(V) + model.c
     ms = model.site_mean(np.asarray(m, dtype=float))
     _, r, _ = model.likelihood.expected_log_lik(model.y, ms, v)                              # ∂E/∂m = Σ⁻¹(m − μ) at the optimum
