@@ -85,3 +85,11 @@ def test_hessian_bad_inputs_and_unconverged_tangent():
     glm = GLM(np.hstack([X, np.ones_like(X)]), y, likelihoods.Logistic(), prior_cov=1.0)
     with pytest.raises(ValueError, match="needs a GP"): optimal_vlb_hessian(glm, np.zeros(2), p.cov)
     with pytest.warns(RuntimeWarning, match="GMRES"): optimal_vlb_hessian(gp, p.m, p.cov, rtol=1e-14, max_krylov=1)
+
+def test_site_dense_V_of_a_glm_in_n_space_is_its_dense_V():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(6, 9)); y = np.where(X[:, 0] > 0, 1.0, -1.0)                   # n ≤ d: the n-space form
+    from vgi_lit.models import GLM
+    glm = GLM(X, y, likelihoods.Logistic(), prior_cov=2.0)
+    cov = SiteCov(glm, rng.uniform(0.1, 0.5, size=6))
+    assert np.array_equal(site_dense_V(glm, cov), cov.dense()) and cov.dense().shape == (9, 9)

@@ -1128,8 +1128,9 @@ def site_dense_V(model, cov):
     """V (n × n) of a `SiteCov` of a GP (H = I) as a matrix; for an n-space one, from the inverse factor it holds, L_B⁻¹ (lower triangular, zero
     above the diagonal): B⁻¹ = L_B⁻ᵀL_B⁻¹ (LAPACK lauum on the upper factor L_B⁻ᵀ, n³/3 flops) and V = S⁻¹(I − B⁻¹)S⁻¹, S = diag(√λ); rows and
     columns of sites with λ_iK_ii < `SMALL_LAM_K` (r of them) from V = S⁻¹B⁻¹SK instead (B⁻¹SKS = I − B⁻¹; one n × n × r
-    product, no division by a small √λ_i), and their r × r block from K − KSB⁻¹SK. A d-space `SiteCov`: its `dense()`."""
-    if not isinstance(cov, SiteCovN): return cov.dense()
+    product, no division by a small √λ_i), and their r × r block from K − KSB⁻¹SK. A d-space `SiteCov`, or a model whose
+    sites are not the identity (V is then d × d, not HVHᵀ): its `dense()`."""
+    if not isinstance(cov, SiteCovN) or not model.sites.is_identity: return cov.dense()
     U = dlauum(np.array(cov.LBi.T, order='F'), lower=0, overwrite_c=1)[0]   # upper triangle of B⁻¹, zero below (a plain copy)
     V = U + U.T; V[np.diag_indices_from(V)] *= 0.5                          # B⁻¹, (n, n)
     K, s = model.K_site(), cov.s
