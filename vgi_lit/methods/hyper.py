@@ -703,6 +703,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     t0 = time.perf_counter()
     def noise_gain(v): return min(max(thresh(v), _NOISE_GAIN), _DF_GAIN_MAX)   # nats the noise variance may leave to σ² → 0
     cache = {} if method in ("fpi", "fpb") else None                   # site form: (m, λ) vectors replay a run's evaluations
+    noise_kept = False                                                 # the widening loop kept the box for the noise variance
     early = early and cache is not None and widen > 0
     thresh = lambda v: max(tol_rel, 1e-9) * max(1.0, abs(v))
     def left(): return None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
@@ -730,7 +731,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if floor:                                                       # the noise variance's maximum is the jitter's: exact fit
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
             res.history[-1].events.append(Event(EventKind.BOUND_ACTIVE, "; ".join(floor.values()) + "; the box is kept", len(floor)))
-            break
+            noise_kept = True; break
         inf = df_infinity(hp, cache, res.box[0], out, min(max(thresh(res.vlb), _DF_GAIN), _DF_GAIN_MAX)) if cache is not None else {}
         if inf:                                                         # df → ∞ with a slope decaying like 1/ν, little left to gain
             if res.early: n_inner += res.n_inner; res = once(b)         # finish the run in this box
@@ -773,9 +774,7 @@ def _learn_wide(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
     # past the first box and not converged: still rising, or on a plateau where the envelope gradient's sign is noise
     still = [j for j in sorted(grew) if abs(theta[j]) > bound]
     js2 = next((j for j in still if hp.free_names[j] == "likelihood.variance" and theta[j] < 0), None)
-    kept = any(e.kind is EventKind.BOUND_ACTIVE and e.detail.startswith("likelihood.variance: noise variance at the jitter's level")
-               for e in res.history[-1].events)                    # the widening loop kept the box for it already
-    if js2 is not None and not kept and res.model is not None and _closed(res.model, method) and res.stop is not Stop.GRAD_TOL:
+    if js2 is not None and not noise_kept and res.model is not None and _closed(res.model, method) and res.stop is not Stop.GRAD_TOL:
         end = noise_floor(hp, res.model, theta, -np.ones(len(theta)), [js2], -theta[js2], gain_max=noise_gain(res.vlb))
         if end is not None:                                            # the exact profile at the end decides for σ²
             still.remove(js2)
