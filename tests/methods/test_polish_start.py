@@ -1,11 +1,14 @@
-"GRAD's polish from an FP state whose V, formed as a d × d matrix, is not positive definite in floating point."
+"GRAD's polish from an FP state: V from the stable site form, GRAD in the coordinates of the state, a bounded budget."
 import numpy as np
+import pytest
+import vgi_lit.methods.fixed_point as fp
 from vgi_lit.covariance import SiteCov
 from vgi_lit.kernels import RBF
 from vgi_lit.likelihoods import StudentT
 from vgi_lit.models import GP
-from vgi_lit.inference import Stop, EventKind, History, Record
-from vgi_lit.methods.fixed_point import _polish
+from vgi_lit.inference import Stop, EventKind, History, Record, fit
+from vgi_lit.methods.fixed_point import _polish, site_dense_V, POLISH_ITER
+from vgi_lit.methods.grad import fit_grad
 
 
 def _noiseless_studentt_gp():
@@ -14,13 +17,73 @@ def _noiseless_studentt_gp():
     return GP(X, y - y.mean(), StudentT(df=3813.9, scale2=3.775e-11), RBF(20778.2, 2827.2))
 
 
-def test_polish_keeps_the_fp_state_when_v_is_not_positive_definite_as_a_matrix():
-    model = _noiseless_studentt_gp()
-    cov = SiteCov(model, np.full(model.n, 1e12))                  # site precisions ~ 1/scale2: Σ − ΣSB⁻¹SΣ cancels
-    assert np.linalg.eigvalsh(cov.dense()).min() < 0                # the premise: indefinite in floating point
-    m = np.zeros(model.n)
+def _fake_hist():
     hist = History(); hist.append(Record(0, 0.0, -1.0, 1.0, "fp", [], {}))
+    return hist
+
+
+def test_polish_starts_from_the_stable_form_where_the_cancelling_one_is_indefinite(monkeypatch):
+    """At site precisions ~ 1/scale2 the cancelling form Σ − ΣSB⁻¹SΣ (`dense()`) is indefinite in floating point; the
+    polish takes V from `site_dense_V` (positive definite) and runs GRAD (here from a state far from the optimum, with a
+    budget of 20 iterations: the start is what is checked)."""
+    monkeypatch.setattr(fp, "POLISH_ITER", 20)
+    model = _noiseless_studentt_gp()
+    cov = SiteCov(model, np.full(model.n, 1e12))
+    assert np.linalg.eigvalsh(cov.dense()).min() < 0                # the premise: the cancelling form is indefinite
+    assert np.linalg.eigvalsh(site_dense_V(model, cov)).min() > 0   # the stable form is not
+    hist = _fake_hist()
+    m2, cov2, stop, msg = _polish(model, np.zeros(model.n), cov, np.zeros(model.n), hist, Stop.STALLED, "stalled", stalled=True)
+    assert not any("GRAD cannot start" in e.detail for e in hist[-1].events) and "not positive definite" not in msg
+    assert any(e.kind is EventKind.HANDOVER and "GRAD" in e.detail for e in hist[-1].events)
+
+
+def test_polish_keeps_the_fp_state_when_v_is_not_positive_definite_as_a_matrix(monkeypatch):
+    "Where V as a matrix is not positive definite even so, the FP state is returned and a HANDOVER event says why."
+    model = _noiseless_studentt_gp()
+    cov = SiteCov(model, np.full(model.n, 1e12))
+    monkeypatch.setattr(fp, "site_dense_V", lambda model, cov: cov.dense())   # the indefinite form
+    hist, m = _fake_hist(), np.zeros(model.n)
     m2, cov2, stop, msg = _polish(model, m, cov, np.zeros(model.n), hist, Stop.STALLED, "stalled", stalled=True)
-    assert m2 is m and cov2 is cov and stop is Stop.STALLED          # the FP state is returned (was a ValueError about V0)
+    assert m2 is m and cov2 is cov and stop is Stop.STALLED
     assert "not positive definite" in msg
     assert any(e.kind is EventKind.HANDOVER and "GRAD cannot start" in e.detail for e in hist[-1].events)
+
+
+def _studentt_stall_gp():
+    "A Student-t GP on noiseless targets (generated: y = x₁ − x₂, 80 rows, standardised) at which FPi stalls near the optimum."
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2)); y = X[:, 0] - X[:, 1]
+    X = (X - X.mean(0)) / X.std(0); y = (y - y.mean()) / y.std()
+    return GP(X, y, StudentT(187.0, 1e-9), RBF(variance=217.0, lengthscale=2.0))
+
+
+def test_the_polish_of_a_stalled_run_takes_a_few_iterations_in_the_coordinates_of_the_state(monkeypatch):
+    """FPi stalls on this GP (site precisions ~ 1e9) and hands over to GRAD. In the whitened coordinates GRAD took 20000
+    iterations (40 s) without improving the VLB; in the coordinates of the FP state it takes a handful."""
+    runs = []
+    real = fp.fit_grad
+    def spy(model, **opts):
+        g = real(model, **opts); runs.append((opts, g)); return g
+    monkeypatch.setattr(fp, "fit_grad", spy)
+    model = _studentt_stall_gp()
+    post = fit(model, "fpi")
+    assert len(runs) == 1 and runs[0][0]["recentre"] is True and runs[0][0]["max_iter"] == POLISH_ITER
+    g = runs[0][1]
+    assert g.n_iter <= 50 and g.info["recentre"], g.n_iter
+    # the same state polished in the whitened coordinates, for comparison: no better within the same budget
+    opts = runs[0][0]
+    w = real(model, m0=opts["m0"], V0=opts["V0"], max_iter=200)
+    assert post.vlb >= w.vlb - 1e-9 * abs(w.vlb)
+
+
+def test_fit_grad_recentre_arguments():
+    model = _studentt_stall_gp()
+    with pytest.raises(ValueError, match="recentre=True and whiten=True"):
+        fit_grad(model, recentre=True, whiten=True)
+    with pytest.raises(ValueError, match="recentre must be True or False"):
+        fit_grad(model, recentre="yes")
+    with pytest.raises(ValueError, match="V0"):
+        fit_grad(model, m0=0.0, V0=-np.eye(model.d), recentre=True)
+    g = fit_grad(model, m0=0.0, V0=0.5, recentre=True, max_iter=5)
+    assert g.info["recentre"] and not g.info["whiten"] and np.isfinite(g.vlb)
+    assert fit_grad(model, max_iter=2).info["recentre"] is False

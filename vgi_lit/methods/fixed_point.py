@@ -21,7 +21,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FLOOR_STATES', 'ROUND_ULPS', 'FORCING_MAX', 'anderson', 'site_curvature', 'site_dense_V', 'optimum_tangent']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'POLISH_ITER', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FLOOR_STATES', 'ROUND_ULPS', 'FORCING_MAX', 'anderson', 'site_curvature', 'site_dense_V', 'optimum_tangent']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -307,25 +307,29 @@ def _grad_tol(model, tol: float):
     return test
 
 # %% ../../nbs/methods/11a_fpi.ipynb #ae2bb02d
+POLISH_ITER = 1000   # GRAD's iteration budget in `_polish` (a polish from a state near the optimum takes a few to a few hundred)
+
 def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callback=None, clipped: bool = True):
     """If γ < 0 at a converged limit of the `clipped` iteration, or the FP iteration `stalled`, continue with GRAD (`fit_grad`) from
-    (m, V) with the time left; its records are appended to `hist` (step 'grad_polish').
+    (m, V) with the time left and at most `POLISH_ITER` iterations; its records are appended to `hist` (step 'grad_polish').
+    GRAD runs in the coordinates of the FP state (`fit_grad` with recentre=True: w = m + L u, V = L Lᵀ), where a state with
+    site precisions far above the prior's is as well scaled as any ('Polishing in the coordinates of the start'); V as a
+    matrix from `site_dense_V` (for a GP's n-space sites the form without the cancelling Σ − ΣSB⁻¹SΣ).
     Returns `(m, cov, stop, message)`: GRAD's when it improved the VLB, the FP ones otherwise (also when V, formed as a d × d
-    matrix for GRAD's start, is not positive definite in floating point: at site precisions far above the prior's, where
-    Σ − ΣS B⁻¹SΣ cancels; a HANDOVER event says so)."""
+    matrix for GRAD's start, is not positive definite in floating point; a HANDOVER event says so)."""
     if not (stalled or (clipped and stop in CONVERGED_STOPS and (np.asarray(gamma) < 0).any())): return m, cov, stop, msg
     left = None if hist.max_seconds is None else hist.max_seconds - (hist[-1].time if hist else 0.0)
     if left is not None and left <= 0: return m, cov, stop, msg
     last = hist[-1]
     last.events.append(Event(EventKind.HANDOVER, "the FP iteration stalled: GRAD continues from the best state") if stalled else
                        Event(EventKind.HANDOVER, "clipping active at the limit: GRAD continues", count=int(np.sum(gamma < 0))))
-    V0 = cov.dense()                                                          # V formed as a d × d matrix for GRAD's start
+    V0 = site_dense_V(model, cov)                                             # V formed as a d × d matrix for GRAD's start
     try: cholesky(V0, name="V of the FP state")
-    except ValueError as err:                                                 # V = Σ − ΣS B⁻¹SΣ at huge site precisions: rounding
+    except ValueError as err:                                                 # rounding at site precisions far above the prior's
         last.events.append(Event(EventKind.HANDOVER, f"GRAD cannot start: {err}; the FP state is kept"))
         return m, cov, stop, msg + "; no GRAD polish: V formed as a matrix is not positive definite in floating point"
-    opts = dict(callback=callback) if left is None else dict(callback=callback, max_seconds=left)
-    g = fit_grad(model, m0=m, V0=V0, **opts)
+    opts = dict(callback=callback, max_iter=POLISH_ITER) if left is None else dict(callback=callback, max_iter=POLISH_ITER, max_seconds=left)
+    g = fit_grad(model, m0=m, V0=V0, recentre=True, **opts)
     if not g.vlb >= last.vlb:
         last.events.append(Event(EventKind.HANDOVER, f"GRAD ended at a lower VLB ({g.vlb:.10g}); the FP state is kept"))
         return m, cov, stop, msg + "; GRAD polish did not improve"
@@ -511,7 +515,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         likelihood that is not log-concave (`likelihood.log_concave`), True otherwise (where γ ≥ 0, the same iterates).
     line_search: Armijo backtracking of the mean step at the old V when the full step fails the joint
         test (events STEP_REJECTED, LINE_SEARCH); False takes the size-1 natural-gradient step.
-    polish: continue with GRAD when the clipping is active at the limit or the run stalled (HANDOVER).
+    polish: continue with GRAD when the clipping is active at the limit or the run stalled (HANDOVER; ``_polish``: in the
+        coordinates of the FP state, at most `POLISH_ITER` iterations).
     stall: stop with `Stop.STALLED` and return the best state (BEST_STATE) when the best VLB has not
         risen for `stall` iterations in which, at least three times, the VLB fell or the damped step had ρ < 10⁻⁶.
     anderson: memory k of the Anderson acceleration of (m, λ) (0: off): while steps are undamped,

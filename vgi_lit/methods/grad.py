@@ -6,6 +6,7 @@
 from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
+from ..linalg import cholesky
 from ..covariance import DenseCov
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
@@ -71,7 +72,7 @@ L_MIN = 1e-10   # lower bound on the diagonal of L handed to L-BFGS-B
 @register_method("grad")
 def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, max_seconds: float | None = None,
              callback=None, whiten: bool | None = None, maxcor: int = 20, restarts: int = 3, ftol: float = 0.0,
-             rtol: float = 1e-10) -> VGPosterior:
+             rtol: float = 1e-10, recentre: bool = False) -> VGPosterior:
     """GRAD (Challis & Barber 2013): L-BFGS-B on (m, tril L), V = L Lᵀ, maximising the exact VLB.
 
     m0: starting mean (None: μ; a scalar or a length-d vector).
@@ -94,16 +95,32 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
         (`Stop.REL_TOL`) when the certified bound ½λ_max(Σ)‖∇‖²₂ on VLB* − VLB is at most
         rtol·|VLB|; otherwise it stops as `Stop.STALLED` once the restarts are spent.
 
+    recentre: optimise from the start in the coordinates of the start q (`recentred`: w = m0 + L0 u, L0 the Cholesky
+        factor of V0, the run starting at u ~ N(0, I)), and map the result back. For a start near the optimum whose V is
+        far narrower than the prior (site precisions far above the prior's, as at the end of a fixed-point run): there
+        the raw and whitened coordinates are scaled by the prior, the gradient in L by the square root of V's entries, and
+        L-BFGS-B crawls ('Polishing in the coordinates of the start'). `tol` and `gap_bound` are then measured in u.
+        Excludes whiten=True.
+
     A V0 at which the VLB or its gradient overflows is multiplied by 1e-2 until they are finite (`EventKind.START`).
     The result's `vlb` is the shared `vgi_lit.vlb.vlb` at the returned (m, L); `info` has `grad_norm`,
-    `gap_bound` (None when the likelihood is not log-concave), `n_fev` and `whiten`."""
+    `gap_bound` (None when the likelihood is not log-concave), `n_fev`, `whiten` and `recentre`."""
     check_budget(tol, max_iter, max_seconds)
     if not (isinstance(rtol, (int, float)) and rtol >= 0): raise ValueError(f"rtol must be a number >= 0, got {rtol!r}")
     if int(restarts) != restarts or restarts < 0: raise ValueError(f"restarts must be a non-negative integer, got {restarts!r}")
-    whiten = model.prior.is_dense if whiten is None else bool(whiten)
+    if not isinstance(recentre, (bool, np.bool_)): raise ValueError(f"recentre must be True or False, got {recentre!r}")
+    if recentre and whiten: raise ValueError("recentre=True and whiten=True exclude each other: the run takes the coordinates of the start q")
+    whiten = False if recentre else (model.prior.is_dense if whiten is None else bool(whiten))
     m, V = start_state(model, m0, V0)
     opts = dict(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, maxcor=maxcor,
                 restarts=restarts, ftol=ftol, rtol=rtol)
+    if recentre:
+        d = model.d
+        L0 = cholesky(V, name="V0") if V is not None else np.sqrt(start_scale(model, 1.0)) * np.eye(d)
+        post = _fit_grad(recentred(model, m, L0), np.zeros(d), np.eye(d), **opts)
+        m_w, cov_w = m + L0 @ post.m, DenseCov(L0 @ post.cov.L)
+        return VGPosterior(model, m_w, cov_w, "grad", vlb(model, m_w, cov_w), post.stop, post.history,
+                           message=post.message, n_iter=post.n_iter, **dict(post.info, whiten=False, recentre=True))
     if whiten:
         P = model.prior; Ld = P.factor()
         V0u = None
@@ -113,8 +130,10 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
         post = _fit_grad(whitened(model), P.half_solve(m - model.mu), V0u, **opts)
         m_w, cov_w = model.mu + Ld @ post.m, DenseCov(Ld @ post.cov.L)
         return VGPosterior(model, m_w, cov_w, "grad", vlb(model, m_w, cov_w), post.stop, post.history,
-                           message=post.message, n_iter=post.n_iter, **dict(post.info, whiten=True))
-    return _fit_grad(model, m, V, **opts)
+                           message=post.message, n_iter=post.n_iter, **dict(post.info, whiten=True, recentre=False))
+    post = _fit_grad(model, m, V, **opts)
+    post.info['recentre'] = False
+    return post
 
 # %% ../../nbs/methods/10_grad.ipynb #grdsplt3
 def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol):
