@@ -216,6 +216,9 @@ def test_newton_fpi_declares_the_rounding_floor_when_the_plain_steps_stall_too()
     X = rng.normal(size=(60, 2)); f = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1]
     gp = models.GP(X, np.where(f > 0, 1.0, -1.0), likelihoods.Logistic(), kernels.RBF(400.0, 1.0))
     p = fit(gp, "fpi", newton=True, tol=1e-12, tol_rel=0.0)
-    assert p.stop is Stop.STALLED and "rounding floor" in p.message and p.n_iter <= 25, (p.stop, p.n_iter, p.message)
-    assert not any(r.get("newton") or r.get("anderson") for r in p.history[-(FLOOR_STATES - 1):])
-    assert any(r.get("newton") for r in p.history) and not p.history.count(EventKind.HANDOVER)
+    assert p.n_iter <= 25 and any(r.get("newton") for r in p.history) and not p.history.count(EventKind.HANDOVER), (p.stop, p.n_iter)
+    if p.stop is Stop.GRAD_TOL:   # where the BLAS's rounding lets the plain steps past 1e-12 (1.4e-15 seen): converged instead
+        assert p.history[-1].grad_norm <= 1e-12
+    else:
+        assert p.stop is Stop.STALLED and "rounding floor" in p.message, (p.stop, p.message)
+        assert not any(r.get("newton") or r.get("anderson") for r in p.history[-(FLOOR_STATES - 1):])

@@ -124,6 +124,7 @@ def test_grad_gp_poisson_from_a_narrow_V0_clears_the_memory_and_reaches_the_opti
     assert restarts and all("memory cleared" in d for d in restarts) and r.info["n_recentred"] == 0, restarts
     # from V0 = I (1e6 in whitened coordinates) four runs each decrease −VLB before stopping: restarts of that kind are
     # not counted against `restarts` (with recentring: 5.8 nats below after 3000 iterations; counted: STALLED at -5e5)
-    r = fit(model, method="grad", tol=1e-9, max_iter=600, V0=1.0)
+    # (restarts=1: two or more such restarts show it; their number depends on the BLAS's rounding, 2 to 4 seen)
+    r = fit(model, method="grad", tol=1e-9, max_iter=600, V0=1.0, restarts=1)
     _check(r, model, ref.vlb, rtol=1e-9)
-    assert sum(e.kind is EventKind.RESTART for _, e in r.history.events) > 3 and r.info["n_recentred"] == 0
+    assert sum(e.kind is EventKind.RESTART for _, e in r.history.events) > 1 and r.info["n_recentred"] == 0

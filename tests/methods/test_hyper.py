@@ -833,9 +833,17 @@ def test_a_noise_variance_still_falling_past_the_first_box_is_reported_with_a_wa
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always"); hf = learn(GP(X, y, Gaussian(0.1), RBF(1.0, 0.3)))
     details = [e.detail for r in hf.history for e in r.events]
-    assert any("widened" in d for d in details) and hf.theta["likelihood.variance"] < np.exp(-20)
-    assert "likelihood.variance" in hf.edges
-    assert any(issubclass(c.category, RunawayParameterWarning) and "likelihood.variance" in str(c.message) for c in caught)
+    assert any("widened" in d for d in details)
+    warned = any(issubclass(c.category, RunawayParameterWarning) and "likelihood.variance" in str(c.message) for c in caught)
+    if hf.theta["likelihood.variance"] < np.exp(-20):                # the run the docstring describes: reported
+        assert "likelihood.variance" in hf.edges and warned
+    else:
+        # With another BLAS's rounding the outer path can end in the interior maximum instead (σ² = 2.5e-8, 7 nats above
+        # the plateau at the edge at the same kernel): then it is a converged optimum, and no edge is reported.
+        assert hf.converged and "likelihood.variance" not in hf.edges and not warned
+        from vgi_lit.inference import fit
+        edge = GP(X, y, Gaussian(float(np.exp(-24))), RBF(hf.theta["kernel.variance"], hf.theta["kernel.lengthscale"]))
+        assert hf.vlb > fit(edge, "fpi").vlb + 1.0
 
 def test_prior_residual_n_space_by_lauum_equals_the_general_product():
     "SB⁻¹S (and HᵀSB⁻¹SH) from the triangular L_B⁻¹S by LAPACK lauum against the general product, over seeds and sizes."
