@@ -82,16 +82,34 @@ def test_oracle_against_closed_forms():
 
 
 # --- quad-oracle grid, one test per likelihood ------------------------------------------------------------
+# The larger grids run in two parts: `part` 0 (the default suite) takes every third case of the grid in its order, the
+# first and the last always, so that every site variance of the grid (the fastest-varying index) is still checked, and
+# part 1 (`-m slow`) the others; the two together are the whole grid.
+PARTS = [pytest.param(0, id="part"), pytest.param(1, id="rest", marks=pytest.mark.slow)]
+
+
+def _part(cases, part):
+    "The cases of `part` (see PARTS): every third one and the last for part 0, the others for part 1."
+    cases = list(cases); keep = set(range(0, len(cases), 3)) | {len(cases) - 1}
+    return [c for i, c in enumerate(cases) if (i in keep) == (part == 0)]
+
+
+def test_parts_cover_the_grid_once():
+    cases = [(m, v) for m in MS for v in VS]
+    a, b = _part(cases, 0), _part(cases, 1)
+    assert sorted(a + b) == sorted(cases) and not set(a) & set(b) and {v for _, v in a} == set(VS)
+
+
 @pytest.mark.parametrize("y", [1.0, -1.0])
 def test_grid_logistic(y):
     for m in MS:
         for v in VS: check_site(Logistic(), y, m, v, (0.0,))
 
 
+@pytest.mark.parametrize("part", PARTS)
 @pytest.mark.parametrize("y", [1.0, -1.0])
-def test_grid_probit(y):
-    for m in MS:
-        for v in VS: check_site(Probit(), y, m, v, (0.0,))
+def test_grid_probit(y, part):
+    for m, v in _part([(m, v) for m in MS for v in VS], part): check_site(Probit(), y, m, v, (0.0,))
 
 
 @pytest.mark.parametrize("y", [0.0, 4.0, -25.0])
@@ -104,11 +122,11 @@ def test_grid_student_t(y):
         for v in (0.01, 5.0, 100.0): check_site(lik, y, m, v, (y,))
 
 
-def test_grid_ordinal():
+@pytest.mark.parametrize("part", PARTS)
+def test_grid_ordinal(part):
     lik = Ordinal([-1.0, 0.5, 2.0])
-    for k in range(4):
-        for m in MS:
-            for v in VS: check_site(lik, float(k), m, v, (-1.0, 0.5, 2.0))
+    for k, m, v in _part([(k, m, v) for k in range(4) for m in MS for v in VS], part): check_site(lik, float(k), m, v, (-1.0, 0.5, 2.0))
+    if part: return
     lik = Ordinal([0.0, 0.05])          # nearly coincident cut points
     for k in range(3):
         for m, v in [(0.02, 1e-4), (0.0, 1.0), (3.0, 100.0)]: check_site(lik, float(k), m, v, (0.0, 0.05))
@@ -144,11 +162,10 @@ def test_poisson_exposure():
         np.testing.assert_allclose([E[i], dm[i], dv[i]], ref, rtol=1e-10)
 
 
-def test_grid_laplace():
+@pytest.mark.parametrize("part", PARTS)
+def test_grid_laplace(part):
     lik = Laplace(0.7)
-    for y in (-1.0, 2.0):
-        for m in MS:
-            for v in VS:
+    for y, m, v in _part([(y, m, v) for y in (-1.0, 2.0) for m in MS for v in VS], part):
                 E_ref = quad_expect(lambda f: lik.logp(y, f), m, v, (y,))
                 dm_ref = quad_expect(lambda f: lik.derivs(y, f)[1], m, v, (y,))
                 stein = lambda f: 0.5 * ((f - m) ** 2 / v - 1) / v * (lik.logp(y, f) - lik.logp(y, m))  # Stein (000 eq. 7)
@@ -158,16 +175,16 @@ def test_grid_laplace():
                            scale=np.array([abs(E_ref), 1 / 0.7, dv_scale]))
 
 
-def test_grid_exponential():
-    for y in (0.01, 1.0, 20.0):
-        for m in MS:
-            for v in VS: check_site(Exponential(), y, m, v, (-np.log(y),))
+@pytest.mark.parametrize("part", PARTS)
+def test_grid_exponential(part):
+    for y, m, v in _part([(y, m, v) for y in (0.01, 1.0, 20.0) for m in MS for v in VS], part):
+        check_site(Exponential(), y, m, v, (-np.log(y),))
 
 
-def test_grid_stochastic_volatility():
-    for y in (0.0, 0.3, 5.0):
-        for m in MS:
-            for v in VS: check_site(StochasticVolatility(), y, m, v, (np.log(max(y * y, 1e-300)),))
+@pytest.mark.parametrize("part", PARTS)
+def test_grid_stochastic_volatility(part):
+    for y, m, v in _part([(y, m, v) for y in (0.0, 0.3, 5.0) for m in MS for v in VS], part):
+        check_site(StochasticVolatility(), y, m, v, (np.log(max(y * y, 1e-300)),))
 
 
 # --- GH option and shapes ---------------------------------------------------------------------------------
@@ -390,13 +407,12 @@ def test_parameters_refuse_bad_values_and_keep_cut_points_ordered():
 
 # --- negative binomial ----------------------------------------------------------------------------------------
 
-def test_grid_negative_binomial():
+@pytest.mark.parametrize("part", PARTS)
+def test_grid_negative_binomial(part):
     "E, dE/dm, dE/dv against quad over counts, dispersions, means and site variances 1e-6 .. 1e3."
-    for r in (0.3, 40.0):
-        lik = NegativeBinomial(r)
-        for y in (0.0, 3.0, 60.0):
-            for m in (-10.0, 0.5, 7.0):
-                for v in (1e-6, 1.0, 25.0, 100.0, 1e3): check_site(lik, y, m, v, (np.log(r), np.log(max(y, 1))))
+    cases = [(r, y, m, v) for r in (0.3, 40.0) for y in (0.0, 3.0, 60.0) for m in (-10.0, 0.5, 7.0) for v in (1e-6, 1.0, 25.0, 100.0, 1e3)]
+    for r, y, m, v in _part(cases, part): check_site(NegativeBinomial(r), y, m, v, (np.log(r), np.log(max(y, 1))))
+    if part: return
     lik = NegativeBinomial(2.5)                                       # every count 0..50 at one site
     E, dm, dv = lik.expected_log_lik(np.arange(51.0), np.full(51, 1.0), np.full(51, 30.0))
     for y in range(0, 51, 7):
@@ -417,7 +433,7 @@ def _quad_wide(g, m, v, pts):
         return sum(quad(dens, a, b, epsabs=0, epsrel=1e-13, limit=400)[0] for a, b in zip(cuts[:-1], cuts[1:]))
 
 
-@pytest.mark.parametrize("v", [1e4, 1e6])
+@pytest.mark.parametrize("v", [pytest.param(1e4, marks=pytest.mark.slow), 1e6])
 def test_negative_binomial_huge_site_variance(v):
     "At v = 1e4 and 1e6: E, dE/dm, dE/dv and dE/dlog r within 1e-8 relative (1e-12 on the integrand's scale) of quad."
     lik = NegativeBinomial(1.3)
@@ -568,13 +584,14 @@ def test_link_and_curvature_attributes():
 
 # --- zero-inflated Poisson ------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("part", PARTS)
 @pytest.mark.parametrize("p", [1e-6, 0.05, 0.7])
-def test_grid_zero_inflated_poisson(p):
+def test_grid_zero_inflated_poisson(p, part):
     "y = 0 (quadrature) over m and v up to 1e3, and y > 0 (closed form) against quad."
     lik = ZeroInflatedPoisson(p)
     pts = tuple(lik._transitions(np.zeros(1))[0])
-    for m in (-10.0, 0.5, 2.5, 8.0):
-        for v in (1e-6, 0.3, 4.0, 100.0, 1e3): check_site(lik, 0.0, m, v, pts)
+    for m, v in _part([(m, v) for m in (-10.0, 0.5, 2.5, 8.0) for v in (1e-6, 0.3, 4.0, 100.0, 1e3)], part): check_site(lik, 0.0, m, v, pts)
+    if part: return
     for y in (1.0, 13.0):
         for m, v in ((-3.0, 0.1), (0.5, 1.0), (2.0, 100.0)): check_site(lik, y, m, v, (np.log(y),))
 
