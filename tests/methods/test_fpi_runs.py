@@ -222,3 +222,16 @@ def test_newton_fpi_declares_the_rounding_floor_when_the_plain_steps_stall_too()
     else:
         assert p.stop is Stop.STALLED and "rounding floor" in p.message, (p.stop, p.message)
         assert not any(r.get("newton") or r.get("anderson") for r in p.history[-(FLOOR_STATES - 1):])
+
+
+def test_a_relative_stop_names_the_scale_free_measure():
+    """GENERATED: a Laplace GLM with one unscaled column (values to 1e4): FPi stops by the relative VLB test while the
+    gradient's ∞-norm (in V, whose entries for that column are ~1e-9) is ~7e4; the message gives the scale-free measure,
+    which says the state is at the optimum (the gradient alone says the opposite)."""
+    from vgi_lit.models import GLM
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.ones(300), rng.normal(size=300), 1e4 * rng.uniform(size=300)]); y = X[:, 1] + 1e-4 * X[:, 2] + rng.laplace(size=300)
+    r = fit(GLM(X, y, likelihoods.Laplace(1.0)), "fpi")
+    assert r.stop is Stop.REL_TOL and r.history[-1].grad_norm > 1e3
+    measure = float(r.message.split("scale-free measure ")[1].rstrip(")"))
+    assert measure < 1e-4

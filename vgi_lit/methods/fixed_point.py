@@ -618,7 +618,9 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         k = cur.state.sched
         if (tol_rel > 0 and prev is not None and abs(cur.state.vlb - prev.state.vlb) <= tol_rel * abs(cur.state.vlb)
                 and not any(k['fell'][-5:]) and k['full']):
-            return Stop.REL_TOL, f"relative VLB change <= tol_rel={tol_rel}"
+            s = cur.state                                                 # the scale-free measure says how far the state is
+            return Stop.REL_TOL, (f"relative VLB change <= tol_rel={tol_rel} (scale-free measure "
+                                  f"{_decrement(model, s.cov, s.at, s.g, s.gamma):.1e})")
         fl = _floor_run(model, cur, prev, tol)                            # the mean gradient's floor, states in a row at it
         if fl is not None: k['plain_only'] = True                         # from here on plain steps only: they carry r past this floor
         if k['floor_run'] >= FLOOR_STATES:
