@@ -87,3 +87,17 @@ def test_fit_grad_recentre_arguments():
     g = fit_grad(model, m0=0.0, V0=0.5, recentre=True, max_iter=5)
     assert g.info["recentre"] and not g.info["whiten"] and np.isfinite(g.vlb)
     assert fit_grad(model, max_iter=2).info["recentre"] is False
+
+
+def test_the_polish_falls_back_to_grads_own_coordinates_where_the_state_gives_none(monkeypatch):
+    "Where `recentred` finds no positive-definite prior in the state's coordinates, the polish runs GRAD as before, no error."
+    import vgi_lit.methods.grad as grad_module
+    def no_coordinates(model, m_c, L_c): raise ValueError("prior covariance in the coordinates of the current q is not positive definite")
+    monkeypatch.setattr(grad_module, "recentred", no_coordinates)
+    calls = []
+    real = fp.fit_grad
+    def spy(model, **opts):
+        calls.append(dict(opts)); return real(model, **opts)
+    monkeypatch.setattr(fp, "fit_grad", spy)
+    post = fit(_studentt_stall_gp(), "fpi")
+    assert [c.get("recentre") for c in calls] == [True, None] and np.isfinite(post.vlb)

@@ -314,7 +314,8 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
     (m, V) with the time left and at most `POLISH_ITER` iterations; its records are appended to `hist` (step 'grad_polish').
     GRAD runs in the coordinates of the FP state (`fit_grad` with recentre=True: w = m + L u, V = L Lᵀ), where a state with
     site precisions far above the prior's is as well scaled as any ('Polishing in the coordinates of the start'); V as a
-    matrix from `site_dense_V` (for a GP's n-space sites the form without the cancelling Σ − ΣSB⁻¹SΣ).
+    matrix from `site_dense_V` (for a GP's n-space sites the form without the cancelling Σ − ΣSB⁻¹SΣ). Where the prior in
+    those coordinates is not positive definite in floating point (`recentred` raises), GRAD runs in its own coordinates.
     Returns `(m, cov, stop, message)`: GRAD's when it improved the VLB, the FP ones otherwise (also when V, formed as a d × d
     matrix for GRAD's start, is not positive definite in floating point; a HANDOVER event says so)."""
     if not (stalled or (clipped and stop in CONVERGED_STOPS and (np.asarray(gamma) < 0).any())): return m, cov, stop, msg
@@ -329,7 +330,9 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
         last.events.append(Event(EventKind.HANDOVER, f"GRAD cannot start: {err}; the FP state is kept"))
         return m, cov, stop, msg + "; no GRAD polish: V formed as a matrix is not positive definite in floating point"
     opts = dict(callback=callback, max_iter=POLISH_ITER) if left is None else dict(callback=callback, max_iter=POLISH_ITER, max_seconds=left)
-    g = fit_grad(model, m0=m, V0=V0, recentre=True, **opts)
+    try: g = fit_grad(model, m0=m, V0=V0, recentre=True, **opts)
+    except ValueError:                                                        # no prior in the state's coordinates in float64
+        g = fit_grad(model, m0=m, V0=V0, **opts)                              # (`recentred`): GRAD's own coordinates
     if not g.vlb >= last.vlb:
         last.events.append(Event(EventKind.HANDOVER, f"GRAD ended at a lower VLB ({g.vlb:.10g}); the FP state is kept"))
         return m, cov, stop, msg + "; GRAD polish did not improve"
