@@ -166,13 +166,13 @@ def test_poisson_exposure():
 def test_grid_laplace(part):
     lik = Laplace(0.7)
     for y, m, v in _part([(y, m, v) for y in (-1.0, 2.0) for m in MS for v in VS], part):
-                E_ref = quad_expect(lambda f: lik.logp(y, f), m, v, (y,))
-                dm_ref = quad_expect(lambda f: lik.derivs(y, f)[1], m, v, (y,))
-                stein = lambda f: 0.5 * ((f - m) ** 2 / v - 1) / v * (lik.logp(y, f) - lik.logp(y, m))  # Stein (000 eq. 7)
-                dv_ref = quad_expect(stein, m, v, (y,))
-                dv_scale = quad_expect(lambda f: abs(stein(f)), m, v, (y,))
-                check_site(lik, y, m, v, (y,), ref=np.array([E_ref, dm_ref, dv_ref]),
-                           scale=np.array([abs(E_ref), 1 / 0.7, dv_scale]))
+        E_ref = quad_expect(lambda f: lik.logp(y, f), m, v, (y,))
+        dm_ref = quad_expect(lambda f: lik.derivs(y, f)[1], m, v, (y,))
+        stein = lambda f: 0.5 * ((f - m) ** 2 / v - 1) / v * (lik.logp(y, f) - lik.logp(y, m))  # Stein (000 eq. 7)
+        dv_ref = quad_expect(stein, m, v, (y,))
+        dv_scale = quad_expect(lambda f: abs(stein(f)), m, v, (y,))
+        check_site(lik, y, m, v, (y,), ref=np.array([E_ref, dm_ref, dv_ref]),
+                   scale=np.array([abs(E_ref), 1 / 0.7, dv_scale]))
 
 
 @pytest.mark.parametrize("part", PARTS)
