@@ -4,7 +4,8 @@
 
 # %% ../../nbs/bench/98m_bench_peers.ipynb #8c3b95f9
 from __future__ import annotations
-import argparse, datetime, json, platform, time
+import argparse, datetime, json, multiprocessing, platform, time
+from types import SimpleNamespace
 import numpy as np
 from scipy.linalg import solve_triangular
 from .. import datasets, models, likelihoods, kernels
@@ -16,8 +17,8 @@ from .fixed_point import cholesky_seconds, fpi_phase_seconds
 
 # %% auto #0
 __all__ = ['JITTER', 'RATES', 'SIZES', 'N_GH', 'REPEATS', 'REPEAT_BELOW', 'PEERS', 'HEADER', 'peer_problem', 'whitened_optimum',
-           'lower_sqrt_inverse', 'reference', 'ours', 'race', 'gpflow_side', 'gpytorch_side', 'measure_problem',
-           'format_row', 'measure', 'run']
+           'lower_sqrt_inverse', 'reference', 'ours', 'race', 'gpflow_side', 'gpytorch_side', 'in_child',
+           'measure_problem', 'format_row', 'measure', 'run']
 
 # %% ../../nbs/bench/98m_bench_peers.ipynb #0e6f0ae4
 JITTER = 1e-6                                  # absolute jitter on K, every side (GPflow's default_jitter)
@@ -232,20 +233,40 @@ def gpytorch_side(model, post, rtol: float = 1e-6, rates=RATES, max_seconds: flo
 # %% ../../nbs/bench/98m_bench_peers.ipynb #1a90adeb
 PEERS = {"gpflow": gpflow_side, "gpytorch": gpytorch_side}
 
+def in_child(fn, *args):
+    """`fn(*args)` in a fresh Python process (multiprocessing's 'spawn' start: nothing of this process inherited but the
+    environment), its result returned and its exception raised here. Each peer runs in a process of its own: TensorFlow
+    and PyTorch imported into one process ended it in a segmentation fault (TensorFlow 2.21 and torch 2.13 wheels on
+    Python 3.11), and neither then shares the process with the other's threads or memory while timed. `fn`: a function
+    importable by its module and name."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool: return pool.apply(fn, args)
+
+def _side_of(peer: str, problem: tuple, ref: tuple, args: tuple):
+    """`PEERS[peer]` on `peer_problem(*problem)` against the reference optimum `ref` = (m, λ, VLB*) of `reference`, with
+    the side's further arguments `args` (rtol, rates, max_seconds, repeats): the body `measure_problem` runs in a child."""
+    model, _ = peer_problem(*problem)
+    post = SimpleNamespace(m=ref[0], cov=SimpleNamespace(lam=ref[1]), vlb=ref[2])
+    return PEERS[peer](model, post, *args)
+
 def measure_problem(name: str, n: int | None, lik: str = "logistic", peers=tuple(PEERS), rtol: float = 1e-6, rates=RATES,
-                    max_seconds: float = 600.0, n_gh: int = N_GH, data_dir=None, phases: bool = False, repeats: int = REPEATS) -> dict:
+                    max_seconds: float = 600.0, n_gh: int = N_GH, data_dir=None, phases: bool = False, repeats: int = REPEATS,
+                    isolate: bool = True) -> dict:
     """One row: the reference optimum, the package's default fit, one bare Cholesky of order n (`cholesky_seconds`, the
     faster route), each peer of `peers` (skipped with a message when not installed), and with `phases` FPi's phase
     timer (`fpi_phase_seconds`: T(V), Newton direction, likelihood and VLB per iteration). `rates`: the step sizes raced,
     one tuple for every peer or a dict {peer: tuple}. `repeats`: runs of each side whose first run takes less than
-    `REPEAT_BELOW` CPU seconds (the medians are reported; for a peer, of its fastest step size)."""
+    `REPEAT_BELOW` CPU seconds (the medians are reported; for a peer, of its fastest step size). `isolate`: each peer's
+    side in a process of its own (`in_child`; the problem rebuilt there, the reference optimum passed), as the command
+    runs it; False: in this process."""
     model, info = peer_problem(name, n, lik, n_gh, data_dir)
     post = reference(model)
     row = dict(info, vlb_ref=float(post.vlb), ref_stop=post.stop.value, ours=ours(model, post.vlb - rtol * abs(post.vlb), repeats), peers={})
     row["t_chol"] = min(cholesky_seconds(model.n, repeats=5).values())
     if phases: row["phases"] = fpi_phase_seconds(model, repeats=1)
     for peer in peers:
-        res = PEERS[peer](model, post, rtol, rates[peer] if isinstance(rates, dict) else rates, max_seconds, repeats)
+        args = (rtol, rates[peer] if isinstance(rates, dict) else rates, max_seconds, repeats)
+        res = (in_child(_side_of, peer, (name, n, lik, n_gh, data_dir), (post.m, post.cov.lam, post.vlb), args) if isolate
+               else PEERS[peer](model, post, *args))
         if res is None: print(f"  ({peer} is not installed: skipped)", flush=True); continue
         res["elbo_gap"] = (post.vlb - res["elbo_at_opt"]) / abs(post.vlb)
         row["peers"][peer] = res
