@@ -756,3 +756,20 @@ def test_mean_steps_with_the_first_trial_inline_equal_the_halving_loop(variance,
     for a, b in [(ref[0], new[0]), (ref[1], new[1])] + list(zip(ref[2], new[2])): assert np.array_equal(a, b)
     assert bool(calls) is (variance > 100)                               # the overshooting state halves, the other does not
     assert all(k["rho"] == 0.5 for k in calls)
+
+
+def test_fpi_flat_at_the_rounding_floor_stops_stalled():
+    """Undamped plain steps with `tol` below the attainable gradient keep the VLB within its rounding (a band of a few 1e-14
+    here) while the gradient wanders about its floor: no fall and no small ρ, so the run used to go on to max_iter (300
+    iterations at tol 1e-15 on this GP on one BLAS). The flat-floor rule stops it STALLED at its best state, with no GRAD
+    polish; a run whose gradient still falls (tol 1e-12, 96 iterations) is not stopped by it."""
+    gp = _smooth_gp("logistic")
+    p = fit(gp, "fpi", tol=1e-15, tol_rel=0.0, max_iter=300, newton=False, mean_steps=0)
+    assert p.stop is Stop.STALLED and p.n_iter < 250, (p.stop, p.n_iter)
+    assert p.vlb == max(r.vlb for r in p.history) and "rounding floor" in p.message
+    if p.message.startswith("stalled at the rounding floor"):             # this rule (on a BLAS whose floor is lower than the damped steps')
+        assert not any(r.step == "grad_polish" for r in p.history)
+        spread = float(p.message.split("within ")[1].split(" ")[0])
+        assert spread <= fp.FLAT_REL * abs(p.vlb)
+    q = fit(gp, "fpi", tol=1e-12, tol_rel=0.0, polish=False, max_iter=300, newton=False, mean_steps=0)
+    assert not q.message.startswith("stalled at the rounding floor"), q.message

@@ -21,7 +21,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'POLISH_ITER', 'DAMP_GROW', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FLOOR_STATES', 'ROUND_ULPS', 'FORCING_MAX', 'anderson', 'site_curvature', 'site_dense_V', 'optimum_tangent']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'POLISH_ITER', 'DAMP_GROW', 'FLAT_REL', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FLOOR_STATES', 'ROUND_ULPS', 'FORCING_MAX', 'anderson', 'site_curvature', 'site_dense_V', 'optimum_tangent']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -491,6 +491,8 @@ def _scale_start(model, stages, per: int = 2, a: float = 0.5, b: float = 0.6, ma
 
 
 # %% ../../nbs/methods/11a_fpi.ipynb #b5590ee2
+FLAT_REL = 1e-12   # the VLB's rounding band, relative, of the flat-floor stall rule ('When the iteration does not settle')
+
 @with_work_arrays
 def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_seconds: float | None = None,
         callback=None, tol_rel: float = 1e-9, clip: bool | None = None, line_search: bool = True, polish: bool = True,
@@ -608,7 +610,12 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
                     sched['gain_plain'] = gain
                     sched['r_plain'] = (sched.get('r_plain', ()) + (dec / d0,))[-3:]   # μ' = r μ (linear), the last three
                     if sched.get('took') == 'newton_rejected': sched['C_newton'], sched['gain_newton'] = 1.0 / d0, 0.0   # no gain at μ = d0
-        sched.update(it=it, best=best[0], best_it=best[1], r_err=e_r, r_inf=r_inf,
+        gn = gm if p is None else max(gm, gV)                             # the norm the gradient test reads (‖∂/∂V‖ NaN at the start)
+        top, low, moved = (s.vlb, gn, 0) if p is None else (p.sched['top'], p.sched['g_low'], p.sched['moved_it'])
+        if s.vlb > top + FLAT_REL * abs(top): top, moved = s.vlb, it       # a rise beyond the VLB's rounding
+        if gn < 0.9 * low: low, moved = gn, it                            # or the gradient 10% below its smallest so far
+        sched.update(it=it, best=best[0], best_it=best[1], r_err=e_r, r_inf=r_inf, top=top, g_low=low, moved_it=moved,
+                     vlbs=(() if p is None else p.sched['vlbs'][1 - stall:]) + (s.vlb,),
                      fell=(() if p is None else p.sched['fell'][1 - window:]) + (fell,),
                      idle=(() if p is None else p.sched['idle'][1 - window:]) + (idle,))
         return _fp_step(s, gV, "fpi", events, gm, True, grad_V_exact=exact, **({} if prev is None else dict(mean_steps=k)))   # finite: checked where each state is made
@@ -630,6 +637,11 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
             floor[0] = True; at_floor.append(cur)                         # the optimum to float64: no GRAD polish, this state returned
             return Stop.STALLED, _floor_message(cur, fl, tol, f", the last {FLOOR_STATES - 1} reached by plain steps",
                                                 "a smaller gradient is not attainable in float64")
+        if k['it'] - k['moved_it'] >= stall and max(k['vlbs']) - min(k['vlbs']) <= FLAT_REL * abs(k['top']):
+            floor[0] = True                                               # flat to rounding: no GRAD polish; the best state returned
+            return Stop.STALLED, (f"stalled at the rounding floor: over the last {stall} iterations the VLB stayed within "
+                                  f"{max(k['vlbs']) - min(k['vlbs']):.1e} ({FLAT_REL:g} relative or less) and the gradient norm did not "
+                                  f"fall below 0.9 of its smallest, {k['g_low']:.1e}; tol={tol:g} is below what float64 attains here")
         if k['it'] - k['best_it'] >= stall and sum(k['idle'][-stall:]) >= 3:
             return Stop.STALLED, (f"stalled: no new best VLB in {stall} iterations, the VLB fell {sum(k['fell'][-stall:])} times and "
                                   f"{sum(k['idle'][-stall:]) - sum(k['fell'][-stall:])} steps had ρ < 1e-6 (the FP iteration oscillates or "
