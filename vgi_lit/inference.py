@@ -200,10 +200,11 @@ class Progress:
 
 
 # %% ../nbs/07_inference.ipynb #4de04e9c
-def start_state(model, m0=None, V0=None):
+def start_state(model, m0=None, V0=None, factor: bool = False):
     """Validated start: `m0` (None, a scalar or a length-d vector; default μ) as a vector, and `V0`
     (None, a positive scalar, a positive length-d diagonal or a d × d positive-definite matrix) as a
-    d × d matrix or None. Raises a ValueError naming the argument otherwise."""
+    d × d matrix or None. Raises a ValueError naming the argument otherwise. `factor`: also return the lower Cholesky
+    factor of V that the check computed (None with V), for a caller that needs it: `(m, V, L)`."""
     d = model.d
     if m0 is None: m = model.mu.copy()
     else:
@@ -211,7 +212,7 @@ def start_state(model, m0=None, V0=None):
         if m.ndim > 1 or (m.ndim == 1 and m.shape != (d,)): raise ValueError(f"m0 must be a scalar or a vector of length {d}, got shape {m.shape}")
         if not np.all(np.isfinite(m)): raise ValueError("m0 contains NaN or inf")
         m = np.broadcast_to(m, (d,)).copy()
-    if V0 is None: return m, None
+    if V0 is None: return (m, None, None) if factor else (m, None)
     V = np.asarray(V0, dtype=float)
     if not np.all(np.isfinite(V)): raise ValueError("V0 contains NaN or inf")
     if V.ndim == 0:
@@ -222,8 +223,8 @@ def start_state(model, m0=None, V0=None):
         if np.any(V <= 0): raise ValueError(f"V0 as a diagonal must be positive; smallest entry {V.min():g}")
         V = np.diag(V)
     elif V.shape != (d, d): raise ValueError(f"V0 must be a scalar, a length-{d} diagonal or a {d}x{d} matrix, got shape {V.shape}")
-    cholesky(V, name="V0")                       # symmetric and positive definite, or a clear error
-    return m, V
+    L = cholesky(V, name="V0")                   # symmetric and positive definite, or a clear error
+    return (m, V, L) if factor else (m, V)
 
 # %% ../nbs/07_inference.ipynb #8ebb879b
 def check_budget(tol, max_iter, max_seconds=None, tol_name: str = "tol"):

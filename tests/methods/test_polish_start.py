@@ -101,3 +101,23 @@ def test_the_polish_falls_back_to_grads_own_coordinates_where_the_state_gives_no
     monkeypatch.setattr(fp, "fit_grad", spy)
     post = fit(_studentt_stall_gp(), "fpi")
     assert [c.get("recentre") for c in calls] == [True, None] and np.isfinite(post.vlb)
+
+
+def test_the_polish_factorises_v_of_the_state_once(monkeypatch):
+    """V of the FP state (n × n) is factorised once on the way into GRAD: by the start's check in `fit_grad`, whose factor
+    is the recentring's L0 (before, three times: the polish's own check, the start's check and the recentring)."""
+    import vgi_lit.inference as inf
+    monkeypatch.setattr(fp, "POLISH_ITER", 3)
+    model = _noiseless_studentt_gp()
+    cov = SiteCov(model, np.full(model.n, 1e12))
+    V0 = site_dense_V(model, cov)
+    seen = []
+    for mod in (inf, fp):
+        def counted(A, *args, _real=mod.cholesky, **kw):
+            if np.shape(A) == V0.shape and np.array_equal(A, V0): seen.append(1)
+            return _real(A, *args, **kw)
+        monkeypatch.setattr(mod, "cholesky", counted)
+    hist = _fake_hist()
+    _polish(model, np.zeros(model.n), cov, np.zeros(model.n), hist, Stop.STALLED, "stalled", stalled=True)
+    assert any(e.kind is EventKind.HANDOVER and "GRAD" in e.detail for e in hist[-1].events)
+    assert len(seen) == 1, len(seen)

@@ -325,14 +325,13 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
     last.events.append(Event(EventKind.HANDOVER, "the FP iteration stalled: GRAD continues from the best state") if stalled else
                        Event(EventKind.HANDOVER, "clipping active at the limit: GRAD continues", count=int(np.sum(gamma < 0))))
     V0 = site_dense_V(model, cov)                                             # V formed as a d × d matrix for GRAD's start
-    try: cholesky(V0, name="V of the FP state")
-    except ValueError as err:                                                 # rounding at site precisions far above the prior's
-        last.events.append(Event(EventKind.HANDOVER, f"GRAD cannot start: {err}; the FP state is kept"))
-        return m, cov, stop, msg + "; no GRAD polish: V formed as a matrix is not positive definite in floating point"
     opts = dict(callback=callback, max_iter=POLISH_ITER) if left is None else dict(callback=callback, max_iter=POLISH_ITER, max_seconds=left)
-    try: g = fit_grad(model, m0=m, V0=V0, recentre=True, **opts)
+    try: g = fit_grad(model, m0=m, V0=V0, recentre=True, **opts)             # V0 factorised once, by the check in `fit_grad`
     except ValueError:                                                        # no prior in the state's coordinates in float64
-        g = fit_grad(model, m0=m, V0=V0, **opts)                              # (`recentred`): GRAD's own coordinates
+        try: g = fit_grad(model, m0=m, V0=V0, **opts)                         # (`recentred`): GRAD's own coordinates
+        except ValueError as err:                                             # V0 not positive definite: rounding at site
+            last.events.append(Event(EventKind.HANDOVER, f"GRAD cannot start: {err}; the FP state is kept"))   # precisions far
+            return m, cov, stop, msg + "; no GRAD polish: V formed as a matrix is not positive definite in floating point"   # above the prior's
     if not g.vlb >= last.vlb:
         last.events.append(Event(EventKind.HANDOVER, f"GRAD ended at a lower VLB ({g.vlb:.10g}); the FP state is kept"))
         return m, cov, stop, msg + "; GRAD polish did not improve"

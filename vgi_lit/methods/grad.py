@@ -6,7 +6,6 @@
 from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
-from ..linalg import cholesky
 from ..covariance import DenseCov
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import (History, VGPosterior, Event, EventKind, Stop, register_method, start_state,
@@ -111,12 +110,12 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
     if not isinstance(recentre, (bool, np.bool_)): raise ValueError(f"recentre must be True or False, got {recentre!r}")
     if recentre and whiten: raise ValueError("recentre=True and whiten=True exclude each other: the run takes the coordinates of the start q")
     whiten = False if recentre else (model.prior.is_dense if whiten is None else bool(whiten))
-    m, V = start_state(model, m0, V0)
+    m, V, L_V = start_state(model, m0, V0, factor=True)                  # L_V: V's factor from the check
     opts = dict(tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, maxcor=maxcor,
                 restarts=restarts, ftol=ftol, rtol=rtol)
     if recentre:
         d = model.d
-        L0 = cholesky(V, name="V0") if V is not None else np.sqrt(start_scale(model, 1.0)) * np.eye(d)
+        L0 = L_V if V is not None else np.sqrt(start_scale(model, 1.0)) * np.eye(d)
         post = _fit_grad(recentred(model, m, L0), np.zeros(d), np.eye(d), **opts)
         m_w, cov_w = m + L0 @ post.m, DenseCov(L0 @ post.cov.L)
         return VGPosterior(model, m_w, cov_w, "grad", vlb(model, m_w, cov_w), post.stop, post.history,
