@@ -121,3 +121,24 @@ def test_the_polish_factorises_v_of_the_state_once(monkeypatch):
     _polish(model, np.zeros(model.n), cov, np.zeros(model.n), hist, Stop.STALLED, "stalled", stalled=True)
     assert any(e.kind is EventKind.HANDOVER and "GRAD" in e.detail for e in hist[-1].events)
     assert len(seen) == 1, len(seen)
+
+
+@pytest.mark.parametrize("opts", [dict(recentre=True), dict(whiten=False)])
+def test_grad_from_a_given_v0_factorises_it_once(opts, monkeypatch):
+    """`fit_grad` with a d × d V0 factorises it once, in the start's check (`start_state(factor=True)`), and hands that
+    factor on: to the recentring's L0, or to GRAD's start in its own coordinates (before, a second `np.linalg.cholesky`
+    of V0 there, and of the identity in the recentred coordinates)."""
+    import vgi_lit.inference as inf
+    model = _studentt_stall_gp()
+    V0 = site_dense_V(model, SiteCov(model, np.full(model.n, 2.0)))
+    seen = []
+    def count(real):
+        def counted(A, *args, **kw):
+            A_ = np.asarray(A)
+            if A_.shape == V0.shape and (np.array_equal(A_, V0) or np.array_equal(A_, np.eye(model.n))): seen.append(1)
+            return real(A, *args, **kw)
+        return counted
+    monkeypatch.setattr(inf, "cholesky", count(inf.cholesky))
+    monkeypatch.setattr(np.linalg, "cholesky", count(np.linalg.cholesky))
+    g = fit_grad(model, m0=np.zeros(model.n), V0=V0, max_iter=3, **opts)
+    assert np.isfinite(g.vlb) and len(seen) == 1, len(seen)

@@ -116,7 +116,7 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
     if recentre:
         d = model.d
         L0 = L_V if V is not None else np.sqrt(start_scale(model, 1.0)) * np.eye(d)
-        post = _fit_grad(recentred(model, m, L0), np.zeros(d), np.eye(d), **opts)
+        post = _fit_grad(recentred(model, m, L0), np.zeros(d), np.eye(d), **opts, L=np.eye(d))
         m_w, cov_w = m + L0 @ post.m, DenseCov(L0 @ post.cov.L)
         return VGPosterior(model, m_w, cov_w, "grad", vlb(model, m_w, cov_w), post.stop, post.history,
                            message=post.message, n_iter=post.n_iter, **dict(post.info, whiten=False, recentre=True))
@@ -130,21 +130,21 @@ def fit_grad(model, m0=None, V0=None, tol: float = 1e-6, max_iter: int = 20000, 
         m_w, cov_w = model.mu + Ld @ post.m, DenseCov(Ld @ post.cov.L)
         return VGPosterior(model, m_w, cov_w, "grad", vlb(model, m_w, cov_w), post.stop, post.history,
                            message=post.message, n_iter=post.n_iter, **dict(post.info, whiten=True, recentre=False))
-    post = _fit_grad(model, m, V, **opts)
+    post = _fit_grad(model, m, V, **opts, L=L_V)
     post.info['recentre'] = False
     return post
 
 # %% ../../nbs/methods/10_grad.ipynb #grdsplt3
-def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol):
+def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restarts, ftol, rtol, L=None):
     """GRAD in the model's own coordinates from a validated start (m, V or None): the driver's rule (`driver.Monitor`)
     runs in L-BFGS-B's callback; a restart clears L-BFGS-B's memory, in the same coordinates after a run that decreased
     −VLB and in the coordinates of the current q (`recentred`) after one that did not (its memory was empty: a recentring
     at an early, poorly scaled q instead fixes those coordinates for the rest of the run), and the result is mapped
-    back to the model's coordinates."""
+    back to the model's coordinates. `L`: the lower Cholesky factor of V when the caller has it (no second factorisation)."""
     from scipy.optimize import minimize
     d = model.d; tri = np.tril_indices(d); diag = tri[0] == tri[1]
     s = start_scale(model, 1.0) if V is None else 1.0                 # < 1 only for large rows under e^(m + v/2) likelihoods
-    L0 = np.sqrt(s) * np.eye(d) if V is None else np.linalg.cholesky(V)
+    L0 = np.sqrt(s) * np.eye(d) if V is None else np.linalg.cholesky(V) if L is None else L
     unit = np.concatenate([np.zeros(d), np.eye(d)[tri]])               # N(0, I) in packed form
     bounds = [(None, None)] * d + [(L_MIN, None) if on else (None, None) for on in diag]
     hist, last = History(callback=callback, max_seconds=max_seconds), {}
