@@ -4,11 +4,11 @@
 
 # %% ../../nbs/bench/98_bench.ipynb #0b069845
 from __future__ import annotations
-import importlib, os, pkgutil, sys, time
+import importlib, multiprocessing, os, pkgutil, sys, time
 import numpy as np
 
 # %% auto #0
-__all__ = ['suites', 'median_time', 'reference_costs', 'gpflow_one_thread', 'main']
+__all__ = ['suites', 'median_time', 'reference_costs', 'gpflow_one_thread', 'blas_threads', 'in_child', 'main']
 
 # %% ../../nbs/bench/98_bench.ipynb #b2e7d890
 def suites():
@@ -43,6 +43,27 @@ def gpflow_one_thread():
     except ImportError: return None
     gpflow.config.set_default_float(np.float64)
     return tf, gpflow
+
+# %% ../../nbs/bench/98_bench.ipynb #inchild10
+def blas_threads() -> int | None:
+    "The BLAS thread count of this process now (the smallest over its BLAS libraries; threadpoolctl), None without one."
+    from threadpoolctl import threadpool_info
+    return min((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=None)
+
+def in_child(fn, *args, **kwargs):
+    """`fn(*args, **kwargs)` in a fresh Python process (multiprocessing's 'spawn' start: nothing of this process inherited
+    but the environment, and the BLAS thread count of this one, `blas_threads`, which `main` limits), its result returned
+    and its exception raised here. The benchmarks run each peer in a process of its own: TensorFlow and PyTorch imported
+    into one process ended it in a segmentation fault (TensorFlow 2.21.0 and torch 2.14.1 wheels, Python 3.11), and
+    neither then shares the process with the other's threads or memory while timed. `fn`: a function importable by its
+    module and name, not one defined in `__main__` (a script or a notebook: the child cannot find it, a ValueError here);
+    the arguments and the result are pickled."""
+    if getattr(fn, "__module__", None) == "__main__":
+        raise ValueError(f"in_child needs a function importable by its module, got {getattr(fn, '__qualname__', fn)!r} defined in __main__")
+    from threadpoolctl import threadpool_limits                          # the child's initialiser: BLAS at this process's count
+    with multiprocessing.get_context("spawn").Pool(1, threadpool_limits, (blas_threads(), "blas")) as pool:
+        return pool.apply(fn, args, kwargs)
+
 
 # %% ../../nbs/bench/98_bench.ipynb #1c33a829
 def main(argv=None):

@@ -4,21 +4,21 @@
 
 # %% ../../nbs/bench/98m_bench_peers.ipynb #8c3b95f9
 from __future__ import annotations
-import argparse, datetime, json, multiprocessing, platform, time
+import argparse, datetime, json, platform, time
 from types import SimpleNamespace
 import numpy as np
 from scipy.linalg import solve_triangular
 from .. import datasets, models, likelihoods, kernels
 from ..inference import fit
 from ..experiments.fp_experiments import subsample
-from .core import gpflow_one_thread
+from .core import gpflow_one_thread, in_child
 from .sparse import time_to
 from .fixed_point import cholesky_seconds, fpi_phase_seconds
 
 # %% auto #0
 __all__ = ['JITTER', 'RATES', 'SIZES', 'N_GH', 'REPEATS', 'REPEAT_BELOW', 'PEERS', 'HEADER', 'peer_problem', 'whitened_optimum',
-           'lower_sqrt_inverse', 'reference', 'ours', 'race', 'gpflow_side', 'gpytorch_side', 'in_child',
-           'measure_problem', 'format_row', 'measure', 'run']
+           'lower_sqrt_inverse', 'reference', 'ours', 'race', 'gpflow_side', 'gpytorch_side', 'measure_problem',
+           'format_row', 'measure', 'run']
 
 # %% ../../nbs/bench/98m_bench_peers.ipynb #0e6f0ae4
 JITTER = 1e-6                                  # absolute jitter on K, every side (GPflow's default_jitter)
@@ -232,14 +232,6 @@ def gpytorch_side(model, post, rtol: float = 1e-6, rates=RATES, max_seconds: flo
 
 # %% ../../nbs/bench/98m_bench_peers.ipynb #1a90adeb
 PEERS = {"gpflow": gpflow_side, "gpytorch": gpytorch_side}
-
-def in_child(fn, *args):
-    """`fn(*args)` in a fresh Python process (multiprocessing's 'spawn' start: nothing of this process inherited but the
-    environment), its result returned and its exception raised here. Each peer runs in a process of its own: TensorFlow
-    and PyTorch imported into one process ended it in a segmentation fault (TensorFlow 2.21 and torch 2.13 wheels on
-    Python 3.11), and neither then shares the process with the other's threads or memory while timed. `fn`: a function
-    importable by its module and name."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool: return pool.apply(fn, args)
 
 def _side_of(peer: str, problem: tuple, ref: tuple, args: tuple):
     """`PEERS[peer]` on `peer_problem(*problem)` against the reference optimum `ref` = (m, λ, VLB*) of `reference`, with
