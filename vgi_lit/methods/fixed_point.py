@@ -330,6 +330,7 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
     except ValueError:                                                        # no prior in the state's coordinates in float64
         try: g = fit_grad(model, m0=m, V0=V0, **opts)                         # (`recentred`): GRAD's own coordinates
         except ValueError as err:                                             # V0 not positive definite: rounding at site
+            if "V0" not in str(err): raise                                    # (any other error is GRAD's own: not hidden)
             last.events.append(Event(EventKind.HANDOVER, f"GRAD cannot start: {err}; the FP state is kept"))   # precisions far
             return m, cov, stop, msg + "; no GRAD polish: V formed as a matrix is not positive definite in floating point"   # above the prior's
     if not g.vlb >= last.vlb:
