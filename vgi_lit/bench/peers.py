@@ -233,32 +233,23 @@ def gpytorch_side(model, post, rtol: float = 1e-6, rates=RATES, max_seconds: flo
 # %% ../../nbs/bench/98m_bench_peers.ipynb #1a90adeb
 PEERS = {"gpflow": gpflow_side, "gpytorch": gpytorch_side}
 
-def _side_of(peer: str, problem: tuple, ref: tuple, args: tuple):
-    """`PEERS[peer]` on `peer_problem(*problem)` against the reference optimum `ref` = (m, λ, VLB*) of `reference`, with
-    the side's further arguments `args` (rtol, rates, max_seconds, repeats): the body `measure_problem` runs in a child."""
-    model, _ = peer_problem(*problem)
-    post = SimpleNamespace(m=ref[0], cov=SimpleNamespace(lam=ref[1]), vlb=ref[2])
-    return PEERS[peer](model, post, *args)
-
 def measure_problem(name: str, n: int | None, lik: str = "logistic", peers=tuple(PEERS), rtol: float = 1e-6, rates=RATES,
-                    max_seconds: float = 600.0, n_gh: int = N_GH, data_dir=None, phases: bool = False, repeats: int = REPEATS,
-                    isolate: bool = True) -> dict:
+                    max_seconds: float = 600.0, n_gh: int = N_GH, data_dir=None, phases: bool = False, repeats: int = REPEATS) -> dict:
     """One row: the reference optimum, the package's default fit, one bare Cholesky of order n (`cholesky_seconds`, the
     faster route), each peer of `peers` (skipped with a message when not installed), and with `phases` FPi's phase
     timer (`fpi_phase_seconds`: T(V), Newton direction, likelihood and VLB per iteration). `rates`: the step sizes raced,
     one tuple for every peer or a dict {peer: tuple}. `repeats`: runs of each side whose first run takes less than
-    `REPEAT_BELOW` CPU seconds (the medians are reported; for a peer, of its fastest step size). `isolate`: each peer's
-    side in a process of its own (`in_child`; the problem rebuilt there, the reference optimum passed), as the command
-    runs it; False: in this process."""
+    `REPEAT_BELOW` CPU seconds (the medians are reported; for a peer, of its fastest step size). Each peer's side runs
+    in a process of its own (`in_child`), given the model and the reference optimum (m, λ, VLB*)."""
     model, info = peer_problem(name, n, lik, n_gh, data_dir)
     post = reference(model)
     row = dict(info, vlb_ref=float(post.vlb), ref_stop=post.stop.value, ours=ours(model, post.vlb - rtol * abs(post.vlb), repeats), peers={})
     row["t_chol"] = min(cholesky_seconds(model.n, repeats=5).values())
     if phases: row["phases"] = fpi_phase_seconds(model, repeats=1)
+    opt = SimpleNamespace(m=post.m, cov=SimpleNamespace(lam=post.cov.lam), vlb=post.vlb)   # what a side reads of the optimum
     for peer in peers:
         args = (rtol, rates[peer] if isinstance(rates, dict) else rates, max_seconds, repeats)
-        res = (in_child(_side_of, peer, (name, n, lik, n_gh, data_dir), (post.m, post.cov.lam, post.vlb), args) if isolate
-               else PEERS[peer](model, post, *args))
+        res = in_child(PEERS[peer], model, opt, *args)
         if res is None: print(f"  ({peer} is not installed: skipped)", flush=True); continue
         res["elbo_gap"] = (post.vlb - res["elbo_at_opt"]) / abs(post.vlb)
         row["peers"][peer] = res
