@@ -8,17 +8,47 @@ run; cells marked `# NBVAL_CHECK_OUTPUT` get a reference execution count so thei
 """
 import os
 
+import pytest
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 # One BLAS thread per process: the notebook kernels run beside the pytest process, and on a busy
 # 2-core machine threaded OpenBLAS was measured 30-50x slower than single-threaded on these sizes.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+# A notebook cell with a line that is SLOW_CELL (alone or followed by a space and a reason) runs only with `pytest -m slow`, like the tests
+# marked slow: a long experiment or a full-size table, whose names no later cell of the notebook reads (tests/test_repo.py
+# checks that, so the default run of the rest of the notebook does not depend on a cell it skips).
+SLOW_CELL = "# pytest: slow"
+
+
+def is_slow_cell(source):
+    "Whether a notebook cell's source (a string or a list of lines) carries the SLOW_CELL line."
+    text = source if isinstance(source, str) else "".join(source)
+    return any(l == SLOW_CELL or l.startswith(SLOW_CELL + " ") for l in (line.strip() for line in text.splitlines()))
+
+
+def _selects_slow(config):
+    "Whether the run's -m expression selects a test marked slow (`pytest -m slow`), not the default 'not slow'."
+    from _pytest.mark import MarkMatcher
+    from _pytest.mark.expression import Expression
+    expr = config.option.markexpr
+    return not expr or Expression.compile(expr).evaluate(MarkMatcher.from_markers([pytest.mark.slow.mark]))
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest's own hook deselects by mark (-m "not slow" in pytest.ini)
 def pytest_collection_modifyitems(session, config, items):
+    # A slow cell is marked slow; where the run selects slow tests, every cell of a notebook with a slow cell is marked
+    # too, so that `pytest -m slow` runs such a notebook whole (a slow cell needs the cells before it).
+    slow_nbs = {item.path for item in items
+                if getattr(item, "cell", None) is not None and is_slow_cell(item.cell.get("source", ""))}
+    whole = _selects_slow(config)
     for item in items:
         cell = getattr(item, "cell", None)
         if cell is None or not hasattr(item, "options"):
             continue
+        if item.path in slow_nbs and (whole or is_slow_cell(cell.get("source", ""))):
+            item.add_marker(pytest.mark.slow)
         if item.options.get("check"):
             if cell.get("execution_count") is None:
                 cell["execution_count"] = 1

@@ -89,6 +89,44 @@ def test_mixed_import_rule_flags_a_mixed_cell(tmp_path):
     assert _mixed_import_cells(p) == ["import numpy as np\nx = np.ones(3)"]
 
 
+def _slow_cell_leaks(nb_path):
+    """The names that a slow cell of a notebook (conftest.SLOW_CELL: run only by `pytest -m slow`) binds and a later
+    cell that is not slow reads: the default run skips the slow cell, so such a read would see another value or none."""
+    import ast, json
+    from conftest import is_slow_cell
+    out, bound = [], set()
+    for cell in json.loads(nb_path.read_text())["cells"]:
+        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        if cell["cell_type"] != "code" or not src.strip(): continue
+        code = "\n".join("" if l.lstrip().startswith(("%", "!")) else l for l in src.splitlines())
+        try: tree = ast.parse(code)
+        except SyntaxError: continue
+        local = {n.id for c in ast.walk(tree) if isinstance(c, ast.comprehension) for n in ast.walk(c.target) if isinstance(n, ast.Name)}
+        if is_slow_cell(src):                                             # (a comprehension's variables are its own)
+            bound |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} - local
+            bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            bound |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        else:
+            out += sorted(bound & ({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - local))
+    return out
+
+
+def test_slow_cells_bind_nothing_a_later_cell_reads():
+    "A notebook runs in the default suite without its slow cells: no later cell reads a name a slow cell binds."
+    nbs = [p for p in sorted((ROOT / "nbs").rglob("*.ipynb")) if "_proc" not in p.parts]
+    bad = {str(p.relative_to(ROOT)): c for p in nbs for c in [_slow_cell_leaks(p)] if c}
+    assert not bad, bad
+    assert any('"# pytest: slow' in p.read_text() for p in nbs)           # the rule has cells to check
+
+
+def test_slow_cell_rule_flags_a_later_read(tmp_path):
+    import json
+    cell = lambda src: {"cell_type": "code", "source": src, "metadata": {}, "outputs": [], "execution_count": None}
+    cells = [cell("a = 1"), cell("# pytest: slow\nb, c = a + 1, 2\ndef f(): pass"), cell("print(a, b)\nf()"), cell("print([b for b in a])"), cell("print(c)")]
+    p = tmp_path / "t.ipynb"; p.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert _slow_cell_leaks(p) == ["b", "f", "c"]
+
+
 @pytest.mark.slow
 def test_docs_pipeline_processes_notebooks(tmp_path):
     """nbdev_proc_nbs up to (not including) Quarto, which cannot be installed here. The notebooks are processed one after
