@@ -1,10 +1,16 @@
-"""Tests of vgi_lit.likelihoods: quad oracle over a (m, v) grid, shapes, limits, predictions, samplers, bad input.
+"""Tests of vgi_lit.likelihoods: quadrature oracle over a (m, v) grid, shapes, limits, predictions, samplers, bad input.
 
 Tolerance of the oracle comparison: |est - ref| <= 1e-8 |ref| + 1e-12 * max(1, S), where S = E|g| is the scale
 of the integrand g (lp, lp' or lp''/2; for Laplace's dE/dv the Stein integrand) under N(m, v). The floor only
 matters where a quantity is essentially zero: below 1e-12 in absolute value (e.g. E = -3e-180 for a probit site
 with m = 30, whose mass sits in a tilted Gaussian tail 9+ standard deviations out), or tiny relative to its
 integrand (e.g. dE/dm of a Student-t site at m = y, which is 0 by symmetry).
+
+The oracle is `adaptive_expect` (vgi_lit.quadrature): adaptive Gauss-Kronrod in z = (f - m)/s with the likelihood's
+kinks as panel ends, each integrand to 1e-13 relative (the integrals compared under the tolerance above also to 1e-15
+absolute, a thousandth of its floor); the integrand is called once per round on all its new nodes (`derivs` on an
+array), and it raises rather than return an unconverged value. `test_oracle_against_scipy_quad` checks it against
+scipy.integrate.quad with a scalar integrand.
 """
 import math
 import warnings
@@ -13,6 +19,7 @@ import pytest
 from scipy.integrate import quad
 from scipy.special import digamma, gammaln, ndtr
 
+from vgi_lit.quadrature import adaptive_expect
 from vgi_lit.likelihoods import (Gaussian, Logistic, Probit, Poisson, NegativeBinomial, ZeroInflatedPoisson, Laplace, StudentT, Exponential,
                                  StochasticVolatility, Ordinal, gauss_rule)
 
@@ -20,8 +27,13 @@ MS = (-30.0, -10.0, -3.0, -1.0, 0.0, 0.5, 2.0, 7.0, 30.0)
 VS = (1e-6, 1e-3, 0.1, 1.0, 4.0, 25.0, 100.0)
 
 
-def quad_expect(g, m, v, pts=()):
-    "Oracle: ∫ g(f) N(f|m, v) df by scipy quad on [m-40s, m+40s], split at m + s*k and at `pts`."
+def quad_expect(g, m, v, pts=(), **kw):
+    "Oracle: ∫ g(f) N(f|m, v) df by `adaptive_expect` on [m-40s, m+40s], split at m + s*k and at `pts`; g maps f (k,) to (k,) or (p, k)."
+    return adaptive_expect(g, m, v, pts, **kw)
+
+
+def scipy_expect(g, m, v, pts=()):
+    "The independent route: ∫ g(f) N(f|m, v) df by scipy quad of a scalar g on [m-40s, m+40s], split at m + s*k and at `pts`."
     s = math.sqrt(v); c0 = 0.5 * math.log(2 * math.pi * v)
     cuts = sorted({m + s * k for k in (-40, -20, -10, -6, -3, -1, 0, 1, 3, 6, 10, 20, 40)}
                   | {p for p in pts if abs(p - m) < 40 * s})
@@ -33,7 +45,7 @@ def quad_expect(g, m, v, pts=()):
 
 
 def _ordinal_scalar(cuts, k):
-    "Independent scalar implementation of the cumulative-logit lp, lp', lp'' (math module, fast under quad)."
+    "Independent scalar implementation of the cumulative-logit lp, lp', lp'' (math module), for scipy quad."
     a = cuts[k - 1] if k > 0 else None; b = cuts[k] if k < len(cuts) else None
     def ls(x): return -math.log1p(math.exp(-x)) if x >= 0 else x - math.log1p(math.exp(x))
     def sg(x): return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
@@ -45,17 +57,24 @@ def _ordinal_scalar(cuts, k):
     return d
 
 
-def oracle_ell(lik, y, m, v, pts):
-    "(E, dE_dm, dE_dv) by quad of (lp, lp', lp''/2)."
-    if isinstance(lik, Ordinal):
-        d = _ordinal_scalar(list(lik.cutpoints), int(y))
-        return np.array([c * quad_expect(lambda f, k=k: d(k, f), m, v, pts) for k, c in ((0, 1), (1, 1), (2, .5))])
-    memo = {}                                         # the three integrals share most of quad's nodes: derivs once per node
+def _ordinal_vec(cuts, k):
+    "The formulas of `_ordinal_scalar` in numpy: f (n,) -> (lp, lp', lp'') as (3, n), independent of the package's derivs."
+    a = cuts[k - 1] if k > 0 else None; b = cuts[k] if k < len(cuts) else None
+    def ls(x): return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))             # log σ(x), both branches of ls
+    def sg(x): e = np.exp(-np.abs(x)); return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
     def d(f):
-        if f not in memo: memo[f] = lik.derivs(np.float64(y), f)
-        return memo[f]
-    ref = [c * quad_expect(lambda f, k=k: d(f)[k], m, v, pts) for k, c in ((0, 1), (1, 1), (2, .5))]
-    return np.array(ref)
+        f = np.asarray(f, dtype=float); zero = np.zeros_like(f)
+        lp = (ls(b - f) if b is not None else zero) + (ls(f - a) if a is not None else zero) \
+            + (math.log(-math.expm1(a - b)) if a is not None and b is not None else 0.0)
+        sa = sg(a - f) if a is not None else zero; sb = sg(f - b) if b is not None else zero
+        return np.stack([lp, sa - sb, -sa * (1 - sa) - sb * (1 - sb)])
+    return d
+
+
+def oracle_ell(lik, y, m, v, pts):
+    "(E, dE_dm, dE_dv) by the oracle of (lp, lp', lp''/2): one derivs call (`_ordinal_vec` for the ordinal) per round."
+    d = _ordinal_vec(list(lik.cutpoints), int(y)) if isinstance(lik, Ordinal) else (lambda f: np.array(lik.derivs(np.float64(y), f)))
+    return quad_expect(lambda f: d(f) * [[1.0], [1.0], [0.5]], m, v, pts, atol=1e-15)
 
 
 def scales(lik, y, m, v):
@@ -73,12 +92,33 @@ def check_site(lik, y, m, v, pts, ref=None, scale=None):
     assert np.all(err <= 1), (lik, y, m, v, est, ref, err)
 
 
-# --- the oracle itself: checked against closed forms where they exist -----------------------------------
+# --- the oracle itself: checked against closed forms where they exist, and against scipy quad --------------
 def test_oracle_against_closed_forms():
     for m, v in [(-3.0, 0.1), (0.5, 10.0), (7.0, 100.0)]:
         s = np.sqrt(v)
         assert abs(quad_expect(np.abs, m, v, (0.0,)) - (m * (2 * ndtr(m / s) - 1) + 2 * s * np.exp(-m * m / (2 * v)) / np.sqrt(2 * np.pi))) < 1e-12 * (1 + abs(m) + s)
         assert abs(quad_expect(np.exp, m, v) / np.exp(m + v / 2) - 1) < 1e-11
+
+
+def test_oracle_against_scipy_quad():
+    """The vectorised oracle against scipy.integrate.quad with a scalar integrand (the independent route), at sites of several
+    likelihoods: a Laplace site at its kink m = y, the ordinal by `_ordinal_vec` against `_ordinal_scalar`, and a negative
+    binomial at v = 1e6 (with the cuts of `_quad_wide`); (lp, lp', lp''/2) to 1e-12 of max(|I|, E|g|)."""
+    nb = NegativeBinomial(1.3)
+    cases = [(Logistic(), 1.0, -2.0, 1e-6, (0.0,)), (Probit(), -1.0, 3.0, 25.0, (0.0,)), (Laplace(0.7), 2.0, 2.0, 1.0, (2.0,)),
+             (Laplace(0.7), 2.0, 2.5, 1e-3, (2.0,)), (StudentT(3.0, 1 / 3), 4.0, 4.0, 25.0, (4.0,)), (Ordinal([-1.0, 0.5, 2.0]), 1.0, 0.5, 100.0, (-1.0, 0.5, 2.0)),
+             (Poisson(), 13.0, 0.5, 4.0, (np.log(13.0),)), (nb, 7.0, -20.0, 1e6, (np.log(1.3), np.log(7.0)))]
+    for lik, y, m, v, pts in cases:
+        if isinstance(lik, Ordinal):
+            vec, sca = _ordinal_vec(list(lik.cutpoints), int(y)), _ordinal_scalar(list(lik.cutpoints), int(y))
+        else:
+            vec, sca = (lambda f: np.array(lik.derivs(np.float64(y), f))), (lambda k, f: lik.derivs(np.float64(y), f)[k])
+        wide = v > 1e4
+        g = lambda f: np.concatenate([vec(f) * [[1.0], [1.0], [0.5]], np.abs(vec(f)) * [[1.0], [1.0], [0.5]]])
+        got = _quad_wide(g, m, v, pts) if wide else quad_expect(g, m, v, pts)
+        for k, c in ((0, 1.0), (1, 1.0), (2, 0.5)):
+            ref = (_scipy_wide if wide else scipy_expect)(lambda f: c * sca(k, f), m, v, pts)
+            assert abs(got[k] - ref) <= 1e-12 * max(abs(ref), got[3 + k]), (lik, y, m, v, k, got[k], ref)
 
 
 # --- quad-oracle grid, one test per likelihood ------------------------------------------------------------
@@ -166,11 +206,12 @@ def test_poisson_exposure():
 def test_grid_laplace(part):
     lik = Laplace(0.7)
     for y, m, v in _part([(y, m, v) for y in (-1.0, 2.0) for m in MS for v in VS], part):
-        E_ref = quad_expect(lambda f: lik.logp(y, f), m, v, (y,))
-        dm_ref = quad_expect(lambda f: lik.derivs(y, f)[1], m, v, (y,))
-        stein = lambda f: 0.5 * ((f - m) ** 2 / v - 1) / v * (lik.logp(y, f) - lik.logp(y, m))  # Stein (000 eq. 7)
-        dv_ref = quad_expect(stein, m, v, (y,))
-        dv_scale = quad_expect(lambda f: abs(stein(f)), m, v, (y,))
+        def g(f):
+            stein = 0.5 * ((f - m) ** 2 / v - 1) / v * (lik.logp(y, f) - lik.logp(y, m))   # Stein (000 eq. 7)
+            return np.stack([lik.logp(y, f), lik.derivs(y, f)[1], stein, np.abs(stein)])
+        # ℓ(f) − ℓ(m) is a difference of nearly equal logs (at v = 1e-6 its rounding is ~1e-11 of it): the Stein rows to
+        # 3e-13 of their scale E|g|, a third of the tolerance's floor 1e-12 E|g|
+        E_ref, dm_ref, dv_ref, dv_scale = quad_expect(g, m, v, (y,), atol=1e-15, stol=[1e-14, 1e-14, 3e-13, 3e-13])
         check_site(lik, y, m, v, (y,), ref=np.array([E_ref, dm_ref, dv_ref]),
                    scale=np.array([abs(E_ref), 1 / 0.7, dv_scale]))
 
@@ -420,8 +461,13 @@ def test_grid_negative_binomial(part):
         np.testing.assert_allclose([E[y], dm[y], dv[y]], ref, rtol=1e-8, atol=1e-12)
 
 
-def _quad_wide(g, m, v, pts):
-    "∫ g(f) N(f|m, v) df for a huge v: quad in z on a grid, with cuts at geometric distances 1..1024 (in f) around `pts`."
+def _quad_wide(g, m, v, pts, **kw):
+    "∫ g(f) N(f|m, v) df for a huge v: the oracle, cut also at distances 1, 4, ..., 1024 (in f) around each of `pts`."
+    return quad_expect(g, m, v, pts, around=(1, 4, 16, 64, 256, 1024), **kw)
+
+
+def _scipy_wide(g, m, v, pts):
+    "The independent route of `_quad_wide`: scipy quad of a scalar g in z on a grid, with cuts at distances 1..1024 (in f) around `pts`."
     s = math.sqrt(v)
     cuts = {float(k) for k in (-45, -30, -20, -12, -8, -5, -3, -2, -1, 0, 1, 2, 3, 5, 8, 12, 20, 30, 45)}
     for p in pts:
@@ -439,11 +485,13 @@ def test_negative_binomial_huge_site_variance(v):
     lik = NegativeBinomial(1.3)
     for y, m in ((0.0, 0.3), (7.0, -20.0), (40.0, 5.0)):
         est = [e.item() for e in lik.expected_log_lik(np.array([y]), np.array([m]), np.array([v]))] + [lik.expected_dparams(y, m, v)[0].item()]
-        gs = [lambda f: lik.derivs(y, f)[0], lambda f: lik.derivs(y, f)[1], lambda f: 0.5 * lik.derivs(y, f)[2],
-              lambda f: lik.dlogp_dparams(y, np.asarray(f))[0]]
+        def g(f):                                             # the four integrands and their sizes, one derivs call per round
+            lp, dlp, d2lp = lik.derivs(y, f)
+            gs = np.stack([lp, dlp, 0.5 * d2lp, lik.dlogp_dparams(y, f)[0]])
+            return np.concatenate([gs, np.abs(gs)])
         pts = (np.log(1.3), np.log(max(y, 1.0)))
-        for e, g in zip(est, gs):
-            ref, scale = _quad_wide(g, m, v, pts), _quad_wide(lambda f: abs(g(f)), m, v, pts)
+        out = _quad_wide(g, m, v, pts, atol=1e-15)
+        for e, ref, scale in zip(est, out[:4], out[4:]):
             assert abs(e - ref) <= 1e-8 * abs(ref) + 1e-12 * max(1.0, scale), (y, m, v, e, ref)
 
 
@@ -545,7 +593,8 @@ def test_count_log_pred_density_far_tilted_sites(lik):
     for y, m, v in HARD_LPD:
         s = np.sqrt(v); fh = m + v * y / (1 + v * max(y, 1))               # near the mode, for the oracle's cuts only
         pts = (np.log(max(y, 1)), fh) + ((np.log(r),) if r else ())
-        ref = np.log(quad_expect(lambda f: pmf(y, f), m, v, pts))
+        # at r = 1e4 the naive pmf's r(log r − log(r + e^f)) rounds to ~1e-12 of it: the oracle to 1e-11, a hundredth of the tolerance
+        ref = np.log(quad_expect(lambda f: pmf(y, f), m, v, pts, rtol=1e-11 if r and r > 100 else 1e-13))
         got = lik.log_pred_density(np.array([y]), np.array([m]), np.array([v]))[0]
         assert abs(got - ref) <= 1e-9 * max(1.0, abs(ref)), (lik, y, m, v, got, ref)
     y = np.array([0.0, 5.0, 80.0]); m = np.array([-2.0, 0.3, 6.0])
