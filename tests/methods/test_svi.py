@@ -208,16 +208,16 @@ def test_erratum_E3_log_phi_hessian(y, u, w2):
 
 def test_gme_algorithms_and_bounds():
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(400, 3))/np.sqrt(3); y = rng.poisson(np.exp(X @ [1., -0.5, 0.3] + 0.5*rng.normal(size=400))).astype(float)
+    X = rng.normal(size=(200, 3))/np.sqrt(3); y = rng.poisson(np.exp(X @ [1., -0.5, 0.3] + 0.5*rng.normal(size=200))).astype(float)
     model = gme.GME(X, y, Poisson(), tau=5.0)
     F = 0.3*np.eye(3); m = np.array([0.9, -0.4, 0.2])
     assert gme.gme_bound(model, m, F, 0.5, "optimal") > gme.gme_bound(model, m, F, 0.5, "suboptimal")
     for meth in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"):
-        r = gme.gme_fit(model, meth, "optimal", batch_size=100, max_epochs=3, lr=0.3, seed=0)
+        r = gme.gme_fit(model, meth, "optimal", batch_size=50, max_epochs=3, lr=0.3, seed=0)
         assert np.isfinite(r.history[-1]['vlb']) and r.sigma > 0
         assert r.history[-1]['vlb'] > r.history[0]['vlb']
         assert r.stop is Stop.BUDGET and all(isinstance(e, Event) for rec in r.history for e in rec.events)
-    r = gme.gme_fit(model, "h-mc-ssvi", batch_size=100, max_epochs=3, callback=lambda rec: rec.iter >= 2)
+    r = gme.gme_fit(model, "h-mc-ssvi", batch_size=50, max_epochs=3, callback=lambda rec: rec.iter >= 2)
     assert r.stop is Stop.CALLBACK and len(r.history) == 3
     mf = gme.gme_mean_field(model, max_iter=100)
     assert np.isfinite(mf.history[-1]['vlb']) and mf.sigma > 0 and mf.stop in (Stop.REL_TOL, Stop.MAX_ITER)
