@@ -16,9 +16,9 @@ from abc import ABC, abstractmethod
 
 # %% auto #0
 __all__ = ['CONVERGED_STOPS', 'LGM_KINDS', 'METHODS', 'MODEL_METHODS', 'LEARNERS', 'DEFAULT_METHOD', 'EventKind', 'Event', 'Stop',
-           'DegenerateFitWarning', 'RunawayParameterWarning', 'Record', 'History', 'Progress', 'start_state',
-           'check_budget', 'Posterior', 'StatePosterior', 'VGPosterior', 'register_method', 'method_keywords',
-           'register_options_method', 'register_learner', 'methods_for', 'fit']
+           'DegenerateFitWarning', 'RunawayParameterWarning', 'Record', 'History', 'Progress', 'StartError',
+           'start_state', 'check_budget', 'Posterior', 'StatePosterior', 'VGPosterior', 'register_method',
+           'method_keywords', 'register_options_method', 'register_learner', 'methods_for', 'fit']
 
 # %% ../nbs/07_inference.ipynb #a3e9a7e7
 class EventKind(str, Enum):
@@ -200,30 +200,35 @@ class Progress:
 
 
 # %% ../nbs/07_inference.ipynb #4de04e9c
+class StartError(ValueError):
+    """A start (`m0`, `V0`) that `start_state` rejects: a ValueError naming the argument, of its own type so that a caller
+    can tell a bad start from an error of the run that follows it."""
+
 def start_state(model, m0=None, V0=None, factor: bool = False):
     """Validated start: `m0` (None, a scalar or a length-d vector; default μ) as a vector, and `V0`
     (None, a positive scalar, a positive length-d diagonal or a d × d positive-definite matrix) as a
-    d × d matrix or None. Raises a ValueError naming the argument otherwise. `factor`: also return the lower Cholesky
+    d × d matrix or None. Raises a `StartError` (a ValueError) naming the argument otherwise. `factor`: also return the lower Cholesky
     factor of V that the check computed (None with V), for a caller that needs it: `(m, V, L)`."""
     d = model.d
     if m0 is None: m = model.mu.copy()
     else:
         m = np.asarray(m0, dtype=float)
-        if m.ndim > 1 or (m.ndim == 1 and m.shape != (d,)): raise ValueError(f"m0 must be a scalar or a vector of length {d}, got shape {m.shape}")
-        if not np.all(np.isfinite(m)): raise ValueError("m0 contains NaN or inf")
+        if m.ndim > 1 or (m.ndim == 1 and m.shape != (d,)): raise StartError(f"m0 must be a scalar or a vector of length {d}, got shape {m.shape}")
+        if not np.all(np.isfinite(m)): raise StartError("m0 contains NaN or inf")
         m = np.broadcast_to(m, (d,)).copy()
     if V0 is None: return (m, None, None) if factor else (m, None)
     V = np.asarray(V0, dtype=float)
-    if not np.all(np.isfinite(V)): raise ValueError("V0 contains NaN or inf")
+    if not np.all(np.isfinite(V)): raise StartError("V0 contains NaN or inf")
     if V.ndim == 0:
-        if not V > 0: raise ValueError(f"V0 as a scalar (V0·I) must be positive, got {float(V)}")
+        if not V > 0: raise StartError(f"V0 as a scalar (V0·I) must be positive, got {float(V)}")
         V = float(V) * np.eye(d)
     elif V.ndim == 1:
-        if V.shape != (d,): raise ValueError(f"V0 as a diagonal must have length {d}, got {V.shape[0]}")
-        if np.any(V <= 0): raise ValueError(f"V0 as a diagonal must be positive; smallest entry {V.min():g}")
+        if V.shape != (d,): raise StartError(f"V0 as a diagonal must have length {d}, got {V.shape[0]}")
+        if np.any(V <= 0): raise StartError(f"V0 as a diagonal must be positive; smallest entry {V.min():g}")
         V = np.diag(V)
-    elif V.shape != (d, d): raise ValueError(f"V0 must be a scalar, a length-{d} diagonal or a {d}x{d} matrix, got shape {V.shape}")
-    L = cholesky(V, name="V0")                   # symmetric and positive definite, or a clear error
+    elif V.shape != (d, d): raise StartError(f"V0 must be a scalar, a length-{d} diagonal or a {d}x{d} matrix, got shape {V.shape}")
+    try: L = cholesky(V, name="V0")              # symmetric and positive definite, or a clear error
+    except ValueError as e: raise StartError(str(e)) from None
     return (m, V, L) if factor else (m, V)
 
 # %% ../nbs/07_inference.ipynb #8ebb879b

@@ -49,6 +49,26 @@ def test_polish_keeps_the_fp_state_when_v_is_not_positive_definite_as_a_matrix(m
     assert any(e.kind is EventKind.HANDOVER and "GRAD cannot start" in e.detail for e in hist[-1].events)
 
 
+def test_a_bad_start_is_a_start_error_and_only_it_keeps_the_fp_state(monkeypatch):
+    """`start_state` rejects a bad start with a `StartError` (a ValueError); the polish keeps the FP state on that error
+    alone: any other ValueError of GRAD's run is raised, even one whose message names V0."""
+    from vgi_lit.inference import StartError, start_state
+    model = _noiseless_studentt_gp()
+    for bad in (-1.0, np.full(model.n, -1.0), -np.eye(model.n), np.full((2, 2), 1.0)):
+        with pytest.raises(StartError, match="V0"): start_state(model, V0=bad)
+    assert issubclass(StartError, ValueError)
+    cov = SiteCov(model, np.full(model.n, 1.0))
+    def grad_fails(*a, **k): raise ValueError("GRAD's own error, naming V0")
+    monkeypatch.setattr(fp, "fit_grad", grad_fails)
+    with pytest.raises(ValueError, match="GRAD's own error"):
+        _polish(model, np.zeros(model.n), cov, np.zeros(model.n), _fake_hist(), Stop.STALLED, "stalled", stalled=True)
+    def start_fails(*a, **k): raise StartError("V0 is not positive definite")
+    monkeypatch.setattr(fp, "fit_grad", start_fails)
+    hist, m = _fake_hist(), np.zeros(model.n)
+    m2, cov2, stop, msg = _polish(model, m, cov, np.zeros(model.n), hist, Stop.STALLED, "stalled", stalled=True)
+    assert m2 is m and cov2 is cov and stop is Stop.STALLED and "not positive definite" in msg
+
+
 def _studentt_stall_gp():
     "A Student-t GP on noiseless targets (generated: y = x₁ − x₂, 80 rows, standardised) at which FPi stalls near the optimum."
     rng = np.random.default_rng(0)

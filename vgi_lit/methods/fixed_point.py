@@ -14,7 +14,7 @@ from ..models import LGM, PriorCov
 from ..likelihoods import Logistic, Probit
 from ..vlb import grad_V, kl_cov_part, vlb_from
 from ..covariance import SiteCov, SiteCovN, DenseCov, SMALL_LAM_K, with_work_arrays
-from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, VGPosterior, check_budget,
+from ..inference import (CONVERGED_STOPS, Event, EventKind, History, Record, Stop, StartError, VGPosterior, check_budget,
                                register_method, start_state)
 from ..driver import Halt, Step, halving, run
 from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_scale
@@ -329,8 +329,7 @@ def _polish(model, m, cov, gamma, hist, stop, msg, stalled: bool = False, callba
     try: g = fit_grad(model, m0=m, V0=V0, recentre=True, **opts)             # V0 factorised once, by the check in `fit_grad`
     except ValueError:                                                        # no prior in the state's coordinates in float64
         try: g = fit_grad(model, m0=m, V0=V0, **opts)                         # (`recentred`): GRAD's own coordinates
-        except ValueError as err:                                             # V0 not positive definite: rounding at site
-            if "V0" not in str(err): raise                                    # (any other error is GRAD's own: not hidden)
+        except StartError as err:                                             # V0 not positive definite: rounding at site
             last.events.append(Event(EventKind.HANDOVER, f"GRAD cannot start: {err}; the FP state is kept"))   # precisions far
             return m, cov, stop, msg + "; no GRAD polish: V formed as a matrix is not positive definite in floating point"   # above the prior's
     if not g.vlb >= last.vlb:
