@@ -32,8 +32,14 @@ def test_every_method_is_covered():
 METHOD_NAMES = ["fpi", "fpb", "grad", "dual", "prox", "laplace", "svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi"]
 
 
-@pytest.mark.parametrize("problem", PROBLEMS)
-@pytest.mark.parametrize("method", METHOD_NAMES)
+def _cases():
+    """(problem, method) for every problem and method; the stochastic methods' default fits of the larger problem (3-8 s
+    each: hundreds of full passes) run with `-m slow`, the smaller problem keeps every method in the default run."""
+    return [pytest.param(p, m, marks=pytest.mark.slow) if (m in STOCHASTIC and p == PROBLEMS[0]) else (p, m)
+            for p in PROBLEMS for m in METHOD_NAMES]
+
+
+@pytest.mark.parametrize("problem, method", _cases())
 def test_default_method_reaches_the_one_optimum(problem, method):
     model, ref = _problem(problem)
     assert ref.converged and ref.objective == "vlb"
