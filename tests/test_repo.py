@@ -52,22 +52,29 @@ def test_committed_modules_match_nbdev_export(tmp_path):
 _EXEC_DIRECTIVES = {"export", "exports", "exporti", "exec_doc"}
 
 
+def _code_cells(text):
+    """(source, AST) of each non-empty code cell of a notebook's JSON `text` that parses as Python once its magic lines
+    (`%`, `!`) are blanked."""
+    import ast, json
+    for cell in json.loads(text)["cells"]:
+        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        if cell["cell_type"] != "code" or not src.strip(): continue
+        code = "\n".join("" if l.lstrip().startswith(("%", "!")) else l for l in src.splitlines())   # magics are not Python
+        try: yield src, ast.parse(code)
+        except SyntaxError: continue
+
+
 def _mixed_import_cells(nb_path):
     """The code cells of a notebook that the docs pass would warn about ("Found cells containing imports and other code"):
     not exported, and with an import statement beside an expression or an assignment anywhere in the cell (the rule of
     nbdev's docs processing, which runs import cells alone to render the page)."""
-    import ast, json
+    import ast
     out = []
-    for cell in json.loads(nb_path.read_text())["cells"]:
-        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        if cell["cell_type"] != "code" or not src.strip(): continue
+    for src, tree in _code_cells(nb_path.read_text()):
         lines = src.splitlines()
         directives = {l[2:].strip().split(" ")[0].rstrip(":") for l in lines if l.startswith("#|")}
         no_eval = any(l.startswith("#|") and l[2:].replace(" ", "").lower() == "eval:false" for l in lines)
         if directives & _EXEC_DIRECTIVES or no_eval: continue
-        code = "\n".join("" if l.lstrip().startswith(("%", "!")) else l for l in lines)   # magics are not Python
-        try: tree = ast.parse(code)
-        except SyntaxError: continue
         kinds = {type(n) for n in ast.walk(tree)}
         if kinds & {ast.Import, ast.ImportFrom} and kinds & {ast.Expr, ast.Assign}: out.append(src[:200])
     return out
@@ -92,16 +99,11 @@ def test_mixed_import_rule_flags_a_mixed_cell(tmp_path):
 def _slow_cell_leaks(nb_path):
     """The names that a slow cell of a notebook (conftest.SLOW_CELL: run only by `pytest -m slow`) binds and a later
     cell that is not slow reads: the default run skips the slow cell, so such a read would see another value or none."""
-    import ast, json
-    from conftest import is_slow_cell
+    import ast
+    from conftest import SLOW_CELL, is_slow_cell
     out, bound, text = [], set(), nb_path.read_text()
-    if "# pytest: slow" not in text: return out                           # no slow cell (the marker is in the JSON as written)
-    for cell in json.loads(text)["cells"]:
-        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        if cell["cell_type"] != "code" or not src.strip(): continue
-        code = "\n".join("" if l.lstrip().startswith(("%", "!")) else l for l in src.splitlines())
-        try: tree = ast.parse(code)
-        except SyntaxError: continue
+    if SLOW_CELL not in text: return out                                  # no slow cell (the marker is in the JSON as written)
+    for src, tree in _code_cells(text):
         local = {n.id for c in ast.walk(tree) if isinstance(c, ast.comprehension) for n in ast.walk(c.target) if isinstance(n, ast.Name)}
         if is_slow_cell(src):                                             # (a comprehension's variables are its own)
             bound |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} - local
