@@ -617,13 +617,15 @@ def test_scale_start_optimum_matches_the_default_start_and_grad_at_extreme_varia
 
 def test_mean_steps_reach_the_same_optimum_in_fewer_factorisations():
     """The mean steps at a fixed factor (`mean_steps`, default for a GP with a log-concave likelihood): the default run
-    and the run without them end at the same optimum (VLB to 1e-10 relative), the default in fewer iterations, with mean
-    steps recorded; Poisson (log-concave) takes them too, a GLM and the Student-t GP (not log-concave) do not."""
+    and the run without them end at the same optimum (VLB to 1e-10 relative), the default within 1e-6 of it in fewer
+    iterations (3 against 5 here), with mean steps recorded; Poisson (log-concave) takes them too, a GLM and the Student-t
+    GP (not log-concave) do not."""
     gp = _ion_gp(80, variance=10.0, lengthscale=8.5)
     ref = fit(gp, "fpi", tol=1e-9, tol_rel=0.0)
     on, off = fit(gp, "fpi"), fit(gp, "fpi", mean_steps=0)
     for r in (on, off): assert abs(r.vlb - ref.vlb) <= 1e-10 * abs(ref.vlb), (r.vlb, ref.vlb)
-    assert on.n_iter < off.n_iter and sum(r.get("mean_steps", 0) for r in on.history) > 0
+    to_6 = [next(i for i, v in enumerate(r.history.vlb) if ref.vlb - v <= 1e-6 * abs(ref.vlb)) for r in (on, off)]
+    assert to_6[0] < to_6[1] and sum(r.get("mean_steps", 0) for r in on.history) > 0, to_6
     assert not any(r.get("mean_steps") for r in off.history)
     assert any(r.get("mean_steps") for r in fit(_smooth_gp("poisson"), "fpi", max_iter=3).history)
     Xh, yh = _housing(40); Xi, yi = _ion()
@@ -634,23 +636,38 @@ def test_mean_steps_reach_the_same_optimum_in_fewer_factorisations():
         with pytest.raises(ValueError, match="mean_steps"): fit(gp, "fpi", mean_steps=bad)
 
 
-def test_mean_steps_cost_rule():
-    """The cost rule of the mean steps ('How many mean steps'): ρ* = Q^(−c_m/c_p) is the break-even rate of the two prices
-    and grows with n past MEAN_RATE; the steps stop once a decrement ratio exceeds the rate given; on a GP of 80 sites the
-    default takes one mean step at the first factor (the rule), a rate of 1 lets the same factor run on, and both end at
-    the optimum of the run without mean steps."""
-    for n in (50, 300, 1000, 3000):
-        u = n ** 3 / 3.0
-        c_m = (fp._OVERHEAD['q_E'] * n + fp.MEAN_COST['a'] * n * n + fp.MEAN_COST['o_m']) / u
-        assert np.isclose(np.log(1.0 / fp._mean_rate(n)) * fp._step_costs(n)[0], np.log(fp.STATE_GAIN) * c_m, rtol=1e-12)
-    assert fp._mean_rate(100) < fp.MEAN_RATE < fp._mean_rate(600) < fp._mean_rate(1500) < fp._mean_rate(4000) < 1.0
-    gp = _ion_gp(80, variance=10.0, lengthscale=8.5)
-    p1 = fit(gp, "fpi", max_iter=1, polish=False, mean_steps=0)
-    r1 = gp.prior.solve(p1.m - gp.mu); at1, st1 = fp._state(gp, p1.m, p1.cov, r1)
-    k = {rate: fp._mean_steps(gp, p1.m, r1, p1.cov, at1, st1, fp.MEAN_STEPS, 1e-9, rate=rate)[3] for rate in (fp._mean_rate(gp.n), 1.0)}
-    assert k[fp._mean_rate(gp.n)] == 1 and k[1.0] > 3, k
-    on, off = fit(gp, "fpi"), fit(gp, "fpi", mean_steps=0)
-    assert on.history[1]["mean_steps"] == 1 and abs(on.vlb - off.vlb) <= 1e-10 * abs(off.vlb)
+def test_conjugate_mean_steps_are_exact_line_steps_along_conjugate_directions():
+    """On a GP regression at fixed V (Gaussian likelihood: the VLB is quadratic in m, Hessian −A with A = Σ⁻¹ + I/σ², the
+    maximiser m* = A⁻¹(y/σ² + Σ⁻¹μ) by a dense solve) the mean steps are conjugate gradients: each step maximises the VLB along
+    its direction (the new gradient orthogonal to the step), the steps are A-conjugate, r = Σ⁻¹(m − μ) is carried to
+    rounding, and they reach m* in far fewer steps than sites; natural-gradient steps (t = 1 along Vg) from the same start
+    are still 1e-3 away after as many steps. λ is a tenth of γ = 1/σ², far from the fixed point."""
+    Xi, _ = _ion(40)
+    rng = np.random.default_rng(4)
+    s2 = 0.25
+    gp = models.GP(Xi, rng.standard_normal(40), likelihoods.Gaussian(s2), kernels.RBF(variance=2.0, lengthscale=0.5 * np.sqrt(Xi.shape[1])))
+    cov = SiteCov(gp, 0.1 / s2 * (1.0 + rng.random(gp.n))); at = fp.AtCov(gp, cov)
+    m0 = rng.standard_normal(gp.n); r0 = gp.prior.solve(m0 - gp.mu)
+    K = gp.prior.dense(); A = np.linalg.inv(K) + np.eye(gp.n) / s2
+    m_star = np.linalg.solve(A, gp.y / s2 + np.linalg.solve(K, gp.mu))
+    seen, orig = [], fp.vlb_grad
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fp, "vlb_grad", lambda model, m, *a, **k: seen.append(m.copy()) or orig(model, m, *a, **k))
+        m, r, (vlb, g, gamma), k = fp._mean_steps(gp, m0, r0, cov, at, fp.vlb_grad(gp, m0, at, r0), 40, 1e-12, site=0.0)
+    np.testing.assert_allclose(gamma, 1.0 / s2, rtol=1e-12)
+    steps = np.diff(np.array(seen), axis=0)                                # every trial was taken: no halving on a quadratic
+    assert len(steps) == k and 3 <= k <= 20, k
+    assert np.max(np.abs(m - m_star)) <= 1e-6 * np.max(np.abs(m_star))
+    assert np.max(np.abs(r - gp.prior.solve(m - gp.mu))) <= 1e-8 * np.max(np.abs(r))
+    ms = [m0] + [m0 + np.sum(steps[:i + 1], axis=0) for i in range(k)]
+    grads = [gp.y / s2 - x / s2 - np.linalg.solve(K, x - gp.mu) for x in ms]
+    for i in range(min(k, 6)):                                            # exact line steps: ∇VLB(m_{i+1}) ⟂ the step
+        assert abs(grads[i + 1] @ steps[i]) <= 1e-8 * abs(grads[i] @ steps[i])
+        for j in range(i):                                                # A-conjugate steps
+            assert abs(steps[i] @ A @ steps[j]) <= 1e-6 * np.sqrt((steps[i] @ A @ steps[i]) * (steps[j] @ A @ steps[j]))
+    m_ng = m0.copy()
+    for _ in range(k): m_ng = m_ng + fp._mean_dir(gp, cov, gp.y / s2 - m_ng / s2 - np.linalg.solve(K, m_ng - gp.mu))[0]
+    assert np.max(np.abs(m_ng - m_star)) > 1e-3 * np.max(np.abs(m_star))
 
 
 def test_mean_direction_is_V_times_g():
@@ -723,38 +740,49 @@ def test_mean_dir_route_decided_once_equals_deciding_per_call():
         for a, b in zip(fp._mean_dir(gp, cov, g, fast), fp._mean_dir(gp, cov, g)): assert np.array_equal(a, b)
 
 
-def _mean_steps_by_halving(model, m, r, cov, at, state, k_max, tol_rel, rate, max_halvings=5):
-    "The mean steps with every trial through `halving` (t = 1, ½, …): the reference for the inline first trial."
+def _mean_steps_by_halving(model, m, r, cov, at, state, k_max, tol_rel, site, max_halvings=5):
+    "The mean steps with every trial through `halving` (s·t for s = 1, ½, …): the reference for the inline first trial."
     from vgi_lit.driver import halving
     vlb, g, gamma = state
-    k = 0
+    k, d = 0, None
     while k < k_max:
-        d, rd = fp._mean_dir(model, cov, g)
-        dec = float(g @ d)
-        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
-        dec_prev = dec
-        def trial(t, m=m, r=r, d=d, rd=rd):
-            return m + t * d, r + t * rd, fp.vlb_grad(model, m + t * d, at, r + t * rd)
+        z, rz = fp._mean_dir(model, cov, g)
+        dec = float(g @ z)
+        if not dec > max(0.1 * tol_rel, 1e-15) * abs(vlb): break
+        e = (cov.lam - gamma) * (at.v_site - model.c)
+        if dec <= 0.5 * site * float(e @ e): break
+        if d is not None:
+            d, rd = z + max(0.0, (dec - float(z_prev @ g)) / dec_prev) * d, rz + max(0.0, (dec - float(z_prev @ g)) / dec_prev) * rd
+            if not float(g @ d) > 0.0: d = None
+        if d is None: d, rd = z, rz
+        t = float(g @ d) / (float(d @ rd) + float(np.maximum(gamma, 0.0) @ (d * d)))
+        dec_prev, z_prev = dec, z
+        def trial(s, m=m, r=r, d=t * d, rd=t * rd):
+            return m + s * d, r + s * rd, fp.vlb_grad(model, m + s * d, at, r + s * rd)
         out = halving(trial, lambda c: fp._finite(c[2]) and c[2][0] > vlb, max_halvings=max_halvings)
         if out is None: break
-        (m, r, (vlb, g, gamma)), _, _ = out
+        (m, r, (vlb, g, gamma)), _, h = out
+        if h: d = None
         k += 1
     return m, r, (vlb, g, gamma), k
 
 
-@pytest.mark.parametrize("variance, lam_scale", [(2.0, 0.5), (1e3, 1e-3)])
-def test_mean_steps_with_the_first_trial_inline_equal_the_halving_loop(variance, lam_scale, monkeypatch):
-    """`_mean_steps` takes t = 1 inline and calls `halving` from t = ½ only when it fails: the same iterates bit for bit as
-    every trial through `halving`, on a state whose first step is taken and on one whose first step overshoots."""
+@pytest.mark.parametrize("variance, lam_scale, wrong", [(2.0, 0.5, False), (1e3, 1e-3, True)])
+def test_mean_steps_with_the_first_trial_inline_equal_the_halving_loop(variance, lam_scale, wrong, monkeypatch):
+    """`_mean_steps` takes the line step t inline and calls `halving` from t/2 only when it fails: the same iterates bit
+    for bit as every trial through `halving`, on a state whose steps are all taken and on one (m = −10y: every site on the
+    wrong side of its label, where the curvature along the step grows) whose line step overshoots."""
     gp, cov, at, state, m, r = _gp_state(lam_scale, variance)
-    ref = _mean_steps_by_halving(gp, m, r, cov, at, state, 20, 1e-9, 0.9)
+    if wrong:
+        m = -10.0 * gp.y; r = gp.prior.solve(m - gp.mu); state = fp.vlb_grad(gp, m, at, r)
+    ref = _mean_steps_by_halving(gp, m, r, cov, at, state, 20, 1e-9, 0.0)
     calls = []
     orig = fp.halving
     monkeypatch.setattr(fp, "halving", lambda *a, **k: calls.append(k) or orig(*a, **k))
-    new = fp._mean_steps(gp, m, r, cov, at, state, 20, 1e-9, rate=0.9)
+    new = fp._mean_steps(gp, m, r, cov, at, state, 20, 1e-9, site=0.0)
     assert ref[3] == new[3] and ref[3] >= 1
     for a, b in [(ref[0], new[0]), (ref[1], new[1])] + list(zip(ref[2], new[2])): assert np.array_equal(a, b)
-    assert bool(calls) is (variance > 100)                               # the overshooting state halves, the other does not
+    assert bool(calls) is wrong                                          # the overshooting state halves, the other does not
     assert all(k["rho"] == 0.5 for k in calls)
 
 

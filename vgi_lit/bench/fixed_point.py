@@ -317,7 +317,7 @@ MEAN_PROBLEMS = ("gp-logistic-ionosphere200", "gp-logistic-ionosphere280", "gp-l
                  "gp-logistic-a7a2000")
 
 def bench_mean_steps(model, repeats: int = 7, rtol: float = 1e-6) -> dict:
-    """The default FPi (mean steps by the cost rule) against `mean_steps=0` on `model`: per variant the median over
+    """The default FPi (mean steps by the site-error rule) against `mean_steps=0` on `model`: per variant the median over
     `repeats` interleaved runs of the CPU seconds (`time.process_time`) of the whole run and to the first record within
     `rtol` of VLB* (a tight run, tol 1e-9), the latter also in Cholesky factorisations of order n (each run over the mean of
     the two reference timings of ``_cholesky_unit`` on either side of it, as in `bench_floor`), with the iterations, the mean
@@ -384,7 +384,7 @@ def run(argv=None) -> int:
         print(format_sweep(ratio_sweep(a.sweep or (200, 250, 300, 350, 400, 500), a.data_dir)), flush=True)
         return 0
     if a.mean_steps is not None:
-        print("default FPi (mean steps by the cost rule) against mean_steps=0: CPU, median of runs; to 1e-6 in Cholesky factorisations")
+        print("default FPi (mean steps by the site-error rule) against mean_steps=0: CPU, median of runs; to 1e-6 in Cholesky factorisations")
         print(MEAN_HEADER, flush=True)
         for name in (a.mean_steps or MEAN_PROBLEMS):
             print(format_mean_steps(name, bench_mean_steps(floor_problem(name, a.data_dir)[0], repeats=a.repeats or 7)), flush=True)

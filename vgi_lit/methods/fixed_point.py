@@ -21,7 +21,7 @@ from .site_update import site_step, site_cov, SignedSiteCov, SiteStep, start_sca
 from .grad import fit_grad
 
 # %% auto #0
-__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'POLISH_ITER', 'DAMP_GROW', 'FLAT_REL', 'MEAN_STEPS', 'MEAN_RATE', 'STATE_GAIN', 'MEAN_COST', 'fpi', 'detect_two_cycle', 'fpb', 'FLOOR_STATES', 'ROUND_ULPS', 'FORCING_MAX', 'anderson', 'site_curvature', 'site_dense_V', 'optimum_tangent']
+__all__ = ['AtCov', 'vlb_grad', 'fp_operator', 'newton_mean_step', 'initial_state', 'POLISH_ITER', 'DAMP_GROW', 'FLAT_REL', 'MEAN_STEPS', 'STATE_GAIN', 'fpi', 'detect_two_cycle', 'fpb', 'FLOOR_STATES', 'ROUND_ULPS', 'FORCING_MAX', 'anderson', 'site_curvature', 'site_dense_V', 'optimum_tangent']
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #3765c433
 _SITE_FORMS = (SiteCov, SignedSiteCov)   # V in site form, λ of one sign or of either sign
@@ -535,8 +535,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     scale_start: with no start given, a GP classifier (Logistic or Probit likelihood) whose largest prior variance is at
         least 10⁴ v₀ starts from a continuation in the prior scale (FPi stages at Σ·10⁻ᴶ, …, at most two decades apart; 'Starting at a
         large kernel scale'): event START, `info['start_iterations']` the stages' iterations. False: the plain start.
-    mean_steps: after each step, at most this many natural-gradient steps on m at the new V (``_mean_steps``: no
-        factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), fewer when the cost rule
+    mean_steps: after each step, at most this many conjugate-gradient steps on m at the new V (``_mean_steps``: no
+        factorisation, O(n²) each with the factor the step made; 'Mean steps at a fixed factor'), fewer when the site-error rule
         ('How many mean steps') stops them, the number taken in the record's `mean_steps`. None (default): 20 for a GP
         (H = I) with a log-concave likelihood and `line_search`, 0 otherwise.
     rho0: the ρ the first damped step tries, in (0, 1]; below 1, 2·rho0 counts as a factor rejected `DAMP_GROW` times (a warm
@@ -557,12 +557,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         raise ValueError(f"mean_steps must be an integer >= 0 or None, got {mean_steps!r}")
     k_mean = ((MEAN_STEPS if (line_search and model.sites.is_identity and model.likelihood.log_concave) else 0)
               if mean_steps is None else int(mean_steps))
-    rate_first = _mean_rate(model.n) if k_mean else 0.0                  # the cost rule after the start ('How many mean steps')
-    rate_later = min(MEAN_RATE, rate_first)                               # and after a step on λ
     plain_start = scale_start and m0 is None and V0 is None and lam0 is None
-    applies = _scale_stages(model, 1.0) if (k_mean or plain_start) else []   # the continuation's stages, where it applies
-    site_mean = _mean_site(model, applies) if k_mean else 0.0             # the site-error stop at a large prior scale
-    stages = applies if plain_start else []
+    stages = _scale_stages(model, 1.0) if plain_start else []             # the continuation's stages, where it applies
     cont = _scale_start(model, stages, max_seconds=max_seconds) if stages else None
     if cont is not None: m0, lam0, k_start, rho_c = cont
     rho0 = float(rho0) if rho0 is not None else (rho_c if cont is not None else 1.0)   # a given rho0 wins over the stages'
@@ -585,10 +581,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
         if p is None: r_inf = float(np.abs(r).max()); e_r, g_inf = _EPS * r_inf, None   # the carried r's rounding bound ('The VLB of a far start')
         else: r, state, e_r, r_inf, g_inf = _carried_r(model, m, r, state, p.r, p.sched['r_err'], r_prev_inf=p.sched['r_inf'])
         if p is not None and k_mean and isinstance(cov, _SITE_FORMS):
-            first = not isinstance(p.cov, _SITE_FORMS)                    # the first factor after a start not in site form
             r0 = r
-            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel, rate=rate_first if first else rate_later,
-                                           site=site_mean)
+            m, r, state, k = _mean_steps(model, m, r, cov, at, state, k_mean, tol_rel)
             if k: r, state, e_r, r_inf, g_inf = _carried_r(model, m, r, state, r0, e_r, k, r_prev_inf=r_inf)
         s = _FPState(m, r, cov, at, *state, sched)
         gm = float(np.abs(s.g).max()) if g_inf is None else g_inf        # ‖g‖∞ (from `_carried_r` when it has it)
@@ -732,25 +726,7 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
 
 # %% ../../nbs/methods/11a_fpi.ipynb #mstp0002
 MEAN_STEPS = 20     # the default cap of `fpi`'s mean steps at each factor for a GP ('Mean steps at a fixed factor')
-MEAN_RATE = 0.25    # after a step on λ, the mean steps continue while each one divides gᵀVg by at least 1/MEAN_RATE
 STATE_GAIN = 100.0  # Q: the factor by which a state divides the error of λ with m at its maximiser (the lower end of 10²–10³)
-MEAN_COST = dict(a=10.0, o_m=1e6)   # a mean step beyond its likelihood evaluation: a·n² (two triangular solves), o_m fixed work
-
-def _mean_rate(n: int) -> float:
-    """ρ* = Q^(−c_m/c_p) ('How many mean steps'): the largest ratio of successive decrements gᵀVg at which a further mean
-    step still divides the error by more per unit of cost than a state (`STATE_GAIN` Q in c_p, the plain step's cost of
-    ``_step_costs``), with c_m = (q_E n + a n² + o_m)/u, u = n³/3, the mean step's cost (`_OVERHEAD`'s q_E, `MEAN_COST`)."""
-    u = n ** 3 / 3.0
-    c_m = (_OVERHEAD['q_E'] * n + MEAN_COST['a'] * n * n + MEAN_COST['o_m']) / u
-    return float(STATE_GAIN ** (-c_m / _step_costs(n)[0]))
-
-def _mean_site(model, stages: list | None = None) -> float:
-    """κ = 1/Q (`STATE_GAIN`) of the site-error stop of the mean steps ('How many mean steps') for a fit at a large prior
-    scale: one the continuation in the prior scale serves (`_scale_stages` applies to it, or its prior is a stage's
-    `` _ScaledPriorCov ``); else 0, the stop off (a fit at a small scale has the cost rule alone; a continuation stage has the stop at any scale of its own).
-    `stages`: `_scale_stages(model, 1.0)` when the caller has it already."""
-    if isinstance(model.prior, _ScaledPriorCov): return 1.0 / STATE_GAIN
-    return 1.0 / STATE_GAIN if (_scale_stages(model, 1.0) if stages is None else stages) else 0.0
 
 def _mean_dir(model, cov, g, fast: bool | None = None):
     """(Vg, Σ⁻¹Vg) (d,) each for a mean step. For a GP (H = I) whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K`
@@ -769,37 +745,44 @@ def _mean_dir_fast(model, cov) -> bool:
     "Whether `_mean_dir` takes its first route: a GP whose V is an n-space `SiteCov` with λ_iK_ii ≥ `SMALL_LAM_K` at every site."
     return isinstance(cov, SiteCovN) and model.sites.is_identity and cov.n_small == 0
 
-def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, rate: float = MEAN_RATE, max_halvings: int = 5,
-                site: float = 0.0):
-    """(m, r, state, k): at most `k_max` natural-gradient steps on m at the fixed V of `cov` (site form), m ← m + tVg with
-    t = 1, ½, … (at most `max_halvings` halvings) until the VLB rises, each from `_mean_dir` (Vg and Σ⁻¹Vg: no
-    factorisation) and one likelihood evaluation at the site variances held by `at`; r = Σ⁻¹(m − μ) is carried along.
-    They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the step's predicted gain, ½gᵀVg, is below the resolution of
-    the run's relative stopping test, or of rounding), when gᵀVg fell by less than the factor `rate` over the last step
-    (the next step, predicted to contract as the last, divides the error by less per unit of cost than a state: ``_mean_rate``;
-    or λ is far from γ and the next step on λ does more: `MEAN_RATE`), when ½gᵀVg ≤ κ·¼Σ_i ((λ_i − γ_i)v_i)² with κ = `site`
-    (the predicted gain in m is below κ times the diagonal of the one in λ: `_mean_site`; 0 turns this off), or when no
-    halving raises the VLB.
+def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, max_halvings: int = 5, site: float = 1.0 / STATE_GAIN):
+    """(m, r, state, k): at most `k_max` conjugate-gradient steps on m at the fixed V of `cov` (site form), preconditioned
+    by V ('Mean steps at a fixed factor'): z = Vg and Σ⁻¹z from `_mean_dir` (no factorisation), the direction
+    d = z + βd₋ (Polak-Ribière+, β = max(0, (gᵀz − g₋ᵀz)/g₋ᵀz₋); d = z at the first step, after a halving and when gᵀd ≤ 0),
+    the length t = gᵀd / (dᵀΣ⁻¹d + Σ_i γ_i d_i²) (the Newton step along d, with γ clipped at 0), halved (at most
+    `max_halvings` times) until the VLB rises, one likelihood evaluation at the site variances held by `at` per trial;
+    r = Σ⁻¹(m − μ) is carried along. They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the predicted gain, ½gᵀVg,
+    is below the resolution of the run's relative stopping test, or of rounding), when ½gᵀVg ≤ κ·¼Σ_i ((λ_i − γ_i)v_i)²
+    with κ = `site` (the predicted gain in m is below κ times the diagonal of the one in λ; 'How many mean steps'; 0 turns
+    this off), or when no halving raises the VLB.
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
-    k, small, fast = 0, max(0.1 * tol_rel, 1e-15), _mean_dir_fast(model, cov)
+    k, small, fast, d = 0, max(0.1 * tol_rel, 1e-15), _mean_dir_fast(model, cov), None
     while k < k_max:
-        d, rd = _mean_dir(model, cov, g, fast)                             # (Vg, Σ⁻¹Vg), (d,) each
-        dec = float(g @ d)                                                 # gᵀVg: twice the predicted gain
-        if not dec > small * abs(vlb) or (k >= 1 and dec > rate * dec_prev): break
+        z, rz = _mean_dir(model, cov, g, fast)                             # (Vg, Σ⁻¹Vg), (d,) each
+        dec = float(g @ z)                                                 # gᵀVg: twice the gain the step with curvature V⁻¹ predicts
+        if not dec > small * abs(vlb): break
         if site:                                                           # ½gᵀVg ≤ κ·¼Σ((λ − γ)∘v)²: small against λ's gain
             e = (cov.lam - gamma) * (at.v_site - model.c)
             if dec <= 0.5 * site * float(e @ e): break
-        dec_prev = dec
-        m_t, r_t = m + d, r + rd                                           # t = 1 (the first trial of `halving`, here inline)
+        if d is not None:                                                  # Polak-Ribière+ in the metric of V
+            beta = max(0.0, (dec - float(z_prev @ g)) / dec_prev)
+            d, rd = z + beta * d, rz + beta * rd
+            if not float(g @ d) > 0.0: d = None                            # not an ascent: restart from z
+        if d is None: d, rd = z, rz
+        curv = float(d @ rd) + float(np.maximum(gamma, 0.0) @ (d * d))    # dᵀ(Σ⁻¹ + diag γ)d: minus the curvature along d
+        t = float(g @ d) / curv if curv > 0.0 else 1.0
+        dec_prev, z_prev = dec, z
+        m_t, r_t = m + t * d, r + t * rd                                   # the first trial, inline
         new = vlb_grad(model, m_t, at, r_t)
-        if not (_finite(new) and new[0] > vlb):                            # t = ½, ¼, …: the remaining halvings
-            def trial(t, m=m, r=r, d=d, rd=rd):                           # (m + td, r + tΣ⁻¹Vg, state there)
-                m_t, r_t = m + t * d, r + t * rd
-                return m_t, r_t, vlb_grad(model, m_t, at, r_t)
+        if not (_finite(new) and new[0] > vlb):                            # t/2, t/4, …: the remaining halvings
+            def trial(s, m=m, r=r, d=t * d, rd=t * rd):                   # (m + s·td, r + s·tΣ⁻¹d, state there)
+                m_s, r_s = m + s * d, r + s * rd
+                return m_s, r_s, vlb_grad(model, m_s, at, r_s)
             out = halving(trial, lambda c: _finite(c[2]) and c[2][0] > vlb, rho=0.5, max_halvings=max_halvings - 1) if max_halvings >= 1 else None
             if out is None: break
             (m_t, r_t, new), _, _ = out
+            d = None                                                       # the line model failed: the next direction restarts
         m, r, (vlb, g, gamma) = m_t, r_t, new
         k += 1
     return m, r, (vlb, g, gamma), k
@@ -1248,12 +1231,12 @@ def _prefer_newton(sched: dict, n: int, tol: float) -> bool:
     last direction's GMRES products and quadrature nodes). Newton when either (i) some j ≥ 1 Newton steps
     (μ ← min(1, Cμ)μ) followed by plain steps (μ ← rμ) reach μ ≤ τ = max(`tol`, 10⁻¹²) at a lower predicted cost than
     plain steps alone, with μ the site term of the scale-free measure (`_decrement` with mean=False, O(n) per state), r
-    the plain (or damped) steps' factor μ'/μ (geometric mean of the last three; plain steps until there are three) and C = μ'/μ² of the last Newton step (1
+    the plain (or damped) steps' factor μ'/μ (the largest of the last three; plain steps until there are three) and C = μ'/μ² of the last Newton step (1
     before one is measured, when the path must also pay for one more Newton step: the probe that measures C); or (ii) the last Newton step raised the VLB by more per unit of cost than the last plain step
     did (far from the optimum, where μ need not fall)."""
     rs, mu = sched.get('r_plain'), sched.get('dec')
     if rs is None or len(rs) < 3 or mu is None or not (mu > 0 and math.isfinite(mu)): return False   # r from three plain steps
-    r = min(1.0, float(np.exp(np.log(np.maximum(rs, 1e-300)).sum() / len(rs))))   # the geometric mean (np.mean's sum and division)
+    r = min(1.0, max(rs))                                               # the slowest of the last three: the rate ahead
     c_p, c_N = _step_costs(n, sched.get('k_dir'), sched.get('nodes_dir'))
     if 'gain_newton' in sched and sched['gain_newton'] / c_N > sched.get('gain_plain', np.inf) / c_p: return True
     tau, C = max(float(tol), 1e-12), sched.get('C_newton', 1.0)
