@@ -550,13 +550,15 @@ def test_laplace_learning_stalls_with_advice():
 
 
 def test_plateau_stop_saves_iterations_and_keeps_the_vlb():
-    "ARD GP on 50 ionosphere rows: the default tol_rel over 3 outer iterations stops (REL_TOL, PLATEAU event) before the gradient test, ≤ 1e-6 relative below it."
+    """ARD GP on 50 ionosphere rows: the default tol_rel over 3 outer iterations stops (REL_TOL, PLATEAU event) before the
+    gradient test, ≤ 1e-5 relative below it (the rule bounds the progress over its window, not the gain left: 2.5e-7 and
+    6.4e-6 relative on two outer paths that inner solves within their tolerance have taken)."""
     _, Z, y = _ionosphere(50)
     make = lambda: GP(Z, y, Logistic(), RBF(1.0, np.full(Z.shape[1], np.sqrt(Z.shape[1]))))
     on, off = learn(make(), window=3), learn(make(), tol_rel=0.0)
     assert on.stop is Stop.REL_TOL and on.converged and on.history[-1].has(EventKind.PLATEAU) and "stopped improving" in on.message
     assert off.stop is Stop.GRAD_TOL and off.history.count(EventKind.PLATEAU) == 0
-    assert on.history[-1]["outer_iter"] < off.history[-1]["outer_iter"] and 0 <= off.vlb - on.vlb <= 1e-6 * abs(off.vlb)
+    assert on.history[-1]["outer_iter"] < off.history[-1]["outer_iter"] and 0 <= off.vlb - on.vlb <= 1e-5 * abs(off.vlb)
     wide = learn(make(), tol_rel=1e-3, window=2)                                       # a looser test stops sooner
     assert wide.stop is Stop.REL_TOL and wide.history[-1]["outer_iter"] < on.history[-1]["outer_iter"]
 
