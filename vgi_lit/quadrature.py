@@ -5,7 +5,7 @@
 # %% ../nbs/00a_quadrature.ipynb #147f9333
 from __future__ import annotations
 import math
-from typing import NamedTuple
+from dataclasses import dataclass
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from numpy.polynomial.legendre import leggauss, legder, legroots, legval, legvander
@@ -61,7 +61,8 @@ def kronrod_rule(n: int = 10):
 # %% ../nbs/00a_quadrature.ipynb #agk0ex02
 _Z_CUTS = (-40.0, -20.0, -10.0, -6.0, -3.0, -1.0, 0.0, 1.0, 3.0, 6.0, 10.0, 20.0, 40.0)   # panel ends in z = (f − m)/√v
 
-class QuadInfo(NamedTuple):
+@dataclass(frozen=True)
+class QuadInfo:
     "What `adaptive_expect` did: error estimates and tolerances per integrand (p,), panels, integrand evaluations, rounds."
     error: np.ndarray
     tol: np.ndarray
