@@ -641,7 +641,7 @@ def test_conjugate_mean_steps_are_exact_line_steps_along_conjugate_directions():
     maximiser m* = A⁻¹(y/σ² + Σ⁻¹μ) by a dense solve) the mean steps are conjugate gradients: each step maximises the VLB along
     its direction (the new gradient orthogonal to the step), the steps are A-conjugate, r = Σ⁻¹(m − μ) is carried to
     rounding, and they reach m* in far fewer steps than sites; natural-gradient steps (t = 1 along Vg) from the same start
-    are still 1e-3 away after as many steps. λ is a tenth of γ = 1/σ², far from the fixed point."""
+    are still 1e-3 away after as many steps. λ is a tenth to a fifth of γ = 1/σ², far from the fixed point."""
     Xi, _ = _ion(40)
     rng = np.random.default_rng(4)
     s2 = 0.25

@@ -137,15 +137,15 @@ def _fit_counting(model, **names):
 @pytest.mark.parametrize("n, variance", [(120, 1.0), (120, 10.0), (120, 1e8)])
 def test_site_error_stop_of_the_mean_steps_saves_evaluations_at_every_scale(n, variance):
     """The site-error stop of the mean steps (κ = 1/Q, 'How many mean steps') against the same fit without it (site=0): the
-    same optimum (1e-10 relative), at most one more iteration, at least 15% fewer likelihood evaluations (10 against 12,
-    16 against 24 and 55 against 93 here)."""
+    same optimum (1e-10 relative), at most one more iteration, fewer likelihood evaluations (10 against 12 at variance 1),
+    at least 25% fewer from variance 10 on (16 against 24 and 55 against 93 here)."""
     import functools
     import vgi_lit.methods.fixed_point as fpm
     gp = _gp(n, variance)
     p, e = _fit_counting(gp)
     q, e_off = _fit_counting(gp, _mean_steps=functools.partial(fpm._mean_steps, site=0.0))
     assert p.converged and q.converged and abs(p.vlb - q.vlb) <= 1e-10 * abs(q.vlb)
-    assert e <= 0.85 * e_off and p.n_iter <= q.n_iter + 1, (e, e_off, p.n_iter, q.n_iter)
+    assert e < e_off and (variance < 10 or e <= 0.75 * e_off) and p.n_iter <= q.n_iter + 1, (e, e_off, p.n_iter, q.n_iter)
 
 
 def test_later_stages_start_at_rho_at_most_one_half_and_the_measured_carry_shortens_the_fit_at_1e8():
