@@ -752,7 +752,8 @@ def _mean_steps_by_halving(model, m, r, cov, at, state, k_max, tol_rel, site, ma
         e = (cov.lam - gamma) * (at.v_site - model.c)
         if dec <= 0.5 * site * float(e @ e): break
         if d is not None:
-            d, rd = z + max(0.0, (dec - float(z_prev @ g)) / dec_prev) * d, rz + max(0.0, (dec - float(z_prev @ g)) / dec_prev) * rd
+            beta = max(0.0, (dec - float(z_prev @ g)) / dec_prev)
+            d, rd = z + beta * d, rz + beta * rd
             if not float(g @ d) > 0.0: d = None
         if d is None: d, rd = z, rz
         t = float(g @ d) / (float(d @ rd) + float(np.maximum(gamma, 0.0) @ (d * d)))

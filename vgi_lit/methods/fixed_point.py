@@ -758,20 +758,22 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, max_hal
     `state`: (VLB, g, γ) at (m, V), returned at the new m; k: the steps taken."""
     vlb, g, gamma = state
     k, small, fast, d = 0, max(0.1 * tol_rel, 1e-15), _mean_dir_fast(model, cov), None
+    vs = at.v_site - model.c if site else None                          # the site variances: fixed at this factor
     while k < k_max:
         z, rz = _mean_dir(model, cov, g, fast)                             # (Vg, Σ⁻¹Vg), (d,) each
         dec = float(g @ z)                                                 # gᵀVg: twice the gain the step with curvature V⁻¹ predicts
         if not dec > small * abs(vlb): break
         if site:                                                           # ½gᵀVg ≤ κ·¼Σ((λ − γ)∘v)²: small against λ's gain
-            e = (cov.lam - gamma) * (at.v_site - model.c)
+            e = (cov.lam - gamma) * vs
             if dec <= 0.5 * site * float(e @ e): break
         if d is not None:                                                  # Polak-Ribière+ in the metric of V
             beta = max(0.0, (dec - float(z_prev @ g)) / dec_prev)
             d, rd = z + beta * d, rz + beta * rd
-            if not float(g @ d) > 0.0: d = None                            # not an ascent: restart from z
-        if d is None: d, rd = z, rz
+            gd = float(g @ d)
+            if not gd > 0.0: d = None                                      # not an ascent: restart from z
+        if d is None: d, rd, gd = z, rz, dec
         curv = float(d @ rd) + float(np.maximum(gamma, 0.0) @ (d * d))    # dᵀ(Σ⁻¹ + diag γ)d: minus the curvature along d
-        t = float(g @ d) / curv if curv > 0.0 else 1.0
+        t = gd / curv if curv > 0.0 else 1.0
         dec_prev, z_prev = dec, z
         m_t, r_t = m + t * d, r + t * rd                                   # the first trial, inline
         new = vlb_grad(model, m_t, at, r_t)
