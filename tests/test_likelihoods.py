@@ -27,11 +27,6 @@ MS = (-30.0, -10.0, -3.0, -1.0, 0.0, 0.5, 2.0, 7.0, 30.0)
 VS = (1e-6, 1e-3, 0.1, 1.0, 4.0, 25.0, 100.0)
 
 
-def quad_expect(g, m, v, pts=(), **kw):
-    "Oracle: ∫ g(f) N(f|m, v) df by `adaptive_expect` on [m-40s, m+40s], split at m + s*k and at `pts`; g maps f (k,) to (k,) or (p, k)."
-    return adaptive_expect(g, m, v, pts, **kw)
-
-
 def scipy_expect(g, m, v, pts=()):
     "The independent route: ∫ g(f) N(f|m, v) df by scipy quad of a scalar g on [m-40s, m+40s], split at m + s*k and at `pts`."
     s = math.sqrt(v); c0 = 0.5 * math.log(2 * math.pi * v)
@@ -74,7 +69,7 @@ def _ordinal_vec(cuts, k):
 def oracle_ell(lik, y, m, v, pts):
     "(E, dE_dm, dE_dv) by the oracle of (lp, lp', lp''/2): one derivs call (`_ordinal_vec` for the ordinal) per round."
     d = _ordinal_vec(list(lik.cutpoints), int(y)) if isinstance(lik, Ordinal) else (lambda f: np.array(lik.derivs(np.float64(y), f)))
-    return quad_expect(lambda f: d(f) * [[1.0], [1.0], [0.5]], m, v, pts, atol=1e-15)
+    return adaptive_expect(lambda f: d(f) * [[1.0], [1.0], [0.5]], m, v, pts, atol=1e-15)
 
 
 def scales(lik, y, m, v):
@@ -96,8 +91,8 @@ def check_site(lik, y, m, v, pts, ref=None, scale=None):
 def test_oracle_against_closed_forms():
     for m, v in [(-3.0, 0.1), (0.5, 10.0), (7.0, 100.0)]:
         s = np.sqrt(v)
-        assert abs(quad_expect(np.abs, m, v, (0.0,)) - (m * (2 * ndtr(m / s) - 1) + 2 * s * np.exp(-m * m / (2 * v)) / np.sqrt(2 * np.pi))) < 1e-12 * (1 + abs(m) + s)
-        assert abs(quad_expect(np.exp, m, v) / np.exp(m + v / 2) - 1) < 1e-11
+        assert abs(adaptive_expect(np.abs, m, v, (0.0,)) - (m * (2 * ndtr(m / s) - 1) + 2 * s * np.exp(-m * m / (2 * v)) / np.sqrt(2 * np.pi))) < 1e-12 * (1 + abs(m) + s)
+        assert abs(adaptive_expect(np.exp, m, v) / np.exp(m + v / 2) - 1) < 1e-11
 
 
 def test_oracle_against_scipy_quad():
@@ -115,7 +110,7 @@ def test_oracle_against_scipy_quad():
             vec, sca = (lambda f: np.array(lik.derivs(np.float64(y), f))), (lambda k, f: lik.derivs(np.float64(y), f)[k])
         wide = v > 1e4
         g = lambda f: np.concatenate([vec(f) * [[1.0], [1.0], [0.5]], np.abs(vec(f)) * [[1.0], [1.0], [0.5]]])
-        got = _quad_wide(g, m, v, pts) if wide else quad_expect(g, m, v, pts)
+        got = _quad_wide(g, m, v, pts) if wide else adaptive_expect(g, m, v, pts)
         for k, c in ((0, 1.0), (1, 1.0), (2, 0.5)):
             ref = (_scipy_wide if wide else scipy_expect)(lambda f: c * sca(k, f), m, v, pts)
             assert abs(got[k] - ref) <= 1e-12 * max(abs(ref), got[3 + k]), (lik, y, m, v, k, got[k], ref)
@@ -197,8 +192,8 @@ def test_poisson_exposure():
     y, m, v = np.array([0.0, 3.0, 40.0]), np.array([0.2, -1.0, 1.5]), np.array([0.5, 2.0, 3.0])
     E, dm, dv = lik.expected_log_lik(y, m, v)
     for i in range(3):
-        ref = [quad_expect(lambda f: y[i] * (f + np.log(u[i])) - u[i] * np.exp(f) - gammaln(y[i] + 1), m[i], v[i]),
-               quad_expect(lambda f: y[i] - u[i] * np.exp(f), m[i], v[i]), -0.5 * quad_expect(lambda f: u[i] * np.exp(f), m[i], v[i])]
+        ref = [adaptive_expect(lambda f: y[i] * (f + np.log(u[i])) - u[i] * np.exp(f) - gammaln(y[i] + 1), m[i], v[i]),
+               adaptive_expect(lambda f: y[i] - u[i] * np.exp(f), m[i], v[i]), -0.5 * adaptive_expect(lambda f: u[i] * np.exp(f), m[i], v[i])]
         np.testing.assert_allclose([E[i], dm[i], dv[i]], ref, rtol=1e-10)
 
 
@@ -211,7 +206,7 @@ def test_grid_laplace(part):
             return np.stack([lik.logp(y, f), lik.derivs(y, f)[1], stein, np.abs(stein)])
         # ℓ(f) − ℓ(m) is a difference of nearly equal logs (at v = 1e-6 its rounding is ~1e-11 of it): the Stein rows to
         # 3e-13 of their scale E|g|, a third of the tolerance's floor 1e-12 E|g|
-        E_ref, dm_ref, dv_ref, dv_scale = quad_expect(g, m, v, (y,), atol=1e-15, stol=[1e-14, 1e-14, 3e-13, 3e-13])
+        E_ref, dm_ref, dv_ref, dv_scale = adaptive_expect(g, m, v, (y,), atol=1e-15, stol=[1e-14, 1e-14, 3e-13, 3e-13])
         check_site(lik, y, m, v, (y,), ref=np.array([E_ref, dm_ref, dv_ref]),
                    scale=np.array([abs(E_ref), 1 / 0.7, dv_scale]))
 
@@ -296,12 +291,12 @@ def test_predict_y_and_log_pred_density(case):
     lik, ys, mean_f, pts = case
     for m, v in [(-3.0, 0.01), (0.5, 1.0), (2.0, 25.0), (-1.0, 100.0)]:
         pm = lik.predict_y(np.array([m]), np.array([v]))[0]
-        ref = quad_expect(mean_f, m, v, pts)
+        ref = adaptive_expect(mean_f, m, v, pts)
         assert abs(pm - ref) <= 1e-8 * abs(ref) + 1e-13, (lik, m, v, pm, ref)
         for y in ys:
             lpd = lik.log_pred_density(np.array([y]), np.array([m]), np.array([v]))[0]
             extra = tuple(pts) + (y, np.log(max(y, 1)), -np.log(abs(y) + 1e-300), np.log(y * y + 1e-300))
-            ref = np.log(quad_expect(lambda f: np.exp(lik.logp(y, f)), m, v, extra))
+            ref = np.log(adaptive_expect(lambda f: np.exp(lik.logp(y, f)), m, v, extra))
             assert abs(lpd - ref) <= 1e-8 * max(1.0, abs(ref)), (lik, y, m, v, lpd, ref)
 
 
@@ -313,7 +308,7 @@ def test_ordinal_predictions():
     np.testing.assert_allclose(P.sum(1), 1.0, rtol=1e-14)
     for i in range(4):
         for k in range(4):
-            ref = quad_expect(lambda f: np.exp(lik.logp(float(k), f)), m[i], v[i], (-1.0, 0.5, 2.0))
+            ref = adaptive_expect(lambda f: np.exp(lik.logp(float(k), f)), m[i], v[i], (-1.0, 0.5, 2.0))
             assert abs(P[i, k] - ref) <= 1e-8 * ref + 1e-14
             assert abs(lik.log_pred_density(np.array([float(k)]), m[i:i + 1], v[i:i + 1])[0] - np.log(ref)) < 1e-8
 
@@ -463,7 +458,7 @@ def test_grid_negative_binomial(part):
 
 def _quad_wide(g, m, v, pts, **kw):
     "∫ g(f) N(f|m, v) df for a huge v: the oracle, cut also at distances 1, 4, ..., 1024 (in f) around each of `pts`."
-    return quad_expect(g, m, v, pts, around=(1, 4, 16, 64, 256, 1024), **kw)
+    return adaptive_expect(g, m, v, pts, around=(1, 4, 16, 64, 256, 1024), **kw)
 
 
 def _scipy_wide(g, m, v, pts):
@@ -594,7 +589,7 @@ def test_count_log_pred_density_far_tilted_sites(lik):
         s = np.sqrt(v); fh = m + v * y / (1 + v * max(y, 1))               # near the mode, for the oracle's cuts only
         pts = (np.log(max(y, 1)), fh) + ((np.log(r),) if r else ())
         # at r = 1e4 the naive pmf's r(log r − log(r + e^f)) rounds to ~1e-12 of it: the oracle to 1e-11, a hundredth of the tolerance
-        ref = np.log(quad_expect(lambda f: pmf(y, f), m, v, pts, rtol=1e-11 if r and r > 100 else 1e-13))
+        ref = np.log(adaptive_expect(lambda f: pmf(y, f), m, v, pts, rtol=1e-11 if r and r > 100 else 1e-13))
         got = lik.log_pred_density(np.array([y]), np.array([m]), np.array([v]))[0]
         assert abs(got - ref) <= 1e-9 * max(1.0, abs(ref)), (lik, y, m, v, got, ref)
     y = np.array([0.0, 5.0, 80.0]); m = np.array([-2.0, 0.3, 6.0])
@@ -656,7 +651,7 @@ def test_zero_inflated_poisson_exposure_predictions_and_samples():
     with pytest.raises(ValueError, match="exposure="): lik.log_pred_density(y, m, v)
     lpd = ZeroInflatedPoisson(0.25).log_pred_density(y, m, v)
     for i in range(4):
-        ref = np.log(quad_expect(lambda f: np.exp(ZeroInflatedPoisson(0.25).logp(y[i], f)), m[i], v[i], (0.0, np.log(max(y[i], 1.0)))))
+        ref = np.log(adaptive_expect(lambda f: np.exp(ZeroInflatedPoisson(0.25).logp(y[i], f)), m[i], v[i], (0.0, np.log(max(y[i], 1.0)))))
         assert abs(lpd[i] - ref) < 1e-9 * max(1.0, abs(ref))
     np.testing.assert_allclose(ZeroInflatedPoisson(0.25).predict_y(m, v), 0.75 * np.exp(m + v / 2))
     x = ZeroInflatedPoisson(0.3).sample(np.full(200_000, 1.0), np.random.default_rng(5))
