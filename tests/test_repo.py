@@ -119,7 +119,8 @@ def test_slow_cells_bind_nothing_a_later_cell_reads():
     nbs = [p for p in sorted((ROOT / "nbs").rglob("*.ipynb")) if "_proc" not in p.parts]
     bad = {str(p.relative_to(ROOT)): c for p in nbs for c in [_slow_cell_leaks(p)] if c}
     assert not bad, bad
-    assert any('"# pytest: slow' in p.read_text() for p in nbs)           # the rule has cells to check
+    from conftest import SLOW_CELL
+    assert any('"' + SLOW_CELL in p.read_text() for p in nbs)             # the rule has cells to check
 
 
 def test_slow_cell_rule_flags_a_later_read(tmp_path):
