@@ -9,28 +9,97 @@ import numpy as np
 from ..models import SparseGP
 from ..kernels import RBF
 from ..likelihoods import Gaussian, Probit
-from ..datasets import load_a7a, random_split, shared_data_dir
+from pathlib import Path
+from ..datasets import DataNotFoundError, load_a7a, load_movielens_100k, random_split, shared_data_dir
 from ..experiments.scale import california
 from ..methods.inducing import kmeans_inducing, fit_inducing, svi_inducing
 from .core import gpflow_one_thread, in_child
 
 # %% auto #0
-__all__ = ['PEERS', 'problem', 'time_to', 'ours', 'gpflow_fit', 'gpytorch_fit', 'print_row', 'measure', 'run']
+__all__ = ['ML_GENRES', 'PEERS', 'movielens_rows', 'problem', 'time_to', 'ours', 'gpflow_fit', 'gpytorch_fit', 'print_row',
+           'measure', 'run']
+
+# %% ../../nbs/bench/98k_bench_sparse.ipynb #mlrows01
+ML_GENRES = ("Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama", "Fantasy",
+             "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War", "Western", "unknown")
+
+def _tsv_rows(path, n_fields: int, what: str):
+    "The rows of a tab-separated file with a header line, each split into `n_fields` fields (ValueError naming the line otherwise)."
+    rows = []
+    with open(path, encoding="utf-8", errors="strict") as fh:
+        next(fh, None)
+        for lineno, line in enumerate(fh, 2):
+            if not line.strip(): continue
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != n_fields: raise ValueError(f"{path}, line {lineno}: {len(parts)} tab-separated fields, expected {n_fields} ({what})")
+            rows.append(parts)
+    return rows
+
+def movielens_rows(data_dir=None):
+    """(X (100000, 44), y (100000,), names) of MovieLens 100K as a regression of each rating on what is known of its user
+    and its film: the user's age and gender (1 for F), 21 occupation indicators, the film's release year (and an
+    indicator for the two films without one, whose year is set to the mean), 19 genre indicators (`ML_GENRES`); y the
+    ratings 1-5. The ratings by `load_movielens_100k` (the shared data folder by default, no download), the user and film files
+    in RecBole's format (`ml-100k.user`, `ml-100k.item`) from the ratings file's folder (`DataNotFoundError` otherwise); a ValueError names a malformed line, a user or film id not in its file, an
+    unknown gender or genre."""
+    dd = data_dir or shared_data_dir(globals().get('__file__')) or shared_data_dir(None)
+    R = load_movielens_100k(data_dir=dd, download=False)
+    side = {}
+    for kind in ("user", "item"):                                        # beside the ratings file found
+        side[kind] = Path(R.files[0]).parent / f"ml-100k.{kind}"
+        if not side[kind].is_file():
+            raise DataNotFoundError(f"{side[kind]} not found: the ratings were read from {R.files[0]}; their user and film files are "
+                                    f"read in RecBole's format (ml-100k.user, ml-100k.item, as in PyPI recbole 1.2.1, "
+                                    f"recbole/dataset_example/ml-100k/) from the same folder")
+    users = _tsv_rows(side["user"], 5, "user id, age, gender, occupation, zip code")
+    items = _tsv_rows(side["item"], 4, "item id, title, release year, genres")
+    occs = sorted({u[3] for u in users})
+    U = np.full((R.n_users, 2 + len(occs)), np.nan)
+    for u in users:
+        k = int(u[0]) - 1
+        if not 0 <= k < R.n_users: raise ValueError(f"ml-100k.user: user id {u[0]} outside 1..{R.n_users}")
+        if u[2] not in ("M", "F"): raise ValueError(f"ml-100k.user: user {u[0]} has gender {u[2]!r}, expected 'M' or 'F'")
+        U[k] = 0.0; U[k, 0] = float(int(u[1])); U[k, 1] = float(u[2] == "F"); U[k, 2 + occs.index(u[3])] = 1.0
+    I = np.full((R.n_items, 2 + len(ML_GENRES)), np.nan)
+    for it in items:
+        k = int(it[0]) - 1
+        if not 0 <= k < R.n_items: raise ValueError(f"ml-100k.item: item id {it[0]} outside 1..{R.n_items}")
+        bad = [g for g in it[3].split() if g not in ML_GENRES]
+        if bad: raise ValueError(f"ml-100k.item: item {it[0]} has genres {bad} outside {ML_GENRES}")
+        I[k] = 0.0; I[k, 0] = float(it[2]) if it[2].isdigit() else np.nan; I[k, 1] = float(not it[2].isdigit())
+        for g in it[3].split(): I[k, 2 + ML_GENRES.index(g)] = 1.0
+    year = I[:, 0]; year[np.isnan(year) & (I[:, 1] == 1.0)] = np.nanmean(year[I[:, 1] == 0.0])   # no year: the mean, flagged
+    for name, A in (("user", U), ("item", I)):
+        if np.isnan(A).any(): raise ValueError(f"ml-100k.{name}: ids {np.flatnonzero(np.isnan(A).any(1)) + 1} rated but not described")
+    X = np.hstack([U[R.users], I[R.items]])
+    names = ["age", "female"] + [f"occupation={o}" for o in occs] + ["year", "year unknown"] + [f"genre={g}" for g in ML_GENRES]
+    return X, R.ratings.copy(), names
+
 
 # %% ../../nbs/bench/98k_bench_sparse.ipynb #89df32a7
+def _median_distance(X, k: int = 500) -> float:
+    "The median Euclidean distance between the first `k` rows of X (a lengthscale start)."
+    S = X[:k]; D2 = np.sum(S**2, 1)[:, None] + np.sum(S**2, 1)[None, :] - 2 * S @ S.T
+    return float(np.sqrt(np.median(np.maximum(D2[np.triu_indices(len(S), 1)], 0.0))))
+
 def problem(name: str, n_max: int | None = None, seed: int = 0):
     """(X, y, X_test, y_test, likelihood name, lengthscale start) of a benchmark set: 'california' (z-scored inputs, target
-    centred and scaled to unit variance, a seeded 80/20 split) or 'a7a' (its own train and test files, labels ±1, the
-    lengthscale started at the median distance between 500 training inputs); `n_max` keeps the first rows of each part."""
+    centred and scaled to unit variance, a seeded 80/20 split), 'a7a' (its own train and test files, labels ±1) or
+    'movielens' (`movielens_rows`: age and release year z-scored, the indicators as they are, the ratings centred and
+    scaled to unit variance, a seeded 90/10 split: 90,000 training rows); the lengthscale starts at 1 (California) or at
+    the median distance between 500 training inputs. `n_max` keeps the first rows of each part."""
     if name == "california":
         X, y = california(); y = y / y.std()
         s = random_split(X, y, frac=0.8, seed=seed); out = (s.X, s.y, s.X_test, s.y_test, "gaussian", 1.0)
     elif name == "a7a":
-        d = load_a7a(data_dir=shared_data_dir(globals().get('__file__')) or shared_data_dir(None)); S = d.X[:500]
-        D2 = np.sum(S**2, 1)[:, None] + np.sum(S**2, 1)[None, :] - 2 * S @ S.T
-        ell = float(np.sqrt(np.median(D2[np.triu_indices(500, 1)])))
-        out = (d.X, d.y, d.X_test, d.y_test, "probit", ell)
-    else: raise ValueError(f"unknown problem {name!r}: 'california' or 'a7a'")
+        d = load_a7a(data_dir=shared_data_dir(globals().get('__file__')) or shared_data_dir(None))
+        out = (d.X, d.y, d.X_test, d.y_test, "probit", _median_distance(d.X))
+    elif name == "movielens":
+        X, y, names = movielens_rows()
+        for j in (names.index("age"), names.index("year")): X[:, j] = (X[:, j] - X[:, j].mean()) / X[:, j].std()
+        y = (y - y.mean()) / y.std()
+        s = random_split(X, y, frac=0.9, seed=seed); out = (s.X, s.y, s.X_test, s.y_test, "gaussian", _median_distance(s.X))
+    else: raise ValueError(f"unknown problem {name!r}: 'california', 'a7a' or 'movielens'")
     X, y, Xt, yt, lik, ell = out
     return (X[:n_max], y[:n_max], Xt[:n_max], yt[:n_max], lik, ell) if n_max else out
 
