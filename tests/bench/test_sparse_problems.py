@@ -38,6 +38,10 @@ def test_problem_split_and_scaling():
     X, y, Xt, yt, lik, ell = problem("movielens")
     assert X.shape == (90_000, 44) and Xt.shape == (10_000, 44) and lik == "gaussian" and ell > 0
     yy = np.concatenate([y, yt]); assert abs(yy.mean()) < 1e-12 and abs(yy.std() - 1.0) < 1e-12
+    X2, y2, Xt2, yt2, lik2, _ = problem("movielens-liked")
+    assert lik2 == "probit" and np.array_equal(X2, X) and np.array_equal(Xt2, Xt)          # the same rows and split
+    r = movielens_rows()[1]; four = (4.0 - r.mean()) / r.std()                              # a rating of 4 on the scaled axis
+    assert np.array_equal(y2 > 0, y >= four - 1e-12) and set(np.unique(y2)) == {-1.0, 1.0}
     with pytest.raises(ValueError, match="unknown problem"): problem("movielens-1m")
 
 def _copy(tmp_path):

@@ -86,20 +86,21 @@ def problem(name: str, n_max: int | None = None, seed: int = 0):
     """(X, y, X_test, y_test, likelihood name, lengthscale start) of a benchmark set: 'california' (z-scored inputs, target
     centred and scaled to unit variance, a seeded 80/20 split), 'a7a' (its own train and test files, labels ±1) or
     'movielens' (`movielens_rows`: age and release year z-scored, the indicators as they are, the ratings centred and
-    scaled to unit variance, a seeded 90/10 split: 90,000 training rows); the lengthscale starts at 1 (California) or at
-    the median distance between 500 training inputs. `n_max` keeps the first rows of each part."""
+    scaled to unit variance, a seeded 90/10 split: 90,000 training rows) or 'movielens-liked' (the same rows, y = +1 for
+    a rating of 4 or 5, −1 otherwise, probit); the lengthscale starts at 1 (California) or at the median distance
+    between 500 training inputs. `n_max` keeps the first rows of each part."""
     if name == "california":
         X, y = california(); y = y / y.std()
         s = random_split(X, y, frac=0.8, seed=seed); out = (s.X, s.y, s.X_test, s.y_test, "gaussian", 1.0)
     elif name == "a7a":
         d = load_a7a(data_dir=shared_data_dir(globals().get('__file__')) or shared_data_dir(None))
         out = (d.X, d.y, d.X_test, d.y_test, "probit", _median_distance(d.X))
-    elif name == "movielens":
-        X, y, names = movielens_rows()
+    elif name in ("movielens", "movielens-liked"):
+        X, r, names = movielens_rows()
         for j in (names.index("age"), names.index("year")): X[:, j] = (X[:, j] - X[:, j].mean()) / X[:, j].std()
-        y = (y - y.mean()) / y.std()
-        s = random_split(X, y, frac=0.9, seed=seed); out = (s.X, s.y, s.X_test, s.y_test, "gaussian", _median_distance(s.X))
-    else: raise ValueError(f"unknown problem {name!r}: 'california', 'a7a' or 'movielens'")
+        y, lik = ((r - r.mean()) / r.std(), "gaussian") if name == "movielens" else (np.where(r >= 4, 1.0, -1.0), "probit")
+        s = random_split(X, y, frac=0.9, seed=seed); out = (s.X, s.y, s.X_test, s.y_test, lik, _median_distance(s.X))
+    else: raise ValueError(f"unknown problem {name!r}: 'california', 'a7a', 'movielens' or 'movielens-liked'")
     X, y, Xt, yt, lik, ell = out
     return (X[:n_max], y[:n_max], Xt[:n_max], yt[:n_max], lik, ell) if n_max else out
 
