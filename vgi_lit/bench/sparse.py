@@ -245,7 +245,7 @@ def print_row(r, peer):
 PEERS = {"gpflow": gpflow_fit, "gpytorch": gpytorch_fit}
 
 def measure(argv=None):
-    """Command line: `python -m vgi_lit.bench sparse [--problems california a7a] [--modes svi batch] [--M 100] [--batch 500]
+    """Command line: `python -m vgi_lit.bench sparse [--problems california a7a movielens movielens-liked] [--modes svi batch] [--M 100] [--batch 500]
     [--epochs 10] [--rho 0.1] [--lr 0.01] [--max-iter 300] [--n-max N] [--seed 0] [--n-gh 20] [--joint] [--peers gpflow gpytorch]
     [--json]` (`--n-gh 0`: the probit likelihood's own quadrature rule; `--joint`: `svi_inducing`'s simultaneous schedule)
     (`--peers` with no name: the package alone); returns the results."""
