@@ -64,6 +64,12 @@ def test_bad_side_files(tmp_path, monkeypatch):
     _edit(d / "ml-100k.item", 2, lambda s: s + " Noir")                             # a genre outside the list
     with pytest.raises(ValueError, match="genres \\['Noir'\\]"): movielens_rows(tmp_path)
     shutil.copy(ML / "ml-100k.item", d / "ml-100k.item")
+    _edit(d / "ml-100k.item", 3, lambda s: "1" + s[1:])                             # item 2's line says item 1
+    with pytest.raises(ValueError, match="item id 1 listed twice"): movielens_rows(tmp_path)
+    shutil.copy(ML / "ml-100k.item", d / "ml-100k.item")
+    _edit(d / "ml-100k.user", 4, lambda s: s.replace("\t", "\tx", 1))                # user 3: age 'x32'
+    with pytest.raises(ValueError, match="line 4: fields \\[1, 2\\] must be integers"): movielens_rows(tmp_path)
+    shutil.copy(ML / "ml-100k.user", d / "ml-100k.user")
     _edit(d / "ml-100k.user", 2, lambda s: "")                                      # user 1 missing: rated, not described
     with pytest.raises(ValueError, match="rated but not described"): movielens_rows(tmp_path)
     (d / "ml-100k.user").unlink()

