@@ -1,13 +1,24 @@
 """The sparse-GP benchmark's MovieLens problem (`vgi_lit.bench.sparse.movielens_rows`, `problem('movielens')`): the feature
 rows against the raw RecBole files read another way, and the errors on malformed, incomplete or missing side files."""
-import shutil
+import dataclasses, shutil
 import numpy as np
 import pytest
-from vgi_lit.datasets import DataNotFoundError, shared_data_dir
+import vgi_lit.bench.sparse as bs
+from vgi_lit.datasets import DataNotFoundError, load_movielens_100k, shared_data_dir
 from vgi_lit.bench.sparse import movielens_rows, problem, ML_GENRES
 
 ML = shared_data_dir(__file__) / "movielens-100k" if shared_data_dir(__file__) else None
 pytestmark = pytest.mark.skipif(ML is None or not (ML / "ml-100k.user").is_file(), reason="shared MovieLens 100K not found")
+
+@pytest.fixture(scope="module")
+def ratings():
+    "The ratings, read once: the side-file checks below reuse them (reading 100,000 lines is most of a call's time)."
+    return load_movielens_100k(data_dir=shared_data_dir(__file__), download=False)
+
+def _reuse(monkeypatch, R, folder=None):
+    "`movielens_rows` given the ratings `R` as read from `folder` (default: where they were read)."
+    R = R if folder is None else dataclasses.replace(R, files=(folder / "ml-100k.inter",))
+    monkeypatch.setattr(bs, "load_movielens_100k", lambda **kw: R)
 
 def _table(path):
     "{id: fields} of a RecBole file, by csv's tab dialect (another reader than the module's)."
@@ -34,7 +45,8 @@ def test_rows_match_the_raw_files():
     no_year = X[:, names.index("year unknown")] == 1.0
     assert no_year.any() and np.all(X[no_year, names.index("year")] == np.mean(known))   # the films without a year: the mean, flagged
 
-def test_problem_split_and_scaling():
+def test_problem_split_and_scaling(ratings, monkeypatch):
+    _reuse(monkeypatch, ratings)
     X, y, Xt, yt, lik, ell = problem("movielens")
     assert X.shape == (90_000, 44) and Xt.shape == (10_000, 44) and lik == "gaussian" and ell > 0
     yy = np.concatenate([y, yt]); assert abs(yy.mean()) < 1e-12 and abs(yy.std() - 1.0) < 1e-12
@@ -46,15 +58,15 @@ def test_problem_split_and_scaling():
 
 def _copy(tmp_path):
     d = tmp_path / "movielens-100k"; d.mkdir()
-    for f in ("ml-100k.inter", "ml-100k.user", "ml-100k.item"): shutil.copy(ML / f, d / f)
+    for f in ("ml-100k.user", "ml-100k.item"): shutil.copy(ML / f, d / f)
     return d
 
 def _edit(path, lineno, fn):
     lines = path.read_text().split("\n"); lines[lineno - 1] = fn(lines[lineno - 1]); path.write_text("\n".join(lines))
 
-def test_bad_side_files(tmp_path, monkeypatch):
-    monkeypatch.delenv("VGI_LIT_DATA", raising=False)
+def test_bad_side_files(tmp_path, monkeypatch, ratings):
     d = _copy(tmp_path)
+    _reuse(monkeypatch, ratings, d)                                                  # the side files read from d
     _edit(d / "ml-100k.user", 3, lambda s: s.replace("\tF\t", "\tX\t"))             # user 2: gender X
     with pytest.raises(ValueError, match="gender 'X'"): movielens_rows(tmp_path)
     shutil.copy(ML / "ml-100k.user", d / "ml-100k.user")
