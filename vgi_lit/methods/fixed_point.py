@@ -749,7 +749,7 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, max_hal
     """(m, r, state, k): at most `k_max` conjugate-gradient steps on m at the fixed V of `cov` (site form), preconditioned
     by V ('Mean steps at a fixed factor'): z = Vg and Σ⁻¹z from `_mean_dir` (no factorisation), the direction
     d = z + βd₋ (Polak-Ribière+, β = max(0, (gᵀz − g₋ᵀz)/g₋ᵀz₋); d = z at the first step, after a halving and when gᵀd ≤ 0),
-    the length t = gᵀd / (dᵀΣ⁻¹d + Σ_i γ_i d_i²) (the Newton step along d, with γ clipped at 0), halved (at most
+    the length t = gᵀd / (dᵀΣ⁻¹d + Σ_i γ_i (h_iᵀd)²) (the Newton step along d, with γ clipped at 0; h_iᵀd = d_i for a GP), halved (at most
     `max_halvings` times) until the VLB rises, one likelihood evaluation at the site variances held by `at` per trial;
     r = Σ⁻¹(m − μ) is carried along. They stop when gᵀVg ≤ max(`tol_rel`/10, 10⁻¹⁵)·|VLB| (the predicted gain, ½gᵀVg,
     is below the resolution of the run's relative stopping test, or of rounding), when ½gᵀVg ≤ κ·¼Σ_i ((λ_i − γ_i)v_i)²
@@ -759,6 +759,7 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, max_hal
     vlb, g, gamma = state
     k, small, fast, d = 0, max(0.1 * tol_rel, 1e-15), _mean_dir_fast(model, cov), None
     vs = at.v_site - model.c if site else None                          # the site variances: fixed at this factor
+    ident = model.sites.is_identity
     while k < k_max:
         z, rz = _mean_dir(model, cov, g, fast)                             # (Vg, Σ⁻¹Vg), (d,) each
         dec = float(g @ z)                                                 # gᵀVg: twice the gain the step with curvature V⁻¹ predicts
@@ -772,7 +773,8 @@ def _mean_steps(model, m, r, cov, at, state, k_max: int, tol_rel: float, max_hal
             gd = float(g @ d)
             if not gd > 0.0: d = None                                      # not an ascent: restart from z
         if d is None: d, rd, gd = z, rz, dec
-        curv = float(d @ rd) + float(np.maximum(gamma, 0.0) @ (d * d))    # dᵀ(Σ⁻¹ + diag γ)d: minus the curvature along d
+        hd = d if ident else model.sites.matvec(d)                          # Hd: the direction at the sites
+        curv = float(d @ rd) + float(np.maximum(gamma, 0.0) @ (hd * hd))  # dᵀ(Σ⁻¹ + Hᵀdiag(γ)H)d: minus the curvature along d
         t = gd / curv if curv > 0.0 else 1.0
         dec_prev, z_prev = dec, z
         m_t, r_t = m + t * d, r + t * rd                                   # the first trial, inline
