@@ -2,7 +2,7 @@
 import numpy as np, pytest, scipy.sparse as sp
 from vgi_lit.corpora import (Corpus, load_reuters, load_news_articles, split_documents, split_words, tokenize,
                              corpus_from_tokens, read_ldac, REUTERS_SIZE)
-from vgi_lit.datasets import DataNotFoundError
+from vgi_lit.datasets import DataNotFoundError, ENV_VAR
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,9 @@ def test_split_words(reuters):
     ids = reuters.counts.indices; assert abs(a.counts.indices.mean() - ids.mean()) < 0.05 * ids.mean()
 
 
-def test_bad_input(tmp_path, reuters):
+def test_bad_input(tmp_path, reuters, monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)                     # the missing-file errors below: only tmp_path is searched
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     with pytest.raises(ValueError, match="scipy.sparse"): Corpus(np.ones((2, 2), int), ["a", "b"], ["x", "y"])
     with pytest.raises(ValueError, match="titles"): Corpus(sp.csr_matrix(np.ones((2, 2), int)), ["a", "b"], ["x"])
     with pytest.raises(ValueError, match="test_frac"): split_documents(reuters, 1.0)
