@@ -5,6 +5,8 @@
 # %% ../nbs/07_inference.ipynb #43eb1ea6
 from __future__ import annotations
 import inspect
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -16,8 +18,8 @@ from abc import ABC, abstractmethod
 
 # %% auto #0
 __all__ = ['CONVERGED_STOPS', 'LGM_KINDS', 'METHODS', 'MODEL_METHODS', 'LEARNERS', 'DEFAULT_METHOD', 'EventKind', 'Event', 'Stop',
-           'DegenerateFitWarning', 'RunawayParameterWarning', 'Record', 'History', 'Progress', 'StartError',
-           'start_state', 'check_budget', 'Posterior', 'StatePosterior', 'VGPosterior', 'register_method',
+           'DegenerateFitWarning', 'RunawayParameterWarning', 'user_stacklevel', 'Record', 'History', 'Progress',
+           'StartError', 'start_state', 'check_budget', 'Posterior', 'StatePosterior', 'VGPosterior', 'register_method',
            'method_keywords', 'register_options_method', 'register_learner', 'methods_for', 'fit']
 
 # %% ../nbs/07_inference.ipynb #a3e9a7e7
@@ -77,6 +79,18 @@ class RunawayParameterWarning(UserWarning):
     message names the parameter, its value and the box, and what the edge means (a Student-t df at its upper edge:
     the data look Gaussian; a lengthscale at its upper edge: that input is irrelevant). Recorded as
     `EventKind.BOUND_ACTIVE` too."""
+
+# %% ../nbs/07_inference.ipynb #warn05
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep if "__file__" in globals() else None
+
+def user_stacklevel() -> int:
+    """The `stacklevel` for `warnings.warn` called in the function that calls this one, such that the warning names the
+    first frame outside the vgi_lit package (the user's line): 1 counts the calling function itself, and each caller
+    inside the package one more. Without the package's folder (the module run as a notebook) the caller's caller, 2."""
+    if _PACKAGE_DIR is None: return 2
+    f, level = sys._getframe(1), 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIR): f, level = f.f_back, level + 1
+    return level
 
 # %% ../nbs/07_inference.ipynb #48be0a68
 _NAN = float("nan")
@@ -306,7 +320,10 @@ class VGPosterior(Posterior):
         "log p(y* | data) under q, one value per test point; `kw` go to the likelihood (e.g. `exposure=`)."
         if np.ndim(y_new) != 1:                                           # an (n, 1) column would broadcast to n × n
             raise ValueError(f"y_new must be a 1-d array with one entry per row of X_new, got shape {np.shape(y_new)}")
-        return self.model.likelihood.log_pred_density(y_new, *self.predict(X_new), **kw)
+        m, v = self.predict(X_new)
+        if np.shape(y_new)[0] != m.shape[0]:
+            raise ValueError(f"y_new has {np.shape(y_new)[0]} entries and X_new {m.shape[0]} rows: one target per row is needed")
+        return self.model.likelihood.log_pred_density(y_new, m, v, **kw)
     def __repr__(self):
         return (f"VGPosterior(method={self.method!r}, vlb={self.vlb:.6f}, stop={self.stop.value}, converged={self.converged}, "
                 f"n_iter={self.n_iter}, model={self.model!r})")
@@ -377,8 +394,10 @@ def register_learner(fn):
 
 # %% ../nbs/07_inference.ipynb #d43a1356
 def methods_for(model) -> dict:
-    """{name: fn} of the methods `fit` accepts for `model`: those of the latent Gaussian models for an `LGM`, else those
-    registered for the model's `kind`. A TypeError naming the models `fit` knows for anything else."""
+    """{name: fn} of the methods `fit` accepts for `model`'s kind: those of the latent Gaussian models for an `LGM`, else those
+    registered for the model's `kind`. A method may still refuse a model whose likelihood or sites it does not support (dual
+    VI needs the likelihood's conjugate, the proximal method a log-concave likelihood, Laplace's method sites with c = 0): a ValueError saying why. A
+    TypeError naming the models `fit` knows for anything else."""
     if isinstance(model, LGM): return MODEL_METHODS.get(model.kind, METHODS)   # another LGM: the latent Gaussian models' methods
     kind = getattr(model, "kind", None)
     if isinstance(kind, str) and kind in MODEL_METHODS and kind not in LGM_KINDS: return MODEL_METHODS[kind]

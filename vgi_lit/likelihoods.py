@@ -11,9 +11,9 @@ from .quadrature import gh_nodes
 
 # %% auto #0
 __all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
-           'kink_panels', 'Probit', 'Poisson', 'log_poch', 'digamma_count_gap', 'log_nb_coef', 'digamma_count_sum',
-           'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT', 'digamma_half_gap', 'Exponential',
-           'StochasticVolatility', 'Ordinal', 'frequency_cutpoints', 'softplus_gap_expect']
+           'kink_panels', 'Probit', 'Poisson', 'panel_log_pred', 'log_poch', 'digamma_count_gap', 'log_nb_coef',
+           'digamma_count_sum', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT', 'digamma_half_gap',
+           'Exponential', 'StochasticVolatility', 'Ordinal', 'frequency_cutpoints', 'softplus_gap_expect']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -223,17 +223,26 @@ class Likelihood:
         _, dm, dv = self.expected_log_lik(y, m, v, **kw)
         return -dm, -2.0 * dv
 
+    _pred_peaked: bool = True    # p(y|f) peaks in f where y puts it: log_pred_density by `panel_log_pred`
+
     def log_pred_density(self, y, m, v, **kw):
-        "log ∫ p(y|f) N(f|m, v) df, by a log-sum-exp over the quadrature nodes (closed form in subclasses)."
+        """log ∫ p(y|f) N(f|m, v) df (closed form in subclasses): for a likelihood whose p(y|f) peaks in f (`_pred_peaked`),
+        `panel_log_pred` around m, the peak and the bends (`_pred_centres`) and, log-concave, the integrand's mode (`kw` not
+        read); otherwise a log-sum-exp over the nodes of `rule` (`kw`: its `method`, `n_gh`)."""
         y = self.check_y(y)
         y, m, v = self._prep(y, m, v); shape = m.shape
         y, m, v = y.ravel(), m.ravel(), v.ravel()
-        f, W = self._pred_rule(y, m, v, **kw)
+        if self._pred_peaked: return panel_log_pred(self, y, m, v, *self._pred_centres(y)).reshape(shape)
+        f, W = self.rule(y, m, v, **kw)
         with np.errstate(divide='ignore'):
             return logsumexp(self.logp(y[:, None], f) + np.log(W), axis=1).reshape(shape)
 
-    def _pred_rule(self, y, m, v, **kw):
-        return self.rule(y, m, v, **kw)
+    def _pred_centres(self, y):
+        "(c, w), (n, T) each: where p(y|f) peaks or bends in f and its width there, `_transitions` and `width` ((n, 0) for none)."
+        t = self._transitions(y)
+        if t is None: return np.zeros((np.size(y), 0)), np.zeros((np.size(y), 0))
+        t = np.reshape(np.asarray(t, float), (np.size(y), -1))
+        return t, np.broadcast_to(np.asarray(self.width, float), t.shape)
 
     def _mean_f(self, f):  # E[y | f]
         raise NotImplementedError
@@ -292,6 +301,7 @@ class _Binary(Likelihood):
     "Labels y ∈ {−1, +1} ({0, 1} recoded); log p(y|f) is a log-concave function of y f that bends at f = 0."
     log_concave = True
     _label = "Bernoulli"
+    _pred_peaked = False         # p(y|f) ≤ 1, one bend at 0: `rule` is exact for the predictive density ('Predictive densities')
     def check_y(self, y): return _check_pm1(y, self._label)
     def _transitions(self, y): return np.zeros((np.size(y), 1))
 
@@ -554,6 +564,51 @@ def _tilted_log_pred(lik, y, m, v, t=None, w=None, method: str = 'auto', n_gh: i
     f, W = gauss_rule(fh, v, T, Wd, method, n_gh)
     with np.errstate(divide='ignore', over='ignore', invalid='ignore'):
         return logsumexp(lik.logp(y[:, None], f) - (f - fh[:, None]) * k[:, None] + np.log(W), axis=1) - 0.5 * d * k
+
+# %% ../nbs/01_likelihoods.ipynb #pnl0fn01
+_PANEL_OFFSETS = np.array([0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 8.5, 12.0, 17.0, 24.0, 34.0])   # `panel_log_pred`'s cuts, in widths from a centre
+
+def panel_log_pred(lik, y, m, v, c=None, w=None, p: int = 10, chunk: int = 2048):
+    """log ∫ p(y|f) N(f|m, v) df for 1-D sites (n,) by composite `p`-node Gauss-Legendre in f, summed by log-sum-exp ('Predictive
+    densities'): panels cut at centre ± width·`_PANEL_OFFSETS` around m (width √v), each centre `c` (n, C) with width `w` (n, C)
+    (where p(y|f) peaks or bends; non-finite centres are left out) and, for a log-concave likelihood, the integrand's mode
+    (`` _tilt_mode ``). A centre narrower than the Gaussian gets further cuts at 34·1.5ᵏ widths out until they span m ± 34√v (a
+    heavy-tailed peak's tails across the Gaussian); cuts beyond every centre's ±34 widths are dropped. Sites with v = 0: log p(y|m).
+    Evaluated `chunk` sites at a time."""
+    y, m, v = (np.asarray(a, float).ravel() for a in (y, m, v))
+    n = m.size
+    c = np.zeros((n, 0)) if c is None else np.asarray(c, float).reshape(n, -1)
+    w = np.broadcast_to(np.asarray(1.0 if w is None else w, float), c.shape)
+    out = np.empty(n)
+    zero = v <= 0
+    if zero.any(): out[zero] = lik.logp(y[zero], m[zero])
+    xg, wg = _gl(p); lwg = np.log(wg)
+    offs = np.concatenate([-_PANEL_OFFSETS[:0:-1], _PANEL_OFFSETS])
+    for lo in range(0, n, chunk):
+        i = np.arange(lo, min(lo + chunk, n)); i = i[~zero[i]]
+        if i.size == 0: continue
+        yi, mi, vi = y[i], m[i], v[i]; s = np.sqrt(vi)
+        C, W = np.concatenate([mi[:, None], c[i]], 1), np.concatenate([s[:, None], w[i]], 1)
+        if lik.log_concave:
+            fh = _tilt_mode(lik, yi, mi, vi)
+            with np.errstate(over='ignore', invalid='ignore'):
+                h = 1.0 / vi - lik.derivs(yi, fh)[2]
+            C, W = np.concatenate([C, fh[:, None]], 1), np.concatenate([W, (1.0 / np.sqrt(np.maximum(h, 1.0 / vi)))[:, None]], 1)
+        ok = np.isfinite(C) & np.isfinite(W) & (W > 0)
+        C, W = np.where(ok, C, mi[:, None]), np.where(ok, W, s[:, None])    # a centre left out: m's again
+        reach = float(np.max((np.abs(C - mi[:, None]) + _PANEL_OFFSETS[-1] * s[:, None]) / W)) / _PANEL_OFFSETS[-1]
+        k = int(min(40, np.ceil(np.log(reach) / np.log(1.5)))) if reach > 1.0 else 0
+        far = _PANEL_OFFSETS[-1] * 1.5 ** np.arange(1, k + 1)              # the further cuts, the same for every centre
+        cuts = np.concatenate([-far[::-1], offs, far])
+        span = (C - _PANEL_OFFSETS[-1] * W).min(1), (C + _PANEL_OFFSETS[-1] * W).max(1)
+        bp = np.sort(np.clip((C[..., None] + W[..., None] * cuts).reshape(i.size, -1), span[0][:, None], span[1][:, None]), axis=1)
+        half = 0.5 * np.diff(bp, axis=1); mid = 0.5 * (bp[:, 1:] + bp[:, :-1])
+        f = (mid[..., None] + half[..., None] * xg).reshape(i.size, -1)
+        with np.errstate(divide='ignore', over='ignore', invalid='ignore'):
+            lw = (np.log(half)[..., None] + lwg).reshape(i.size, -1)        # −∞ on panels of zero width
+            g = lik.logp(yi[:, None], f) - 0.5 * (f - mi[:, None])**2 / vi[:, None] - 0.5 * np.log(2 * np.pi * vi)[:, None]
+            out[i] = logsumexp(np.where(np.isfinite(lw), g + lw, -np.inf), axis=1)
+    return out
 
 # %% ../nbs/01_likelihoods.ipynb #nbn0spl1
 def _softplus(x):
@@ -882,6 +937,14 @@ class Laplace(Likelihood):
             dEdm = np.where(s > 0, (2 * ndtr(u) - 1), np.sign(d)) / b
             dEdv = np.where(s > 0, -pdf / np.where(s > 0, s, 1.0), np.where(d == 0, -np.inf, 0.0)) / b
         return -absdev / b - np.log(2 * b), dEdm, dEdv
+    def log_pred_density(self, y, m, v, **kw):
+        "log p(y) = log(1/2b) + v/2b² + log(e^{−d/b}Φ(d/s − s/b) + e^{d/b}Φ(−d/s − s/b)), d = y − m, s = √v (log p(y|m) at v = 0)."
+        y = self.check_y(y); y, m, v = self._prep(y, m, v)
+        b, d, s = self.scale, y - m, np.sqrt(v)
+        with np.errstate(divide='ignore', invalid='ignore'):
+            u = np.where(s > 0, d / np.where(s > 0, s, 1.0), 0.0); r = s / b
+            out = -np.log(2 * b) + 0.5 * r * r + np.logaddexp(-d / b + log_ndtr(u - r), d / b + log_ndtr(-u - r))
+        return np.where(s > 0, out, -np.abs(d) / b - np.log(2 * b))
     def predict_y(self, m, v, **kw): return np.broadcast_arrays(np.asarray(m, float), np.asarray(v, float))[0].copy()
     def sample(self, f, rng=None):
         rng = np.random.default_rng(rng); f = np.asarray(f, float)
@@ -902,6 +965,9 @@ class StudentT(Likelihood):
         lp = self._C - 0.5 * nu1 * np.log1p(r * r / a)         # naive: log of the density formula
         return lp, nu1 * r / q, nu1 * (r * r - a) / (q * q)
     def _transitions(self, y): return np.reshape(y, (-1, 1))
+    def _pred_centres(self, y):
+        "The peak of p(y|f) in f, y, and its scale σ."
+        return np.reshape(y, (-1, 1)), np.full((np.size(y), 1), np.sqrt(self.scale2))
     def predict_y(self, m, v, **kw):
         "E[y] = m for ν > 1 (undefined, NaN, for ν ≤ 1)."
         m = np.broadcast_arrays(np.asarray(m, float), np.asarray(v, float))[0]
@@ -937,8 +1003,9 @@ class Exponential(Likelihood):
     def _ell_closed(self, y, m, v):
         r = _times_exp(y, m + 0.5 * v, np.log(y))
         return m - r, 1.0 - r, -0.5 * r
-    def _pred_rule(self, y, m, v, **kw):
-        return gauss_rule(m, v, -np.log(y).reshape(-1, 1), 0.3, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
+    def _pred_centres(self, y):
+        "The peak of p(y|f) in f, −log y, where ℓ'' = −1: width 1."
+        return -np.log(y).reshape(-1, 1), np.ones((np.size(y), 1))
     def predict_y(self, m, v, **kw): return np.exp(-np.asarray(m, float) + 0.5 * np.asarray(v, float))
     def sample(self, f, rng=None):
         rng = np.random.default_rng(rng); f = np.asarray(f, float)
@@ -960,8 +1027,10 @@ class StochasticVolatility(Likelihood):
     def _ell_closed(self, y, m, v):
         q = self._half_y2_exp(y, -m + 0.5 * v)
         return -0.5 * _LOG2PI - 0.5 * m - q, -0.5 + q, -0.5 * q
-    def _pred_rule(self, y, m, v, **kw):
-        return gauss_rule(m, v, np.log(np.maximum(y * y, 1e-300)).reshape(-1, 1), 0.3, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
+    def _pred_centres(self, y):
+        "The peak of p(y|f) in f, log y² (y = 0: none), where ℓ'' = −½: width √2."
+        t = np.log(np.where(y == 0, 1.0, y * y)).reshape(-1, 1)
+        return t, np.full(t.shape, np.sqrt(2.0))
     def log_pred_density(self, y, m, v, **kw):
         "`log ∫ N(y|0, e^f) N(f|m, v) df` by quadrature; at y = 0 (an unbounded tilt `e^{−f/2}`) the closed form `−½log 2π − m/2 + v/8`."
         out = super().log_pred_density(y, m, v, **kw)
@@ -983,6 +1052,7 @@ def _sigmoid(x):
 class Ordinal(Likelihood):
     "`p(k|f) = σ(c_k − f) − σ(c_{k−1} − f)`, k = 0..K−1 (cumulative logit, strictly increasing `cutpoints`)."
     log_concave = True
+    _pred_peaked = False         # p(k|f) ≤ 1, bends at the cut points: `rule` is exact for the predictive density ('Predictive densities')
     def __init__(self, cutpoints, **kw):
         super().__init__(**kw)
         c = _as_float_array(cutpoints, "cutpoints")

@@ -15,7 +15,7 @@ from ..likelihoods import Gaussian
 from ..kernels import Stationary, RBF, Matern12, Matern32, Matern52
 from ..vlb import site_terms, vlb, grad_m, grad_L
 from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit, register_learner
-from ..inference import Progress, DegenerateFitWarning, RunawayParameterWarning
+from ..inference import Progress, DegenerateFitWarning, RunawayParameterWarning, user_stacklevel
 from ..io import history_spec, history_from_spec, register_result
 
 # %% auto #0
@@ -533,6 +533,8 @@ def _inner_fit(model, method: str, **opts):
 _INNER_REL = 3e-3   # `learn`'s default inner solves: tol raised to this times the outer gradient's ∞-norm at the previous evaluation
 _NOISE_GAIN = 1e-2   # nats: ``_learn_wide`` keeps a Gaussian noise variance at the jitter's level (`noise_floor`) once less than this (or tol_rel·|VLB|) is left to σ² → 0
 _EDGE_RISE = 1e-3   # ``_learn_once``'s `edge_stop`: the VLB's relative rise per e-fold out of the box that stops a run at the edge
+_PLATEAU_GRAD = 1e-2   # nats per e-fold: a plateau (`tol_rel`) with a larger outer gradient restarts L-BFGS-B ('Stopping when learning has stopped improving')
+_PLATEAU_RESTARTS = 2   # at most this many such restarts per run
 
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
                 origin=None, post0=None, rescale: bool = True, scales0=None, cache=None, edge_stop: bool = False,
@@ -618,10 +620,10 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         if len(theta0) == 0:
             evaluate(theta0); theta, message, stop = theta0, "no free parameters", Stop.GRAD_TOL
         else:
-            s = 1.0 / max(1.0, float(np.max(np.abs(evaluate(theta0)[1]))))      # first step ≤ 1 per coordinate
-            its = state['its']
+            sc = [1.0 / max(1.0, float(np.max(np.abs(evaluate(theta0)[1]))))]   # the scale: first step ≤ 1 per coordinate
+            its, since = state['its'], [0]                                        # `since`: the iterations before the last restart
             def after(intermediate_result):                                       # once per outer iteration
-                its.append(-float(intermediate_result.fun) / s)                   # the VLB of the new iterate
+                its.append(-float(intermediate_result.fun) / sc[0])               # the VLB of the new iterate
                 if edge_stop:
                     x = np.asarray(intermediate_result.x, dtype=float)
                     up = -evaluate(x)[1]                                          # cached: the iterate is the last point evaluated
@@ -629,15 +631,22 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
                     if np.any(hp.is_log[hp.free] & (np.abs(x) >= bound - 1e-9) & (np.sign(up) == np.sign(x)) & steep):
                         state['edge'] = np.flatnonzero(hp.is_log[hp.free] & (np.abs(x) >= bound - 1e-9) & (np.sign(up) == np.sign(x)) & steep)
                         raise StopIteration
-                if tol_rel > 0 and len(its) > window and its[-1] - its[-1 - window] <= tol_rel * abs(its[-1]):
+                if tol_rel > 0 and len(its) - since[0] > window and its[-1] - its[-1 - window] <= tol_rel * abs(its[-1]):
                     rise = its[-1] - its[-1 - window]
                     state['plateau'] = (f"the VLB rose by {rise:.3g} ({rise / max(abs(its[-1]), 1e-300):.2g} relative) over the last {window} "
                                         f"outer iterations, at most tol_rel = {tol_rel:g}: learning has stopped improving")
                     raise StopIteration
             from scipy.optimize import minimize
-            res = minimize(lambda th: tuple(s * v for v in evaluate(th)), theta0, jac=True, method="L-BFGS-B", callback=after,
-                           bounds=list(zip(np.where(np.isfinite(lo), lo, None), np.where(np.isfinite(hi), hi, None))),
-                           options=dict(maxiter=int(max_iter), gtol=s * tol, ftol=0.0, maxcor=20))
+            x0, restarts = theta0, 0
+            while True:
+                res = minimize(lambda th: tuple(sc[0] * v for v in evaluate(th)), x0, jac=True, method="L-BFGS-B", callback=after,
+                               bounds=list(zip(np.where(np.isfinite(lo), lo, None), np.where(np.isfinite(hi), hi, None))),
+                               options=dict(maxiter=max(1, int(max_iter) - len(its)), gtol=sc[0] * tol, ftol=0.0, maxcor=20))
+                if 'plateau' not in state or state['gn'] <= _PLATEAU_GRAD or restarts >= _PLATEAU_RESTARTS or len(its) >= max_iter: break
+                restarts += 1; x0 = np.asarray(res.x, dtype=float)                # the optimiser stalled, not the VLB: fresh memory
+                hist[-1].events.append(Event(EventKind.SOLVER, f"{state.pop('plateau')}, with the outer gradient's ∞-norm at {state['gn']:.3g} "
+                                             f"(above {_PLATEAU_GRAD:g} nats per e-fold): L-BFGS-B restarted from this iterate with a fresh memory"))
+                sc[0] = 1.0 / max(1.0, float(np.max(np.abs(evaluate(x0)[1])))); since[0] = len(its)
             theta, message = res.x, str(res.message)
             evaluate(theta)
             gn = hist[-1].grad_norm
@@ -816,7 +825,8 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
         parameter). An unknown name is a ValueError listing the model's parameters.
     tol: stop (`Stop.GRAD_TOL`) when the ∞-norm of the outer gradient (on the box) is ≤ tol.
     tol_rel, window: also stop (`Stop.REL_TOL`, a PLATEAU event) when the VLB has risen by at most tol_rel·|VLB|
-        over the last `window` outer iterations (default 1e-7 over 5; tol_rel=0 turns the test off).
+        over the last `window` outer iterations (default 1e-7 over 5; tol_rel=0 turns the test off); at such a plateau with
+        the outer gradient's ∞-norm still above 10⁻² nats per e-fold, L-BFGS-B instead restarts there with a fresh memory (at most twice).
     max_iter, max_seconds, callback: the outer budget (per run; each inner solve, and each runaway probe, gets
         at most the time left) and `callback(record)` (True stops); a `Progress` callback shows max_iter as its
         total (records carry `outer_iter`, the outer iterations done) and max_seconds as its time budget.
@@ -862,11 +872,11 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     best = max(runs, key=lambda r: r.vlb if np.isfinite(r.vlb) else -np.inf)
     if restarts: best.runs = runs
     for name, value in best.edges.items():
-        warnings.warn(edge_text(name, value, best.box[2]), RunawayParameterWarning, stacklevel=2)
+        warnings.warn(edge_text(name, value, best.box[2]), RunawayParameterWarning, stacklevel=user_stacklevel())
     why = degenerate(best.posterior, advice=False) if np.isfinite(best.vlb) else None
     if why is not None:                                                # the event: the reason; the warning: the reason and what to try
         best.history[-1].events.append(Event(EventKind.DEGENERATE, why))
-        warnings.warn(f"learning ended at a trivial optimum: {why}. What to try: {_advice(best.model)}", DegenerateFitWarning, stacklevel=2)
+        warnings.warn(f"learning ended at a trivial optimum: {why}. What to try: {_advice(best.model)}", DegenerateFitWarning, stacklevel=user_stacklevel())
     return best
 
 def _runaway(hp, theta0, theta, g, post, hist, method, inner, bound, factor: float = 100.0, scales=None, seen=None, tol: float = 0.0):
@@ -975,7 +985,7 @@ _EDGES = {("likelihood.df", 1): "df → ∞: the residuals look Gaussian (a Stud
           ("kernel.lengthscale", 1): "the latent function does not vary along this input: the input is irrelevant (the finite value predicts the same)",
           ("kernel.lengthscale", -1): "the latent function varies faster than the inputs are spaced and fits each point on its own: standardise the inputs or start the lengthscale from the data",
           ("kernel.variance", -1): "the latent function is switched off: the model predicts its prior mean everywhere (standardise the inputs, restarts)",
-          ("kernel.variance", 1): "the latent function's scale is unbounded: labels separable by the inputs, or a likelihood scale learned with it",
+          ("kernel.variance", 1): "the latent function's scale keeps growing: classes separable by the inputs, a likelihood scale learned with it, or targets in units far from the box (standardise them)",
           ("likelihood.variance", -1): "the noise variance → 0: the model interpolates the targets (their noise, if any, lies below the prior's jitter, which carries it)",
           ("likelihood.variance", 1): "the noise explains all of the targets: the inputs do not predict them",
           ("likelihood.scale", -1): "the noise scale → 0: the model interpolates the targets",

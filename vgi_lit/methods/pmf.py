@@ -14,7 +14,7 @@ from ..models import PriorCov, GaussianPrior
 from ..models.pmf import PMF, check_indices
 from ..models.blocks import Blocks, block_kl, block_sum, block_gram, natural_step, closed_form_prior
 from ..likelihoods import Likelihood, Gaussian
-from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method, DegenerateFitWarning, CONVERGED_STOPS
+from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method, DegenerateFitWarning, CONVERGED_STOPS, user_stacklevel
 from ..driver import Step, run, rel_tol_evaluated
 from ..io import register_posterior
 from .svi import Adagrad, site_derivs, step_size
@@ -594,7 +594,7 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
     why = collapse(model, st) if stop in CONVERGED_STOPS else None                 # a run cut short is not at an optimum
     if why:
         last.events.append(Event(EventKind.DEGENERATE, f"{why}. What to do: {COLLAPSE_ADVICE}"))
-        warnings.warn(DegenerateFitWarning(f"the PMF fit collapsed towards its offsets: {why}. What to do: {COLLAPSE_ADVICE}"), stacklevel=2)
+        warnings.warn(DegenerateFitWarning(f"the PMF fit collapsed towards its offsets: {why}. What to do: {COLLAPSE_ADVICE}"), stacklevel=user_stacklevel())
         message += f"; degenerate: {why}"
     return PMFPosterior(model, st, method, last.vlb, stop, hist, message, t,
                         dict(batch_size=batch_size, n_u=n_u, n_f=n_f, expect=expect, schedule=schedule, lr=lr,
