@@ -208,3 +208,18 @@ def test_bad_options_are_refused_by_name(method, what, opts, says):
     model = _model("glm", "Logistic")
     if method in ("prox", "laplace") and what.startswith("V0"): says = ("V0",)
     _refused(lambda: fit(model, method, **opts), *says)
+
+
+def test_text_in_X_names_the_text_entry():
+    Xo = X.astype(object); Xo[3, 1] = "a"
+    with pytest.raises(TypeError, match=r"such as 'a' at index \[3, 1\]"): GLM(Xo, LIKS["Logistic"][1], L.Logistic())
+
+
+def test_a_short_y_new_is_named_against_the_rows_of_X_new():
+    post = fit(GLM(X, LIKS["Logistic"][1], L.Logistic()))
+    with pytest.raises(ValueError, match="y_new has 7 entries and X_new 8 rows"): post.log_pred_density(X, LIKS["Logistic"][1][:-1])
+
+
+def test_a_stochastic_run_that_spends_its_epochs_names_the_option():
+    post = fit(GLM(X, LIKS["Poisson"][1], L.Poisson()), "mc-ssvi", max_epochs=1, seed=0)
+    assert post.stop is Stop.BUDGET and "raise max_epochs" in post.message and "max_epochs=1" in post.message

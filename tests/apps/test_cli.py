@@ -519,3 +519,15 @@ def test_softmax_gp_integer_classes(tmp_path, capsys):
     assert "coded 0..2" in out and "read from the target" not in out and "learning" not in out
     names, P = read_csv(tmp_path / "p.csv")
     assert names == ["y_pred", "p_0", "p_1", "p_2"] and np.mean(P[:, 0] == ds.target[idx[60:75]]) >= 0.8
+
+
+def test_softmax_fit_that_ignores_its_inputs_warns(tmp_path, capsys):
+    "A softmax GLM held at prior variance 1e-8 (text target at 70/20/10%) predicts the same probabilities everywhere: the command says so."
+    rng = np.random.default_rng(2); X = rng.normal(size=(200, 4)); cls = rng.choice(["a", "b", "c"], size=200, p=[0.7, 0.2, 0.1])
+    path = tmp_path / "noise3.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh); w.writerow([f"x{j}" for j in range(4)] + ["cls"])
+        for i in range(200): w.writerow([repr(float(v)) for v in X[i]] + [cls[i]])
+    assert main(["fit", str(path), "--target", "cls", "--model", "glm", "--prior-var", "1e-8", "--no-learn", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "does not use its inputs" in err and "class depends on the inputs" in err, err

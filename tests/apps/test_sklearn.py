@@ -322,3 +322,49 @@ def test_multiclass_glm_coef_and_save(tmp_path):
         assert np.array_equal(back.predict_proba(X[::9]), est.predict_proba(X[::9]))
         assert type(load(tmp_path / "mc.npz", as_saved=False)).__name__ == "MultiPosterior"
     assert np.array_equal(load(glm.save(tmp_path / "g.npz")).coef_, glm.coef_)
+
+
+def test_multiclass_fit_that_ignores_its_inputs_warns():
+    """A softmax GP whose kernel variance is held at 1e-8 predicts the same probabilities at every row and says so (learned on
+    100 rows of noise inputs, the kernel's lengthscale runs to 4e3 with the same outcome, in 6 s); a GLM on informative inputs does not."""
+    from vgi_lit.inference import DegenerateFitWarning
+    from vgi_lit.kernels import RBF
+    rng = np.random.default_rng(2); X = rng.normal(size=(60, 4)); y = rng.choice(3, size=60, p=[0.7, 0.2, 0.1])
+    with pytest.warns(DegenerateFitWarning, match="no evidence that the class depends on the inputs"):
+        clf = VGClassifier(latent="gp", kernel=RBF(1e-8, 1.0), learn_hyperparameters=False).fit(X, y)
+    assert np.ptp(clf.predict_proba(X), axis=0).max() < 0.01
+    Xi = rng.normal(size=(100, 2)); yi = np.digitize(Xi[:, 0] + 0.5 * rng.normal(size=100), [-0.5, 0.5])   # informative
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateFitWarning)
+        VGClassifier(latent="glm").fit(Xi, yi)
+
+
+def test_save_writes_the_documented_argument_forms():
+    "fit_options={'fixed': {...}} (a set, as the docs write it) and NumPy scalars save and load; a random generator is refused by name."
+    rng = np.random.default_rng(0); X = rng.normal(size=(60, 2)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
+    import tempfile, os
+    est = VGRegressor(latent="glm", likelihood="student_t", fit_options={"fixed": {"likelihood.df"}}, random_state=np.int64(3),
+                      prior_var=np.float32(2.0)).fit(X, y)
+    path = os.path.join(tempfile.mkdtemp(), "est.npz")
+    back = VGRegressor.load(est.save(path))
+    assert np.array_equal(back.predict(X), est.predict(X)) and back.random_state == 3 and back.fit_options == {"fixed": ["likelihood.df"]}
+    bad = VGRegressor(latent="glm", random_state=np.random.RandomState(0)).fit(X, y)
+    with pytest.raises(ValueError, match="params.random_state.*RandomState"): bad.save(path)
+
+
+def test_count_gp_far_from_the_data_returns_to_the_targets_level():
+    "The count GP's constant mean is learned: far from the data the predicted count e^{mean + σ²/2} is near mean(y), not mean(y)·e^{σ²/2}."
+    rng = np.random.default_rng(0); X = rng.uniform(-3, 3, (300, 1)); y = rng.poisson(np.exp(1 + np.sin(2 * X[:, 0])))
+    for latent in ("gp", "sparse_gp"):
+        m = VGPoissonRegressor(latent=latent).fit(X, y)
+        far, h = float(m.predict([[50.0]])[0]), m.hyperparameters_
+        assert "mean" in h and abs(far - np.exp(h["mean"] + 0.5 * h["kernel.variance"])) < 1e-6 * far
+        assert abs(far / y.mean() - 1) < 0.15, (far, y.mean())
+        assert far < y.mean() * np.exp(0.5 * h["kernel.variance"]) - 0.3             # what the held mean log(mean y) gave
+
+
+def test_kernel_of_another_library_is_named_with_its_module():
+    sk_rbf = pytest.importorskip("sklearn.gaussian_process.kernels").RBF
+    rng = np.random.default_rng(0); X = rng.normal(size=(20, 2)); y = X[:, 0]
+    with pytest.raises(TypeError, match="sklearn.gaussian_process.kernels.*RBF"): VGRegressor(kernel=sk_rbf()).fit(X, y)

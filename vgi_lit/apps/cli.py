@@ -21,7 +21,7 @@ from ..models.multi_sparse import MultiSparseGP
 from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
-                                 data_kernel, variance_start, degenerate_fit, runaway_parameters, degenerate_advice,
+                                 data_kernel, variance_start, degenerate_fit, multiclass_degenerate, runaway_parameters, degenerate_advice,
                                  CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, REAL)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
@@ -109,9 +109,10 @@ def ordinal_codes(y, target="y"):
 def build_model(X, y, names, a, cutpoints=None):
     """The model the options `a` describe, for inputs X (with column `names`, standardised or not as the options
     say) and targets y (`cutpoints`: the start of an ordinal likelihood's cut points). The kernel starts from the
-    data (`data_kernel`, `variance_start`) unless `a.kernel_start` is 'unit'; a count GP's constant mean is
-    log(mean(y)), a real target's GP's (Gaussian, Laplace, Student-t) mean(y), so that far from the data the
-    prediction returns to the targets' level, not to 0."""
+    data (`data_kernel`, `variance_start`) unless `a.kernel_start` is 'unit'; a count GP's constant mean starts at
+    log(mean(y)) (learned with the kernel, `cmd_fit`: far from the data the predicted count is e^{mean + σ²/2}), a real
+    target's GP's (Gaussian, Laplace, Student-t) is mean(y), so that far from the data the prediction returns to the
+    targets' level, not to 0."""
     kind = a.model.replace("-", "_")
     if a.likelihood == "softmax": return _softmax_model(X, y, names, a, kind)
     lik = Ordinal(cutpoints) if a.likelihood == "ordinal" else LIKELIHOODS[a.likelihood]()
@@ -486,6 +487,7 @@ def cmd_fit(a, out=print, err=None):
     if a.fix:
         if not a.learn: raise CLIError("--fix holds a learned hyperparameter: it needs learning (drop --no-learn)")
         opts["fixed"] = set(a.fix)
+    if a.learn and model.kind != "glm" and getattr(model.likelihood, "log_link", False): opts["learn_mean"] = True
     r = a.restarts if a.restarts is not None else (2 if model.kind != "glm" and a.likelihood in ("logistic", "probit") else 0)
     t0 = time.perf_counter()
     try:
@@ -564,6 +566,8 @@ def _fit_softmax(a, model, enc, scaler, codes, labels, out, err=None):
     ran = [e.detail for _, e in post.history.events if e.kind is EventKind.BOUND_ACTIVE] if a.learn else []
     if ran: _warn("learning ran a parameter to its bound: " + "; ".join(ran) + f". {RUNAWAY_ADVICE}", err)
     glm = isinstance(post.model, MultiGLM)
+    why = multiclass_degenerate(post, post.model.X if glm else post.model.Xtrain)
+    if why: _warn("the fitted model does not use its inputs: " + "; ".join(why), err)
     if glm: out(class_coefficient_tables(post, enc.feature_names, scaler, a.intercept, labels))
     out(class_table(post, post.model.X if glm else post.model.Xtrain, codes, labels))
     if a.out: out(f"fitted posterior written to {_save_with_table(post, a, enc, scaler, labels)}")

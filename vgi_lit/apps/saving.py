@@ -12,10 +12,35 @@ from .. import io as vio
 __all__ = ['app_spec', 'save_app', 'load_app']
 
 # %% ../../nbs/apps/49a_saving.ipynb #sv05
+def _json_value(x):
+    """The JSON form of a value `json` has none for: a NumPy number as the Python number, a set as its sorted list (the form
+    in which `fixed={...}` is given), a NumPy array as nested lists; a TypeError for anything else."""
+    if isinstance(x, (np.bool_,)): return bool(x)
+    if isinstance(x, np.integer): return int(x)
+    if isinstance(x, np.floating): return float(x)
+    if isinstance(x, (set, frozenset)): return sorted(x, key=repr)
+    if isinstance(x, np.ndarray) and x.dtype.kind in "biuf": return x.tolist()
+    raise TypeError(f"{type(x).__module__}.{type(x).__qualname__} has no JSON form")
+
+def _unwritable(spec, at: str = ""):
+    "The path ('params.random_state') of the first value in `spec` that `_json_value` cannot write, and the reason."
+    items = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (list, tuple)) else None
+    if items is None:
+        try: json.dumps(spec, default=_json_value); return None
+        except (TypeError, ValueError) as e: return at or "the value", str(e)
+    for k, v in items:
+        found = _unwritable(v, f"{at}.{k}" if at else str(k))
+        if found: return found
+    return None
+
 def app_spec(spec: dict, what: str) -> np.ndarray:
-    "The description `spec` as a 0-d JSON string array, or a ValueError naming `what` when a value has no JSON form (no pickle)."
-    try: return np.array(json.dumps(spec))
-    except TypeError as e: raise ValueError(f"save: an argument of the {what} cannot be written without pickle ({e})") from None
+    """The description `spec` as a 0-d JSON string array; NumPy numbers and sets are written as Python numbers and sorted
+    lists (`_json_value`). A ValueError naming `what`, the argument and its type when a value has no JSON form (no pickle)."""
+    try: return np.array(json.dumps(spec, default=_json_value))
+    except (TypeError, ValueError):
+        where, why = _unwritable(spec) or ("an argument", "no JSON form")
+        raise ValueError(f"save: the {what}'s {where} cannot be written without pickle ({why}); pass a plain number, "
+                         f"string, list or dict there (a seed instead of a random generator)") from None
 
 # %% ../../nbs/apps/49a_saving.ipynb #sv06
 def save_app(posterior, path, key: str, spec: dict, arrays: dict | None = None, what: str = "object"):

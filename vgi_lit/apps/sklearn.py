@@ -20,7 +20,7 @@ from .tables import fit_quietly as _fit
 from ..kernels import Kernel, RBF
 from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
-from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, runaway_parameters,
+from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, runaway_parameters,
                                  DegenerateFitWarning, RunawayParameterWarning, degenerate_advice,
                                  ESTIMATOR_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, LargeGPWarning, large_gp_note)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
@@ -109,7 +109,7 @@ class _VGEstimator(BaseEstimator):
             return GLM(A, y, lik, prior_mean=0.0, prior_cov=self.prior_var)
         if self.kernel is None: kernel = data_kernel(RBF(), Z, variance_start(lik, y))
         elif isinstance(self.kernel, Kernel): kernel = self.kernel
-        else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
+        else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as vgi_lit.kernels.RBF(), got {type(self.kernel).__module__}.{type(self.kernel).__qualname__}")
         if latent == "gp":
             self._warn_large(len(Z))
             return GP(Z, y, lik, kernel, mean=mean)
@@ -133,6 +133,8 @@ class _VGEstimator(BaseEstimator):
         fitted attributes; warn on a degenerate fit or a parameter at its bound."""
         opts = dict(self.fit_options or {})
         learn = bool(self.learn_hyperparameters)
+        if learn and model.kind != "glm" and getattr(model.likelihood, "log_link", False):
+            opts.setdefault("learn_mean", True)                        # a log link: E[y] far from the data is e^{mean + σ²/2}
         r = self.n_restarts
         if r is None: r = self._default_restarts if model.kind != "glm" else 0
         if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
@@ -331,7 +333,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         else:
             if self.kernel is None: kernel = data_kernel(RBF(), Z, MULTICLASS_VARIANCE)
             elif isinstance(self.kernel, Kernel): kernel = self.kernel
-            else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as RBF(), got {type(self.kernel).__name__}")
+            else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as vgi_lit.kernels.RBF(), got {type(self.kernel).__module__}.{type(self.kernel).__qualname__}")
             if latent == "gp": self._warn_large(len(Z))
             model = MultiGP(Z, k, lik, kernel) if latent == "gp" else MultiSparseGP(Z, k, lik, kernel, self._inducing_rows(Z))
         opts = dict(self.fit_options or {})
@@ -340,6 +342,8 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         self.fit_result_, self.posterior_ = post, post
         self.hyperparameters_ = dict(post.info.get("theta", {})) if learn else {}
         self._set_fitted(post)
+        why = multiclass_degenerate(post, post.model.X if isinstance(post.model, MultiGLM) else post.model.Xtrain)
+        if why: warnings.warn(DegenerateFitWarning(f"{type(self).__name__}: the fitted model does not use its inputs: " + "; ".join(why)), stacklevel=3)
         ran = [e.detail for _, e in post.history.events if e.kind is EventKind.BOUND_ACTIVE] if learn else []
         if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
                                                       + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
@@ -462,7 +466,10 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
     __doc__ = """Count regression with a latent Gaussian model: y ~ Poisson(e^f), or with `likelihood="negative-binomial"`
     y ~ NB(mean e^f, dispersion r) (variance e^f + e^{2f}/r: over-dispersed counts; r learned by the VLB with the other
     hyperparameters, `dispersion_`). Targets must be non-negative integers (declared to scikit-learn as positive-only
-    targets). A GP's constant mean is log(mean(y)); its kernel variance starts at the variance of log(y + 1/2).""" + _COMMON_DOC
+    targets). A GP's constant mean starts at log(mean(y)) and, with `learn_hyperparameters`, is learned with the kernel
+    (far from the data the predicted count is e^{mean + σ²/2}, σ² the kernel variance, so a mean held at log(mean(y)) would
+    put it above the targets' level; `fit_options={"learn_mean": False}` holds it); the kernel variance starts at the
+    variance of log(y + 1/2).""" + _COMMON_DOC
     def __init__(self, latent="gp", kernel=None, standardize=True, method=None, learn_hyperparameters=True,
                  n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None,
                  progress=False, likelihood="poisson"):

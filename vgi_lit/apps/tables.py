@@ -17,8 +17,8 @@ from ..methods.hyper import HyperFit, degenerate
 # %% auto #0
 __all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'LARGE_GP_ROWS', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL',
            'COUNT', 'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit',
-           'degenerate_advice', 'runaway_parameters', 'LargeGPWarning', 'large_gp_note', 'TableError', 'read_table',
-           'column_values', 'TableEncoder', 'target_coding']
+           'degenerate_advice', 'multiclass_degenerate', 'runaway_parameters', 'LargeGPWarning', 'large_gp_note',
+           'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -95,7 +95,7 @@ def data_kernel(kernel, Z, variance: float = 1.0):
     """`kernel` with its parameters started from the inputs Z (n, p): a stationary kernel's lengthscale(s) at the
     `median_distance` of the rows of Z and its variance at `variance`; a Linear kernel's variance at variance / p
     per input. Any other kernel is returned unchanged."""
-    if not isinstance(kernel, Kernel): raise TypeError(f"kernel must be a vgi_lit.kernels kernel, got {type(kernel).__name__}")
+    if not isinstance(kernel, Kernel): raise TypeError(f"kernel must be a vgi_lit.kernels kernel, got {type(kernel).__module__}.{type(kernel).__qualname__}")
     Z = np.asarray(Z, dtype=float)
     if isinstance(kernel, Stationary):
         ls = median_distance(Z)
@@ -167,6 +167,18 @@ ESTIMATOR_OPTIONS = dict(standardize="standardize=True", data_start="kernel=None
                          sparse="latent='sparse_gp' (n_inducing=M rows)", glm="latent='glm'")
 CLI_OPTIONS = dict(standardize="drop --no-standardize", data_start="--kernel-start data", learn="drop --no-learn",
                    restarts="--restarts {}", sparse="--model sparse-gp (--inducing M rows)", glm="--model glm")
+
+# %% ../../nbs/apps/49_tables.ipynb #tbmc1
+def multiclass_degenerate(post, X, spread: float = 0.01) -> list:
+    """Why a softmax fit `post` (a `MultiPosterior`) does not use its inputs, as sentences for a warning (empty: it does):
+    its predicted class probabilities at the training inputs `X` vary by less than `spread` across the rows."""
+    P = np.asarray(post.predict_proba(X), dtype=float)
+    if P.ndim != 2 or P.shape[0] < 2: return []
+    ranges = P.max(axis=0) - P.min(axis=0)
+    if ranges.max() >= spread: return []
+    return [f"the fit finds no evidence that the class depends on the inputs: every class's predicted probability varies by at most "
+            f"{ranges.max():.2g} over the training rows (the probabilities, {np.round(P.mean(axis=0), 3).tolist()}, are those of the class "
+            f"frequencies); check that the inputs carry information about the label"]
 
 # %% ../../nbs/apps/49_tables.ipynb #tb18
 def runaway_parameters(res) -> list:

@@ -22,7 +22,7 @@ from .hyper import HyperParams, hyper_values
 # %% auto #0
 __all__ = ['METHODS', 'SVIState', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream', 'gauss_update',
            'batch_objective', 'backtracking_step', 'svi_step', 'pd_factor', 'glm_prior_closed_form', 'with_prior_state',
-           'PriorLearner', 'epoch_order', 'SVIOptions', 'svi_run']
+           'PriorLearner', 'epoch_order', 'SVIOptions', 'svi_advice', 'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
 METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
@@ -322,7 +322,9 @@ class SVIOptions:
       holds all the data, 200, or 300 for s-dsvi, whose ADAGRAD steps shrink with the accumulated squared gradients).
     - `whiten`: coordinates of the standard-gradient steps: True or 'prior' (ṽ = L_Σ⁻¹(m − μ), L̃ = L_Σ⁻¹L), False (m, L as
       they are), or, for h-mc-ssvi only, 'q' (the mean whitened by q's own covariance: a plain gradient step of size ρ_t
-      there, m + ρ_t V'ĝ). Default 'q' for h-mc-ssvi; for s-dsvi True on a dense prior Σ, else False.
+      there, m + ρ_t V'ĝ). Default 'q' for h-mc-ssvi; for s-dsvi True on a dense prior Σ, else False. On a latent Gaussian
+      model h-mc-ssvi with whiten='q' takes the same steps as mc-ssvi (the same seed gives the same result); its ADAGRAD
+      mean step, the hybrid, is whiten=True or False.
     - `eval_every`: steps between full-data VLB evaluations (default one epoch).
     - `backtrack`: s-dsvi only (default True): scale its ADAGRAD steps down by halving until the mini-batch objective
       does not decrease (`backtracking_step`; events DAMPED, STEP_REJECTED).
@@ -386,6 +388,20 @@ class SVIOptions:
         return o, events
 
 
+# %% ../../nbs/methods/14_svi.ipynb #sviadv1
+def svi_advice(stop, steps: int, max_epochs: float, why: str = "") -> str:
+    """What the message of a stochastic run adds to '<stop> after <steps> steps': nothing for a converged run or one the
+    user or a budget of theirs cut short; otherwise why it ended (`why`, the driver's reason) and what to change."""
+    if stop is Stop.BUDGET:
+        return (f": max_epochs={max_epochs:g} spent before the full-data VLB settled (its relative change stayed above tol); "
+                f"raise max_epochs, or take a smaller constant step (schedule=0.1) if the VLB trace oscillates")
+    if stop is Stop.NOT_FINITE:
+        return (f": {why or 'the VLB or the state overflowed'}; start narrower (V0=0.01, where a log link's e^(m + v/2) overflows "
+                f"at V0 = 1) or take smaller steps (schedule=0.1)")
+    if stop is Stop.STALLED:
+        return ": no evaluated state improved on the start (the steps diverge); take smaller steps (schedule=0.1, or schedule='rm' with a larger tau)"
+    return ""
+
 # %% ../../nbs/methods/14_svi.ipynb #e949235c
 def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, max_seconds=None, callback=None,
             options: SVIOptions | None = None, **kw) -> VGPosterior:
@@ -440,8 +456,12 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         if order["pos"] + bs > n: order.update(perm=epoch_order(model, rng, o.batch_order == "chunks"), pos=0)
         idx = np.sort(order["perm"][order["pos"]:order["pos"] + bs]); order["pos"] += bs
         rho = step_size(t, o.schedule, o.tau, o.kappa)
-        if o.backtrack: st_new, events, gns, _ = backtracking_step(model, st, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten, 1.0)
-        else: st_new, events, gns = svi_step(model, st, method, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten)
+        try:
+            if o.backtrack: st_new, events, gns, _ = backtracking_step(model, st, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten, 1.0)
+            else: st_new, events, gns = svi_step(model, st, method, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten)
+        except ValueError as e:                                        # the site precisions overflowed: no factor of the new precision
+            if "not positive definite" not in str(e): raise
+            return Halt(Stop.NOT_FINITE, f"step {t}: the new precision could not be factorised (the site precisions overflowed: {e})")
         if not np.all(np.isfinite(st_new.m)):                          # the last finite state stays the state
             return Step(s, np.nan, None, method, events, dict(points=t * bs))
         hyper, gain = {}, s["gain"]
@@ -483,7 +503,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     if not np.isfinite(last.vlb):
         last.vlb, last.grad_norm = vlb_stream(model, st.m, st.cov)
     return VGPosterior(model, st.m, st.cov, method, last.vlb, stop, hist,
-                       f"{stop.value} after {t} steps ({t * bs / n:.2f} epochs)", n_iter=t, state=st,
+                       f"{stop.value} after {t} steps ({t * bs / n:.2f} epochs){svi_advice(stop, t, o.max_epochs, r.message)}", n_iter=t, state=st,
                        batch_size=bs, schedule=o.schedule, expect=o.expect, whiten=o.whiten, seed=o.seed, n_samples=o.n_samples,
                        jitter=jitter, hyper=None if learner is None else learner.values(model))
 

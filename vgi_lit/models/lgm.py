@@ -60,7 +60,12 @@ def _real_array(x, name):
         raise TypeError(f"{name} is complex ({a.dtype}); the model is real: pass {name}.real if the imaginary part is meant to be zero")
     try: return a.astype(float, copy=False)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be numeric, got {a.dtype} values" + (f" such as {a.flat[0]!r}" if a.size else "")) from None
+        bad = None
+        for idx, v in np.ndenumerate(a):                                   # the first entry that is not a number, named
+            try: float(v)
+            except (TypeError, ValueError): bad = (idx, v); break
+        at = "" if bad is None else f" such as {bad[1]!r} at index {list(bad[0])}"
+        raise TypeError(f"{name} must be numeric, got {a.dtype} values{at}") from None
 
 def _sparse_rows(X, name="X"):
     """A scipy.sparse design matrix as the model's own CSR matrix (a copy, float64, indices sorted, duplicates summed,
