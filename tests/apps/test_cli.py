@@ -531,3 +531,17 @@ def test_softmax_fit_that_ignores_its_inputs_warns(tmp_path, capsys):
     assert main(["fit", str(path), "--target", "cls", "--model", "glm", "--prior-var", "1e-8", "--no-learn", "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert "does not use its inputs" in err and "class depends on the inputs" in err, err
+
+
+def test_predict_names_every_missing_column_and_fractional_counts_get_no_class_advice(tmp_path, capsys):
+    rng = np.random.default_rng(0); X = rng.normal(size=(30, 3)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    tr = _write(tmp_path / "tr.csv", X, y); te = _write(tmp_path / "te.csv", X[:5, :1])
+    assert main(["fit", tr, "--target", "y", "--model", "glm", "--no-learn", "--no-progress", "--out", str(tmp_path / "f.npz")]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "f.npz"), te]) == 2
+    err = capsys.readouterr().err
+    assert "missing columns 'x1', 'x2'" in err, err
+    (tmp_path / "frac.csv").write_text("x0,y\n1.0,1\n2.0,2\n3.0,3.5\n4.0,4\n")
+    assert main(["fit", str(tmp_path / "frac.csv"), "--target", "y", "--likelihood", "poisson", "--model", "glm", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "non-negative integers" in err and "softmax" not in err, err

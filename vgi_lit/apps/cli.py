@@ -425,7 +425,8 @@ def _read_training(a, out):
         else:
             try: a.likelihood, y, labels = target_coding(yv, a.likelihood, a.target, lines)
             except TableError as e:                          # more than two values: unordered classes are one more choice
-                many = len(set((yv[0] if isinstance(yv, tuple) else yv).tolist())) > 2
+                vals = (yv[0] if isinstance(yv, tuple) else yv).tolist()   # classes: more than two values, words or whole numbers
+                many = len(set(vals)) > 2 and (isinstance(yv, tuple) or all(float(v).is_integer() for v in vals))
                 raise TableError(f"{e}{'; or' if 'try --likelihood' in str(e) else '; try'} --likelihood softmax (unordered classes)"
                                  if many else str(e)) from None
     except TableError as e: raise CLIError(str(e)) from None
@@ -487,7 +488,7 @@ def cmd_fit(a, out=print, err=None):
     if a.fix:
         if not a.learn: raise CLIError("--fix holds a learned hyperparameter: it needs learning (drop --no-learn)")
         opts["fixed"] = set(a.fix)
-    if a.learn and model.kind != "glm" and getattr(model.likelihood, "log_link", False): opts["learn_mean"] = True
+    if a.learn and model.kind != "glm" and model.likelihood.log_link: opts["learn_mean"] = True
     r = a.restarts if a.restarts is not None else (2 if model.kind != "glm" and a.likelihood in ("logistic", "probit") else 0)
     t0 = time.perf_counter()
     try:

@@ -133,7 +133,7 @@ class _VGEstimator(BaseEstimator):
         fitted attributes; warn on a degenerate fit or a parameter at its bound."""
         opts = dict(self.fit_options or {})
         learn = bool(self.learn_hyperparameters)
-        if learn and model.kind != "glm" and getattr(model.likelihood, "log_link", False):
+        if learn and model.kind != "glm" and model.likelihood.log_link:
             opts.setdefault("learn_mean", True)                        # a log link: E[y] far from the data is e^{mean + σ²/2}
         r = self.n_restarts
         if r is None: r = self._default_restarts if model.kind != "glm" else 0
@@ -273,7 +273,9 @@ _COMMON_DOC = """
     `RunawayParameterWarning` names a learned parameter that ended at its bound; before a dense GP (`latent="gp"`) is
     fitted to more than `LARGE_GP_ROWS` (3,000) rows, a `LargeGPWarning` names the cheaper latent functions. Inputs and
     regression targets are numbers: text in X is an error naming its row and column. `sample_weight` in `fit`:
-    whole-number weights, as repeated rows."""
+    whole-number weights, as repeated rows. `n_iter_` counts the iterations of the final fit of q (at the learned
+    hyperparameters, warm-started: often 0 or 1), not those of learning (`fit_result_.n_inner`). The arguments are saved
+    (`save`) as JSON: sets as sorted lists, NumPy numbers as Python numbers; a random generator cannot be saved (pass a seed)."""
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk06
 _BINARY = {"logistic": Logistic, "probit": Probit}
@@ -469,7 +471,8 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
     targets). A GP's constant mean starts at log(mean(y)) and, with `learn_hyperparameters`, is learned with the kernel
     (far from the data the predicted count is e^{mean + σ²/2}, σ² the kernel variance, so a mean held at log(mean(y)) would
     put it above the targets' level; `fit_options={"learn_mean": False}` holds it); the kernel variance starts at the
-    variance of log(y + 1/2).""" + _COMMON_DOC
+    variance of log(y + 1/2). `score` is scikit-learn's regressor score, R² of the predicted means (not the deviance
+    explained, D², of `sklearn.linear_model.PoissonRegressor.score`).""" + _COMMON_DOC
     def __init__(self, latent="gp", kernel=None, standardize=True, method=None, learn_hyperparameters=True,
                  n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None,
                  progress=False, likelihood="poisson"):

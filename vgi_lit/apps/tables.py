@@ -323,7 +323,9 @@ class TableEncoder:
         return cls(columns, cats)
 
     def transform(self, header, rows, lines, source="table"):
-        "The design matrix (n, len(feature_names)) of a table with these columns; an unseen category is a TableError."
+        "The design matrix (n, len(feature_names)) of a table with these columns; missing columns (all named) or an unseen category are a TableError."
+        missing = [c for c in self.columns if c not in header]
+        if missing: raise TableError(f"{source}: missing column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; the file has {header}")
         blocks = []
         for c in self.columns:
             v = column_values(header, rows, lines, c, source)
