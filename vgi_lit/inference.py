@@ -173,7 +173,8 @@ class Progress:
                  max_seconds: float | None = None, position: str | None = None):
         if callback is not None and not callable(callback): raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         self.callback, self.n = callback, 0
-        self.bar = tqdm(desc=desc, total=None, file=file, leave=leave, disable=disable, unit="it", dynamic_ncols=True)
+        self.bar = tqdm(desc=desc, total=None, file=file, leave=leave, disable=disable, unit="it", dynamic_ncols=True,
+                        delay=1e-9)                                        # first drawn by `budget` or the first record, not as "0it"
         self.budget(total, max_seconds, position)
     def budget(self, total: int | None = None, max_seconds: float | None = None, position: str | None = None) -> "Progress":
         """Declare the run's budget: `total` iterations (None keeps the current one), a time budget `max_seconds`
