@@ -177,8 +177,8 @@ def multiclass_degenerate(post, X, spread: float = 0.01) -> list:
     ranges = P.max(axis=0) - P.min(axis=0)
     if ranges.max() >= spread: return []
     return [f"the fit finds no evidence that the class depends on the inputs: every class's predicted probability varies by at most "
-            f"{ranges.max():.2g} over the training rows (the probabilities, {np.round(P.mean(axis=0), 3).tolist()}, are those of the class "
-            f"frequencies); check that the inputs carry information about the label"]
+            f"{ranges.max():.2g} over the training rows (about {np.round(P.mean(axis=0), 3).tolist()} at every row); check that the inputs "
+            f"carry information about the label"]
 
 # %% ../../nbs/apps/49_tables.ipynb #tb18
 def runaway_parameters(res) -> list:
