@@ -23,7 +23,7 @@ def _json_value(x):
     raise TypeError(f"{type(x).__module__}.{type(x).__qualname__} has no JSON form")
 
 def _unwritable(spec, at: str = ""):
-    "The path ('params.random_state') of the first value in `spec` that `_json_value` cannot write, and the reason."
+    "The path ('params.random_state') of the first value in `spec` that ``_json_value`` cannot write, and the reason."
     items = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (list, tuple)) else None
     if items is None:
         try: json.dumps(spec, default=_json_value); return None
@@ -35,7 +35,7 @@ def _unwritable(spec, at: str = ""):
 
 def app_spec(spec: dict, what: str) -> np.ndarray:
     """The description `spec` as a 0-d JSON string array; NumPy numbers and sets are written as Python numbers and sorted
-    lists (`_json_value`). A ValueError naming `what`, the argument and its type when a value has no JSON form (no pickle)."""
+    lists (``_json_value``). A ValueError naming `what`, the argument and its type when a value has no JSON form (no pickle)."""
     try: return np.array(json.dumps(spec, default=_json_value))
     except (TypeError, ValueError):
         where, why = _unwritable(spec) or ("an argument", "no JSON form")
