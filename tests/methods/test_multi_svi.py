@@ -108,3 +108,8 @@ def test_saved_svi_posterior_predicts_the_same(tmp_path):
     q = vio.load(vio.save(p, tmp_path / "svi.npz"))
     a, b = p.predict(X[:4]), q.predict(X[:4])
     assert np.allclose(a[0], b[0], atol=1e-12) and np.allclose(a[1], b[1], atol=1e-12)
+
+
+def test_a_run_that_spends_its_epochs_names_the_option():
+    p = svi_multi(GLM3, batch_size=15, max_epochs=1, seed=0)
+    assert p.stop is Stop.BUDGET and "raise max_epochs" in p.message and "max_epochs=1" in p.message, p.message

@@ -21,7 +21,7 @@ from ..models.multi_sparse import MultiSparseGP
 from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
-                                 data_kernel, variance_start, degenerate_fit, multiclass_degenerate, runaway_parameters, degenerate_advice,
+                                 data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, degenerate_advice,
                                  CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, REAL)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
@@ -488,7 +488,7 @@ def cmd_fit(a, out=print, err=None):
     if a.fix:
         if not a.learn: raise CLIError("--fix holds a learned hyperparameter: it needs learning (drop --no-learn)")
         opts["fixed"] = set(a.fix)
-    if a.learn and model.kind != "glm" and model.likelihood.log_link: opts["learn_mean"] = True
+    if learns_mean(model, a.learn): opts["learn_mean"] = True
     r = a.restarts if a.restarts is not None else (2 if model.kind != "glm" and a.likelihood in ("logistic", "probit") else 0)
     t0 = time.perf_counter()
     try:

@@ -20,7 +20,7 @@ from .tables import fit_quietly as _fit
 from ..kernels import Kernel, RBF
 from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
-from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, runaway_parameters,
+from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters,
                                  DegenerateFitWarning, RunawayParameterWarning, degenerate_advice,
                                  ESTIMATOR_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, LargeGPWarning, large_gp_note)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
@@ -133,8 +133,7 @@ class _VGEstimator(BaseEstimator):
         fitted attributes; warn on a degenerate fit or a parameter at its bound."""
         opts = dict(self.fit_options or {})
         learn = bool(self.learn_hyperparameters)
-        if learn and model.kind != "glm" and model.likelihood.log_link:
-            opts.setdefault("learn_mean", True)                        # a log link: E[y] far from the data is e^{mean + σ²/2}
+        if learns_mean(model, learn): opts.setdefault("learn_mean", True)
         r = self.n_restarts
         if r is None: r = self._default_restarts if model.kind != "glm" else 0
         if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:

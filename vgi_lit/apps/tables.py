@@ -17,8 +17,8 @@ from ..methods.hyper import HyperFit, degenerate
 # %% auto #0
 __all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'LARGE_GP_ROWS', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL',
            'COUNT', 'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit',
-           'degenerate_advice', 'multiclass_degenerate', 'runaway_parameters', 'LargeGPWarning', 'large_gp_note',
-           'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
+           'degenerate_advice', 'learns_mean', 'multiclass_degenerate', 'runaway_parameters', 'LargeGPWarning',
+           'large_gp_note', 'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -169,6 +169,11 @@ CLI_OPTIONS = dict(standardize="drop --no-standardize", data_start="--kernel-sta
                    restarts="--restarts {}", sparse="--model sparse-gp (--inducing M rows)", glm="--model glm")
 
 # %% ../../nbs/apps/49_tables.ipynb #tbmc1
+def learns_mean(model, learn: bool) -> bool:
+    """Whether learning (`learn`) should learn `model`'s constant mean too: a GP or sparse GP with a log link, whose
+    prediction far from the data, e^{mean + σ²/2}, sits above the targets' level when the mean is held at log(mean y)."""
+    return bool(learn) and model.kind != "glm" and model.likelihood.log_link
+
 def multiclass_degenerate(post, X, spread: float = 0.01) -> list:
     """Why a softmax fit `post` (a `MultiPosterior`) does not use its inputs, as sentences for a warning (empty: it does):
     its predicted class probabilities at the training inputs `X` vary by less than `spread` across the rows."""

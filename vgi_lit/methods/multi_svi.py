@@ -11,7 +11,7 @@ from ..inference import Event, EventKind, History, Stop, check_budget, register_
 from ..driver import Halt, Step, rel_tol_evaluated, run
 from ..models.multi import MultiLGM, MultiCov, psd_part
 from .multiclass import MultiPosterior
-from .svi import step_size, epoch_order
+from .svi import step_size, epoch_order, svi_advice
 
 # %% auto #0
 __all__ = ['PrecisionMultiCov', 'multi_svi_step', 'multi_vlb_stream', 'svi_multi']
@@ -145,7 +145,7 @@ def svi_multi(model, tol: float = 1e-7, max_iter: int | None = None, max_seconds
     m, cov = r.state['m'], r.state['cov']
     cov.dense()                                                        # V held beside its factor (read by predictions and by io.save)
     return MultiPosterior(model, m, cov, model.prior_solve(m - model.mu), "svi", r.result.value, stop, hist,
-                          f"{stop.value} after {t} steps ({t * bs / n:.2f} epochs)", n_iter=t, batch_size=bs,
+                          f"{stop.value} after {t} steps ({t * bs / n:.2f} epochs){svi_advice(stop, t, max_epochs, r.message)}", n_iter=t, batch_size=bs,
                           schedule=schedule, seed=seed, epochs=t * bs / n)
 
 # %% ../../nbs/methods/18c_multi_svi.ipynb #5620787c
