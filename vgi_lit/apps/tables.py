@@ -172,7 +172,7 @@ CLI_OPTIONS = dict(standardize="drop --no-standardize", data_start="--kernel-sta
 def learns_mean(model, learn: bool) -> bool:
     """Whether learning (`learn`) should learn `model`'s constant mean too: a GP or sparse GP with a log link, whose
     prediction far from the data, e^{mean + σ²/2}, sits above the targets' level when the mean is held at log(mean y)."""
-    return bool(learn) and model.kind != "glm" and model.likelihood.log_link
+    return bool(learn) and isinstance(model, (GP, SparseGP)) and model.likelihood.log_link
 
 def multiclass_degenerate(post, X, spread: float = 0.01) -> list:
     """Why a softmax fit `post` (a `MultiPosterior`) does not use its inputs, as sentences for a warning (empty: it does):
