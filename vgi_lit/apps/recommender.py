@@ -129,19 +129,24 @@ class VGRecommender:
       `PMFOptions` (default `prior='ard'`: one learned prior variance per latent coordinate, so that the coordinates the
       ratings do not need switch off, with the bound-raising rotation of the factors after every sweep); `random_state`: the seed of the start and the Monte Carlo draws; `progress`: a progress bar.
     - `columns`: the names of the row, column and rating columns when `fit` is given one table.
+    - `clip`: a Gaussian likelihood's expected rating (`predict`, the scores of `recommend`) is clipped to the range of
+      the training ratings, as scikit-surprise's predictions are: the predictive mean can stray past the ends of the
+      scale, and for ratings within it clipping never raises the error; `recommend` orders by the unclipped means,
+      `predict_dist` and `log_density` are not clipped. The other likelihoods' expected ratings lie within the range.
 
     After `fit`: `rows_`, `cols_` (`IdIndex`: the ids and their indices), `rating_values_` (the distinct training ratings,
-    when at most 20), `center_` (the training mean a Gaussian likelihood subtracts; 0 otherwise), `posterior_` (the
+    when at most 20), `rating_range_` (their smallest and largest), `center_` (the training mean a Gaussian likelihood subtracts; 0 otherwise), `posterior_` (the
     `PMFPosterior`), `likelihood_` (with its learned parameters), `n_iter_`, `stop_`, `converged_`, `offsets_`."""
     def __init__(self, K: int = 10, likelihood: str = "gaussian", learn_likelihood: bool = True, noise_var=None, offsets: bool = True,
                  method=None, max_iter=None, tol=None, max_seconds=None, fit_options=None, random_state: int = 0,
-                 progress: bool = False, columns=("user", "item", "rating")):
+                 progress: bool = False, columns=("user", "item", "rating"), clip: bool = True):
         self.K, self.likelihood, self.learn_likelihood, self.noise_var, self.offsets = K, likelihood, learn_likelihood, noise_var, offsets
         self.method, self.max_iter, self.tol, self.max_seconds = method, max_iter, tol, max_seconds
         self.fit_options, self.random_state, self.progress, self.columns = fit_options, random_state, progress, columns
+        self.clip = clip
 
     _PARAMS = ("K", "likelihood", "learn_likelihood", "noise_var", "offsets", "method", "max_iter", "tol", "max_seconds",
-               "fit_options", "random_state", "progress", "columns")
+               "fit_options", "random_state", "progress", "columns", "clip")
 
     def get_params(self, deep: bool = True) -> dict:
         "The constructor's arguments (`deep` as in scikit-learn, which `sklearn.base.clone` passes; no parameter is an estimator)."
@@ -160,6 +165,7 @@ class VGRecommender:
         if kind not in LIKELIHOODS: raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {kind!r}")
         values = np.unique(r)
         self.rating_values_ = values if values.size <= MAX_LEVELS else None
+        self.rating_range_ = (float(values[0]), float(values[-1]))
         self.center_ = 0.0
         if kind == "ordinal":
             if values.size < 2: raise ValueError(f"an ordinal scale needs at least two distinct ratings; all are {values[0]:g}")
@@ -271,10 +277,20 @@ class VGRecommender:
 
     def predict(self, rows, cols):
         """The expected rating at each pair, on the scale of the training ratings: Σ_k P(r = r_k) r_k over the rating
-        values r_k (ordinal, binary), the predictive mean (gaussian, poisson)."""
-        m, v = self.latent(rows, cols, "predict")
-        d = self._dist(m, v)
+        values r_k (ordinal, binary), the predictive mean (gaussian, poisson; a Gaussian one clipped to `rating_range_`
+        with `clip`)."""
+        return self._clipped(self._expected(rows, cols, "predict"))
+
+    def _expected(self, rows, cols, who):
+        "The expected ratings at the pairs, not clipped."
+        d = self._dist(*self.latent(rows, cols, who))
         return d @ self.rating_values_ if self.likelihood in ("ordinal", "binary") else d[0]
+
+    def _clipped(self, e):
+        "Expected ratings `e` clipped to `rating_range_` for a Gaussian likelihood with `clip` (a range saved with the fit)."
+        rng = getattr(self, "rating_range_", None)
+        if not (self.clip and self.likelihood == "gaussian" and rng is not None): return e
+        return np.clip(e, *rng)
 
     def log_density(self, rows, cols, ratings, discrete: bool = False):
         """log p(r | training ratings) of each rating at its pair: the predictive class probability (ordinal, binary),
@@ -308,20 +324,21 @@ class VGRecommender:
         idx, seen = self.rows_.lookup(np.array([row], dtype=object), "row")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UnseenIdWarning)
-            score = self.predict(np.array([row] * N, dtype=object), np.array(ids, dtype=object))
+            score = self._expected(np.array([row] * N, dtype=object), np.array(ids, dtype=object), "recommend")
         if not seen[0]:
             warnings.warn(UnseenIdWarning(f"recommend: row {row!r} was not seen in fit; the ranking is the prior's"), stacklevel=2)
         keep = np.ones(N, bool)
         if exclude_seen and seen[0]: keep[self.posterior_.model.observations(0, int(idx[0]))[1]] = False
         order = [j for j in np.argsort(-score, kind="stable") if keep[j]][:int(n)]
-        return [(ids[j], float(score[j])) for j in order]
+        shown = self._clipped(score[order])
+        return [(ids[j], float(s)) for j, s in zip(order, shown)]
 
     def save(self, path):
         """Write the fitted recommender to `path` (.npz, no pickled objects): the posterior in the format of `vgi_lit.io`,
         the ids of rows and columns, the rating scale and the constructor's arguments. Returns the path."""
         self._check_fitted()
         spec = {"class": type(self).__name__, "params": self.get_params() | {"columns": list(self.columns)},
-                "center": self.center_, "n_ratings": self.n_ratings_}
+                "center": self.center_, "n_ratings": self.n_ratings_, "rating_range": list(self.rating_range_)}
         arrays = {"row_ids": _id_array(self.rows_.ids, "row"), "col_ids": _id_array(self.cols_.ids, "column")}
         if self.rating_values_ is not None: arrays["rating_values"] = self.rating_values_
         return save_app(self.posterior_, path, "recommender", spec, arrays, "recommender")
@@ -336,6 +353,7 @@ class VGRecommender:
         self.rows_, self.cols_ = IdIndex(row_ids), IdIndex(col_ids)
         if self.rows_.ids != row_ids or self.cols_.ids != col_ids: raise ValueError(f"{path}: the saved ids are not in their index order")
         self.posterior_, self.rating_values_, self.center_, self.n_ratings_ = post, values, spec["center"], spec["n_ratings"]
+        self.rating_range_ = tuple(spec["rating_range"]) if "rating_range" in spec else None   # a file written before it: unclipped
         return self
 
     def __repr__(self):

@@ -188,7 +188,8 @@ def _fit_grad(model, m, V, tol, max_iter, max_seconds, callback, maxcor, restart
             bound = gap_bound(frame['model'], gp)
             if "v" in said: verdict = said["v"]; break
             if not np.isfinite(f): verdict = Stop.NOT_FINITE, str(res.message); break
-            if gn <= tol: verdict = Stop.GRAD_TOL, str(res.message); break          # in the coordinates of a restart that took no step
+            if gn <= tol:                                            # in the coordinates of a restart that took no step
+                verdict = Stop.GRAD_TOL, f"|projected gradient| {gn:.2e} <= tol={tol:g} (L-BFGS-B ended with: {res.message})"; break
             if res.status == 1: verdict = Stop.MAX_ITER, str(res.message); break    # its evaluation limit
             if bound is not None and bound <= rtol * abs(f):
                 verdict = Stop.REL_TOL, f"certified VLB* - VLB <= {bound:.2e} (rtol {rtol:g}); L-BFGS-B: {res.message}"; break
