@@ -162,6 +162,9 @@ def test_stops_and_options():
     assert svi.svi_run(model, "svi", batch_size=40, callback=lambda rec: rec.iter >= 3).stop is Stop.CALLBACK
     assert svi.svi_run(model, "h-mc-ssvi", batch_size=40, max_iter=4).stop is Stop.MAX_ITER
     assert svi.svi_run(model, "svi", batch_size=40, max_epochs=1, tol=0).stop is Stop.BUDGET
+    for bs, ep in ((50, 2), (70, 1.5), (120, 0.5)):                     # batches that do not divide n = 120: the budget in rows
+        p = svi.svi_run(model, "svi", batch_size=bs, max_epochs=ep, tol=0)
+        assert p.stop is Stop.BUDGET and p.n_iter == max(1, int(ep * 120 // bs)) and (p.n_iter * bs / 120 <= ep or p.n_iter == 1), (bs, ep, p.message)
     p0 = svi.svi_run(model, "s-dsvi", batch_size=40, max_iter=1, m0=0.1, V0=np.full(4, 0.5))
     assert p0.history[0]['m'][0] == 0.1 and abs(p0.history[0].vlb - core_vlb(model, np.full(4, 0.1), __import__('vgi_lit').covariance.DenseCov(np.sqrt(0.5) * np.eye(4)))) < 1e-9
 

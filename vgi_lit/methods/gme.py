@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..inference import History, Event, EventKind, Stop, check_budget, start_state, Posterior, register_method, method_keywords, register_options_method
 from ..driver import Step, rel_tol, run
 from ..io import register_posterior
-from .svi import Adagrad, init_state, gauss_update, step_size
+from .svi import Adagrad, init_state, gauss_update, step_size, budget_steps
 
 # %% auto #0
 __all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'gme_bound', 'gme_site_terms', 'gme_fit', 'GMEPosterior',
@@ -156,7 +156,7 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     opt_s = Adagrad(lr) if method == "s-dsvi" else None
     sigma = float(sigma_init)
     per_epoch = int(np.ceil(model.n / batch_size)); eval_every = eval_every or per_epoch
-    n_steps = int(np.ceil(max_epochs * per_epoch))
+    n_steps = budget_steps(max_epochs, model.n, batch_size)
     if max_iter is not None and max_iter < n_steps: n_steps, stop = int(max_iter), Stop.MAX_ITER
     else: stop = Stop.BUDGET
     hist = History(callback=callback, max_seconds=max_seconds)

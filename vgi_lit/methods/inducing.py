@@ -16,6 +16,7 @@ from ..covariance import DenseCov, PrecisionCov
 from ..vlb import vlb
 from ..inference import History, Event, EventKind, Stop, VGPosterior, check_budget, fit as _fit
 from ..driver import Step, Halt, Monitor, run, rel_tol_evaluated
+from .svi import budget_steps
 from .hyper import HyperParams, HyperFit, radial_weight, radial_r2, kernel_adjoint, site_map_adjoint
 
 # %% auto #0
@@ -430,7 +431,7 @@ def svi_inducing(model, batch_size: int = 500, rho: float = 0.1, lr: float = 0.0
     bs = min(int(batch_size), n); per_epoch = int(np.ceil(n / bs))
     eval_every = per_epoch if eval_every is None else int(eval_every)
     if eval_every < 1: raise ValueError(f"eval_every must be a positive integer, got {eval_every!r}")
-    n_steps = int(np.ceil(max_epochs * per_epoch))
+    n_steps = budget_steps(max_epochs, n, bs)
     lo = np.where(ip.hp.is_log[ip.hp.free], -float(bound), -np.inf)
     rng, adam = np.random.default_rng(seed), Adam(lr)
     order = dict(perm=rng.permutation(n), pos=0)

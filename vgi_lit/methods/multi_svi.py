@@ -11,7 +11,7 @@ from ..inference import Event, EventKind, History, Stop, check_budget, register_
 from ..driver import Halt, Step, rel_tol_evaluated, run
 from ..models.multi import MultiLGM, MultiCov, psd_part
 from .multiclass import MultiPosterior
-from .svi import step_size, epoch_order, svi_advice
+from .svi import step_size, epoch_order, svi_advice, budget_steps
 
 # %% auto #0
 __all__ = ['PrecisionMultiCov', 'multi_svi_step', 'multi_vlb_stream', 'svi_multi']
@@ -112,7 +112,7 @@ def svi_multi(model, tol: float = 1e-7, max_iter: int | None = None, max_seconds
         events0.append(Event(EventKind.START, "given (m0, V0)"))
     cov = PrecisionMultiCov(model, 0.5 * (Lam_w + Lam_w.T), Sinv)
     rng = np.random.default_rng(seed)
-    n_steps = int(np.ceil(max_epochs * per_epoch))
+    n_steps = budget_steps(max_epochs, n, bs)
     hist = History(callback=callback, max_seconds=max_seconds)
     order = dict(perm=epoch_order(model, rng, False), pos=0)
     def evaluated(state, events, kind, extra, charged=False):

@@ -22,7 +22,7 @@ from .hyper import HyperParams, hyper_values
 # %% auto #0
 __all__ = ['METHODS', 'SVIState', 'start_shrink', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream',
            'gauss_update', 'batch_objective', 'backtracking_step', 'svi_step', 'pd_factor', 'glm_prior_closed_form',
-           'with_prior_state', 'PriorLearner', 'epoch_order', 'SVIOptions', 'svi_advice', 'svi_run']
+           'with_prior_state', 'PriorLearner', 'epoch_order', 'SVIOptions', 'budget_steps', 'svi_advice', 'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
 METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
@@ -401,6 +401,13 @@ class SVIOptions:
 
 
 # %% ../../nbs/methods/14_svi.ipynb #sviadv1
+def budget_steps(max_epochs: float, n: int, batch_size: int) -> int:
+    """The steps of a stochastic run's `max_epochs` budget: as many batches of `batch_size` rows as fit in max_epochs · n
+    rows processed (at least one), so that the epochs a run reports, steps · batch_size / n, never exceed max_epochs
+    (a budget counted in batches per pass would overrun it when batch_size does not divide n, a pass of ⌈n / batch_size⌉
+    batches holding more than n rows)."""
+    return max(1, int(np.floor(max_epochs * n / batch_size + 1e-9)))
+
 def svi_advice(stop, steps: int, max_epochs: float, why: str = "") -> str:
     """What the message of a stochastic run adds to '<stop> after <steps> steps': nothing for a converged run or one the
     user or a budget of theirs cut short; otherwise why it ended (`why`, the driver's reason) and what to change."""
@@ -450,7 +457,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     opt_m = Adagrad(o.lr) if (method == "s-dsvi" or (method == "h-mc-ssvi" and o.whiten != "q")) else None
     opt_L = Adagrad(o.lr) if method == "s-dsvi" else None
     learner = PriorLearner(model, o.eval_every if o.learn_every is None else o.learn_every, o.learn_mean, o.fixed, o.learn_rate) if o.learn_prior else None
-    n_steps = int(np.ceil(o.max_epochs * int(np.ceil(n / bs))))
+    n_steps = budget_steps(o.max_epochs, n, bs)
     def record_cb(rec):                                                # V is the callback's to read, not the history's to keep
         out = None if callback is None else callback(rec)
         rec.extra.pop('cov', None)
