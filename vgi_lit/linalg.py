@@ -12,12 +12,19 @@ from scipy.linalg import cython_blas, cython_lapack
 import ctypes
 
 # %% auto #0
-__all__ = ['C_INT_P', 'C_DOUBLE_P', 'C_CHAR_P', 'C_PTR', 'TRI_INV_LEAF', 'TRI_INV_RAW_MIN', 'cholesky', 'chol_logdet',
-           'raw_routine', 'tri_inv', 'chol_solve', 'natural_params', 'from_natural', 'mean_params', 'from_mean']
+__all__ = ['C_INT_P', 'C_DOUBLE_P', 'C_CHAR_P', 'C_PTR', 'TRI_INV_LEAF', 'TRI_INV_RAW_MIN', 'NotPositiveDefiniteError',
+           'cholesky', 'chol_logdet', 'raw_routine', 'tri_inv', 'chol_solve', 'natural_params', 'from_natural',
+           'mean_params', 'from_mean']
 
 # %% ../nbs/00_linalg.ipynb #a67d5d80
+class NotPositiveDefiniteError(ValueError):
+    """A matrix that should be positive definite is not in floating point (its Cholesky factorisation broke down): a
+    `ValueError`, so that callers that catch bad input catch it, and a type of its own, so that an iteration can tell a
+    step it cannot factorise (it backs off or ends the run) from other errors without reading the message."""
+
 def cholesky(A, jitter: float = 0.0, name: str = "matrix", check: bool = True, overwrite: bool = False):
-    """Lower Cholesky factor of `A + jitter*I`; a clear `ValueError` if that is not positive definite.
+    """Lower Cholesky factor of `A + jitter*I`; a clear `NotPositiveDefiniteError` (a `ValueError`) if that is not
+    positive definite, a `ValueError` for a matrix that is not square, finite or symmetric.
 
     `check=False` skips the finiteness and symmetry checks (O(n²) each): for matrices the library
     builds symmetric by construction inside its iterations. `overwrite=True` lets LAPACK factorise a
@@ -33,11 +40,11 @@ def cholesky(A, jitter: float = 0.0, name: str = "matrix", check: bool = True, o
     L, info = dpotrf(Aj, lower=1, clean=1, overwrite_a=overwrite)   # LAPACK directly, no NumPy copies
     if info < 0: raise ValueError(f"LAPACK potrf rejected argument {-info} for {name}")
     if info > 0 and np.shares_memory(L, Aj):                        # factorised in place: A is gone
-        raise ValueError(f"{name} ({A.shape[0]}x{A.shape[0]}) is not positive definite (the factorisation broke down at "
+        raise NotPositiveDefiniteError(f"{name} ({A.shape[0]}x{A.shape[0]}) is not positive definite (the factorisation broke down at "
                          f"column {info}; it ran in place, so the smallest eigenvalue cannot be reported)")
     if info > 0:
         lmin = float(np.linalg.eigvalsh(0.5 * (Aj + Aj.T))[0])
-        raise ValueError(f"{name} ({A.shape[0]}x{A.shape[0]}) is not positive definite even with jitter {jitter:g} added "
+        raise NotPositiveDefiniteError(f"{name} ({A.shape[0]}x{A.shape[0]}) is not positive definite even with jitter {jitter:g} added "
                          f"to its diagonal: smallest eigenvalue {lmin:.3e}; adding at least {max(-lmin, 0) + 1e-10:.1e} would "
                          f"be needed (GP and SparseGP take `jitter` relative to the mean diagonal; the jitter used is "
                          f"recorded in the results), or fix the matrix")

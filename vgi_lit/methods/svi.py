@@ -9,7 +9,7 @@ import numbers
 from dataclasses import dataclass, replace
 import numpy as np
 from scipy.linalg import cho_solve
-from ..linalg import cholesky
+from ..linalg import cholesky, NotPositiveDefiniteError
 from ..covariance import DenseCov, PrecisionCov
 from ..vlb import kl_to_prior, vlb_rows
 from ..inference import register_method, History, VGPosterior, Event, EventKind, Stop, start_state, check_budget
@@ -482,8 +482,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         try:
             if o.backtrack: st_new, events, gns, _ = backtracking_step(model, st, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten, 1.0)
             else: st_new, events, gns = svi_step(model, st, method, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten)
-        except ValueError as e:                                        # the site precisions overflowed: no factor of the new precision
-            if "not positive definite" not in str(e): raise
+        except NotPositiveDefiniteError as e:                          # the site precisions overflowed: no factor of the new precision
             return Halt(Stop.NOT_FINITE, f"step {t}: the new precision could not be factorised (the site precisions overflowed: {e})")
         if not np.all(np.isfinite(st_new.m)):                          # the last finite state stays the state
             return Step(s, np.nan, None, method, events, dict(points=t * bs))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
+from ..linalg import NotPositiveDefiniteError
 from .lgm import GaussianPrior, PriorCov
 
 # %% auto #0
@@ -29,11 +30,11 @@ def try_stacked_cholesky(A):
 
 # %% ../../nbs/models/03b_blocks.ipynb #bk07
 def stacked_cholesky(A, what: str = "matrix"):
-    "Lower Cholesky factors of a stack A (B, K, K); a ValueError naming the first block of `what` that is not positive definite."
+    "Lower Cholesky factors of a stack A (B, K, K); a `NotPositiveDefiniteError` naming the first block of `what` that is not positive definite."
     L, ok = try_stacked_cholesky(A)
     if not ok.all():
         bad = np.flatnonzero(~ok)
-        raise ValueError(f"{what} of block {bad[0]} is not positive definite ({bad.size} of {ok.size} blocks)")
+        raise NotPositiveDefiniteError(f"{what} of block {bad[0]} is not positive definite ({bad.size} of {ok.size} blocks)")
     return L
 
 # %% ../../nbs/models/03b_blocks.ipynb #bk08
@@ -152,7 +153,7 @@ def damped_precision(X, T, rho: float, factorise=try_stacked_cholesky, T_clipped
     with the γ-clipping fallback. X (B, K, K) the current precisions, T (B, K, K) their targets (Σ⁻¹ + G_b, or the site
     parts alone, Λ and HᵀΓH); any stack with a leading block axis when `factorise` is None (diagonal precisions (B, K)).
     `factorise(X')` -> (factors (B, ...), ok (B,) bool): blocks not ok are redone with `T_clipped(idx)` -> (targets of the
-    blocks idx with negative γ set to 0, how many were set per block); a ValueError naming the block when `T_clipped` is
+    blocks idx with negative γ set to 0, how many were set per block); a `NotPositiveDefiniteError` naming the block when `T_clipped` is
     None or the redone block still fails. `factorise=None`: X' unfactorised and unchecked.
     Returns (X', factors or None, n_clipped (B,) int)."""
     if not (np.isfinite(rho) and 0 < rho <= 1): raise ValueError(f"rho must be in (0, 1], got {rho!r}")
@@ -164,11 +165,11 @@ def damped_precision(X, T, rho: float, factorise=try_stacked_cholesky, T_clipped
     F, ok = factorise(Xn)
     if not ok.all():
         bad = np.flatnonzero(~ok)
-        if T_clipped is None: raise ValueError(f"the new {what} of block {bad[0]} is not positive definite ({bad.size} blocks)")
+        if T_clipped is None: raise NotPositiveDefiniteError(f"the new {what} of block {bad[0]} is not positive definite ({bad.size} blocks)")
         Tc, n_c = T_clipped(bad)
         Xn[bad] = (1.0 - rho) * X[bad] + rho * np.asarray(Tc, dtype=float)
         Fb, okb = factorise(Xn[bad])
-        if not okb.all(): raise ValueError(f"the {what} of block {bad[~okb][0]} is not positive definite even with γ clipped at 0")
+        if not okb.all(): raise NotPositiveDefiniteError(f"the {what} of block {bad[~okb][0]} is not positive definite even with γ clipped at 0")
         F[bad], n_clipped[bad] = Fb, n_c
     return Xn, F, n_clipped
 
