@@ -942,10 +942,11 @@ def _advice(model) -> str:
             tips.append(f"standardise the inputs (z-scores; the non-constant columns' standard deviations here run from "
                         f"{np.min(sd):.3g} to {np.max(sd):.3g})")
         if isinstance(model, (GP, SparseGP)):
-            S = X[np.linspace(0, len(X) - 1, min(len(X), 300)).astype(int)]
+            U = np.unique(X, axis=0)                                              # distinct inputs: a repeated row is no distance
+            S = U[np.linspace(0, len(U) - 1, min(len(U), 300)).astype(int)]
             dist = np.sqrt(np.maximum(np.sum(S**2, 1)[:, None] + np.sum(S**2, 1)[None, :] - 2 * S @ S.T, 0.0))[np.triu_indices(len(S), 1)]
             ell = np.atleast_1d(np.asarray(getattr(model.kernel, "lengthscale", np.nan), dtype=float))
-            tips.append(f"start the lengthscale from the data (the median distance between training inputs is {np.median(dist):.3g}; "
+            tips.append(f"start the lengthscale from the data (the median distance between distinct training inputs is {np.median(dist) if dist.size else 0.0:.3g}; "
                         f"the lengthscale is {', '.join(f'{v:.3g}' for v in ell[:3])}{', ...' if len(ell) > 3 else ''})")
     else: tips.append("standardise the inputs")
     tips.append("learn with restarts (restarts=5)")
@@ -954,20 +955,26 @@ def _advice(model) -> str:
 def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500, advice: bool = True) -> str | None:
     """Why the fitted posterior `post` sits at a trivial optimum (a sentence that ends in what to try; with `advice`
     False the reason alone, for a caller that gives its own advice), or None:
-    (a GP or sparse GP) the median over training inputs of the largest kernel correlation with another input is
-    below `corr` (on at most `n_max` inputs): away from the training inputs it predicts the prior mean; or the VLB
+    (a GP or sparse GP) the median over the distinct training inputs of the largest kernel correlation with another is
+    below `corr` (on at most `n_max` of them): away from the training inputs it predicts the prior mean, and a repeated
+    input is fitted on its own; or the VLB
     is at most the best constant predictor's log-likelihood (`constant_loglik`) and the latent means at the
     training inputs spread by less than `spread` times their posterior standard deviation."""
     M = post.model
     why = []
     if isinstance(M, (GP, SparseGP)) and M.n > 1:
-        Xs = M.X[np.linspace(0, M.n - 1, min(M.n, n_max)).astype(int)]
-        K = M.kernel.K(Xs); d = np.sqrt(np.maximum(np.diag(K), 1e-300))
-        C = np.abs(K) / d[:, None] / d[None, :]; np.fill_diagonal(C, 0.0)
-        med = float(np.median(np.max(C, axis=1)))
+        U = np.unique(M.X, axis=0)                                          # distinct inputs: a repeat correlates fully with its twin
+        med = 1.0
+        if len(U) > 1:
+            Xs = U[np.linspace(0, len(U) - 1, min(len(U), n_max)).astype(int)]
+            K = M.kernel.K(Xs); d = np.sqrt(np.maximum(np.diag(K), 1e-300))
+            C = np.abs(K) / d[:, None] / d[None, :]; np.fill_diagonal(C, 0.0)
+            med = float(np.median(np.max(C, axis=1)))
         if med < corr:
-            why.append(f"the kernel correlates no two training inputs (median largest correlation {med:.2g}), so it predicts "
-                       f"its prior mean at every new input")
+            rep = M.n - len(U)
+            why.append(f"the kernel correlates no two distinct training inputs (median largest correlation {med:.2g}), so it predicts "
+                       f"its prior mean at every input that is not a training input"
+                       + (f" ({rep} of the {M.n} training rows repeat another row's inputs: each repeated input is fitted on its own)" if rep else ""))
     if not why:
         Lc, c = constant_loglik(M.likelihood, M.y)
         ms, vs = post.site_marginals()
