@@ -69,7 +69,7 @@ CONVERGED_STOPS = frozenset({Stop.GRAD_TOL, Stop.REL_TOL})
 # %% ../nbs/07_inference.ipynb #warn02
 class DegenerateFitWarning(UserWarning):
     """A fit at a trivial optimum: the model's predictions do not depend on its inputs (a latent function of
-    negligible spread, a kernel that correlates no two inputs, a VLB no higher than the best constant predictor's).
+    negligible spread, a kernel that correlates no two distinct inputs, a VLB no higher than the best constant predictor's).
     The message says what was seen and what to try (standardised inputs, a lengthscale started from the data,
     restarts). Recorded as `EventKind.DEGENERATE` too."""
 

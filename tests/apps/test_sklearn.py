@@ -124,7 +124,7 @@ def test_degenerate_fit_advice_knows_what_the_estimator_did():
     with pytest.warns(DegenerateFitWarning) as rec:
         clf.fit(X[:150], y[:150])
     text = str(rec[0].message)
-    assert "correlates no two training inputs" in text, text
+    assert "correlates no two distinct training inputs" in text, text
     advice = text.split("What to do: ")[1]
     assert "Already done: the inputs are standardised. " in text and "standardi" not in advice, text
     assert advice.startswith("start the kernel from the data (the median distance between training inputs is "), advice

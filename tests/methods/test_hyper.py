@@ -475,7 +475,7 @@ def test_raw_inputs_on_a_large_scale_give_a_degenerate_fit_with_an_event_and_a_w
     deg = [w for w in caught if w.category is DegenerateFitWarning]
     assert len(deg) == 1 and issubclass(DegenerateFitWarning, UserWarning)
     text = str(deg[0].message)
-    assert "correlates no two training inputs" in text and "standardise the inputs" in text and "restarts" in text and "lengthscale" in text
+    assert "correlates no two distinct training inputs" in text and "standardise the inputs" in text and "restarts" in text and "lengthscale" in text
     assert hf.history[-1].has(EventKind.DEGENERATE) and hf.history.count(EventKind.DEGENERATE) == 1
     assert abs(hf.vlb + len(y) * np.log(2)) < 1e-3 * len(y)                      # the constant model's VLB, n log 2
     f_mean, _ = hf.posterior.predict(1000.0 * _ionosphere(120)[0][80:])
