@@ -1207,18 +1207,33 @@ def _ordinal_jacobian(self):
     for j in range(P):
         J[j + 1, 0] = 1.0; J[j + 1, 1:j + 1] = gaps[:j]                 # e^{θ_l} = c_l − c_{l−1}
     return J
-def _ordinal_dlogp(self, y, f):
-    a, b = self._ab(y); k = np.asarray(y).astype(int)
+def _ordinal_dcuts(self, y, f):
+    "(∂ℓ/∂c_{k−1}, ∂ℓ/∂c_k) at (y, f), broadcast to one shape (0 at an infinite end c_{−1} or c_{K−1})."
+    a, b = self._ab(y)
     fa, fb = np.isfinite(a), np.isfinite(b)
     with np.errstate(invalid='ignore', divide='ignore', over='ignore'):
         g = np.where(fa & fb, 1.0 / np.expm1(np.where(fa & fb, b - a, 1.0)), 0.0)     # 1/expm1(b − a), inner classes
         db = np.where(fb, _sigmoid(np.where(fb, f - b, 0.0)) + g, 0.0)                 # ∂ℓ/∂c_k
         da = np.where(fa, -_sigmoid(np.where(fa, a - f, 0.0)) - g, 0.0)                # ∂ℓ/∂c_{k−1}
-    J = _ordinal_jacobian(self)
-    db, da = np.broadcast_arrays(db, da)
-    kk = np.broadcast_to(k, db.shape)
+    return np.broadcast_arrays(da, db)
+def _ordinal_dlogp(self, y, f):
+    da, db = _ordinal_dcuts(self, y, f); J = _ordinal_jacobian(self)
+    kk = np.broadcast_to(np.asarray(y).astype(int), db.shape)
     return np.moveaxis(db[..., None] * J[kk + 1] + da[..., None] * J[kk], -1, 0)
-Ordinal.dlogp_dparams = _ordinal_dlogp
+def _ordinal_expected_dparams(self, y, m, v, method=None, n_gh=None):
+    """∂E/∂θ (P, *shape) by the rule of `expected_log_lik`, as the generic `expected_dparams` but with the two cut-point
+    derivatives averaged over the nodes first and mapped to θ by the Jacobian once per site (the generic route maps
+    every node: a (P, n, nodes) array)."""
+    y, m, v = self._prep(y, m, v); shape = m.shape
+    y, m, v = y.ravel(), m.ravel(), v.ravel()
+    Ea, Eb = np.empty(m.size), np.empty(m.size)
+    for idx, f, W in self.rule_groups(y, m, v, method, n_gh):
+        sl = slice(None) if idx is None else idx
+        da, db = _ordinal_dcuts(self, y[sl][:, None], f)
+        Ea[sl], Eb[sl] = np.einsum('ij,ij->i', da, W), np.einsum('ij,ij->i', db, W)
+    J, k = _ordinal_jacobian(self), y.astype(int)
+    return (Eb[:, None] * J[k + 1] + Ea[:, None] * J[k]).T.reshape((len(self.param_names),) + shape)
+Ordinal.dlogp_dparams, Ordinal.expected_dparams = _ordinal_dlogp, _ordinal_expected_dparams
 
 # %% ../nbs/01_likelihoods.ipynb #lpar0c04
 NegativeBinomial._names = lambda self: ("dispersion",)

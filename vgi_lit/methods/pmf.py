@@ -216,7 +216,7 @@ def side_observations(model: PMF, side: int, rng=None, batch_size: int | None = 
     return k, blk, (model.cols if side == 0 else model.rows)[k], w
 
 # %% ../../nbs/methods/16_pmf.ipynb #4f0c63ae
-EXPECTS = ("auto", "mc", "quad", "exact")
+EXPECTS = ("auto", "mc", "quad", "exact", "mm")
 
 def side_sums(model: PMF, state: PMFState, side: int, rng=None, batch_size: int | None = None, n_u: int = 10, n_f: int = 10,
               expect: str = "mc", chunk: int = 8192, blocks=None) -> SideSums:
@@ -225,25 +225,40 @@ def side_sums(model: PMF, state: PMFState, side: int, rng=None, batch_size: int 
     o = ũ^a[fixed] of a linear site f = o + hᵀw; then (expect='mc') k₂ = `n_f` draws of f ~ N(o + hᵀm_j, hᵀS_j h) or
     (expect='quad') the likelihood's quadrature; summed per block by `block_sum` and `block_gram`. expect='exact' (Gaussian
     likelihood): the expectations over the partner exactly, from E[hhᵀ] and E[h(y − o)], the integrand being quadratic.
+    expect='mm' (any likelihood; no draws): the gradients of the moment-matched data term, f_ij ~ N(μ_ij, σ²_ij) with the
+    moments of f_ij under q ('Moment-matched steps'): the 'exact' sums with 1/σ² and y/σ² replaced per observation by
+    γ_ij and α_ij + γ_ij μ_ij, α = ∂E/∂μ and γ = −2∂E/∂σ² of the likelihood's expectation at (μ_ij, σ²_ij).
     The draws are taken chunk by chunk in the order of the observations (`chunk` observations each). `blocks`: the sums of
     these blocks only (increasing indices; default all), in their order."""
     if expect not in EXPECTS[1:]: raise ValueError(f"expect must be one of {EXPECTS[1:]}, got {expect!r}")
     lik, d = model.likelihood, model.d
     sel = slice(None) if blocks is None else np.asarray(blocks, dtype=np.intp).reshape(-1)
     if expect == "exact" and not isinstance(lik, Gaussian): raise ValueError("expect='exact' needs a Gaussian likelihood")
-    if expect != "exact" and rng is None: raise ValueError(f"expect={expect!r} draws the partners: pass rng, a numpy Generator")
+    if expect not in ("exact", "mm") and rng is None: raise ValueError(f"expect={expect!r} draws the partners: pass rng, a numpy Generator")
     k, blk, partner, w = side_observations(model, side, rng, batch_size, blocks)
     N = model.n(side) if blocks is None else sel.size
     free, fixed, o_side = model.free(side), model.fixed(side), 1 - side
     g, G, G_neg, n_neg = np.zeros((N, d)), np.zeros((N, d, d)), np.zeros((N, d, d)), np.zeros(N, dtype=int)
     m_s, F_s = state.m[side][sel], state.F[side][sel]
-    if expect == "exact":                                  # Σ_i w E[h hᵀ] and Σ_i w E[h (y − o)] through the partners' own moments
+    if expect in ("exact", "mm"):                          # Σ_i w E[h hᵀ] and Σ_i w E[h (y − o)] through the partners' own moments
         M, Fp = full_vectors(model, state, o_side, np.arange(model.n(o_side)))
         Eh, Fh = M[:, free], Fp[:, free]
         Eo, Fo = (M[:, fixed], Fp[:, fixed]) if fixed is not None else (np.zeros(len(M)), np.zeros((len(M), d)))
         Ehh = (Eh[:, :, None] * Eh[:, None, :] + Fh @ np.swapaxes(Fh, 1, 2)).reshape(len(M), d * d)   # E[h hᵀ] per partner
         Eho = Eh * Eo[:, None] + np.einsum('nkl,nl->nk', Fh, Fo)                                    # E[h o] per partner
         ptr = np.concatenate([[0], np.cumsum(np.bincount(blk, minlength=N))])                      # blk is sorted: rows, no sort
+        if expect == "mm":                                 # per observation: γ in place of 1/σ², α + γμ in place of y/σ²
+            mu, var = latent_moments(model, state, model.rows[k], model.cols[k])
+            _, dE_dm, dE_dv = lik.expected_log_lik(model.y[k], mu, np.maximum(var, 0.0))
+            gam = -2.0 * dE_dv
+            at = lambda a: sparse.csr_matrix((w * a, partner, ptr), shape=(N, len(M)))            # Σ_i w a_ij (·)_i per block j
+            A = at(gam); G = np.asarray(A @ Ehh).reshape(N, d, d)
+            g = np.asarray(at(dE_dm + gam * mu) @ Eh - A @ Eho) - np.einsum('nkl,nl->nk', G, m_s)
+            neg = gam < 0                                  # a likelihood that is not log-concave: the negative part, for the clipping
+            if neg.any():
+                G_neg = np.asarray(at(np.where(neg, gam, 0.0)) @ Ehh).reshape(N, d, d)
+                G_neg, n_neg = 0.5 * (G_neg + np.swapaxes(G_neg, 1, 2)), np.bincount(blk[neg], minlength=N)
+            return SideSums(g, 0.5 * (G + np.swapaxes(G, 1, 2)), G_neg, n_neg, np.bincount(blk, minlength=N))
         A = sparse.csr_matrix((w / lik.variance, partner, ptr), shape=(N, len(M)))                   # w_ij/σ² at (j, i)
         Ay = sparse.csr_matrix((w * model.y[k] / lik.variance, partner, ptr), shape=(N, len(M)))
         G = np.asarray(A @ Ehh).reshape(N, d, d)
@@ -505,9 +520,11 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
       not counted (`Stop.MAX_SECONDS`); `callback(record)`: called after every sweep, True stops (`Stop.CALLBACK`).
     - `batch_size`: observations per block update (|𝓜_j|; None: all of O_j); `n_u`, `n_f`: k₁ and k₂ of (52);
       `expect`: 'mc' (52), 'quad' (the expectation over f | u_i^a by quadrature), 'exact' (Gaussian likelihood only),
+      'mm' (no draws: the steps of the moment-matched data term, f_ij ~ N(μ_ij, σ²_ij) with its moments under q, which
+      for a non-Gaussian likelihood is not (47); the reported bound stays (47)'s estimate; 'Moment-matched steps'),
       'auto' (default: 'exact' for a Gaussian likelihood, else 'mc').
-    - `schedule`: ρ of the natural steps (`step_size`: '1/t', 'rm' or a constant); 'auto' (default): 1.0 with exact
-      expectations on all observations (the coordinate ascent of Lim & Teh 2007 for MC-SSVI), else '1/t'. Every block is
+    - `schedule`: ρ of the natural steps (`step_size`: '1/t', 'rm' or a constant); 'auto' (default): 1.0 with exact or
+      moment-matched expectations on all observations (the coordinate ascent of Lim & Teh 2007 for MC-SSVI), else '1/t'. Every block is
       updated once per sweep, so each block's counter t is the sweep number.
     - `learn_prior`: update each side's prior after the side (else the model's values stay); `prior`: its structure,
       'shared' (one σ² for the factor coordinates of a side, (68)) or 'ard' (one per coordinate, (61) on the diagonal).
@@ -539,7 +556,7 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
     gaussian = isinstance(model.likelihood, Gaussian)
     if expect == "exact" and not gaussian: raise ValueError("expect='exact' needs a Gaussian likelihood")
     if expect == "auto": expect = "exact" if gaussian else "mc"
-    if isinstance(schedule, str) and schedule == "auto": schedule = 1.0 if expect == "exact" and batch_size is None else "1/t"
+    if isinstance(schedule, str) and schedule == "auto": schedule = 1.0 if expect in ("exact", "mm") and batch_size is None else "1/t"
     step_size(1, schedule)                                                       # validates the schedule
     if lr is None: lr = 0.3 if method == "s-dsvi" else 1.0
     if not (isinstance(lr, (int, float)) and lr > 0): raise ValueError(f"lr must be positive, got {lr!r}")
@@ -682,8 +699,8 @@ class PMFOptions:
     batch_size: int | None = None      # observations per column update (None: all of them)
     n_u: int = 10                      # draws of the partner column per observation, k₁ of (52)
     n_f: int = 10                      # draws of f per partner draw, k₂ of (52)
-    expect: str = "auto"               # 'mc', 'quad', 'exact' (Gaussian likelihood) or 'auto' (exact if Gaussian, else mc)
-    schedule: object = "auto"          # ρ of the natural steps ('auto': 1.0 with exact expectations on all observations, else '1/t')
+    expect: str = "auto"               # 'mc', 'quad', 'exact' (Gaussian likelihood), 'mm' (moment-matched) or 'auto' (exact if Gaussian, else mc)
+    schedule: object = "auto"          # ρ of the natural steps ('auto': 1.0 with exact or moment-matched expectations on all observations, else '1/t')
     lr: float | None = None            # ADAGRAD rate (None: 1.0 for h-mc-ssvi, 0.3 for s-dsvi)
     seed: int = 0                      # start, sub-samples and draws
     m0_scale: float = 0.1              # the start's spread of the means
