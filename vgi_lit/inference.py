@@ -185,7 +185,7 @@ class Progress:
         if max_seconds is not None and not (max_seconds > 0): raise ValueError(f"max_seconds must be positive (or None), got {max_seconds!r}")
         self.max_seconds = max_seconds if max_seconds is not None else getattr(self, "max_seconds", None)
         self.position = position if position is not None else getattr(self, "position", None)
-        self.bar.refresh()
+        if self.bar.total is not None: self.bar.refresh()                  # a count with no total waits for the first record
         return self
     @staticmethod
     def budget_of(fn, options: dict) -> tuple:
