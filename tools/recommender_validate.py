@@ -26,7 +26,8 @@ def main(argv=None):
         p = rec.predict(r.users[va], r.items[va])
         nll = -float(np.mean(rec.log_density(r.users[va], r.items[va], r.ratings[va], discrete=True)))
     print(json.dumps(dict(likelihood=a.likelihood, K=a.K, fit_options=opts, rmse=round(float(np.sqrt(np.mean((p - r.ratings[va])**2))), 4),
-                          nll=round(nll, 4), seconds=round(sec, 1), cpu_seconds=round(cpu, 1), sweeps=rec.n_iter_, stop=rec.stop_.value)))
+                          nll=round(nll, 4), seconds=round(sec, 1), cpu_seconds=round(cpu, 1), sweeps=rec.n_iter_, stop=rec.stop_.value,
+                          bound=round(float(rec.posterior_.vlb), 1))))
 
 
 if __name__ == "__main__": main()

@@ -117,10 +117,14 @@ class VGRecommender:
 
     - `K`: latent dimension; `likelihood`: 'gaussian' (default: ratings minus their training mean, the exact
       expectations and closed-form steps, seconds on MovieLens 100K), 'ordinal' (cumulative logit over the distinct rating
-      values, cut points started at the logits of their training frequencies; its Monte Carlo steps and estimated bound
-      make it several hundred times slower there, and on MovieLens 100K no more accurate than the Gaussian default; for
-      it and the other Monte Carlo likelihoods the default `fit_options` are `n_f=1` (one draw of f per draw of u, still
-      unbiased) and `vlb_samples=1` (one draw of u per rating in the bound the stop rule reads)), 'binary' (two rating values, logistic), 'poisson' (counts).
+      values, cut points started at the logits of their training frequencies; fitted by the moment-matched steps,
+      `fit_options={'expect': 'mm'}` by default: deterministic steps on the data term with each f_ij replaced by the
+      Gaussian of its moments under q, the bound the stop rule reads still (47)'s estimate; on fold 0 of MovieLens 100K
+      (`compare`) it took 119 s against 2.9 s for the Gaussian default in the same run, for a test RMSE of 0.898 against
+      0.902 and an NLL per rating of 1.232 against 1.255; `{'expect': 'mc'}`, the paper's Monte Carlo steps, took 332 s
+      there for 0.915 and 1.257), 'binary' (two rating values, logistic), 'poisson' (counts). For the likelihoods other than the Gaussian the
+      default `fit_options` also hold `n_f=1` (one draw of f per draw of u in a Monte Carlo step, still unbiased) and
+      `vlb_samples=1` (one draw of u per rating in the bound the stop rule reads).
     - `learn_likelihood`: learn the likelihood's parameters (cut points, noise variance) by the bound; `noise_var`: the
       Gaussian noise variance (its start when learned; None: half the training variance of the ratings).
     - `offsets`: a global level and row and column effects with learned prior variances, passed to `PMF` where it takes
@@ -209,6 +213,7 @@ class VGRecommender:
         if unknown: raise ValueError(f"fit_options has fields PMFOptions does not know: {unknown}; it knows {sorted(names)}")
         opts = dict(seed=int(self.random_state), learn_lik=bool(self.learn_likelihood), prior="ard") | extra
         if not isinstance(lik, Gaussian): opts = dict(n_f=1, vlb_samples=1) | opts     # Monte Carlo: one draw of f per draw of u
+        if isinstance(lik, Ordinal): opts = dict(expect="mm") | opts                    # deterministic moment-matched steps
         common = {k: v for k, v in (("max_iter", self.max_iter), ("tol", self.tol), ("max_seconds", self.max_seconds)) if v is not None}
         self.posterior_ = _fit(model, self.method, progress=bool(self.progress), options=PMFOptions(**opts), **common)
         self.n_ratings_ = int(r.size)
