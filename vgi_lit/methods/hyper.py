@@ -535,6 +535,16 @@ _NOISE_GAIN = 1e-2   # nats: ``_learn_wide`` keeps a Gaussian noise variance at 
 _EDGE_RISE = 1e-3   # ``_learn_once``'s `edge_stop`: the VLB's relative rise per e-fold out of the box that stops a run at the edge
 _PLATEAU_GRAD = 1e-2   # nats per e-fold: a plateau (`tol_rel`) with a larger outer gradient restarts L-BFGS-B ('Stopping when learning has stopped improving')
 _PLATEAU_RESTARTS = 2   # at most this many such restarts per run
+_RESOLVED_GAIN = 1e-6   # nats: a failed outer line search whose quasi-Newton model predicts a smaller rise ends as converged
+
+def _predicted_rise(res, g, lo, hi, x, scale: float) -> float | None:
+    """The rise of the VLB (nats) that L-BFGS-B's own model predicts from its final point `x`, ½ gᵀH⁻¹g for the projected
+    gradient g of −VLB (zero where a coordinate sits on a bound the step would cross) and its inverse-Hessian approximation
+    `res.hess_inv` of the scaled objective `scale`·(−VLB); None when the result holds no such approximation."""
+    H = getattr(res, "hess_inv", None)
+    if H is None or not hasattr(H, "matvec"): return None
+    gp = np.where(((x <= lo + 1e-12) & (g > 0)) | ((x >= hi - 1e-12) & (g < 0)), 0.0, g) * scale
+    return 0.5 * float(gp @ H.matvec(gp)) / scale
 
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
                 origin=None, post0=None, rescale: bool = True, scales0=None, cache=None, edge_stop: bool = False,
@@ -599,7 +609,7 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
         opt = (theta.copy(), post.m, np.asarray(lam)) if predict and post.converged and lam is not None else None
         if opt is not None: state['optima'].append(opt)                                                  # read only by predict_start
         g = hp.grad(m_new, post.m, post.cov)
-        state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter)
+        state.update(post=post, model=m_new, key=key, f=-post.vlb, g=-g, n_inner=state['n_inner'] + post.n_iter, objective=post.objective)
         sc = _scales(post)
         if cache is not None:                                              # vectors only (copies): no factor, no dense V0, outlives its step
             cache[key] = dict(f=-post.vlb, g=-g, optimum=opt, scales=sc, n_iter=post.n_iter, stop=post.stop.value,
@@ -656,6 +666,13 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
                 stop, message = Stop.REL_TOL, state['plateau']
                 hist[-1].events.append(Event(EventKind.PLATEAU, f"{message} (outer gradient ∞-norm {gn:.2e} > tol = {tol:g})"))
             else: stop = Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED
+            vg = state.get('objective') == "vlb"                                   # the inner fits maximise the VLB: its gradient is exact
+            rise = _predicted_rise(res, state['g'], lo, hi, np.asarray(theta, dtype=float), sc[0]) if stop is Stop.STALLED and vg else None
+            if rise is not None and 0.0 <= rise <= _RESOLVED_GAIN and gn <= _PLATEAU_GRAD:   # the line search failed at the VLB's resolution
+                stop, message = Stop.REL_TOL, (f"converged to the VLB's resolution: the outer line search found no rise, and the rise L-BFGS-B's "
+                                               f"model predicts from the remaining outer gradient (∞-norm {gn:.2e} > tol = {tol:g}) is "
+                                               f"{rise:.1e} nats, below {_RESOLVED_GAIN:g}")
+                hist[-1].events.append(Event(EventKind.SOLVER, message))
     except StopIteration:
         theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
         if 'edge' in state: message = "a log-parameter reached the edge of the box with the gradient pointing out"
