@@ -67,13 +67,22 @@ def _multi_state(model, m, cov, r=None):
     gV = _gV_inf(model, cov.lam, Gam)
     return Step(dict(m=m, cov=cov, r=r, g=g, Gam=Gam, vlb=vlb), vlb, max(gm, gV), extra=dict(grad_m=gm, grad_V=gV))
 
+def _ascent(c, cur, best: float, rise: bool = True) -> bool:
+    """Whether the step from `cur` to `c` is taken: (`rise`) the VLB did not fall by more than 10⁻¹² relative, or the
+    stationarity residual fell below `best`, the smallest of the run's iterates so far. A step that lowers the VLB must set
+    a new record of the residual, not merely lower the current one: else a damped step can fall, the next rise, and the
+    pair repeat (a cycle of two steps)."""
+    v = cur.state['vlb']
+    return (rise and c.value >= v - 1e-12 * abs(v)) or c.grad_norm < best
+
 def _check_model(model):
     if not isinstance(model, MultiLGM): raise TypeError(f"model must be a MultiLGM (MultiGLM, MultiGP), got {type(model).__name__}")
 
 def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_seconds: float | None = None, callback=None,
               tol_rel: float = 1e-12, space: str | None = None, anderson: int = 3, m0=None, lam0=None) -> MultiPosterior:
     """FPi for a multi-latent model: the damped natural-gradient step Λ' = (1−ρ)Λ + ρΓ, m' = m + ρV(Λ')g (ρ = 1 is
-    V ← T(V), m ← m + T(V)g), ρ halved while the VLB falls.
+    V ← T(V), m ← m + T(V)g), ρ halved while the VLB falls and the stationarity residual sets no new record (`_ascent`); the
+    next step starts from the ρ taken, doubled when that step was not damped.
 
     tol: stop (`Stop.GRAD_TOL`) when max(‖g‖∞, ‖∂VLB/∂V‖∞) ≤ tol.
     max_iter, max_seconds: iteration and time budgets. callback: `callback(record)`; True stops the run.
@@ -93,6 +102,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
     if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
         raise ValueError(f"anderson must be an integer >= 0 (0: off), got {anderson!r}")
     mem = []                                                                     # (x, G(x) − x) of the last undamped steps
+    rec = [np.inf]                                                               # the smallest stationarity residual of the iterates
     psd = bool(getattr(model.likelihood, 'curvature_psd', True))                  # Γ ⪰ 0 by construction: the fixed point's Λ is too
     C, n = model.C, model.n
     if m0 is None and lam0 is None:
@@ -108,7 +118,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
     start.kind = "start"
     start.extra['rho'] = 1.0
     def step(cur, k):
-        s = cur.state; rho0 = cur.extra.get('rho', 1.0)
+        s = cur.state; rho0 = cur.extra.get('rho', 1.0); rec[0] = min(rec[0], cur.grad_norm)
         if anderson:
             cand = _anderson(cur)
             if cand is not None: return cand
@@ -117,12 +127,12 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
             try: cov = MultiCov(model, lam, space)
             except ValueError: return None
             return _multi_state(model, s['m'] + rho * cov.matvec(s['g']), cov, s['r'] + rho * cov.prior_solve_matvec(s['g']))
-        def accept(c):                                                          # the VLB rises, or the stationarity residual falls
-            return c is not None and c.finite() and (c.value >= s['vlb'] - 1e-12 * abs(s['vlb']) or c.grad_norm < cur.grad_norm)
+        def accept(c):                                                          # the VLB rises, or the residual sets a new record
+            return c is not None and c.finite() and _ascent(c, cur, rec[0])
         out = halving(propose, accept, rho=rho0, max_halvings=30)
         if out is None: return Halt(Stop.STALLED, "no damped natural-gradient step down to ρ = 1e-9 raises the VLB or lowers the residual")
         nxt, rho, h = out
-        nxt.kind = "fpi"; nxt.extra['rho'] = min(1.0, 2.0 * rho); nxt.extra['rho_taken'] = rho
+        nxt.kind = "fpi"; nxt.extra['rho'] = rho if h else min(1.0, 2.0 * rho); nxt.extra['rho_taken'] = rho   # ρ doubles after an undamped step only
         if rho < 1.0:
             nxt.events = [Event(EventKind.DAMPED, f"ρ = {rho:g}", count=h)]
             mem.clear()                                                         # a damped step: start the memory again
@@ -138,7 +148,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         lam_a = xa[model.d:].reshape(n, C, C)
         try: cand = _multi_state(model, xa[:model.d], MultiCov(model, psd_part(lam_a)[0] if psd else lam_a, space))
         except ValueError: cand = None
-        if cand is None or not (cand.finite() and (cand.value > s['vlb'] + 1e-12 * abs(s['vlb']) or cand.grad_norm < cur.grad_norm)):
+        if cand is None or not (cand.finite() and (cand.value > s['vlb'] + 1e-12 * abs(s['vlb']) or _ascent(cand, cur, rec[0], rise=False))):
             return None                                                         # the FPi step instead; the memory is kept
         cand.kind = "anderson"; cand.extra.update(rho=1.0, rho_taken=1.0)
         return cand
