@@ -292,7 +292,7 @@ class VGRecommender:
         return d @ self.rating_values_ if self.likelihood in ("ordinal", "binary") else d[0]
 
     def _clipped(self, e):
-        "Expected ratings `e` clipped to `rating_range_` for a Gaussian likelihood with `clip` (a range saved with the fit)."
+        "Expected ratings `e` clipped to `rating_range_` for a Gaussian likelihood with `clip` (none from a file saved without it)."
         rng = getattr(self, "rating_range_", None)
         if not (self.clip and self.likelihood == "gaussian" and rng is not None): return e
         return np.clip(e, *rng)
