@@ -973,14 +973,16 @@ def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500,
     """Why the fitted posterior `post` sits at a trivial optimum (a sentence that ends in what to try; with `advice`
     False the reason alone, for a caller that gives its own advice), or None:
     (a GP or sparse GP) the median over the distinct training inputs of the largest kernel correlation with another is
-    below `corr` (on at most `n_max` of them): away from the training inputs it predicts the prior mean, and a repeated
+    below `corr` (on at most `n_max` of them, the distinct ones among at most 20·`n_max` rows evenly spaced): away from the
+    training inputs it predicts the prior mean, and a repeated
     input is fitted on its own; or the VLB
     is at most the best constant predictor's log-likelihood (`constant_loglik`) and the latent means at the
     training inputs spread by less than `spread` times their posterior standard deviation."""
     M = post.model
     why = []
     if isinstance(M, (GP, SparseGP)) and M.n > 1:
-        U = np.unique(M.X, axis=0)                                          # distinct inputs: a repeat correlates fully with its twin
+        Xa = M.X if M.n <= 20 * n_max else M.X[np.linspace(0, M.n - 1, 20 * n_max).astype(int)]   # at most 20·n_max rows read
+        U = np.unique(np.asarray(Xa, dtype=float), axis=0)                  # distinct inputs: a repeat correlates fully with its twin
         med = 1.0
         if len(U) > 1:
             Xs = U[np.linspace(0, len(U) - 1, min(len(U), n_max)).astype(int)]
@@ -988,10 +990,11 @@ def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500,
             C = np.abs(K) / d[:, None] / d[None, :]; np.fill_diagonal(C, 0.0)
             med = float(np.median(np.max(C, axis=1)))
         if med < corr:
-            rep = M.n - len(U)
+            rep = len(Xa) - len(U)
             why.append(f"the kernel correlates no two distinct training inputs (median largest correlation {med:.2g}), so it predicts "
                        f"its prior mean at every input that is not a training input"
-                       + (f" ({rep} of the {M.n} training rows repeat another row's inputs: each repeated input is fitted on its own)" if rep else ""))
+                       + (f" ({rep} of the {len(Xa)} training rows {'' if len(Xa) == M.n else 'read '}repeat another row's inputs: each "
+                          f"repeated input is fitted on its own)" if rep else ""))
     if not why:
         Lc, c = constant_loglik(M.likelihood, M.y)
         ms, vs = post.site_marginals()
