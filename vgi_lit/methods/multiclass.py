@@ -81,7 +81,7 @@ def _check_model(model):
 def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_seconds: float | None = None, callback=None,
               tol_rel: float = 1e-12, space: str | None = None, anderson: int = 3, m0=None, lam0=None) -> MultiPosterior:
     """FPi for a multi-latent model: the damped natural-gradient step Λ' = (1−ρ)Λ + ρΓ, m' = m + ρV(Λ')g (ρ = 1 is
-    V ← T(V), m ← m + T(V)g), ρ halved while the VLB falls and the stationarity residual sets no new record (`_ascent`); the
+    V ← T(V), m ← m + T(V)g), ρ halved while the VLB falls and the stationarity residual sets no new record (``_ascent``); the
     next step starts from the ρ taken, doubled when that step was not damped.
 
     tol: stop (`Stop.GRAD_TOL`) when max(‖g‖∞, ‖∂VLB/∂V‖∞) ≤ tol.
