@@ -947,6 +947,14 @@ def constant_loglik(likelihood, y) -> tuple:
     return -float(r.fun), float(r.x)
 
 # %% ../../nbs/methods/15_hyper.ipynb #hdeg03
+def _distinct_rows(X, n_read: int = 10_000):
+    """(the rows read, their distinct rows): at most `n_read` rows of X evenly spaced, and `np.unique` of them (sorted).
+    A repeated input correlates fully with its twin and is no distance from it: the tests of a kernel against the inputs'
+    spacing (`degenerate`, its advice) read the distinct ones."""
+    Xa = X if len(X) <= n_read else X[np.linspace(0, len(X) - 1, n_read).astype(int)]
+    Xa = np.asarray(Xa, dtype=float)
+    return Xa, np.unique(Xa, axis=0)
+
 def _advice(model) -> str:
     """What to try after a degenerate fit, with the numbers of this model's inputs that bear on it: the spread of the standard
     deviations of the non-constant input columns (no tip to standardise when they are all within 5% of 1), the median
@@ -959,7 +967,7 @@ def _advice(model) -> str:
             tips.append(f"standardise the inputs (z-scores; the non-constant columns' standard deviations here run from "
                         f"{np.min(sd):.3g} to {np.max(sd):.3g})")
         if isinstance(model, (GP, SparseGP)):
-            U = np.unique(X, axis=0)                                              # distinct inputs: a repeated row is no distance
+            U = _distinct_rows(X)[1]
             S = U[np.linspace(0, len(U) - 1, min(len(U), 300)).astype(int)]
             dist = np.sqrt(np.maximum(np.sum(S**2, 1)[:, None] + np.sum(S**2, 1)[None, :] - 2 * S @ S.T, 0.0))[np.triu_indices(len(S), 1)]
             ell = np.atleast_1d(np.asarray(getattr(model.kernel, "lengthscale", np.nan), dtype=float))
@@ -981,8 +989,7 @@ def degenerate(post, spread: float = 0.05, corr: float = 1e-3, n_max: int = 500,
     M = post.model
     why = []
     if isinstance(M, (GP, SparseGP)) and M.n > 1:
-        Xa = M.X if M.n <= 20 * n_max else M.X[np.linspace(0, M.n - 1, 20 * n_max).astype(int)]   # at most 20·n_max rows read
-        U = np.unique(np.asarray(Xa, dtype=float), axis=0)                  # distinct inputs: a repeat correlates fully with its twin
+        Xa, U = _distinct_rows(M.X, 20 * n_max)
         med = 1.0
         if len(U) > 1:
             Xs = U[np.linspace(0, len(U) - 1, min(len(U), n_max)).astype(int)]

@@ -145,7 +145,7 @@ def svi_multi(model, tol: float = 1e-7, max_iter: int | None = None, max_seconds
     m, cov = r.state['m'], r.state['cov']
     cov.dense()                                                        # V held beside its factor (read by predictions and by io.save)
     return MultiPosterior(model, m, cov, model.prior_solve(m - model.mu), "svi", r.result.value, stop, hist,
-                          f"{stop.value} after {t} steps ({t * bs / n:.2f} epochs){svi_advice(stop, t, max_epochs, r.message)}", n_iter=t, batch_size=bs,
+                          f"{stop.value} after {t} steps ({t * bs / n:.2f} epochs){svi_advice(stop, max_epochs, r.message)}", n_iter=t, batch_size=bs,
                           schedule=schedule, seed=seed, epochs=t * bs / n)
 
 # %% ../../nbs/methods/18c_multi_svi.ipynb #5620787c

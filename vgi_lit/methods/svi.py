@@ -408,7 +408,7 @@ def budget_steps(max_epochs: float, n: int, batch_size: int) -> int:
     batches holding more than n rows)."""
     return max(1, int(np.floor(max_epochs * n / batch_size + 1e-9)))
 
-def svi_advice(stop, steps: int, max_epochs: float, why: str = "") -> str:
+def svi_advice(stop, max_epochs: float, why: str = "") -> str:
     """What the message of a stochastic run adds to '<stop> after <steps> steps': nothing for a converged run or one the
     user or a budget of theirs cut short; otherwise why it ended (`why`, the driver's reason) and what to change."""
     if stop is Stop.BUDGET:
@@ -525,7 +525,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
     if not np.isfinite(last.vlb):
         last.vlb, last.grad_norm = vlb_stream(model, st.m, st.cov)
     return VGPosterior(model, st.m, st.cov, method, last.vlb, stop, hist,
-                       f"{stop.value} after {t} steps ({t * bs / n:.2f} epochs){svi_advice(stop, t, o.max_epochs, r.message)}", n_iter=t, state=st,
+                       f"{stop.value} after {t} steps ({t * bs / n:.2f} epochs){svi_advice(stop, o.max_epochs, r.message)}", n_iter=t, state=st,
                        batch_size=bs, schedule=o.schedule, expect=o.expect, whiten=o.whiten, seed=o.seed, n_samples=o.n_samples,
                        jitter=jitter, hyper=None if learner is None else learner.values(model))
 
