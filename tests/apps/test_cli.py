@@ -545,3 +545,19 @@ def test_predict_names_every_missing_column_and_fractional_counts_get_no_class_a
     assert main(["fit", str(tmp_path / "frac.csv"), "--target", "y", "--likelihood", "poisson", "--model", "glm", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "non-negative integers" in err and "softmax" not in err, err
+
+
+@pytest.mark.slow
+def test_bikeshare_default_model_is_sparse_and_converges(capsys):
+    """The bike-share table as it comes (8,645 rows; the twelve input columns, not the two counts that sum to the target):
+    the default --model auto fits a sparse GP and says why, and learning (kernel and constant mean, Poisson) ends converged:
+    its last line search fails with the outer gradient at 1.7e-2, where L-BFGS-B's model predicts a rise of 6e-10 nats."""
+    path = shared_data_dir(ROOT) / "bikeshare.csv"
+    if not path.exists(): pytest.skip(f"{path} not found")
+    feats = "season,mnth,day,hr,holiday,weekday,workingday,weathersit,temp,atemp,hum,windspeed"
+    assert main(["fit", str(path), "--target", "bikers", "--features", feats, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "model      a sparse GP with 50 inducing inputs (rows of the data), chosen because the data have 8645 rows" in out, out
+    assert "SparseGP(n=8645, d=50" in out and "NOT converged" not in out and "\nlearning   " in out, out
+    learning = out.split("\nlearning   ")[1].split("\n")[0]
+    assert learning.startswith(("grad_tol (converged)", "rel_tol (converged)")), learning

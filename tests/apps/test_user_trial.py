@@ -104,14 +104,15 @@ def test_text_in_X_is_named_by_row_and_column():
 
 
 def test_a_large_dense_gp_is_announced_before_fitting(tmp_path, capsys, monkeypatch):
-    "A dense GP on many rows (bikeshare's 8,645: about 42 s to learn at 2,000 rows, cubic beyond) is said to be slow first."
+    """A dense GP asked for on many rows (bikeshare's 8,645: about 42 s to learn at 2,000 rows, cubic beyond) is said to be
+    slow first (the default, --model auto, fits a sparse GP there)."""
     import vgi_lit.apps.cli as cli
     monkeypatch.setattr(cli, "LARGE_GP_ROWS", 30)
     rng = np.random.default_rng(0); p = tmp_path / "g.csv"
     with open(p, "w", newline="") as fh:
         w = csv.writer(fh); w.writerow(["x", "y"])
         for x in rng.standard_normal(40): w.writerow([x, int(rng.poisson(np.exp(0.5 * x)))])
-    assert main(["fit", str(p), "--target", "y", "--likelihood", "poisson", "--no-learn", "--no-progress"]) == 0
+    assert main(["fit", str(p), "--target", "y", "--likelihood", "poisson", "--model", "gp", "--no-learn", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "a dense GP on 40 rows" in out and "--model sparse-gp" in out, out
     assert main(["fit", str(p), "--target", "y", "--likelihood", "poisson", "--model", "sparse-gp", "--inducing", "10",

@@ -22,7 +22,7 @@ from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
                                  data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, degenerate_advice,
-                                 CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, REAL)
+                                 CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, auto_latent, auto_sparse_note, REAL)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
 # %% auto #0
@@ -377,7 +377,9 @@ def parser():
                         "start at the logits of the training class frequencies, logit P(y <= k), and are learned unless --no-learn. "
                         "softmax: unordered classes (text or numbers), one latent function per class; its kernel (or prior variance) "
                         "is learned as the others' are, unless --no-learn (a sparse GP's inducing rows are held)")
-    f.add_argument("--model", default="gp", choices=["gp", "sparse-gp", "glm"])
+    f.add_argument("--model", default="auto", choices=["auto", "gp", "sparse-gp", "glm"],
+                   help=f"auto (default): gp up to {LARGE_GP_ROWS} training rows, sparse-gp above (a dense GP's steps take time "
+                        "growing as the cube of the rows)")
     f.add_argument("--kernel", default="rbf", choices=list(KERNELS)); f.add_argument("--ard", action="store_true", help="one lengthscale per input")
     f.add_argument("--kernel-start", default="data", choices=["data", "unit"],
                    help="data (default): lengthscale at the median distance between training inputs, variance set by y; unit: both 1")
@@ -478,6 +480,9 @@ def cmd_fit(a, out=print, err=None):
     if a.inducing < 1: raise CLIError(f"--inducing must be a positive integer, got {a.inducing}")
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
+    if a.model == "auto":
+        a.model = auto_latent(len(Z)).replace("_", "-")
+        if a.model == "sparse-gp": out("model      " + auto_sparse_note(len(Z), min(a.inducing, len(Z)), CLI_OPTIONS))
     model = build_model(Z, y, enc.feature_names, a, cuts)
     if not a.standardize:
         spread = unscaled_inputs(Z, enc.feature_names, enc.one_hot)

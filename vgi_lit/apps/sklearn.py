@@ -22,7 +22,7 @@ from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal
 from ..models import GLM, GP, SparseGP
 from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters,
                                  DegenerateFitWarning, RunawayParameterWarning, degenerate_advice,
-                                 ESTIMATOR_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, LargeGPWarning, large_gp_note)
+                                 ESTIMATOR_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, LargeGPWarning, large_gp_note, auto_latent)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 from ..softmax import Softmax
 from ..models.multi import MultiGLM, MultiGP
@@ -35,7 +35,7 @@ __all__ = ['LATENTS', 'MULTICLASS_VARIANCE', 'EXPECTED_FAILED_CHECKS', 'VGClassi
            'VGPoissonRegressor', 'VGOrdinalRegressor', 'load_estimator']
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk04
-LATENTS = ("gp", "sparse_gp", "glm")
+LATENTS = ("auto", "gp", "sparse_gp", "glm")
 
 def _finite(X):
     "X, or a ValueError naming the first missing or non-finite entry by its row and column."
@@ -101,9 +101,8 @@ class _VGEstimator(BaseEstimator):
 
     def _model(self, X, y, lik, mean=0.0):
         "The model of the latent function for the validated raw inputs `X` and canonical labels `y`."
-        latent = str(self.latent).replace("-", "_")
-        if latent not in LATENTS: raise ValueError(f"latent must be one of {', '.join(LATENTS)}, got {self.latent!r}")
         Z = self.scaler_.transform(X)
+        latent = self._latent(len(Z))
         if latent == "glm":
             A = np.hstack([Z, np.ones((len(Z), 1))]) if self.fit_intercept else Z
             return GLM(A, y, lik, prior_mean=0.0, prior_cov=self.prior_var)
@@ -114,6 +113,12 @@ class _VGEstimator(BaseEstimator):
             self._warn_large(len(Z))
             return GP(Z, y, lik, kernel, mean=mean)
         return SparseGP(Z, y, lik, kernel, self._inducing_rows(Z), mean=mean)
+
+    def _latent(self, n):
+        "The latent function for n training rows: `latent` checked, with \"auto\" resolved by `auto_latent`."
+        latent = str(self.latent).replace("-", "_")
+        if latent not in LATENTS: raise ValueError(f"latent must be one of {', '.join(LATENTS)}, got {self.latent!r}")
+        return auto_latent(n) if latent == "auto" else latent
 
     def _warn_large(self, n):
         "A `LargeGPWarning` before a dense GP is fitted to more than `LARGE_GP_ROWS` rows."
@@ -173,6 +178,8 @@ class _VGEstimator(BaseEstimator):
         """The attributes read from the posterior: n_iter_, the VLB, kernel_, and for a GLM coef_ and intercept_ with their
         sds (with C > 2 classes coef_ (C, p) and intercept_ (C,), row c the raw-scale coefficients of class c's latent
         function, as scikit-learn's LogisticRegression)."""
+        self.latent_ = ("glm" if isinstance(post.model, (GLM, MultiGLM)) else "sparse_gp" if isinstance(post.model, (SparseGP, MultiSparseGP))
+                        else "gp")
         self.n_iter_ = int(post.n_iter)
         self.log_marginal_likelihood_value_ = float(post.vlb)
         self.kernel_ = post.model.kernels[0] if isinstance(post.model, MultiGP) else getattr(post.model, "kernel", None)
@@ -250,7 +257,8 @@ class _VGEstimator(BaseEstimator):
         return tags
 
 _COMMON_DOC = """
-    latent: "gp" (a Gaussian process), "sparse_gp" (inducing inputs: `n_inducing` rows of X drawn with
+    latent: "auto" (default: "gp" up to `LARGE_GP_ROWS` (3,000) training rows, "sparse_gp" above; `latent_` holds the
+        choice), "gp" (a Gaussian process), "sparse_gp" (inducing inputs: `n_inducing` rows of X drawn with
         `random_state`) or "glm" (a linear function, with an intercept column when `fit_intercept`, prior
         N(0, `prior_var` I) on the standardised inputs).
     kernel: a `vgi_lit.kernels` kernel, the start of hyperparameter learning as given (default None: RBF with one
@@ -294,7 +302,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
     inducing inputs shared by the classes, held at those rows while the kernel is learned, as with two classes
     (`fit_options={"learn_inducing": True}` learns them too).""" + _COMMON_DOC
     _default_restarts = 2
-    def __init__(self, likelihood="logistic", latent="gp", kernel=None, standardize=True, method=None,
+    def __init__(self, likelihood="logistic", latent="auto", kernel=None, standardize=True, method=None,
                  learn_hyperparameters=True, n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0,
                  random_state=None, fit_options=None, progress=False):
         self.likelihood, self.latent, self.kernel, self.standardize, self.method = likelihood, latent, kernel, standardize, method
@@ -325,9 +333,8 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         if self.likelihood != "logistic":
             raise ValueError(f"likelihood={self.likelihood!r} is for two classes; with {C} classes the multinomial logit (softmax) "
                              "is used: pass likelihood='logistic'")
-        latent = str(self.latent).replace("-", "_")
-        if latent not in LATENTS: raise ValueError(f"latent must be one of {', '.join(LATENTS)}, got {self.latent!r}")
         Z, lik = self.scaler_.transform(X), Softmax(C)
+        latent = self._latent(len(Z))
         learn = bool(self.learn_hyperparameters)
         if latent == "glm":
             model = MultiGLM(np.hstack([Z, np.ones((len(Z), 1))]) if self.fit_intercept else Z, k, lik, prior_cov=self.prior_var)
@@ -407,7 +414,7 @@ class VGRegressor(RegressorMixin, _VGEstimator):
     `RunawayParameterWarning` says so: the noise is then effectively Gaussian).""" + _COMMON_DOC + """
     noise: the noise parameter's start (None: 0.1 for Gaussian and Student-t, 0.3 for Laplace, standardised units).
     df: Student-t degrees of freedom (the start when learning)."""
-    def __init__(self, likelihood="gaussian", latent="gp", kernel=None, standardize=True, method=None,
+    def __init__(self, likelihood="gaussian", latent="auto", kernel=None, standardize=True, method=None,
                  learn_hyperparameters=True, n_restarts=None, noise=None, df=4.0, normalize_y=True, n_inducing=50,
                  fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None, progress=False):
         self.likelihood, self.latent, self.kernel, self.standardize, self.method = likelihood, latent, kernel, standardize, method
@@ -472,7 +479,7 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
     put it above the targets' level; `fit_options={"learn_mean": False}` holds it); the kernel variance starts at the
     variance of log(y + 1/2). `score` is scikit-learn's regressor score, R² of the predicted means (not the deviance
     explained, D², of `sklearn.linear_model.PoissonRegressor.score`).""" + _COMMON_DOC
-    def __init__(self, latent="gp", kernel=None, standardize=True, method=None, learn_hyperparameters=True,
+    def __init__(self, latent="auto", kernel=None, standardize=True, method=None, learn_hyperparameters=True,
                  n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None,
                  progress=False, likelihood="poisson"):
         self.likelihood = likelihood
@@ -540,7 +547,7 @@ class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
     __doc__ = """Ordinal regression with a latent Gaussian model: P(y ≤ k | f) = σ(c_k − f) for the ordered classes
     `classes_` (the sorted labels). Cut points `cutpoints` (K − 1 increasing numbers; None: the logits of the
     training data's cumulative class frequencies), learned by default. `score` is the accuracy.""" + _COMMON_DOC
-    def __init__(self, cutpoints=None, latent="gp", kernel=None, standardize=True, method=None,
+    def __init__(self, cutpoints=None, latent="auto", kernel=None, standardize=True, method=None,
                  learn_hyperparameters=True, n_restarts=None, n_inducing=50, fit_intercept=False, prior_var=1.0,
                  random_state=None, fit_options=None, progress=False):
         self.cutpoints, self.latent, self.kernel, self.standardize, self.method = cutpoints, latent, kernel, standardize, method

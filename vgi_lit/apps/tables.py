@@ -18,7 +18,8 @@ from ..methods.hyper import HyperFit, degenerate
 __all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'LARGE_GP_ROWS', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL',
            'COUNT', 'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit',
            'degenerate_advice', 'learns_mean', 'multiclass_degenerate', 'runaway_parameters', 'LargeGPWarning',
-           'large_gp_note', 'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
+           'large_gp_note', 'auto_latent', 'auto_sparse_note', 'TableError', 'read_table', 'column_values',
+           'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -164,9 +165,9 @@ def degenerate_advice(model, options: dict, standardized: bool, data_start: bool
 
 ESTIMATOR_OPTIONS = dict(standardize="standardize=True", data_start="kernel=None, or a lengthscale near that distance",
                          learn="learn_hyperparameters=True", restarts="n_restarts={}",
-                         sparse="latent='sparse_gp' (n_inducing=M rows)", glm="latent='glm'")
+                         sparse="latent='sparse_gp' (n_inducing=M rows)", glm="latent='glm'", dense="latent='gp'")
 CLI_OPTIONS = dict(standardize="drop --no-standardize", data_start="--kernel-start data", learn="drop --no-learn",
-                   restarts="--restarts {}", sparse="--model sparse-gp (--inducing M rows)", glm="--model glm")
+                   restarts="--restarts {}", sparse="--model sparse-gp (--inducing M rows)", glm="--model glm", dense="--model gp")
 
 # %% ../../nbs/apps/49_tables.ipynb #tbmc1
 def learns_mean(model, learn: bool) -> bool:
@@ -212,6 +213,21 @@ def large_gp_note(n: int, learn: bool, options: dict) -> str:
     return (f"a dense GP on {n} rows: each step factorises the {n} x {n} kernel matrix ({8 * n * n / 1e9:.2g} GB; time grows as "
             f"the cube of the rows{', and learning repeats whole fits' if learn else ''}); {options['sparse']}, cost linear in "
             f"the rows, or {options['glm']} is much faster")
+
+# %% ../../nbs/apps/49_tables.ipynb #a07c1e55
+def auto_latent(n: int) -> str:
+    """The latent function that `latent="auto"` (estimators) and `--model auto` (command line) stand for on n training
+    rows: "gp" (a dense GP) up to `LARGE_GP_ROWS` rows, "sparse_gp" above, where the dense GP's steps, whose time grows as n³, are slow."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"the number of training rows must be a positive integer, got {n!r}")
+    return "gp" if n <= LARGE_GP_ROWS else "sparse_gp"
+
+def auto_sparse_note(n: int, m: int, options: dict) -> str:
+    """What is said when the automatic choice (`auto_latent`) is a sparse GP: the rows, the m inducing rows it uses, and
+    how to ask for the dense GP instead, in the caller's terms (`options`: `ESTIMATOR_OPTIONS` or `CLI_OPTIONS`)."""
+    return (f"a sparse GP with {m} inducing inputs (rows of the data), chosen because the data have {n} rows, more than "
+            f"{LARGE_GP_ROWS}, where each step of a dense GP factorises the {n} x {n} kernel matrix; {options['dense']} fits "
+            "the dense GP")
 
 # %% ../../nbs/apps/49_tables.ipynb #tb22
 class TableError(ValueError):

@@ -536,15 +536,18 @@ _EDGE_RISE = 1e-3   # ``_learn_once``'s `edge_stop`: the VLB's relative rise per
 _PLATEAU_GRAD = 1e-2   # nats per e-fold: a plateau (`tol_rel`) with a larger outer gradient restarts L-BFGS-B ('Stopping when learning has stopped improving')
 _PLATEAU_RESTARTS = 2   # at most this many such restarts per run
 _RESOLVED_GAIN = 1e-6   # nats: a failed outer line search whose quasi-Newton model predicts a smaller rise ends as converged
+_RESOLVED_STEP = 1e-6   # ... when also the gradient is below `_PLATEAU_GRAD` or the model's step to its optimum is below this (∞-norm)
 
-def _predicted_rise(res, g, lo, hi, x, scale: float) -> float | None:
-    """The rise of the VLB (nats) that L-BFGS-B's own model predicts from its final point `x`, ½ gᵀH⁻¹g for the projected
-    gradient g of −VLB (zero where a coordinate sits on a bound the step would cross) and its inverse-Hessian approximation
-    `res.hess_inv` of the scaled objective `scale`·(−VLB); None when the result holds no such approximation."""
+def _predicted_rise(res, g, lo, hi, x, scale: float) -> tuple | None:
+    """(rise, step): what L-BFGS-B's own model predicts from its final point `x`: the rise of the VLB (nats), ½ gᵀH⁻¹g, and
+    the step to the model's optimum, −H⁻¹g (units of θ: e-folds of a log-parameter), for the projected gradient g of −VLB
+    (zero where a coordinate sits on a bound the step would cross) and its inverse-Hessian approximation `res.hess_inv`
+    of the scaled objective `scale`·(−VLB); None when the result holds no such approximation."""
     H = getattr(res, "hess_inv", None)
     if H is None or not hasattr(H, "matvec"): return None
     gp = np.where(((x <= lo + 1e-12) & (g > 0)) | ((x >= hi - 1e-12) & (g < 0)), 0.0, g) * scale
-    return 0.5 * float(gp @ H.matvec(gp)) / scale
+    step = -np.asarray(H.matvec(gp), dtype=float)
+    return -0.5 * float(gp @ step) / scale, step
 
 def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound, inner, predict=False, tol_rel=0.0, window=5,
                 origin=None, post0=None, rescale: bool = True, scales0=None, cache=None, edge_stop: bool = False,
@@ -667,11 +670,14 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
                 hist[-1].events.append(Event(EventKind.PLATEAU, f"{message} (outer gradient ∞-norm {gn:.2e} > tol = {tol:g})"))
             else: stop = Stop.MAX_ITER if res.nit >= max_iter else Stop.STALLED
             vg = state.get('objective') == "vlb"                                   # the inner fits maximise the VLB: its gradient is exact
-            rise = _predicted_rise(res, state['g'], lo, hi, np.asarray(theta, dtype=float), sc[0]) if stop is Stop.STALLED and vg else None
-            if rise is not None and 0.0 <= rise <= _RESOLVED_GAIN and gn <= _PLATEAU_GRAD:   # the line search failed at the VLB's resolution
+            model_says = _predicted_rise(res, state['g'], lo, hi, np.asarray(theta, dtype=float), sc[0]) if stop is Stop.STALLED and vg else None
+            rise, step = model_says if model_says is not None else (None, None)
+            near = rise is not None and (gn <= _PLATEAU_GRAD or float(np.max(np.abs(step), initial=0.0)) <= _RESOLVED_STEP)
+            if near and 0.0 <= rise <= _RESOLVED_GAIN:                             # the line search failed at the VLB's resolution
                 stop, message = Stop.REL_TOL, (f"converged to the VLB's resolution: the outer line search found no rise, and the rise L-BFGS-B's "
                                                f"model predicts from the remaining outer gradient (∞-norm {gn:.2e} > tol = {tol:g}) is "
-                                               f"{rise:.1e} nats, below {_RESOLVED_GAIN:g}")
+                                               f"{rise:.1e} nats, below {_RESOLVED_GAIN:g}, by a step of ∞-norm "
+                                               f"{float(np.max(np.abs(step), initial=0.0)):.1e}")
                 hist[-1].events.append(Event(EventKind.SOLVER, message))
     except StopIteration:
         theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
