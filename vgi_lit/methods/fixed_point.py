@@ -102,25 +102,28 @@ def _fused_pass(model, m, A, base, lam=None, w=None, keep_v: bool = False) -> di
 def _state(model, m, cov, r=None, clip: bool = True):
     """(at, (VLB, ∂VLB/∂m, γ)) at (m, V): AtCov and vlb_grad in one pass over the sites (the site matrix's site_pass)
     when `_fused(model)`, the separate products otherwise. The fused pass also leaves on `at` the Gram sum of the next
-    step's weights (γ₊ when `clip`, else γ) and, for V in site form, the bound sums (H∘H)ᵀ[δ₊ δ₋] with δ = λ − γ."""
-    if not _fused(model) or getattr(cov, 'space', 'd') == 'n':
-        at = AtCov(model, cov); return at, vlb_grad(model, m, at, r)
-    c = model.c
-    if isinstance(cov, SiteCov) and not cov.site_quadratic_known: A, hv = cov.site_factor(), None   # V = AᵀA
-    elif isinstance(cov, _SITE_FORMS): A, hv = None, cov._hv                                    # variances known already
-    else: A, hv = cov.F.T, None                                                                 # a factor V = F Fᵀ
-    lam = cov.lam if isinstance(cov, _SITE_FORMS) else None
-    base = (c,) + ((hv,) if hv is not None else ())                         # site variance = c (+ h_iᵀVh_i if known)
-    res = _fused_pass(model, m, A, base, lam, w='clip' if clip else 'signed', keep_v=True)
-    v_site, gamma = res['keep_v'], res['keep_gamma']
-    if hv is None and isinstance(cov, SiteCov):                             # h_iᵀVh_i from this pass (v_site itself when c = 0: no copy)
-        hq = v_site if not np.any(c) else v_site - c
-        if np.all(np.isfinite(hq)): cov.set_site_quadratic(hq)             # (an overflowed state is judged by the caller)
-    at = AtCov(model, cov, v_site=v_site)
-    at.gram_next, at.gram_clip, at.sq = res['gram'], clip, res.get('sq')
-    r = model.prior.solve(m - model.mu) if r is None else r
-    vlb = vlb_from(model, m, res['E'], kl_V=at.kl_V, r=r)
-    return at, (vlb, res['g'] - r, gamma)
+    step's weights (γ₊ when `clip`, else γ) and, for V in site form, the bound sums (H∘H)ᵀ[δ₊ δ₋] with δ = λ − γ.
+    A state so far out that the expectations overflow (e^m beyond the floating-point range) comes back with an infinite
+    or NaN VLB or gradient and no NumPy warning: every caller tests it (`_finite`) and refuses it."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not _fused(model) or getattr(cov, 'space', 'd') == 'n':
+            at = AtCov(model, cov); return at, vlb_grad(model, m, at, r)
+        c = model.c
+        if isinstance(cov, SiteCov) and not cov.site_quadratic_known: A, hv = cov.site_factor(), None   # V = AᵀA
+        elif isinstance(cov, _SITE_FORMS): A, hv = None, cov._hv                                    # variances known already
+        else: A, hv = cov.F.T, None                                                                 # a factor V = F Fᵀ
+        lam = cov.lam if isinstance(cov, _SITE_FORMS) else None
+        base = (c,) + ((hv,) if hv is not None else ())                         # site variance = c (+ h_iᵀVh_i if known)
+        res = _fused_pass(model, m, A, base, lam, w='clip' if clip else 'signed', keep_v=True)
+        v_site, gamma = res['keep_v'], res['keep_gamma']
+        if hv is None and isinstance(cov, SiteCov):                             # h_iᵀVh_i from this pass (v_site itself when c = 0: no copy)
+            hq = v_site if not np.any(c) else v_site - c
+            if np.all(np.isfinite(hq)): cov.set_site_quadratic(hq)             # (an overflowed state is judged by the caller)
+        at = AtCov(model, cov, v_site=v_site)
+        at.gram_next, at.gram_clip, at.sq = res['gram'], clip, res.get('sq')
+        r = model.prior.solve(m - model.mu) if r is None else r
+        vlb = vlb_from(model, m, res['E'], kl_V=at.kl_V, r=r)
+        return at, (vlb, res['g'] - r, gamma)
 
 
 # %% ../../nbs/methods/11_fixed_point.ipynb #91d38f52
