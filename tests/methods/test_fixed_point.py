@@ -830,3 +830,19 @@ def test_fpi_flat_at_the_rounding_floor_stops_stalled():
         assert spread <= fp.FLAT_REL * abs(p.vlb)
     q = fit(gp, "fpi", tol=1e-12, tol_rel=0.0, polish=False, max_iter=300, newton=False, mean_steps=0)
     assert not q.message.startswith("stalled at the rounding floor"), q.message
+
+
+def test_a_trial_state_that_overflows_is_not_finite_and_quiet():
+    """A state far out for a Poisson likelihood (e^m beyond float64's range at some sites) comes back from the one-pass
+    state evaluation with a VLB that is not finite, which every caller refuses, and without a NumPy RuntimeWarning (such
+    trials are proposed and refused during ordinary fits: a warning reached users of `vgi-lit fit` on bike-share counts)."""
+    import warnings
+    rng = np.random.default_rng(0); X = rng.normal(size=(30, 2)); y = rng.poisson(3.0, size=30).astype(float)
+    for model in (models.GP(X, y, likelihoods.Poisson(), kernels.RBF(1.0, 1.0)),
+                  models.SparseGP(X, y, likelihoods.Poisson(), kernels.RBF(1.0, 1.0), X[:8])):
+        m = np.full(model.d, 800.0)
+        cov = SiteCov(model, np.ones(model.n), space="n") if model.H is not None else SiteCov(model, np.ones(model.n))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            at, (vlb, g, gamma) = fp._state(model, m, cov)
+        assert not fp._finite((vlb, g, gamma)), (vlb, np.isfinite(g).all(), np.isfinite(gamma).all())
