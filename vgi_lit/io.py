@@ -18,8 +18,9 @@ from .inference import History, Stop, VGPosterior
 # %% auto #0
 __all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'FORMATS', 'likelihood_spec', 'likelihood_from_spec',
            'kernel_spec', 'kernel_from_spec', 'Format', 'register_format', 'register_saver', 'class_labels',
-           'posterior_to_file', 'save', 'load', 'posterior_from_file', 'history_spec', 'history_from_spec',
-           'register_result', 'model_arrays', 'model_from_arrays', 'register_posterior']
+           'matrix_arrays', 'matrix_from_arrays', 'posterior_to_file', 'save', 'load', 'posterior_from_file',
+           'history_spec', 'history_from_spec', 'register_result', 'model_arrays', 'model_from_arrays',
+           'register_posterior']
 
 # %% ../nbs/08_io.ipynb #io05
 FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 1
@@ -153,6 +154,19 @@ def class_labels(labels, n: int, what: str = "") -> list:
     return out
 
 # %% ../nbs/08_io.ipynb #55577b62
+def matrix_arrays(name: str, X) -> dict:
+    """The arrays that hold the matrix X in a file under `name`: X itself (float64), or for a scipy.sparse X its CSR parts
+    `name_data`, `name_indices`, `name_indptr` and `name_shape`, never densified (`matrix_from_arrays` reads either)."""
+    if not sp.issparse(X): return {name: np.asarray(X, float)}
+    C = sp.csr_matrix(X)
+    return {f"{name}_data": np.asarray(C.data, float), f"{name}_indices": C.indices, f"{name}_indptr": C.indptr,
+            f"{name}_shape": np.array(C.shape, dtype=np.int64)}
+
+def matrix_from_arrays(name: str, A):
+    "The matrix `matrix_arrays` wrote under `name` in the arrays A: a CSR matrix for the sparse form, else the array."
+    if f"{name}_data" not in A: return A[name]
+    return sp.csr_matrix((A[f"{name}_data"], A[f"{name}_indices"], A[f"{name}_indptr"]), shape=tuple(int(k) for k in A[f"{name}_shape"]))
+
 def posterior_to_file(post, labels=None) -> tuple[dict, dict]:
     """(settings, arrays) of a `VGPosterior` of a GLM, GP or sparse GP: the model's settings and data, q(w) = N(m, V) and
     how the run ended (the format above). `labels`: the class labels of the targets in the data's coding (ordinal: one per
@@ -160,7 +174,7 @@ def posterior_to_file(post, labels=None) -> tuple[dict, dict]:
     (`posterior.info['labels']`), else none."""
     M = post.model
     if type(M) not in (GLM, GP, SparseGP): raise ValueError(f"cannot save a posterior of a {type(M).__name__}: the format knows GLM, GP and SparseGP")
-    arrays = {"X": np.asarray(M.X, float), "y": np.asarray(M.y, float), "m": post.m}
+    arrays = {**matrix_arrays("X", M.X), "y": np.asarray(M.y, float), "m": post.m}
     settings = {"model": M.kind, "likelihood": likelihood_spec(M.likelihood),
                 "feature_names": None if M.feature_names is None else [str(c) for c in M.feature_names],
                 "method": post.method, "vlb": post.vlb, "stop": post.stop.value, "message": str(post.message),
@@ -255,7 +269,7 @@ def load(path, as_saved: bool = True):
 def _posterior(s: dict, A: dict, path) -> VGPosterior:
     "The `VGPosterior` of a file written by `posterior_to_file`, its model rebuilt with the constructors a user calls."
     lik = likelihood_from_spec(s["likelihood"])
-    X = A["X"]
+    X = matrix_from_arrays("X", A)
     if s["model"] == "glm": M = GLM(X, A["y"], lik, prior_mean=A["prior_mean"], prior_cov=A["prior_cov"])
     elif s["model"] == "gp": M = GP(X, A["y"], lik, kernel_from_spec(s["kernel"]), mean=s["mean"], jitter=s["jitter"])
     elif s["model"] == "sparse_gp": M = SparseGP(X, A["y"], lik, kernel_from_spec(s["kernel"]), A["Z"], mean=s["mean"], jitter=s["jitter"])
@@ -340,9 +354,8 @@ def model_arrays(M) -> tuple[dict, dict]:
         return ({"model": "ctm", "K": M.K, "shape": list(C.shape)},
                 {"counts_data": C.data, "counts_indices": C.indices, "counts_indptr": C.indptr, "mu": M.mu, "Sigma": M.Sigma, "beta": M.beta})
     if isinstance(M, GME):
-        if not isinstance(M.X, np.ndarray): raise ValueError("cannot save a GME with sparse inputs: the format stores X as a dense array")
         return ({"model": "gme", "likelihood": likelihood_spec(M.likelihood), "prior_mean": M.prior_mean, "prior_var": M.prior_var, "tau": M.tau},
-                {"X": M.X, "y": np.asarray(M.y, float)})
+                {**matrix_arrays("X", M.X), "y": np.asarray(M.y, float)})
     raise ValueError(f"cannot save a {type(M).__name__}: the two-level models the format knows are PMF, CTM and GME")
 
 # %% ../nbs/08_io.ipynb #524954c3
@@ -355,7 +368,7 @@ def model_from_arrays(s: dict, A: dict):
         C = sp.csr_matrix((A["counts_data"], A["counts_indices"], A["counts_indptr"]), shape=tuple(s["shape"]))
         return CTM(C, s["K"], A["mu"], A["Sigma"], A["beta"])
     if s["model"] == "gme":
-        return GME(A["X"], A["y"], likelihood_from_spec(s["likelihood"]), s["prior_mean"], s["prior_var"], s["tau"])
+        return GME(matrix_from_arrays("X", A), A["y"], likelihood_from_spec(s["likelihood"]), s["prior_mean"], s["prior_var"], s["tau"])
     raise ValueError(f"unknown two-level model kind {s['model']!r}")
 
 # %% ../nbs/08_io.ipynb #io2l3

@@ -57,3 +57,23 @@ def test_learned_prior_approaches_the_generating_one():
                     learn_prior={"mean", "var"}, eval_every=10**9)
     assert abs(r.prior_mean - w1.mean()) < 0.15 and abs(np.log(r.prior_var / w1.var())) < np.log(1.5)
     assert r.tau == 1.0                                                # not learned: kept
+
+
+@pytest.mark.parametrize("method", ["mc-ssvi", "h-mc-ssvi", "s-dsvi", "mean-field"])
+def test_sparse_inputs_fit_as_the_dense_ones_and_save_sparse(method, tmp_path):
+    """A GME on a scipy.sparse X (generated counts) fits by every method to the fit on the same X as a dense array (the
+    same draws: predictions and bound equal to rounding), predicts at sparse or dense rows, and is saved and loaded with
+    X in its CSR parts (the format's X_data, X_indices, X_indptr, X_shape)."""
+    import scipy.sparse as sp
+    import vgi_lit
+    from vgi_lit.likelihoods import Poisson
+    g = np.random.default_rng(0); X = sp.random(80, 5, density=0.3, random_state=1, format="csr"); y = g.poisson(1.0, size=80).astype(float)
+    from vgi_lit.models import GME
+    ps = vgi_lit.fit(GME(X, y, Poisson(), tau=1.0), method, max_iter=3)
+    pd = vgi_lit.fit(GME(X.toarray(), y, Poisson(), tau=1.0), method, max_iter=3)
+    assert abs(ps.vlb - pd.vlb) <= 1e-10 * abs(pd.vlb)
+    for a, b in zip(ps.predict(X[:6]), pd.predict(X[:6].toarray())): assert np.max(np.abs(a - b)) <= 1e-12
+    assert np.max(np.abs(ps.log_pred_density(X[:6], y[:6]) - pd.log_pred_density(X[:6].toarray(), y[:6]))) <= 1e-12
+    back = vgi_lit.io.load(vgi_lit.io.save(ps, tmp_path / "gme.npz"))
+    assert sp.issparse(back.model.X) and (back.model.X != X).nnz == 0
+    for a, b in zip(back.predict(X[:6]), ps.predict(X[:6])): assert np.max(np.abs(a - b)) <= 1e-12

@@ -218,8 +218,7 @@ class GMEPosterior(Posterior):
     def predict(self, X_new):
         """Mean and variance of f_* = w₁ᵀx_* + ε, ε ~ N(0, w₂), under q at the rows of `X_new`: xᵀm and xᵀVx + E[w₂] with
         E[w₂] = σ√(π/2) for w₂ ~ Rayl(σ²) (f_* is a scale mixture of Gaussians; these are its exact first two moments)."""
-        X_new = np.asarray(X_new, float)
-        if X_new.ndim != 2 or X_new.shape[1] != self.model.d: raise ValueError(f"X_new must be a matrix with {self.model.d} columns, got shape {X_new.shape}")
+        X_new = self.model.glm.check_inputs(X_new)                     # dense, or scipy.sparse kept sparse; shape and values checked
         return X_new @ self.m, self.cov.var_at(X_new) + self.sigma * np.sqrt(np.pi / 2)
     def log_pred_density(self, X_new, y_new, n_w: int = 20):
         "log p(y_* | data) per row of `X_new` (A.5): `gme_log_pred`."
@@ -273,6 +272,7 @@ def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9, max_se
     beta, sd, sigma = np.zeros(n), np.ones(n), float(sigma_init)
     opt_b, opt_s = Adagrad(lr), Adagrad(lr)
     XtX, prior = X.T @ X, model.glm.prior
+    if hasattr(XtX, "toarray"): XtX = XtX.toarray()                      # a scipy.sparse X: the d × d Gram matrix as an array
     c = np.sqrt(np.pi/2) / sigma; cov = PrecisionCov(prior, c * XtX); m = cov.matvec(prior.solve(model.glm.mu))
 
     def sweep(cur, k):
@@ -301,7 +301,7 @@ def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9, max_se
 # %% ../../nbs/methods/14a_gme.ipynb #121bb9eb
 def gme_log_pred(model, res, X_new, y_new, n_w=20):
     "Per-point log predictive density of GME at (X_new, y_new) under the fit `res` (a `GMEPosterior`)."
-    X_new = np.asarray(X_new, float)
+    X_new = model.glm.check_inputs(X_new)
     ms, ss = X_new @ res.m, res.cov.var_at(X_new)
     xw, ww = rayleigh_nodes(res.sigma, n_w)
     lp = np.stack([model.likelihood.log_pred_density(y_new, ms, ss + w) for w in xw], 1)

@@ -145,13 +145,14 @@ class PrecisionStep:
 # %% ../../nbs/methods/09_site_update.ipynb #298f49d2
 def precision_step(model, cov, m, H, dE_dm, gamma, rho: float, scale: float = 1.0, mean: str | None = "natural") -> PrecisionStep:
     """One damped natural-gradient step in the full-precision form V = (Σ⁻¹ + Λ)⁻¹ from the rows `H` (b × d)
-    of a mini-batch with per-site dE/dm and γ = −2dE/dv, scaled by `scale` = N/|B|:
+    of a mini-batch (dense or scipy.sparse) with per-site dE/dm and γ = −2dE/dv, scaled by `scale` = N/|B|:
     Λ' = (1−ρ)Λ + ρ·scale·HᵀΓH (`models.blocks.damped_precision` with one block) and (`mean="natural"`) m' = m + ρV'ĝ,
     ĝ = scale·HᵀdE/dm − Σ⁻¹(m − μ). If Σ⁻¹ + Λ' is not positive definite the step is redone with γ clipped at 0 (counted
     in `n_clipped`)."""
     if not (np.isfinite(rho) and 0 < rho <= 1): raise ValueError(f"rho must be in (0, 1], got {rho!r}")
     if mean not in ("natural", None): raise ValueError(f"mean must be 'natural' or None, got {mean!r}")
-    gamma = np.asarray(gamma, dtype=float); H = np.asarray(H, dtype=float)
+    gamma = np.asarray(gamma, dtype=float)
+    H = H.toarray() if hasattr(H, "toarray") else np.asarray(H, dtype=float)   # a scipy.sparse mini-batch: b × d, beside the d × d Λ
     def factorise(Lam):                                          # (1, d, d): V' as a `PrecisionCov`, its one factorisation
         out = np.empty(1, dtype=object)
         try: out[0] = PrecisionCov(model.prior, Lam[0])

@@ -120,7 +120,7 @@ def gauss_update(model, st, method, H, dE_dm, gamma, rho, scale, opt_m=None, opt
     g_m = scale * (H.T @ dE_dm) - P.solve(m - model.mu)                 # ĝ_m
     if method == "s-dsvi":
         L = st.cov.L
-        gL = np.tril(np.diag(1.0 / np.diag(L)) - P.solve(L) - scale * (H.T * gamma) @ (H @ L))   # Sheth & Khardon (2016b), eq. 64
+        gL = np.tril(np.diag(1.0 / np.diag(L)) - P.solve(L) - scale * (H.T @ (gamma[:, None] * (H @ L))))   # (2016b), eq. 64; H dense or sparse
         L_new = np.tril(L + (P.half(opt_L.step(np.tril(P.half_T(gL)))) if whiten else opt_L.step(gL)))
         dg, bad = np.diag(L_new), np.diag(L_new) <= 0
         if np.any(bad):                                                # projection onto L_jj > 0
