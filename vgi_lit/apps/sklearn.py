@@ -6,6 +6,7 @@
 from __future__ import annotations
 import json, warnings
 import numpy as np
+import scipy.sparse as sp
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
     from sklearn.preprocessing import LabelEncoder
@@ -38,13 +39,21 @@ __all__ = ['LATENTS', 'MULTICLASS_VARIANCE', 'EXPECTED_FAILED_CHECKS', 'VGClassi
 LATENTS = ("auto", "gp", "sparse_gp", "glm")
 
 def _finite(X):
-    "X, or a ValueError naming the first missing or non-finite entry by its row and column."
-    bad = ~np.isfinite(X)
-    if bad.any():
-        i, j = np.argwhere(bad)[0]
-        raise ValueError(f"X contains NaN or inf: row {i}, column {j} is {X[i, j]} (missing values are not imputed: "
-                         "fill or drop the row)")
-    return X
+    "X (an array or a CSR matrix), or a ValueError naming the first missing or non-finite entry by its row and column."
+    if sp.issparse(X):
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        if bad.size == 0: return X
+        k = int(bad[0]); i, j, v = int(np.searchsorted(X.indptr, k, side="right") - 1), int(X.indices[k]), X.data[k]
+    else:
+        bad = ~np.isfinite(X)
+        if not bad.any(): return X
+        i, j = np.argwhere(bad)[0]; v = X[i, j]
+    raise ValueError(f"X contains NaN or inf: row {i}, column {j} is {v} (missing values are not imputed: fill or drop the row)")
+
+def _with_intercept(Z):
+    "The inputs Z (array or CSR matrix) with a column of ones appended, the GLM's intercept; sparse stays sparse."
+    ones = np.ones((Z.shape[0], 1))
+    return sp.hstack([Z, ones], format="csr") if sp.issparse(Z) else np.hstack([Z, ones])
 
 def _text_entry(X):
     "(row, column name or index, value) of the first entry of X that is text (a string), or None when there is none."
@@ -65,7 +74,7 @@ def _number(s):
 def _validated(est, X, *y, **kw):
     """`validate_data` as float64 (`y`: the targets, if given); inputs holding text are a ValueError naming the first such
     entry's row and column (the estimators take numbers: text columns are encoded by the caller, e.g. one-hot)."""
-    try: return validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, **kw)
+    try: return validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, accept_sparse="csr", **kw)
     except ValueError:
         bad = _text_entry(X)
         if bad is None: raise
@@ -88,13 +97,13 @@ class _VGEstimator(BaseEstimator):
                              "for class labels use VGClassifier, for ordered classes VGOrdinalRegressor")
         if sample_weight is not None:
             w = np.asarray(sample_weight, dtype=float)
-            if w.shape != (len(X),): raise ValueError(f"sample_weight must have shape ({len(X)},), got {w.shape}")
+            if w.shape != (X.shape[0],): raise ValueError(f"sample_weight must have shape ({X.shape[0]},), got {w.shape}")
             if not np.all(np.isfinite(w)) or np.any(w < 0): raise ValueError("sample_weight must be finite and non-negative")
             if not np.any(w > 0): raise ValueError("sample_weight: every weight is zero (at least one row needs a positive weight)")
             if np.any(w != np.round(w)):
                 raise NotImplementedError("sample_weight must be whole numbers: a weight counts repeated rows, because the "
                                           "likelihoods have no per-site weight (a fractional weight would need one)")
-            k = w.astype(int); X, y = np.repeat(X, k, axis=0), np.repeat(np.asarray(y), k, axis=0)
+            k = w.astype(int); X, y = X[np.repeat(np.arange(X.shape[0]), k)], np.repeat(np.asarray(y), k, axis=0)
         self.scaler_ = Standardizer.fit(X) if self.standardize else Standardizer.identity(X.shape[1])
         self.constant_features_ = np.flatnonzero(self.scaler_.constant)
         return X, y
@@ -102,23 +111,28 @@ class _VGEstimator(BaseEstimator):
     def _model(self, X, y, lik, mean=0.0):
         "The model of the latent function for the validated raw inputs `X` and canonical labels `y`."
         Z = self.scaler_.transform(X)
-        latent = self._latent(len(Z))
+        latent = self._latent(Z)
         if latent == "glm":
-            A = np.hstack([Z, np.ones((len(Z), 1))]) if self.fit_intercept else Z
+            A = _with_intercept(Z) if self.fit_intercept else Z
             return GLM(A, y, lik, prior_mean=0.0, prior_cov=self.prior_var)
         if self.kernel is None: kernel = data_kernel(RBF(), Z, variance_start(lik, y))
         elif isinstance(self.kernel, Kernel): kernel = self.kernel
         else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as vgi_lit.kernels.RBF(), got {type(self.kernel).__module__}.{type(self.kernel).__qualname__}")
         if latent == "gp":
-            self._warn_large(len(Z))
+            self._warn_large(Z.shape[0])
             return GP(Z, y, lik, kernel, mean=mean)
         return SparseGP(Z, y, lik, kernel, self._inducing_rows(Z), mean=mean)
 
-    def _latent(self, n):
-        "The latent function for n training rows: `latent` checked, with \"auto\" resolved by `auto_latent`."
+    def _latent(self, Z):
+        """The latent function for the training inputs Z: `latent` checked, "auto" resolved: "glm" for a scipy.sparse Z,
+        else `auto_latent` of its rows. A kernel needs dense inputs: a sparse Z with "gp" or "sparse_gp" is a TypeError."""
         latent = str(self.latent).replace("-", "_")
         if latent not in LATENTS: raise ValueError(f"latent must be one of {', '.join(LATENTS)}, got {self.latent!r}")
-        return auto_latent(n) if latent == "auto" else latent
+        if latent == "auto": return "glm" if sp.issparse(Z) else auto_latent(Z.shape[0])
+        if sp.issparse(Z) and latent != "glm":
+            raise TypeError(f"{type(self).__name__}(latent={self.latent!r}) needs dense inputs (a kernel reads every entry), and X is a "
+                            "scipy.sparse matrix: use latent='glm' (or 'auto'), which keeps X sparse, or pass X.toarray()")
+        return latent
 
     def _warn_large(self, n):
         "A `LargeGPWarning` before a dense GP is fitted to more than `LARGE_GP_ROWS` rows."
@@ -205,7 +219,9 @@ class _VGEstimator(BaseEstimator):
         check_is_fitted(self, "posterior_")
         X = self.scaler_.transform(_finite(_validated(self, X, reset=False)))
         glm = self.posterior_.model.kind == "glm" or isinstance(self.posterior_.model, MultiGLM)
-        if glm and self.fit_intercept: X = np.hstack([X, np.ones((len(X), 1))])
+        if sp.issparse(X) and not isinstance(self.posterior_.model, GLM):       # fitted to dense inputs: a kernel or W reads them densely
+            X = X.toarray()
+        if glm and self.fit_intercept: X = _with_intercept(X)
         return X
 
     def predict_latent(self, X, return_cov=False):
@@ -254,13 +270,15 @@ class _VGEstimator(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
+        tags.input_tags.sparse = True             # a scipy.sparse X: a GLM on it, kept sparse (latent "auto" or "glm")
         return tags
 
 _COMMON_DOC = """
-    latent: "auto" (default: "gp" up to `LARGE_GP_ROWS` (3,000) training rows, "sparse_gp" above; `latent_` holds the
-        choice), "gp" (a Gaussian process), "sparse_gp" (inducing inputs: `n_inducing` rows of X drawn with
-        `random_state`) or "glm" (a linear function, with an intercept column when `fit_intercept`, prior
-        N(0, `prior_var` I) on the standardised inputs).
+    latent: "auto" (default: "gp" up to `LARGE_GP_ROWS` (3,000) training rows, "sparse_gp" above, "glm" for a
+        scipy.sparse X; `latent_` holds the choice), "gp" (a Gaussian process), "sparse_gp" (inducing inputs: `n_inducing`
+        rows of X drawn with `random_state`) or "glm" (a linear function, with an intercept column when `fit_intercept`,
+        prior N(0, `prior_var` I) on the standardised inputs). A scipy.sparse X (any format; CSR inside) is kept sparse by
+        "glm", scaled without centring when `standardize` (the zeros stay zeros; `scaler_`); a kernel needs dense inputs.
     kernel: a `vgi_lit.kernels` kernel, the start of hyperparameter learning as given (default None: RBF with one
         lengthscale, started at the median distance between standardised training inputs and a variance set by y).
     standardize: z-score the inputs with the training mean and standard deviation (default True; kept in
@@ -334,15 +352,18 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
             raise ValueError(f"likelihood={self.likelihood!r} is for two classes; with {C} classes the multinomial logit (softmax) "
                              "is used: pass likelihood='logistic'")
         Z, lik = self.scaler_.transform(X), Softmax(C)
-        latent = self._latent(len(Z))
+        if sp.issparse(Z):
+            raise TypeError(f"VGClassifier with {C} classes needs dense inputs, and X is a scipy.sparse matrix: the joint softmax fit "
+                            "reads X densely; pass X.toarray() (two classes, latent='glm' or 'auto', keep X sparse)")
+        latent = self._latent(Z)
         learn = bool(self.learn_hyperparameters)
         if latent == "glm":
-            model = MultiGLM(np.hstack([Z, np.ones((len(Z), 1))]) if self.fit_intercept else Z, k, lik, prior_cov=self.prior_var)
+            model = MultiGLM(_with_intercept(Z) if self.fit_intercept else Z, k, lik, prior_cov=self.prior_var)
         else:
             if self.kernel is None: kernel = data_kernel(RBF(), Z, MULTICLASS_VARIANCE)
             elif isinstance(self.kernel, Kernel): kernel = self.kernel
             else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as vgi_lit.kernels.RBF(), got {type(self.kernel).__module__}.{type(self.kernel).__qualname__}")
-            if latent == "gp": self._warn_large(len(Z))
+            if latent == "gp": self._warn_large(Z.shape[0])
             model = MultiGP(Z, k, lik, kernel) if latent == "gp" else MultiSparseGP(Z, k, lik, kernel, self._inducing_rows(Z))
         opts = dict(self.fit_options or {})
         if learn and isinstance(model, MultiSparseGP): opts.setdefault("learn_inducing", False)   # Z held at the drawn rows, as with two classes
@@ -382,6 +403,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
+        tags.input_tags.sparse = False            # sparse X: two classes only (the joint softmax fit reads X densely)
         return tags
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk07b

@@ -8,6 +8,7 @@ import csv
 import warnings
 from pathlib import Path
 import numpy as np
+import scipy.sparse as sp
 from ..inference import EventKind, DegenerateFitWarning, RunawayParameterWarning, fit
 from ..kernels import Kernel, Linear, Stationary
 from ..likelihoods import Gaussian, Laplace, Logistic, Probit, StudentT
@@ -24,14 +25,17 @@ __all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'LARGE_GP_ROWS'
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
     """z = (x − mean)/scale per column with the training rows' mean and standard deviation (population sd);
-    a column that is constant on the training rows keeps scale 1 and is flagged in `constant`."""
+    a column that is constant on the training rows keeps scale 1 and is flagged in `constant`. Fitted to a scipy.sparse
+    X the map only scales (mean 0: centring would turn every stored zero into a value), so sparse inputs stay sparse."""
     def __init__(self, mean, scale, constant=None):
         self.mean, self.scale = np.asarray(mean, dtype=float), np.asarray(scale, dtype=float)   # (p,), (p,)
         self.constant = np.zeros(self.mean.shape, bool) if constant is None else np.asarray(constant, dtype=bool)
     @classmethod
     def fit(cls, X, keep=None):
         """The map of the training inputs X (n, p); the columns where `keep` (p,) is True (one-hot indicators) are
-        left as they are (mean 0, scale 1)."""
+        left as they are (mean 0, scale 1). A scipy.sparse X: scale only, by the standard deviation of each column
+        (its zeros included), read from the stored entries."""
+        if sp.issparse(X): return cls._fit_sparse(sp.csr_matrix(X, dtype=float), keep)
         X = np.asarray(X, dtype=float)
         const = np.ptp(X, axis=0) == 0 if len(X) else np.ones(X.shape[1], bool)
         sd = X.std(0) if len(X) else np.ones(X.shape[1])
@@ -39,13 +43,31 @@ class Standardizer:
         keep = np.zeros(X.shape[1], bool) if keep is None else np.asarray(keep, dtype=bool)
         return cls(np.where(keep, 0.0, mean), np.where(keep | const, 1.0, sd), const & ~keep)
     @classmethod
+    def _fit_sparse(cls, X, keep=None):
+        "`fit` of a CSR matrix X: mean 0, scale the population sd, two-pass over the stored entries (never densified)."
+        n, p = X.shape
+        keep = np.zeros(p, bool) if keep is None else np.asarray(keep, dtype=bool)
+        if n == 0: return cls(np.zeros(p), np.ones(p), ~keep)
+        stored = np.bincount(X.indices, minlength=p)                          # entries stored per column
+        mean = np.bincount(X.indices, weights=X.data, minlength=p) / n
+        ss = np.bincount(X.indices, weights=(X.data - mean[X.indices]) ** 2, minlength=p) + (n - stored) * mean**2
+        lo = np.where(stored < n, np.minimum(0.0, X.min(axis=0).toarray().ravel()), X.min(axis=0).toarray().ravel())
+        hi = np.where(stored < n, np.maximum(0.0, X.max(axis=0).toarray().ravel()), X.max(axis=0).toarray().ravel())
+        const = hi == lo
+        return cls(np.zeros(p), np.where(keep | const, 1.0, np.sqrt(ss / n)), const & ~keep)
+    @classmethod
     def identity(cls, p: int):
         "No scaling: mean 0, scale 1 for p columns."
         return cls(np.zeros(p), np.ones(p))
     @property
     def is_identity(self) -> bool: return bool(np.all(self.mean == 0) and np.all(self.scale == 1))
     def transform(self, X):
-        "The standardised inputs of X (n, p)."
+        """The standardised inputs of X (n, p): sparse (CSR) for a scipy.sparse X when the map does not centre (fitted to
+        sparse inputs), else an array (sparse rows are then centred as arrays: a centred zero is no longer zero)."""
+        if sp.issparse(X):
+            if X.shape[1] != self.mean.size: raise ValueError(f"expected inputs with {self.mean.size} columns, got shape {X.shape}")
+            if not np.any(self.mean): return sp.csr_matrix(X, dtype=float) @ sp.diags(1.0 / self.scale, format="csr")
+            X = X.toarray()
         X = np.asarray(X, dtype=float)
         if X.ndim != 2 or X.shape[1] != self.mean.size:
             raise ValueError(f"expected inputs with {self.mean.size} columns, got shape {X.shape}")
@@ -140,12 +162,12 @@ def degenerate_advice(model, options: dict, standardized: bool, data_start: bool
     with the numbers that bear on it: the range of the standard deviations of the input columns that vary (a GLM's
     intercept column is constant and does not count) and the median distance between inputs against the lengthscale.
     `options` spells each remedy in the caller's terms: `ESTIMATOR_OPTIONS` or `CLI_OPTIONS`."""
-    X = np.asarray(model.X, dtype=float)
+    X = model.X if sp.issparse(model.X) else np.asarray(model.X, dtype=float)     # a GLM's X may be scipy.sparse
     kernel = getattr(model, "kernel", None)
     done, tips = [], []
     if standardized: done.append("the inputs are standardised")
     else:
-        sd = np.std(X, axis=0); sd = sd[sd > 0]
+        spread = Standardizer.fit(X); sd = spread.scale[~spread.constant]
         tips.append(f"standardise the inputs ({options['standardize']}"
                     + (f"; the standard deviations of the columns that vary run from {np.min(sd):.3g} to {np.max(sd):.3g})" if sd.size else ")"))
     if kernel is not None:
