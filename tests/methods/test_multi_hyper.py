@@ -139,8 +139,8 @@ def test_iris_per_class_kernels_and_grad_inner():
     values agree as far as F identifies them: two points whose envelope gradients are g_a and g_b (each solved again to
     ‖∇_q‖ ≤ 1e-11) lie H⁻¹(g_a − g_b) apart to first order, H the Hessian of F in the log-parameters off the box's edge (central
     differences of the envelope gradient), so each log-value must agree to 1e-3 plus twice that first-order spread. On these
-    30 flowers class 1's kernel variance ends at the box's lower edge (e^-12) in both runs, which leaves F nearly flat in its
-    lengthscale: there the spread is what the outer tolerance allows, not 1e-3. Both points must be stationary (‖g‖∞ ≤ 1e-5 by
+    30 flowers class 1's kernel variance ends at or near the box's lower edge (e^-12; F is flat there, and one run may stop
+    short of the edge), which leaves F nearly flat in its lengthscale: there the spread is what the outer tolerance allows, not 1e-3. Both points must be stationary (‖g‖∞ ≤ 1e-5 by
     the exact inner solves), so a wrong optimum cannot widen the spread."""
     X, y = _iris(30)
     gp = MultiGP(X, y, Softmax(3), [RBF(1.0, 1.0), RBF(1.0, 1.0), RBF(1.0, 1.0)])
@@ -148,10 +148,16 @@ def test_iris_per_class_kernels_and_grad_inner():
     assert abs(a.vlb - b.vlb) <= 1e-7 * abs(a.vlb)
     hp = MultiHyperParams(gp)
     ta, tb = (np.log([r.info['theta'][k] for k in hp.names]) for r in (a, b))
-    edge = np.abs(ta) >= 12.0 - 1e-9
-    assert np.array_equal(edge, np.abs(tb) >= 12.0 - 1e-9) and np.array_equal(ta[edge], tb[edge]), (ta, tb)
-    def G(t):
-        p = fpi_multi(hp.build(t), tol=1e-11, tol_rel=0.0, max_iter=5000); return hp.grad(p.model, p.m, p.cov)[~edge]
+    edge_a, edge_b = np.abs(ta) >= 12.0 - 1e-9, np.abs(tb) >= 12.0 - 1e-9
+    edge = edge_a | edge_b
+    assert np.array_equal(np.sign(ta[edge]), np.sign(tb[edge])), (ta, tb)            # the same side of the box
+    def G_all(t):
+        p = fpi_multi(hp.build(t), tol=1e-11, tol_rel=0.0, max_iter=5000); return hp.grad(p.model, p.m, p.cov)
+    # A log-value at the edge in one run and inside in the other (class 1's variance: -12 by FPi, about -11.6 by GRAD):
+    # F is flat between them (the VLBs agree above), and the run inside stopped where F's slope in it is below the tolerance.
+    for t, e in ((ta, edge_a), (tb, edge_b)):
+        if np.any(edge & ~e): assert np.max(np.abs(G_all(t)[edge & ~e])) <= 1e-5, (t, G_all(t))
+    def G(t): return G_all(t)[~edge]
     h = 1e-3; E = np.eye(len(ta))[~edge]
     Hs = np.array([(G(ta + h * e) - G(ta - h * e)) / (2 * h) for e in E]); Hs = 0.5 * (Hs + Hs.T)
     assert np.all(np.linalg.eigvalsh(Hs) < 0), np.linalg.eigvalsh(Hs)                   # a maximum off the edge

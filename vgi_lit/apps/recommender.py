@@ -122,9 +122,14 @@ class VGRecommender:
       Gaussian of its moments under q, the bound the stop rule reads still (47)'s estimate; on fold 0 of MovieLens 100K
       (`compare`) it took 119 s against 2.9 s for the Gaussian default in the same run, for a test RMSE of 0.898 against
       0.902 and an NLL per rating of 1.232 against 1.255; `{'expect': 'mc'}`, the paper's Monte Carlo steps, took 332 s
-      there for 0.915 and 1.257), 'binary' (two rating values, logistic), 'poisson' (counts). For the likelihoods other than the Gaussian the
-      default `fit_options` also hold `n_f=1` (one draw of f per draw of u in a Monte Carlo step, still unbiased) and
-      `vlb_samples=1` (one draw of u per rating in the bound the stop rule reads).
+      there for 0.915 and 1.257), 'binary' (two rating values, logistic), 'poisson' (counts). 'binary' and 'poisson' take the moment-matched steps
+      by default too: on fold 0 of MovieLens 100K with the ratings of 4 or 5 as the positive value, 39 s against 334 s of
+      CPU for the Monte Carlo steps, test NLL 0.5435 against 0.5524 and AUC 0.794 against 0.786; with the ratings as
+      counts (Poisson), 6.8 s against 355 s (the Monte Carlo run stopped at 100 sweeps), test NLL 1.702 against 1.778,
+      test RMSE 0.947 with `clip` (1.952 without, 1.247 for the unclipped Monte Carlo fit).
+      For the likelihoods other than the Gaussian the default `fit_options` also hold `n_f=1` (with `expect='mc'`, one
+      draw of f per draw of u in a Monte Carlo step, still unbiased) and `vlb_samples=1` (one draw of u per rating in the
+      bound the stop rule reads).
     - `learn_likelihood`: learn the likelihood's parameters (cut points, noise variance) by the bound; `noise_var`: the
       Gaussian noise variance (its start when learned; None: half the training variance of the ratings).
     - `offsets`: a global level and row and column effects with learned prior variances, passed to `PMF` where it takes
@@ -133,10 +138,11 @@ class VGRecommender:
       `PMFOptions` (default `prior='ard'`: one learned prior variance per latent coordinate, so that the coordinates the
       ratings do not need switch off, with the bound-raising rotation of the factors after every sweep); `random_state`: the seed of the start and the Monte Carlo draws; `progress`: a progress bar.
     - `columns`: the names of the row, column and rating columns when `fit` is given one table.
-    - `clip`: a Gaussian likelihood's expected rating (`predict`, the scores of `recommend`) is clipped to the range of
-      the training ratings, as scikit-surprise's predictions are: the predictive mean can stray past the ends of the
-      scale, and for ratings within it clipping never raises the error; `recommend` orders by the unclipped means,
-      `predict_dist` and `log_density` are not clipped. The other likelihoods' expected ratings lie within the range.
+    - `clip`: a Gaussian or Poisson likelihood's expected rating (`predict`, the scores of `recommend`) is clipped to the
+      range of the training ratings, as scikit-surprise's predictions are: the predictive mean can stray past the ends of
+      the scale (a Poisson one, e^{m + v/2}, far past them at a pair whose latent variance v is large), and for ratings
+      within it clipping never raises the error; `recommend` orders by the unclipped means, `predict_dist` and
+      `log_density` are not clipped. The ordinal and binary expected ratings lie within the range.
 
     After `fit`: `rows_`, `cols_` (`IdIndex`: the ids and their indices), `rating_values_` (the distinct training ratings,
     when at most 20), `rating_range_` (their smallest and largest), `center_` (the training mean a Gaussian likelihood subtracts; 0 otherwise), `posterior_` (the
@@ -212,8 +218,8 @@ class VGRecommender:
         unknown = sorted(set(extra) - names)
         if unknown: raise ValueError(f"fit_options has fields PMFOptions does not know: {unknown}; it knows {sorted(names)}")
         opts = dict(seed=int(self.random_state), learn_lik=bool(self.learn_likelihood), prior="ard") | extra
-        if not isinstance(lik, Gaussian): opts = dict(n_f=1, vlb_samples=1) | opts     # Monte Carlo: one draw of f per draw of u
-        if isinstance(lik, Ordinal): opts = dict(expect="mm") | opts                    # deterministic moment-matched steps
+        if not isinstance(lik, Gaussian):                   # deterministic moment-matched steps; with expect='mc' one draw of f per u
+            opts = dict(expect="mm", n_f=1, vlb_samples=1) | opts
         common = {k: v for k, v in (("max_iter", self.max_iter), ("tol", self.tol), ("max_seconds", self.max_seconds)) if v is not None}
         self.posterior_ = _fit(model, self.method, progress=bool(self.progress), options=PMFOptions(**opts), **common)
         self.n_ratings_ = int(r.size)
@@ -282,8 +288,7 @@ class VGRecommender:
 
     def predict(self, rows, cols):
         """The expected rating at each pair, on the scale of the training ratings: Σ_k P(r = r_k) r_k over the rating
-        values r_k (ordinal, binary), the predictive mean (gaussian, poisson; a Gaussian one clipped to `rating_range_`
-        with `clip`)."""
+        values r_k (ordinal, binary), the predictive mean (gaussian, poisson; clipped to `rating_range_` with `clip`)."""
         return self._clipped(self._expected(rows, cols, "predict"))
 
     def _expected(self, rows, cols, who):
@@ -292,9 +297,9 @@ class VGRecommender:
         return d @ self.rating_values_ if self.likelihood in ("ordinal", "binary") else d[0]
 
     def _clipped(self, e):
-        "Expected ratings `e` clipped to `rating_range_` for a Gaussian likelihood with `clip` (none from a file saved without it)."
+        "Expected ratings `e` clipped to `rating_range_` for a Gaussian or Poisson likelihood with `clip` (none from a file saved without it)."
         rng = getattr(self, "rating_range_", None)
-        if not (self.clip and self.likelihood == "gaussian" and rng is not None): return e
+        if not (self.clip and self.likelihood in ("gaussian", "poisson") and rng is not None): return e
         return np.clip(e, *rng)
 
     def log_density(self, rows, cols, ratings, discrete: bool = False):
