@@ -305,7 +305,7 @@ def _grad_tol(model, tol: float):
     def test(cur: Step, prev):
         s = cur.state
         if cur.grad_norm is not None and cur.grad_norm <= tol and (dec := _decrement(model, s.cov, s.at, s.g, s.gamma)) <= tol:
-            return Stop.GRAD_TOL, f"gradient inf-norm {cur.grad_norm:.2e} <= tol={tol} (scale-free measure {dec:.1e})"
+            return Stop.GRAD_TOL, f"gradient inf-norm {cur.grad_norm:.2e} <= tol={tol:.3g} (scale-free measure {dec:.1e})"
         return None
     return test
 
