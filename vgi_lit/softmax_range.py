@@ -127,20 +127,26 @@ def _r_rule(n: int):
     x.flags.writeable = False; a.flags.writeable = False
     return x, a
 
+@lru_cache(maxsize=None)
+def _r_pairs(n: int):
+    "(X, A): the nodes (x, −x) and weights (a, a)/√(2π) of the n-node rule of ``_r_rule`` for both halves, N(x) and N(−x), of the remainders; read-only."
+    x, a = _r_rule(n); X = np.concatenate([x, -x]); A = np.concatenate([a, a]) / np.sqrt(2 * np.pi)
+    X.flags.writeable = False; A.flags.writeable = False
+    return X, A
+
 def _r_remainders(m, s):
     """(R₀, R₁, R₂) (k, 3) = ∫₀^∞ r(x) ∂^j_μ (N(x; μ, s²) + N(−x; μ, s²)) dx, j = 0, 1, 2, for means `m` (k,) and s.d. `s` (k,) > 1.5:
-    the Gauss rule for the weight r on [0, 36] with the fewest nodes of `_R_SIZES` whose bound (``_r_bound_smin``) allows that s."""
-    R = np.empty((len(m), 3)); rule = np.searchsorted(-_R_SMIN, -s, side='left')
+    the Gauss rule for the weight r on [0, 36] with the fewest nodes of `_R_SIZES` whose bound (``_r_bound_smin``) allows that s. With
+    t = (X − μ)/s at the nodes X = ±x of ``_r_pairs``: R₀ = Σ A e^{−t²/2}/s, R₁ = Σ A t e^{−t²/2}/s², R₂ = Σ A (t² − 1) e^{−t²/2}/s³."""
+    R = np.empty((len(m), 3)); rule = np.searchsorted(-_R_SMIN, -s, side='left'); inv = 1.0 / s
     for L in np.unique(rule):
-        g = np.flatnonzero(rule == L); x, a = _r_rule(_R_SIZES[L]); step = max(1, _CHUNK // len(x))
+        g = np.flatnonzero(rule == L); X, A = _r_pairs(_R_SIZES[L]); step = max(1, _CHUNK // len(X))
         for k in range(0, len(g), step):                                        # blocks of ~_CHUNK values: the temporaries stay in cache
-            i = g[k:k + step]; sd = s[i, None]
-            tp = (x - m[i, None]) / sd; tm = (x + m[i, None]) / sd                # (x − μ)/s and (x + μ)/s = −(−x − μ)/s
-            ep = np.exp(-0.5 * tp * tp); em = np.exp(-0.5 * tm * tm)
-            R[i, 0] = (ep + em) @ a
-            R[i, 1] = (tp * ep - tm * em) @ a / sd[:, 0]
-            R[i, 2] = ((tp * tp - 1.0) * ep + (tm * tm - 1.0) * em) @ a / (sd[:, 0] * sd[:, 0])
-    return R / (np.sqrt(2 * np.pi) * s[:, None])
+            i = g[k:k + step]
+            t = X - m[i, None]; t *= inv[i, None]; t2 = t * t; e = np.exp(-0.5 * t2)
+            R[i, 0] = e @ A; t *= e; R[i, 1] = t @ A; t2 *= e; R[i, 2] = t2 @ A
+    R[:, 2] -= R[:, 0]                                                          # Σ A (t² − 1) e^{−t²/2}
+    return R * np.stack([inv, inv * inv, inv * inv * inv], 1)
 
 # %% ../nbs/01d_softmax_range.ipynb #011b2371
 def soft_crossings(a, b):
