@@ -80,9 +80,9 @@ def _moments(mu, s):
     big = (s > _S_SWITCH) & ~far
     if big.any():
         m_b, s_b = mu[big], s[big]; R = _r_remainders(m_b, s_b)                    # the three remainder integrals (next section)
-        h = m_b / s_b; ph = np.exp(-0.5 * h * h) / _SQ2PI
-        F0[big] = m_b * ndtr(h) + s_b * ph + R[:, 0]
-        F1[big] = ndtr(h) + R[:, 1]
+        h = m_b / s_b; ph = np.exp(-0.5 * h * h) / _SQ2PI; Ph = ndtr(h)
+        F0[big] = m_b * Ph + s_b * ph + R[:, 0]
+        F1[big] = Ph + R[:, 1]
         F2[big] = ph / s_b + R[:, 2]                                             # 𝔼[σσ'] = ∂𝔼[σ]/∂μ
     return F0, F1, F2
 
@@ -146,7 +146,8 @@ def _r_remainders(m, s):
             t = X - m[i, None]; t *= inv[i, None]; t2 = t * t; e = np.exp(-0.5 * t2)
             R[i, 0] = e @ A; t *= e; R[i, 1] = t @ A; t2 *= e; R[i, 2] = t2 @ A
     R[:, 2] -= R[:, 0]                                                          # Σ A (t² − 1) e^{−t²/2}
-    return R * np.stack([inv, inv * inv, inv * inv * inv], 1)
+    R[:, 0] *= inv; inv *= inv; R[:, 1] *= inv; R[:, 2] *= inv / s
+    return R
 
 # %% ../nbs/01d_softmax_range.ipynb #011b2371
 def soft_crossings(a, b):
@@ -240,7 +241,9 @@ def expected_lse(mu_d, S_d):
             D1, W = _outer_rule(mu[grp, 0], s1[grp], a[grp], b[grp])
             live = W > 1e-18                                                        # padding and the far tails (they sum to < 1e-15) skipped
             W = np.where(live, W, 0.0)
-        sp1, sg1, _ = _sp_terms(D1)
+        if isinstance(live, slice): sp1, sg1, _ = _sp_terms(D1)
+        else:                                                                       # the live nodes only (about half of the padded rows)
+            sp1, sg1 = np.zeros(D1.shape), np.zeros(D1.shape); sp1[live], sg1[live], _ = _sp_terms(D1[live])
         F0, F1, F2 = np.zeros(D1.shape), np.zeros(D1.shape), np.zeros(D1.shape)
         F0[live], F1[live], F2[live] = _moments((a[grp, None] + b[grp, None] * D1 - sp1)[live], np.broadcast_to(sc[grp, None], D1.shape)[live])
         E[grp] = np.sum(W * (sp1 + F0), 1)
