@@ -126,7 +126,7 @@ class VGRecommender:
       by default too: on fold 0 of MovieLens 100K with the ratings of 4 or 5 as the positive value, 39 s against 334 s of
       CPU for the Monte Carlo steps, test NLL 0.5435 against 0.5524 and AUC 0.794 against 0.786; with the ratings as
       counts (Poisson), 6.8 s against 355 s (the Monte Carlo run stopped at 100 sweeps), test NLL 1.702 against 1.778,
-      test RMSE 0.947 with `clip` (1.952 without, 1.247 for the unclipped Monte Carlo fit).
+      test RMSE 0.947 with `clip` (1.952 without; the Monte Carlo fit 1.075 with `clip`).
       For the likelihoods other than the Gaussian the default `fit_options` also hold `n_f=1` (with `expect='mc'`, one
       draw of f per draw of u in a Monte Carlo step, still unbiased) and `vlb_samples=1` (one draw of u per rating in the
       bound the stop rule reads).
