@@ -16,14 +16,15 @@ from .inference import History, Stop, VGPosterior
 
 
 # %% auto #0
-__all__ = ['FORMAT', 'FORMAT_VERSION', 'LIKELIHOOD_PARAMS', 'KERNELS', 'FORMATS', 'likelihood_spec', 'likelihood_from_spec',
-           'kernel_spec', 'kernel_from_spec', 'Format', 'register_format', 'register_saver', 'class_labels',
-           'matrix_arrays', 'matrix_from_arrays', 'posterior_to_file', 'save', 'load', 'posterior_from_file',
-           'history_spec', 'history_from_spec', 'register_result', 'model_arrays', 'model_from_arrays',
-           'register_posterior']
+__all__ = ['FORMAT', 'FORMAT_VERSION', 'READS', 'LIKELIHOOD_PARAMS', 'KERNELS', 'FORMATS', 'likelihood_spec',
+           'likelihood_from_spec', 'kernel_spec', 'kernel_from_spec', 'Format', 'register_format', 'register_saver',
+           'class_labels', 'matrix_arrays', 'matrix_from_arrays', 'posterior_to_file', 'save', 'load',
+           'posterior_from_file', 'history_spec', 'history_from_spec', 'register_result', 'model_arrays',
+           'model_from_arrays', 'register_posterior']
 
 # %% ../nbs/08_io.ipynb #io05
-FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 1
+FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 2
+READS = (1, 2)            # version 2: version 1 with a sparse X in CSR parts; a file without them is written as version 1
 
 LIKELIHOOD_PARAMS = {"Gaussian": ("variance",), "Logistic": (), "Probit": (), "Poisson": ("exposure",),
                      "Laplace": ("scale",), "StudentT": ("df", "scale2"), "Exponential": (),
@@ -216,7 +217,7 @@ def save(obj, path, labels=None) -> Path:
     settings, arrays = f.to_file(obj, labels)
     if "settings" in arrays: raise ValueError(f"the arrays of a {f.cls.__name__} name an entry 'settings', which the format keeps for itself")
     settings.setdefault("class", f.cls.__name__)           # a self-saving object's file keeps its posterior's class (its marker names it)
-    settings.update(format=FORMAT, version=FORMAT_VERSION)
+    settings.update(format=FORMAT, version=FORMAT_VERSION if any(k.endswith("_indptr") for k in arrays) else 1)   # readable by version-1 readers when it can be
     path = Path(path)
     with open(path, "wb") as fh:
         np.savez_compressed(fh, settings=np.array(json.dumps(settings)), **arrays)
@@ -236,8 +237,8 @@ def _read(path):
     except (KeyError, ValueError): settings = None
     if not isinstance(settings, dict) or settings.get("format") != FORMAT:
         raise ValueError(f"{path} is a .npz archive but not a vgi_lit posterior file (no '{FORMAT}' settings)")
-    if settings.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{path} has format version {settings.get('version')!r}; this vgi_lit reads version {FORMAT_VERSION}")
+    if settings.get("version") not in READS:
+        raise ValueError(f"{path} has format version {settings.get('version')!r}; this vgi_lit reads versions {', '.join(map(str, READS))}")
     return settings, arrays
 
 # %% ../nbs/08_io.ipynb #818a0d22

@@ -561,3 +561,14 @@ def test_bikeshare_default_model_is_sparse_and_converges(capsys):
     assert "SparseGP(n=8645, d=50" in out and "NOT converged" not in out and "\nlearning   " in out, out
     learning = out.split("\nlearning   ")[1].split("\n")[0]
     assert learning.startswith(("grad_tol (converged)", "rel_tol (converged)")), learning
+
+
+def test_build_model_resolves_the_automatic_model():
+    "build_model with the parser's default --model auto: a dense GP for a few rows (as cmd_fit resolves it), a clear error for an unknown kind."
+    from vgi_lit.apps.cli import parser, build_model, CLIError
+    from vgi_lit.models import GP
+    rng = np.random.default_rng(0); X = rng.normal(size=(20, 2)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    a = parser().parse_args(["fit", "t.csv", "--target", "y", "--likelihood", "logistic"])
+    assert a.model == "auto" and type(build_model(X, y, ["a", "b"], a)) is GP
+    a.model = "dense"
+    with pytest.raises(CLIError, match="unknown model 'dense'"): build_model(X, y, ["a", "b"], a)

@@ -114,6 +114,8 @@ def build_model(X, y, names, a, cutpoints=None):
     target's GP's (Gaussian, Laplace, Student-t) is mean(y), so that far from the data the prediction returns to the
     targets' level, not to 0."""
     kind = a.model.replace("-", "_")
+    if kind == "auto": kind = auto_latent(len(X))                         # as `cmd_fit` resolves --model auto
+    if kind not in ("gp", "sparse_gp", "glm"): raise CLIError(f"unknown model {a.model!r}; choose auto, gp, sparse-gp or glm")
     if a.likelihood == "softmax": return _softmax_model(X, y, names, a, kind)
     lik = Ordinal(cutpoints) if a.likelihood == "ordinal" else LIKELIHOODS[a.likelihood]()
     try:

@@ -91,6 +91,7 @@ class _VGEstimator(BaseEstimator):
         """(X, y) validated, with whole-number `sample_weight` as repeated rows; the input map `scaler_` fitted."""
         X, y = _validated(self, X, y, **kw)
         X = _finite(X)
+        if sp.issparse(X): X = sp.csr_matrix(X, copy=True); X.sum_duplicates()     # canonical (an entry stored twice is their sum); the caller's X untouched
         if kw.get("y_numeric") and np.asarray(y).dtype.kind not in "biuf":
             first = np.asarray(y).ravel()[0]
             raise ValueError(f"{type(self).__name__} takes numbers as targets, but y is not numeric (e.g. {str(first)!r}): "
@@ -128,10 +129,11 @@ class _VGEstimator(BaseEstimator):
         else `auto_latent` of its rows. A kernel needs dense inputs: a sparse Z with "gp" or "sparse_gp" is a TypeError."""
         latent = str(self.latent).replace("-", "_")
         if latent not in LATENTS: raise ValueError(f"latent must be one of {', '.join(LATENTS)}, got {self.latent!r}")
+        if sp.issparse(Z) and (latent not in ("auto", "glm") or self.kernel is not None):
+            what = f"latent={self.latent!r}" + (f", kernel={self.kernel!r}" if self.kernel is not None else "")
+            raise TypeError(f"{type(self).__name__}({what}) needs dense inputs (a kernel reads every entry), and X is a scipy.sparse "
+                            "matrix: use latent='glm' without a kernel, which keeps X sparse, or pass X.toarray()")
         if latent == "auto": return "glm" if sp.issparse(Z) else auto_latent(Z.shape[0])
-        if sp.issparse(Z) and latent != "glm":
-            raise TypeError(f"{type(self).__name__}(latent={self.latent!r}) needs dense inputs (a kernel reads every entry), and X is a "
-                            "scipy.sparse matrix: use latent='glm' (or 'auto'), which keeps X sparse, or pass X.toarray()")
         return latent
 
     def _warn_large(self, n):
@@ -141,11 +143,13 @@ class _VGEstimator(BaseEstimator):
                           stacklevel=4)
 
     def _inducing_rows(self, Z):
-        "`n_inducing` rows of the standardised inputs Z drawn without replacement (seeded by `random_state`), in row order."
+        """`n_inducing` distinct rows of the standardised inputs Z drawn without replacement (seeded by `random_state`), in row
+        order (rows repeated by `sample_weight` or in the data count once: a repeated inducing input adds nothing)."""
         if isinstance(self.n_inducing, bool) or not isinstance(self.n_inducing, (int, np.integer)) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}")
-        idx = np.sort(check_random_state(self.random_state).choice(len(Z), size=min(int(self.n_inducing), len(Z)), replace=False))
-        return Z[idx]
+        first = np.sort(np.unique(Z, axis=0, return_index=True)[1])            # each distinct row at its first occurrence
+        pick = check_random_state(self.random_state).choice(len(first), size=min(int(self.n_inducing), len(first)), replace=False)
+        return Z[first[np.sort(pick)]]
 
     def _fit_model(self, model):
         """Fit q (and, with `learn_hyperparameters`, the hyperparameters, from 1 + `n_restarts` starts); set the
@@ -270,7 +274,7 @@ class _VGEstimator(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
-        tags.input_tags.sparse = True             # a scipy.sparse X: a GLM on it, kept sparse (latent "auto" or "glm")
+        tags.input_tags.sparse = str(self.latent).replace("-", "_") in ("auto", "glm") and self.kernel is None   # a GLM keeps X sparse
         return tags
 
 _COMMON_DOC = """

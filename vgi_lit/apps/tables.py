@@ -26,7 +26,8 @@ __all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'LARGE_GP_ROWS'
 class Standardizer:
     """z = (x − mean)/scale per column with the training rows' mean and standard deviation (population sd);
     a column that is constant on the training rows keeps scale 1 and is flagged in `constant`. Fitted to a scipy.sparse
-    X the map only scales (mean 0: centring would turn every stored zero into a value), so sparse inputs stay sparse."""
+    X the map only scales (mean 0: centring would turn every stored zero into a value), so sparse inputs stay sparse, and
+    sets a constant column to 0, as centring does."""
     def __init__(self, mean, scale, constant=None):
         self.mean, self.scale = np.asarray(mean, dtype=float), np.asarray(scale, dtype=float)   # (p,), (p,)
         self.constant = np.zeros(self.mean.shape, bool) if constant is None else np.asarray(constant, dtype=bool)
@@ -35,7 +36,9 @@ class Standardizer:
         """The map of the training inputs X (n, p); the columns where `keep` (p,) is True (one-hot indicators) are
         left as they are (mean 0, scale 1). A scipy.sparse X: scale only, by the standard deviation of each column
         (its zeros included), read from the stored entries."""
-        if sp.issparse(X): return cls._fit_sparse(sp.csr_matrix(X, dtype=float), keep)
+        if sp.issparse(X):
+            X = sp.csr_matrix(X, dtype=float, copy=True); X.sum_duplicates()      # canonical: a repeated (i, j) entry counted once
+            return cls._fit_sparse(X, keep)
         X = np.asarray(X, dtype=float)
         const = np.ptp(X, axis=0) == 0 if len(X) else np.ones(X.shape[1], bool)
         sd = X.std(0) if len(X) else np.ones(X.shape[1])
@@ -44,7 +47,7 @@ class Standardizer:
         return cls(np.where(keep, 0.0, mean), np.where(keep | const, 1.0, sd), const & ~keep)
     @classmethod
     def _fit_sparse(cls, X, keep=None):
-        "`fit` of a CSR matrix X: mean 0, scale the population sd, two-pass over the stored entries (never densified)."
+        "`fit` of a canonical CSR matrix X: mean 0, scale the population sd, two-pass over the stored entries (never densified)."
         n, p = X.shape
         keep = np.zeros(p, bool) if keep is None else np.asarray(keep, dtype=bool)
         if n == 0: return cls(np.zeros(p), np.ones(p), ~keep)
@@ -66,12 +69,16 @@ class Standardizer:
         sparse inputs), else an array (sparse rows are then centred as arrays: a centred zero is no longer zero)."""
         if sp.issparse(X):
             if X.shape[1] != self.mean.size: raise ValueError(f"expected inputs with {self.mean.size} columns, got shape {X.shape}")
-            if not np.any(self.mean): return sp.csr_matrix(X, dtype=float) @ sp.diags(1.0 / self.scale, format="csr")
+            if not np.any(self.mean):                                             # scale only; a constant column to 0, as centring makes it
+                Z = sp.csr_matrix(X, dtype=float) @ sp.diags(np.where(self.constant, 0.0, 1.0 / self.scale), format="csr")
+                Z.eliminate_zeros(); return Z
             X = X.toarray()
         X = np.asarray(X, dtype=float)
         if X.ndim != 2 or X.shape[1] != self.mean.size:
             raise ValueError(f"expected inputs with {self.mean.size} columns, got shape {X.shape}")
-        return (X - self.mean) / self.scale
+        Z = (X - self.mean) / self.scale
+        if not np.any(self.mean) and self.constant.any(): Z[:, self.constant] = 0.0   # a scale-only map: as for sparse rows
+        return Z
     def raw_coefficients(self, m, V, intercept: bool):
         """(mean, covariance) of the coefficients of a linear function of the raw inputs, β = (w/s, b − Σ w_j x̄_j/s_j),
         from q(w, b) = N(m, V) on the standardised inputs (the last entry of m is b when `intercept`; without it,
