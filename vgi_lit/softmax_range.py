@@ -109,7 +109,7 @@ def _r_recurrence(n_max: int = max(_R_SIZES), cut: float = _R_CUT):
 _R_ALPHA, _R_BETA = _r_recurrence()
 
 def _r_bound_smin(n: int) -> float:
-    """The smallest s.d. s at which the n-node Gauss rule for the weight r on [0, 36] errs by at most `_R_TOL` minus the cut's
+    """The smallest s.d. s at which the n-node Gauss rule for the weight r on [0, 36] errs by at most ``_R_TOL`` minus the cut's
     2·0.4 e^{−36}/1.5 in each of the three remainder integrals (the density N(±x; μ, s²) and its first and second μ-derivatives), by the
     bound 2 · 1.086435 √((2n + j)!) β₀⋯β_n / ((2n)! √(2π) s^{2n+1+j}), j = 0, 1, 2."""
     tol = _R_TOL - 0.8 * np.exp(-_R_CUT) / _S_SWITCH
@@ -136,7 +136,7 @@ def _r_pairs(n: int):
 
 def _r_remainders(m, s):
     """(R₀, R₁, R₂) (k, 3) = ∫₀^∞ r(x) ∂^j_μ (N(x; μ, s²) + N(−x; μ, s²)) dx, j = 0, 1, 2, for means `m` (k,) and s.d. `s` (k,) > 1.5:
-    the Gauss rule for the weight r on [0, 36] with the fewest nodes of `_R_SIZES` whose bound (``_r_bound_smin``) allows that s. With
+    the Gauss rule for the weight r on [0, 36] with the fewest nodes of ``_R_SIZES`` whose bound (``_r_bound_smin``) allows that s. With
     t = (X − μ)/s at the nodes X = ±x of ``_r_pairs``: R₀ = Σ A e^{−t²/2}/s, R₁ = Σ A t e^{−t²/2}/s², R₂ = Σ A (t² − 1) e^{−t²/2}/s³."""
     R = np.empty((len(m), 3)); rule = np.searchsorted(-_R_SMIN, -s, side='left'); inv = 1.0 / s
     for L in np.unique(rule):
