@@ -37,7 +37,7 @@ class Standardizer:
         left as they are (mean 0, scale 1). A scipy.sparse X: scale only, by the standard deviation of each column
         (its zeros included), read from the stored entries."""
         if sp.issparse(X):
-            X = sp.csr_matrix(X, dtype=float, copy=True); X.sum_duplicates()      # canonical: a repeated (i, j) entry counted once
+            X = sp.csr_matrix(X, dtype=float, copy=True); X.sum_duplicates()      # canonical: entries stored twice at one (i, j) summed, as scipy reads them
             return cls._fit_sparse(X, keep)
         X = np.asarray(X, dtype=float)
         const = np.ptp(X, axis=0) == 0 if len(X) else np.ones(X.shape[1], bool)
