@@ -448,6 +448,7 @@ def _u_data_from(data_dir, tmp):
     return p
 
 
+@pytest.mark.slow   # 3.2 s: reads and writes the 100,000 ratings twice
 def test_movielens_100k_grouplens_layout_and_download(data_dir, isolated, monkeypatch):
     import zipfile
     from vgi_lit.datasets import load_movielens_100k

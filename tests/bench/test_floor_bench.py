@@ -11,6 +11,7 @@ def small():
     return floor_problem("gp-logistic-ionosphere60")[0]
 
 
+@pytest.mark.slow   # 4.6 s of timed runs
 def test_bench_floor_brackets_every_run_with_a_reference_timing(small):
     variants = {"FPi": {}, "plain": dict(newton=False, mean_steps=0)}
     res = bench_floor(small, variants=variants, repeats=2)
@@ -26,6 +27,7 @@ def test_bench_floor_brackets_every_run_with_a_reference_timing(small):
     assert "timings between the runs" in text and "(range)" in text and text.count("\n") == 1 + len(variants)
 
 
+@pytest.mark.slow   # 2.8 s of timed runs
 def test_bench_floor_unit_is_the_mean_of_the_two_neighbouring_timings(small, monkeypatch):
     "With reference timings 1, 3, 5 (seconds), the units of the two runs are 2 and 4, the median unit 3, its range 1 to 5."
     seq = iter([1.0, 3.0, 5.0])

@@ -196,7 +196,7 @@ def _learn_matches_joint(name, n, **joint_opts):
     return hf, jt
 
 
-@pytest.mark.parametrize("name", ["ionosphere", "sonar", "housing-t"])
+@pytest.mark.parametrize("name", ["ionosphere", "sonar", pytest.param("housing-t", marks=pytest.mark.slow)])   # housing-t: 4.5 s
 def test_learned_vlb_matches_the_joint_optimisation(name):
     _learn_matches_joint(name, 30)
 

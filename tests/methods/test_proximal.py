@@ -115,6 +115,7 @@ def test_nspace_matches_literal_16_17():
     np.testing.assert_allclose(cov.site_var(), np.einsum('nd,de,ne->n', X, np.linalg.inv(P), X), atol=1e-11)
 
 
+@pytest.mark.slow   # 3.2 s
 def test_prox_gp_reaches_lbfgs_optimum():
     rng = np.random.default_rng(5); x = np.sort(rng.uniform(-3, 3, 8))[:, None]
     y = np.where(np.sin(2 * x[:, 0]) > 0, 1.0, -1.0); lik = likelihoods.Logistic()
@@ -223,6 +224,7 @@ q = fit(GP(x, y, likelihoods.Poisson(), RBF(4.0, 2.0), mean=3.0), method="laplac
 print(q.stop.value, q.n_iter)
 """
 
+@pytest.mark.slow   # 2.0 s
 def test_laplace_stop_does_not_depend_on_blas_threads():
     "A Poisson GP whose gradient levels off at ~3e-9 (rounding of counts up to ~90): converged with 1 and 2 threads."
     out = []

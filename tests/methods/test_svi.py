@@ -209,6 +209,7 @@ def test_erratum_E3_log_phi_hessian(y, u, w2):
     assert abs(fd2 - hess) < 1e-4 * (1 + abs(fd2)) and abs(fd2 - printed) > 1e-3
 
 
+@pytest.mark.slow   # 2.6 s
 def test_gme_algorithms_and_bounds():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(200, 3))/np.sqrt(3); y = rng.poisson(np.exp(X @ [1., -0.5, 0.3] + 0.5*rng.normal(size=200))).astype(float)
