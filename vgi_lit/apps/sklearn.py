@@ -91,7 +91,8 @@ class _VGEstimator(BaseEstimator):
         """(X, y) validated, with whole-number `sample_weight` as repeated rows; the input map `scaler_` fitted."""
         X, y = _validated(self, X, y, **kw)
         X = _finite(X)
-        if sp.issparse(X): X = sp.csr_matrix(X, copy=True); X.sum_duplicates()     # canonical (an entry stored twice is their sum); the caller's X untouched
+        if sp.issparse(X) and not X.has_canonical_format:                      # an entry stored twice is their sum; the caller's X untouched
+            X = X.copy(); X.sum_duplicates()
         if kw.get("y_numeric") and np.asarray(y).dtype.kind not in "biuf":
             first = np.asarray(y).ravel()[0]
             raise ValueError(f"{type(self).__name__} takes numbers as targets, but y is not numeric (e.g. {str(first)!r}): "

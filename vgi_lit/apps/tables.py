@@ -37,7 +37,8 @@ class Standardizer:
         left as they are (mean 0, scale 1). A scipy.sparse X: scale only, by the standard deviation of each column
         (its zeros included), read from the stored entries."""
         if sp.issparse(X):
-            X = sp.csr_matrix(X, dtype=float, copy=True); X.sum_duplicates()      # canonical: entries stored twice at one (i, j) summed, as scipy reads them
+            X = sp.csr_matrix(X, dtype=float)
+            if not X.has_canonical_format: X = X.copy(); X.sum_duplicates()      # entries stored twice at one (i, j) summed, as scipy reads them
             return cls._fit_sparse(X, keep)
         X = np.asarray(X, dtype=float)
         const = np.ptp(X, axis=0) == 0 if len(X) else np.ones(X.shape[1], bool)
@@ -54,8 +55,7 @@ class Standardizer:
         stored = np.bincount(X.indices, minlength=p)                          # entries stored per column
         mean = np.bincount(X.indices, weights=X.data, minlength=p) / n
         ss = np.bincount(X.indices, weights=(X.data - mean[X.indices]) ** 2, minlength=p) + (n - stored) * mean**2
-        lo = np.where(stored < n, np.minimum(0.0, X.min(axis=0).toarray().ravel()), X.min(axis=0).toarray().ravel())
-        hi = np.where(stored < n, np.maximum(0.0, X.max(axis=0).toarray().ravel()), X.max(axis=0).toarray().ravel())
+        lo, hi = X.min(axis=0).toarray().ravel(), X.max(axis=0).toarray().ravel()   # over the stored entries and any zero
         const = hi == lo
         return cls(np.zeros(p), np.where(keep | const, 1.0, np.sqrt(ss / n)), const & ~keep)
     @classmethod

@@ -672,12 +672,12 @@ def _learn_once(hp, theta0, method, tol, max_iter, max_seconds, callback, bound,
             vg = state.get('objective') == "vlb"                                   # the inner fits maximise the VLB: its gradient is exact
             model_says = _predicted_rise(res, state['g'], lo, hi, np.asarray(theta, dtype=float), sc[0]) if stop is Stop.STALLED and vg else None
             rise, step = model_says if model_says is not None else (None, None)
-            near = rise is not None and (gn <= _PLATEAU_GRAD or float(np.max(np.abs(step), initial=0.0)) <= _RESOLVED_STEP)
+            reach = None if step is None else float(np.max(np.abs(step), initial=0.0))   # the model's step, ∞-norm
+            near = rise is not None and (gn <= _PLATEAU_GRAD or reach <= _RESOLVED_STEP)
             if near and 0.0 <= rise <= _RESOLVED_GAIN:                             # the line search failed at the VLB's resolution
                 stop, message = Stop.REL_TOL, (f"converged to the VLB's resolution: the outer line search found no rise, and the rise L-BFGS-B's "
                                                f"model predicts from the remaining outer gradient (∞-norm {gn:.2e} > tol = {tol:g}) is "
-                                               f"{rise:.1e} nats, below {_RESOLVED_GAIN:g}, by a step of ∞-norm "
-                                               f"{float(np.max(np.abs(step), initial=0.0)):.1e}")
+                                               f"{rise:.1e} nats, below {_RESOLVED_GAIN:g}, by a step of ∞-norm {reach:.1e}")
                 hist[-1].events.append(Event(EventKind.SOLVER, message))
     except StopIteration:
         theta, message, stop = np.frombuffer(state['key']), "stopped by the budget or the callback", state['stop']
