@@ -13,6 +13,14 @@ __all__ = ['check_X', 'Kernel', 'Stationary', 'RBF', 'Matern12', 'Matern32', 'Ma
 
 # %% ../nbs/02_kernels.ipynb #e3653307
 def check_X(X, name="X"):
+    """`X` as a finite float64 array of two dimensions (a vector is one column); a TypeError naming `name` if it is a
+    scipy.sparse matrix (the models that take one convert it themselves) or complex (NumPy would drop the imaginary
+    part with only a warning), a ValueError if it has more dimensions or holds NaN or inf."""
+    if hasattr(X, "tocsr") and hasattr(X, "nnz"):
+        raise TypeError(f"{name} is a scipy.sparse matrix ({X.shape[0]} x {X.shape[1]}, {X.nnz} stored entries) and this model "
+                        f"needs a dense array: pass {name}.toarray() if it fits in memory")
+    if np.iscomplexobj(X) or np.iscomplexobj(np.asarray(X)):
+        raise TypeError(f"{name} is complex; the model is real: pass {name}.real if the imaginary part is meant to be zero")
     X = np.asarray(X, dtype=float)
     if X.ndim == 1: X = X[:, None]
     if X.ndim != 2: raise ValueError(f"{name} must be a 2-d array (n, d), got shape {X.shape}")

@@ -30,7 +30,7 @@ def greedy_inducing(kernel, X, M: int, tol: float = 0.0):
     remaining Nyström conditional variance d_i = k(x_i, x_i) − k_iᵀK_ZZ⁻¹k_i (pivoted Cholesky: the k-th pivot appends
     row r_k = (k(X, x_j) − R_{<k}ᵀR_{<k, j})/√d_j and d ← d − r_k²); d is the remaining variance after the last choice.
     Stops early (M' < M) when the largest d_i is ≤ tol · max k(x_i, x_i). O(nM²) time, O(nM) memory."""
-    X = check_X(np.asarray(X, dtype=float), "X"); n = len(X)
+    X = check_X(X, "X"); n = len(X)
     if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or not 1 <= M <= n:
         raise ValueError(f"M must be an integer in [1, n = {n}], got {M!r}")
     d = np.array(kernel.Kdiag(X), dtype=float); top = float(d.max(initial=0.0))
@@ -48,7 +48,7 @@ def kmeans_inducing(X, M: int, seed: int = 0, iters: int = 25):
     """(M, p) inducing inputs at the centres of k-means (Lloyd's iterations from a k-means++ start, `scipy.cluster.vq.kmeans2`,
     seeded); empty clusters keep their start point."""
     from scipy.cluster.vq import kmeans2
-    X = check_X(np.asarray(X, dtype=float), "X")
+    X = check_X(X, "X")
     if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or not 1 <= M <= len(X):
         raise ValueError(f"M must be an integer in [1, n = {len(X)}], got {M!r}")
     Z, _ = kmeans2(X, int(M), iter=int(iters), minit="++", seed=int(seed))

@@ -370,7 +370,7 @@ class MultiCov:
 # %% ../../nbs/models/03f_multi.ipynb #d9bb3ecd
 def _check_labels_rows(X, y, likelihood, name="X"):
     "X as a finite float (n, p) array and y as `likelihood.check_y` takes it, one row of X per entry of y; ValueError naming the problem."
-    X = check_X(np.asarray(X, dtype=float), name)
+    X = check_X(X, name)
     y = likelihood.check_y(y)
     if len(X) != len(y): raise ValueError(f"{name} has {len(X)} rows but y has {len(y)} entries")
     if len(y) == 0: raise ValueError("no observations")
@@ -386,7 +386,7 @@ class MultiGLM(MultiLGM):
         super().__init__(y, likelihood, prior_mean, [P] * likelihood.C, 0.0, 0.0, X)
     def predict_latent(self, m, cov, X_new):
         "(means (n*, C), covariances (n*, C, C)) of f_* = Wᵀx_* under q."
-        Xn = check_X(np.asarray(X_new, dtype=float), "X_new")
+        Xn = check_X(X_new, "X_new")
         if Xn.shape[1] != self.p: raise ValueError(f"X_new has {Xn.shape[1]} columns, the model has {self.p} inputs")
         return Xn @ self._blocks(m).T, rows_quad(Xn, cov.dense().reshape(self.C, self.p, self.C, self.p))
 
@@ -412,7 +412,7 @@ class MultiGP(MultiLGM):
         super().__init__(y, likelihood, self.mean, priors, 0.0, 0.0, None)
     def predict_latent(self, m, cov, X_new):
         "(means (n*, C), covariances (n*, C, C)) of f(x_*) under q; `cov` a `MultiCov` (K_** − AᵀA + NᵀN by its `predictive_factors`)."
-        Xn = check_X(np.asarray(X_new, dtype=float), "X_new")
+        Xn = check_X(X_new, "X_new")
         if Xn.shape[1] != self.Xtrain.shape[1]: raise ValueError(f"X_new has {Xn.shape[1]} columns, the model has {self.Xtrain.shape[1]} inputs")
         C, n, k = self.C, self.n, len(Xn)
         Ks = np.stack([kk.K(self.Xtrain, Xn) for kk in self.kernels])           # (C, n, n*)
@@ -451,7 +451,7 @@ class CoregionalGP(MultiLGM):
         super().__init__(y, likelihood, self.mean, KronPrior(W @ W.T + np.diag(self.kappa), base), 0.0, 0.0, None)
     def predict_latent(self, m, cov, X_new):
         "(means (n*, C), covariances (n*, C, C)) of f(x_*) under q; `cov` a `MultiCov` (K_** − AᵀA + NᵀN by its `predictive_factors`)."
-        Xn = check_X(np.asarray(X_new, dtype=float), "X_new")
+        Xn = check_X(X_new, "X_new")
         if Xn.shape[1] != self.Xtrain.shape[1]: raise ValueError(f"X_new has {Xn.shape[1]} columns, the model has {self.Xtrain.shape[1]} inputs")
         C, n, k, B = self.C, self.n, len(Xn), self.coreg.B
         Ks = self.kernel.K(self.Xtrain, Xn)                                      # (n, n*)
@@ -554,7 +554,7 @@ class LMCGP(MultiLGM):
         super().__init__(y, likelihood, self.mean, prior, 0.0, 0.0, None)
     def predict_latent(self, m, cov, X_new):
         "(means (n*, C), covariances (n*, C, C)) of f(x_*) under q; `cov` a `MultiCov` (taken to site space)."
-        Xn = check_X(np.asarray(X_new, dtype=float), "X_new")
+        Xn = check_X(X_new, "X_new")
         if Xn.shape[1] != self.Xtrain.shape[1]: raise ValueError(f"X_new has {Xn.shape[1]} columns, the model has {self.Xtrain.shape[1]} inputs")
         if getattr(cov, 'space', None) != 'n': cov = MultiCov(self, cov.lam, 'n')
         C, n, k = self.C, self.n, len(Xn)

@@ -30,10 +30,10 @@ class MultiSparseGP(MultiLGM):
                              "K_ZZ,c⁻¹k_Z,c(x_i), which the multi-latent model's rows x_i do not represent (use MultiGP for per-class kernels)")
         if not (callable(getattr(kernel, "K", None)) and callable(getattr(kernel, "Kdiag", None))):
             raise TypeError(f"kernel must have methods K(X, X2=None) and Kdiag(X), got {type(kernel).__name__}")
-        X, y = check_X(np.asarray(X, dtype=float), "X"), likelihood.check_y(y)
+        X, y = check_X(X, "X"), likelihood.check_y(y)
         if len(X) != len(y): raise ValueError(f"X has {len(X)} rows but y has {len(y)} entries")
         if len(y) == 0: raise ValueError("no observations")
-        Z = check_X(np.asarray(Z, dtype=float), "Z")
+        Z = check_X(Z, "Z")
         if len(Z) == 0: raise ValueError("Z has no rows: the sparse GP needs at least one inducing input")
         if Z.shape[1] != X.shape[1]: raise ValueError(f"Z has {Z.shape[1]} columns but X has {X.shape[1]}")
         if isinstance(mean, bool) or not isinstance(mean, (int, float, np.integer, np.floating)) or not np.isfinite(mean):
@@ -49,7 +49,7 @@ class MultiSparseGP(MultiLGM):
         return len(self.Z)
     def project(self, X_new):
         "(a (n*,), c (n*,), rows (n*, M)) of new inputs: a_* = mean·(1 − x_*ᵀ1), c_* = k(x_*, x_*) − q_**, x_* = K_ZZ⁻¹k_Z(x_*)."
-        Xn = check_X(np.asarray(X_new, dtype=float), "X_new")
+        Xn = check_X(X_new, "X_new")
         if Xn.shape[1] != self.Xtrain.shape[1]: raise ValueError(f"X_new has {Xn.shape[1]} columns, the model has {self.Xtrain.shape[1]} inputs")
         return sparse_gp_site_map(self.kernel, self.Z, self.priors[0], Xn, self.mean)
     def predict_latent(self, m, cov, X_new):
