@@ -306,12 +306,12 @@ class VGRecommender:
         """log p(r | training ratings) of each rating at its pair: the predictive class probability (ordinal, binary),
         the predictive density (gaussian; with `discrete`, the predictive probability of the rating's interval between
         the midpoints to its neighbours on `rating_values_`, comparable with an ordinal model's), the predictive count
-        probability (poisson)."""
+        probability (poisson; `discrete` changes nothing there, the counts being discrete already)."""
         rows, cols, ratings = _triples(rows, cols, ratings, self.columns)
         r = check_ratings(ratings)
         m, v = self.latent(rows, cols, "log_density")
         lik = self.likelihood_
-        if self.likelihood in ("ordinal", "binary") or discrete:
+        if self.likelihood in ("ordinal", "binary") or (discrete and self.likelihood == "gaussian"):
             vals = self.rating_values_
             if vals is None: raise ValueError(f"discrete=True needs at most {MAX_LEVELS} distinct training ratings")
             k = np.searchsorted(vals, r); ok = (k < vals.size) & (vals[np.minimum(k, vals.size - 1)] == r)
@@ -319,9 +319,7 @@ class VGRecommender:
                 raise ValueError(f"ratings must be among the training rating values {vals.tolist()}; got {r[~ok][0]:g}")
             if self.likelihood == "ordinal": return lik.log_pred_density(k.astype(float), m, v)
             if self.likelihood == "binary": return lik.log_pred_density(np.where(k == 1, 1.0, -1.0), m, v)
-            if self.likelihood == "gaussian":
-                return discretised_gaussian_logp(r, m + self.center_, np.sqrt(v + lik.variance), vals)
-            raise ValueError("discrete=True is for the Gaussian likelihood (the other likelihoods are discrete already)")
+            return discretised_gaussian_logp(r, m + self.center_, np.sqrt(v + lik.variance), vals)
         return lik.log_pred_density(r - self.center_, m, v)
 
     def recommend(self, row, n: int = 10, exclude_seen: bool = True):
