@@ -46,6 +46,9 @@ def test_unknown_options_are_refused_at_fit():
     for est, msg in [(VGClassifier(likelihood="cauchit"), "likelihood"), (VGClassifier(latent="tree"), "latent"),
                      (VGRegressor(likelihood="huber"), "likelihood"), (VGClassifier(kernel="rbf"), "kernel")]:
         with pytest.raises((ValueError, TypeError), match=msg): est.fit(X, y)
+    for est in (VGClassifier, VGRegressor, VGPoissonRegressor, VGOrdinalRegressor):       # on 10 rows `auto` is a dense GP: still checked
+        for bad in (0, -3, 2.5, True, "50"):
+            with pytest.raises(ValueError, match="n_inducing must be a positive integer"): est(n_inducing=bad).fit(X, y)
 
 
 def test_sparse_gp_and_likelihood_parameters_are_learned():

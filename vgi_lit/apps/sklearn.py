@@ -127,9 +127,12 @@ class _VGEstimator(BaseEstimator):
 
     def _latent(self, Z):
         """The latent function for the training inputs Z: `latent` checked, "auto" resolved: "glm" for a scipy.sparse Z,
-        else `auto_latent` of its rows. A kernel needs dense inputs: a sparse Z with "gp" or "sparse_gp" is a TypeError."""
+        else `auto_latent` of its rows. A kernel needs dense inputs: a sparse Z with "gp" or "sparse_gp" is a TypeError.
+        `n_inducing` is checked whatever the choice (a bad value fails on small data too, not first on large)."""
         latent = str(self.latent).replace("-", "_")
         if latent not in LATENTS: raise ValueError(f"latent must be one of {', '.join(LATENTS)}, got {self.latent!r}")
+        if isinstance(self.n_inducing, bool) or not isinstance(self.n_inducing, (int, np.integer)) or self.n_inducing < 1:
+            raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}")
         if sp.issparse(Z) and (latent not in ("auto", "glm") or self.kernel is not None):
             what = f"latent={self.latent!r}" + (f", kernel={self.kernel!r}" if self.kernel is not None else "")
             raise TypeError(f"{type(self).__name__}({what}) needs dense inputs (a kernel reads every entry), and X is a scipy.sparse "
@@ -146,8 +149,6 @@ class _VGEstimator(BaseEstimator):
     def _inducing_rows(self, Z):
         """`n_inducing` distinct rows of the standardised inputs Z drawn without replacement (seeded by `random_state`), in row
         order (rows repeated by `sample_weight` or in the data count once: a repeated inducing input adds nothing)."""
-        if isinstance(self.n_inducing, bool) or not isinstance(self.n_inducing, (int, np.integer)) or self.n_inducing < 1:
-            raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}")
         first = np.sort(np.unique(Z, axis=0, return_index=True)[1])            # each distinct row at its first occurrence
         pick = check_random_state(self.random_state).choice(len(first), size=min(int(self.n_inducing), len(first)), replace=False)
         return Z[first[np.sort(pick)]]
