@@ -27,10 +27,11 @@ class Standardizer:
     """z = (x − mean)/scale per column with the training rows' mean and standard deviation (population sd);
     a column that is constant on the training rows keeps scale 1 and is flagged in `constant`. Fitted to a scipy.sparse
     X the map only scales (mean 0: centring would turn every stored zero into a value), so sparse inputs stay sparse, and
-    sets a constant column to 0, as centring does."""
-    def __init__(self, mean, scale, constant=None):
+    sets a constant column to 0, as centring does on the training rows; `centre` says which kind of map it is."""
+    def __init__(self, mean, scale, constant=None, centre=True):
         self.mean, self.scale = np.asarray(mean, dtype=float), np.asarray(scale, dtype=float)   # (p,), (p,)
         self.constant = np.zeros(self.mean.shape, bool) if constant is None else np.asarray(constant, dtype=bool)
+        self.centre = bool(centre)                                                # False: scale only (fitted to sparse X)
     @classmethod
     def fit(cls, X, keep=None):
         """The map of the training inputs X (n, p); the columns where `keep` (p,) is True (one-hot indicators) are
@@ -51,13 +52,13 @@ class Standardizer:
         "`fit` of a canonical CSR matrix X: mean 0, scale the population sd, two-pass over the stored entries (never densified)."
         n, p = X.shape
         keep = np.zeros(p, bool) if keep is None else np.asarray(keep, dtype=bool)
-        if n == 0: return cls(np.zeros(p), np.ones(p), ~keep)
+        if n == 0: return cls(np.zeros(p), np.ones(p), ~keep, centre=False)
         stored = np.bincount(X.indices, minlength=p)                          # entries stored per column
         mean = np.bincount(X.indices, weights=X.data, minlength=p) / n
         ss = np.bincount(X.indices, weights=(X.data - mean[X.indices]) ** 2, minlength=p) + (n - stored) * mean**2
         lo, hi = X.min(axis=0).toarray().ravel(), X.max(axis=0).toarray().ravel()   # over the stored entries and any zero
         const = hi == lo
-        return cls(np.zeros(p), np.where(keep | const, 1.0, np.sqrt(ss / n)), const & ~keep)
+        return cls(np.zeros(p), np.where(keep | const, 1.0, np.sqrt(ss / n)), const & ~keep, centre=False)
     @classmethod
     def identity(cls, p: int):
         "No scaling: mean 0, scale 1 for p columns."
@@ -69,7 +70,7 @@ class Standardizer:
         sparse inputs), else an array (sparse rows are then centred as arrays: a centred zero is no longer zero)."""
         if sp.issparse(X):
             if X.shape[1] != self.mean.size: raise ValueError(f"expected inputs with {self.mean.size} columns, got shape {X.shape}")
-            if not np.any(self.mean):                                             # scale only; a constant column to 0, as centring makes it
+            if not self.centre:                                                   # scale only; a constant column to 0, as centring makes it
                 Z = sp.csr_matrix(X, dtype=float) @ sp.diags(np.where(self.constant, 0.0, 1.0 / self.scale), format="csr")
                 Z.eliminate_zeros(); return Z
             X = X.toarray()
@@ -77,7 +78,7 @@ class Standardizer:
         if X.ndim != 2 or X.shape[1] != self.mean.size:
             raise ValueError(f"expected inputs with {self.mean.size} columns, got shape {X.shape}")
         Z = (X - self.mean) / self.scale
-        if not np.any(self.mean) and self.constant.any(): Z[:, self.constant] = 0.0   # a scale-only map: as for sparse rows
+        if not self.centre and self.constant.any(): Z[:, self.constant] = 0.0   # a scale-only map: as for sparse rows
         return Z
     def raw_coefficients(self, m, V, intercept: bool):
         """(mean, covariance) of the coefficients of a linear function of the raw inputs, β = (w/s, b − Σ w_j x̄_j/s_j),
@@ -92,9 +93,12 @@ class Standardizer:
         if intercept: A[p, p] = 1.0
         return A @ m, A @ V @ A.T
     def to_dict(self) -> dict:
-        return {"mean": self.mean.tolist(), "scale": self.scale.tolist(), "constant": self.constant.tolist()}
+        return {"mean": self.mean.tolist(), "scale": self.scale.tolist(), "constant": self.constant.tolist(), "centre": self.centre}
     @classmethod
-    def from_dict(cls, d): return cls(d["mean"], d["scale"], d["constant"])
+    def from_dict(cls, d):
+        """The map of `to_dict`; a dict written before `centre` was stored is read as scale-only when every mean is 0 (as such
+        maps were then applied)."""
+        return cls(d["mean"], d["scale"], d["constant"], d.get("centre", bool(np.any(d["mean"]))))
 
 # %% ../../nbs/apps/49_tables.ipynb #tb09
 def median_distance(Z, max_rows: int = 1000, seed: int = 0) -> float:
