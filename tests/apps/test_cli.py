@@ -572,3 +572,16 @@ def test_build_model_resolves_the_automatic_model():
     assert a.model == "auto" and type(build_model(X, y, ["a", "b"], a)) is GP
     a.model = "dense"
     with pytest.raises(CLIError, match="unknown model 'dense'"): build_model(X, y, ["a", "b"], a)
+
+
+def test_ard_names_the_inputs_the_fit_ignores(tmp_path, capsys):
+    """With --ard, the lengthscales of the two inputs without signal run up to the box's edge: the command names those
+    inputs and gives no runaway warning (whose advice, to hold the parameter or standardise, does not apply)."""
+    rng = np.random.default_rng(0); X = rng.standard_normal((150, 4))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.3 * rng.standard_normal(150)
+    path = _write(tmp_path / "ard.csv", X, y)
+    assert main(["fit", path, "--target", "y", "--likelihood", "gaussian", "--ard", "--no-progress"]) == 0
+    cap = capsys.readouterr()
+    assert "learning ran a parameter to its bound" not in cap.err, cap.err
+    line = [s for s in cap.out.splitlines() if s.startswith("inputs the fit does not depend on")]
+    assert len(line) == 1 and "x2 (lengthscale" in line[0] and "x3 (lengthscale" in line[0] and "x0" not in line[0], cap.out

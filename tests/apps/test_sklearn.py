@@ -371,3 +371,17 @@ def test_kernel_of_another_library_is_named_with_its_module():
     sk_rbf = pytest.importorskip("sklearn.gaussian_process.kernels").RBF
     rng = np.random.default_rng(0); X = rng.normal(size=(20, 2)); y = X[:, 0]
     with pytest.raises(TypeError, match="sklearn.gaussian_process.kernels.*RBF"): VGRegressor(kernel=sk_rbf()).fit(X, y)
+
+
+def test_ard_lengthscales_of_ignored_inputs_are_not_runaways(tmp_path):
+    """An ARD kernel's lengthscales of inputs without signal run to the box's edge: `irrelevant_inputs_` lists them, no
+    `RunawayParameterWarning` is given, and save/load keeps the list; a parameter at its edge otherwise still warns."""
+    rng = np.random.default_rng(0); X = rng.standard_normal((150, 4))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.3 * rng.standard_normal(150)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RunawayParameterWarning)
+        reg = VGRegressor(kernel=RBF(lengthscale=np.ones(4))).fit(X, y)
+    assert reg.irrelevant_inputs_.tolist() == [2, 3] and min(reg.kernel_.lengthscale[2:]) > 1e4
+    back = VGRegressor.load(reg.save(tmp_path / "ard.npz"))
+    assert back.irrelevant_inputs_.tolist() == [2, 3]
+    assert VGRegressor().fit(X, y).irrelevant_inputs_.tolist() == []       # one lengthscale: no input singled out

@@ -21,7 +21,7 @@ from ..models.multi_sparse import MultiSparseGP
 from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
-                                 data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, degenerate_advice,
+                                 data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, irrelevant_inputs, degenerate_advice,
                                  CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, auto_latent, auto_sparse_note, REAL)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 
@@ -382,7 +382,7 @@ def parser():
     f.add_argument("--model", default="auto", choices=["auto", "gp", "sparse-gp", "glm"],
                    help=f"auto (default): gp up to {LARGE_GP_ROWS} training rows, sparse-gp above (a dense GP's steps take time "
                         "growing as the cube of the rows)")
-    f.add_argument("--kernel", default="rbf", choices=list(KERNELS)); f.add_argument("--ard", action="store_true", help="one lengthscale per input")
+    f.add_argument("--kernel", default="rbf", choices=list(KERNELS)); f.add_argument("--ard", action="store_true", help="one lengthscale per input (the inputs whose lengthscale runs up to the edge are named as not used)")
     f.add_argument("--kernel-start", default="data", choices=["data", "unit"],
                    help="data (default): lengthscale at the median distance between training inputs, variance set by y; unit: both 1")
     f.add_argument("--no-standardize", dest="standardize", action="store_false",
@@ -520,6 +520,9 @@ def cmd_fit(a, out=print, err=None):
     if why: _warn("the fitted model does not use its inputs: " + "; ".join(why) + ". " + degenerate_advice(
         post.model, CLI_OPTIONS, standardized=a.standardize, data_start=getattr(a, "kernel_start", "data") == "data",
         learned=a.learn, starts=starts), err)
+    irr = irrelevant_inputs(res)
+    if irr: out("inputs the fit does not depend on (their lengthscales ran up to the edge of the box): "
+                + ", ".join(f"{enc.feature_names[j]} (lengthscale {v:.3g})" for j, v in sorted(irr.items())))
     ran = runaway_parameters(res)
     if ran: _warn("learning ran a parameter to its bound: " + "; ".join(ran) + f". {RUNAWAY_ADVICE}", err)
     if a.out: out(f"fitted posterior written to {_save_with_table(post, a, enc, scaler, labels)}")

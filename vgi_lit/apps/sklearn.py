@@ -21,7 +21,7 @@ from .tables import fit_quietly as _fit
 from ..kernels import Kernel, RBF
 from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
-from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters,
+from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, irrelevant_inputs,
                                  DegenerateFitWarning, RunawayParameterWarning, degenerate_advice,
                                  ESTIMATOR_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, LargeGPWarning, large_gp_note, auto_latent)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
@@ -179,6 +179,7 @@ class _VGEstimator(BaseEstimator):
                                                    + "; ".join(why) + ". " + degenerate_advice(
                                                        post.model, ESTIMATOR_OPTIONS, standardized=bool(self.standardize),
                                                        data_start=self.kernel is None, learned=learn, starts=starts)), stacklevel=3)
+        self.irrelevant_inputs_ = np.array(sorted(irrelevant_inputs(res)), dtype=int)
         ran = runaway_parameters(res)
         if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
                                                       + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
@@ -249,7 +250,8 @@ class _VGEstimator(BaseEstimator):
         if params.get("kernel") is not None: params["kernel"] = vio.kernel_spec(params["kernel"])
         est = {"class": type(self).__name__, "params": params, "scaler": self.scaler_.to_dict(),
                "y_scale": list(getattr(self, "_y_scale", (0.0, 1.0))),
-               "hyperparameters": self.hyperparameters_, "n_features_in": int(self.n_features_in_)}
+               "hyperparameters": self.hyperparameters_, "n_features_in": int(self.n_features_in_),
+               "irrelevant_inputs": self.irrelevant_inputs_.tolist()}
         arrays = {}
         if hasattr(self, "feature_names_in_"): arrays["feature_names_in"] = np.array([str(c) for c in self.feature_names_in_])
         if hasattr(self, "classes_"): arrays["classes"] = np.asarray(self.classes_.tolist())
@@ -270,6 +272,7 @@ class _VGEstimator(BaseEstimator):
         if names is not None: self.feature_names_in_ = names.astype(object)
         if classes is not None: self.classes_ = classes
         self.fit_result_, self.posterior_, self.hyperparameters_ = post, post, est["hyperparameters"]
+        self.irrelevant_inputs_ = np.array(est.get("irrelevant_inputs", []), dtype=int)   # absent from files written before it was kept
         self._set_fitted(post)
         return self
 
@@ -301,7 +304,8 @@ _COMMON_DOC = """
     progress: show a progress bar while fitting.
 
     After `fit`, a `DegenerateFitWarning` says when the predictions do not depend on the inputs, and a
-    `RunawayParameterWarning` names a learned parameter that ended at its bound; before a dense GP (`latent="gp"`) is
+    `RunawayParameterWarning` names a learned parameter that ended at its bound (but for the per-input lengthscales of
+    inputs the fit does not depend on, whose edge is where they belong: their columns are in `irrelevant_inputs_`, empty with more than two classes); before a dense GP (`latent="gp"`) is
     fitted to more than `LARGE_GP_ROWS` (3,000) rows, a `LargeGPWarning` names the cheaper latent functions. Inputs and
     regression targets are numbers: text in X is an error naming its row and column. `sample_weight` in `fit`:
     whole-number weights, as repeated rows. `n_iter_` counts the iterations of the final fit of q (at the learned
@@ -376,6 +380,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         post = self._run(model, opts, learn=learn)
         self.fit_result_, self.posterior_ = post, post
         self.hyperparameters_ = dict(post.info.get("theta", {})) if learn else {}
+        self.irrelevant_inputs_ = np.array([], dtype=int)      # the multi-latent learner reports its edges in its trace only
         self._set_fitted(post)
         why = multiclass_degenerate(post, post.model.X if isinstance(post.model, MultiGLM) else post.model.Xtrain)
         if why: warnings.warn(DegenerateFitWarning(f"{type(self).__name__}: the fitted model does not use its inputs: " + "; ".join(why)), stacklevel=3)

@@ -18,9 +18,9 @@ from ..methods.hyper import HyperFit, degenerate
 # %% auto #0
 __all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'LARGE_GP_ROWS', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL',
            'COUNT', 'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit',
-           'degenerate_advice', 'learns_mean', 'multiclass_degenerate', 'runaway_parameters', 'LargeGPWarning',
-           'large_gp_note', 'auto_latent', 'auto_sparse_note', 'TableError', 'read_table', 'column_values',
-           'TableEncoder', 'target_coding']
+           'degenerate_advice', 'learns_mean', 'multiclass_degenerate', 'runaway_parameters', 'irrelevant_inputs',
+           'LargeGPWarning', 'large_gp_note', 'auto_latent', 'auto_sparse_note', 'TableError', 'read_table',
+           'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -223,9 +223,32 @@ def multiclass_degenerate(post, X, spread: float = 0.01) -> list:
 def runaway_parameters(res) -> list:
     """The details of the learner's `BOUND_ACTIVE` events in the outer trace of a `HyperFit` `res` (each names a
     learned parameter that ended at the edge of its box, or ran towards it on a flat VLB, with its value); empty for
-    a fit without learning."""
+    a fit without learning, and when every parameter at its edge (`res.edges`) is the lengthscale of an input that the
+    fit does not depend on (`irrelevant_inputs`): there the edge is where such a lengthscale belongs."""
     if not hasattr(res, "theta") or not hasattr(res, "history"): return []
+    edges = set(getattr(res, "edges", None) or {})
+    if edges and edges <= {f"kernel.lengthscale[{j}]" for j in irrelevant_inputs(res)}: return []
     return [e.detail for _, e in res.history.events if e.kind is EventKind.BOUND_ACTIVE]
+
+def irrelevant_inputs(res, tol: float = 1e-4) -> dict:
+    """{input column j: learned lengthscale} for the per-input (ARD) lengthscales that learning ran up to the edge of the
+    box (`res.edges` names them `kernel.lengthscale[j]`) and at which the learned kernel correlates two inputs that
+    differ in column j alone, by that column's whole range over the training inputs, to within `tol` of 1: the fit does
+    not depend on input j. Empty for a fit without learning and for models without per-input lengthscales."""
+    edges = getattr(res, "edges", None) or {}
+    model = getattr(res, "model", None)
+    kernel, X = getattr(model, "kernel", None), getattr(model, "X", None)
+    if not edges or kernel is None or not isinstance(X, np.ndarray) or X.ndim != 2: return {}
+    out = {}
+    for name, value in edges.items():
+        head, _, idx = name.partition("[")
+        if head != "kernel.lengthscale" or not idx.rstrip("]").isdigit(): continue
+        j = int(idx.rstrip("]"))
+        if j >= X.shape[1]: continue
+        a = np.zeros((1, X.shape[1])); b = a.copy(); b[0, j] = np.ptp(X[:, j])
+        k0, k1 = float(kernel.K(a)[0, 0]), float(kernel.K(a, b)[0, 0])
+        if k0 > 0 and 1.0 - k1 / k0 <= tol: out[j] = float(value)
+    return out
 
 RUNAWAY_ADVICE = ("a parameter at its edge means the VLB keeps improving in that direction: hold it fixed "
                   "(estimators: fit_options={'fixed': {'<name>'}}; command line: --fix <name>), or, for a Student-t df at its upper edge, use Gaussian noise; "
