@@ -385,3 +385,7 @@ def test_ard_lengthscales_of_ignored_inputs_are_not_runaways(tmp_path):
     back = VGRegressor.load(reg.save(tmp_path / "ard.npz"))
     assert back.irrelevant_inputs_.tolist() == [2, 3]
     assert VGRegressor().fit(X, y).irrelevant_inputs_.tolist() == []       # one lengthscale: no input singled out
+    yc = np.digitize(y, [-0.5, 0.5])                                       # three classes: the multi-latent learner still warns,
+    with pytest.warns(RunawayParameterWarning, match="per input"):          # and its advice says what an ARD edge means
+        clf = VGClassifier(kernel=RBF(lengthscale=np.ones(4))).fit(X[:40], yc[:40])
+    assert clf.irrelevant_inputs_.tolist() == []

@@ -252,7 +252,8 @@ def irrelevant_inputs(res, tol: float = 1e-4) -> dict:
 
 RUNAWAY_ADVICE = ("a parameter at its edge means the VLB keeps improving in that direction: hold it fixed "
                   "(estimators: fit_options={'fixed': {'<name>'}}; command line: --fix <name>), or, for a Student-t df at its upper edge, use Gaussian noise; "
-                  "a variance or lengthscale at an edge often means the inputs need standardising")
+                  "a variance or lengthscale at an edge often means the inputs need standardising, but one lengthscale per input "
+                  "(ARD) at its upper edge means that input is not used, and needs nothing")
 
 # %% ../../nbs/apps/49_tables.ipynb #2cf56d11
 LARGE_GP_ROWS = 3000      # a dense GP on more training rows than this is slow enough to say so before fitting
