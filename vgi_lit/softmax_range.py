@@ -153,21 +153,30 @@ def _r_remainders(m, s):
 def soft_crossings(a, b):
     """The (up to two) solutions x of a + b x = softplus(x), NaN where absent: Newton's method on the convex
     softplus(x) − b x − a from the roots of a + b x = max(0, x), where it is ≥ 0 (softplus ≥ max), so the iteration is monotone
-    (at most 30 steps, stopped once no step moves an x by more than 10⁻¹³ relative)."""
+    (at most 30 steps, stopped once no step moves an x by more than 10⁻¹³ relative). For 0 < b < 1 there is no crossing
+    where a lies below the least value of softplus(x) − b x, the binary entropy −b log b − (1 − b) log(1 − b) (by more than
+    10⁻⁹ relative to the minimiser logit b): those pairs are not iterated. `a`, `b` broadcast; each result has their shape."""
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+    shape = a.shape; a, b = a.ravel(), b.ravel()
+    inside = (b > 0) & (b < 1)
+    bc = np.where(inside, b, 0.5)
+    low = -(bc * np.log(bc) + (1 - bc) * np.log1p(-bc))                           # min of softplus(x) − b x, at x = logit b
+    none = inside & (a < low - 1e-9 * np.maximum(1.0, np.abs(np.log(bc) - np.log1p(-bc))))
     out = []
     for left in (True, False):
         with np.errstate(divide='ignore', invalid='ignore'):
-            x = -a / b if left else a / (1 - b)
-        ok = np.isfinite(x) & ((x < 0) if left else (x > 0))
-        x = np.where(ok, x, 0.0)
+            x0 = -a / b if left else a / (1 - b)
+        idx = np.flatnonzero(np.isfinite(x0) & ((x0 < 0) if left else (x0 > 0)) & ~none)
+        x, ai, bi = x0[idx], a[idx], b[idx]
         for _ in range(30):
-            f = np.logaddexp(0.0, x) - b * x - a; d = expit(x) - b
-            with np.errstate(divide='ignore', invalid='ignore'): xn = x - f / d
+            f = np.logaddexp(0.0, x) - bi * x - ai; d = expit(x) - bi
+            with np.errstate(divide='ignore', invalid='ignore', over='ignore'): xn = x - f / d
             xn = np.where(np.isfinite(xn), xn, x)
             done = np.all(np.abs(xn - x) <= 1e-13 * np.maximum(1.0, np.abs(x))); x = xn
             if done: break
-        ok &= np.abs(np.logaddexp(0.0, x) - b * x - a) <= 1e-9 * np.maximum(1.0, np.abs(x))   # no crossing: Newton stalls above 0
-        out.append(np.where(ok, x, np.nan))
+        good = np.abs(np.logaddexp(0.0, x) - bi * x - ai) <= 1e-9 * np.maximum(1.0, np.abs(x))   # near a tangent: Newton stalls above 0
+        res = np.full(a.size, np.nan); res[idx[good]] = x[good]
+        out.append(res.reshape(shape))
     return out[0], out[1]
 
 # %% ../nbs/01d_softmax_range.ipynb #ef50a1f6
