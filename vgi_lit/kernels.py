@@ -19,9 +19,10 @@ def check_X(X, name="X"):
     if hasattr(X, "tocsr") and hasattr(X, "nnz"):
         raise TypeError(f"{name} is a scipy.sparse matrix ({X.shape[0]} x {X.shape[1]}, {X.nnz} stored entries) and this model "
                         f"needs a dense array: pass {name}.toarray() if it fits in memory")
-    if np.iscomplexobj(X) or np.iscomplexobj(np.asarray(X)):
+    X = np.asarray(X)
+    if np.iscomplexobj(X):
         raise TypeError(f"{name} is complex; the model is real: pass {name}.real if the imaginary part is meant to be zero")
-    X = np.asarray(X, dtype=float)
+    X = X.astype(float, copy=False)
     if X.ndim == 1: X = X[:, None]
     if X.ndim != 2: raise ValueError(f"{name} must be a 2-d array (n, d), got shape {X.shape}")
     if not np.all(np.isfinite(X)): raise ValueError(f"{name} contains NaN or inf")
