@@ -2,6 +2,7 @@
 with a linear latent function (the regressor by the default method, the others by GRAD); the regressor's run in the
 default suite, the others are marked slow. Checks that cannot apply are listed with the reason in
 `EXPECTED_FAILED_CHECKS` (also shown on the estimators' page)."""
+import re
 import numpy as np
 import pytest
 
@@ -387,3 +388,15 @@ def test_ard_lengthscales_of_ignored_inputs_are_not_runaways(tmp_path):
     assert VGRegressor().fit(X, y).irrelevant_inputs_.tolist() == []       # one lengthscale: no input singled out
     clf = VGClassifier(latent="glm").fit(X[:40], np.digitize(y, [-0.5, 0.5])[:40])     # three classes: not singled out, and a
     assert clf.irrelevant_inputs_.tolist() == [] and "(ARD) at its upper edge means that input is not used" in RUNAWAY_ADVICE   # warning says it
+
+
+def test_ordinal_text_labels_are_refused():
+    """Text labels sort alphabetically ('high' < 'low' < 'medium'), which is not the levels' order: refused with the
+    alphabetical order shown; numbers and booleans keep their numeric order."""
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    for y, order in ((np.array(["low", "medium", "high"])[np.arange(12) % 3], "['high', 'low', 'medium']"),
+                     (np.array(["1", "2", "10"])[np.arange(12) % 3], "['1', '10', '2']")):
+        with pytest.raises(ValueError, match="numeric labels.*sort alphabetically " + re.escape(f"({order})")):
+            VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, y)
+    est = VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, np.array([1, 2, 10])[np.arange(12) % 3])
+    assert est.classes_.tolist() == [1, 2, 10]
