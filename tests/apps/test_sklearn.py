@@ -400,3 +400,18 @@ def test_ordinal_text_labels_are_refused():
             VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, y)
     est = VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, np.array([1, 2, 10])[np.arange(12) % 3])
     assert est.classes_.tolist() == [1, 2, 10]
+
+
+def test_a_fit_that_ends_on_its_budget_warns():
+    """Learning cut short by its budget (one outer iteration here) gives scikit-learn's ConvergenceWarning naming the stop,
+    for two classes, three classes and regression alike; a converged fit gives none."""
+    from sklearn.exceptions import ConvergenceWarning
+    rng = np.random.default_rng(0); X = rng.normal(size=(40, 2)); f = X[:, 0] - X[:, 1]
+    for est, y in ((VGClassifier(fit_options={"max_iter": 1}), (f > 0).astype(int)),
+                   (VGClassifier(latent="glm", fit_options={"max_iter": 1}), np.digitize(f, [-0.5, 0.5])),
+                   (VGRegressor(fit_options={"max_iter": 1}), f + 0.1 * rng.normal(size=40))):
+        with pytest.warns(ConvergenceWarning, match="ended before converging \\(max_iter"):
+            est.fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        VGRegressor().fit(X, f + 0.1 * rng.normal(size=40))

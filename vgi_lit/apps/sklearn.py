@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.preprocessing import LabelEncoder
     from sklearn.utils import check_random_state
     from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -183,7 +184,16 @@ class _VGEstimator(BaseEstimator):
         ran = runaway_parameters(res)
         if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
                                                       + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
+        self._warn_unconverged(res)
         return post
+
+    def _warn_unconverged(self, res):
+        """A scikit-learn `ConvergenceWarning` when the fit, or learning, ended before its optimality test passed (a budget
+        spent, a stall), with the stop and its message: the fitted attributes are those of the last iterate."""
+        if getattr(res, "converged", True): return
+        stop = getattr(getattr(res, "stop", None), "value", str(getattr(res, "stop", "")))
+        warnings.warn(ConvergenceWarning(f"{type(self).__name__}: the fit ended before converging ({stop}: {getattr(res, 'message', '')}); "
+                                         "a larger budget in fit_options (max_iter, max_seconds) may reach the optimum"), stacklevel=4)
 
     def _run(self, model, opts, **kw):
         """`vgi_lit.fit` of `model` with `self.method`, the progress setting, `kw` and the user's `fit_options` `opts`; a
@@ -303,7 +313,8 @@ _COMMON_DOC = """
     fit_options: options for `vgi_lit.fit` (the method's, or the learner's with `inner` for the method).
     progress: show a progress bar while fitting.
 
-    After `fit`, a `DegenerateFitWarning` says when the predictions do not depend on the inputs, and a
+    After `fit`, a `DegenerateFitWarning` says when the predictions do not depend on the inputs, scikit-learn's
+    `ConvergenceWarning` when the fit or learning ended on its budget or stalled, and a
     `RunawayParameterWarning` names a learned parameter that ended at its bound (but for the per-input lengthscales of
     inputs the fit does not depend on, whose edge is where they belong: their columns are in `irrelevant_inputs_`, empty with more than two classes); before a dense GP (`latent="gp"`) is
     fitted to more than `LARGE_GP_ROWS` (3,000) rows, a `LargeGPWarning` names the cheaper latent functions. Inputs and
@@ -387,6 +398,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         ran = [e.detail for _, e in post.history.events if e.kind is EventKind.BOUND_ACTIVE] if learn else []
         if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
                                                       + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
+        self._warn_unconverged(post)
         return self
 
     def predict_proba(self, X, return_std=False):
