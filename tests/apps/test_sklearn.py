@@ -44,6 +44,8 @@ def test_classifier_labels_and_uncertainty():
 
 def test_unknown_options_are_refused_at_fit():
     X = np.random.default_rng(1).normal(size=(10, 2)); y = np.arange(10) % 2
+    nb = VGPoissonRegressor(latent="glm", likelihood="negative_binomial", learn_hyperparameters=False).fit(X, np.arange(10) % 3)
+    assert type(nb.posterior_.model.likelihood).__name__ == "NegativeBinomial"      # '_' for '-', as the other options take it
     for est, msg in [(VGClassifier(likelihood="cauchit"), "likelihood"), (VGClassifier(latent="tree"), "latent"),
                      (VGRegressor(likelihood="huber"), "likelihood"), (VGClassifier(kernel="rbf"), "kernel")]:
         with pytest.raises((ValueError, TypeError), match=msg): est.fit(X, y)

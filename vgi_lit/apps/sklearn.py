@@ -536,10 +536,11 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
 
     def fit(self, X, y, sample_weight=None):
         "Fit to inputs X (n, p) and counts y (n,); `sample_weight`: whole-number row counts."
-        if self.likelihood not in ("poisson", "negative-binomial"):
+        name = str(self.likelihood).replace("_", "-")                           # negative_binomial as negative-binomial
+        if name not in ("poisson", "negative-binomial"):
             raise ValueError(f"likelihood must be 'poisson' or 'negative-binomial', got {self.likelihood!r}")
         X, y = self._fit_data(X, y, sample_weight, y_numeric=True)
-        lik = Poisson() if self.likelihood == "poisson" else NegativeBinomial()
+        lik = Poisson() if name == "poisson" else NegativeBinomial()
         try: y = lik.check_y(y)
         except ValueError as e:
             hint = "VGClassifier (two values)" if len(np.unique(y)) == 2 else "VGRegressor (real values)"
