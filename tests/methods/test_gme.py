@@ -78,3 +78,22 @@ def test_sparse_inputs_fit_as_the_dense_ones_and_save_sparse(method, tmp_path):
     back = vgi_lit.io.load(vgi_lit.io.save(ps, tmp_path / "gme.npz"))
     assert sp.issparse(back.model.X) and (back.model.X != X).nnz == 0
     for a, b in zip(back.predict(X[:6]), ps.predict(X[:6])): assert np.max(np.abs(a - b)) <= 1e-12
+
+
+def test_an_overflowing_run_ends_not_finite_with_advice():
+    """MC-SSVI at the default start V0 = 10 I on randhie's counts (400 seeded rows, nine standardised covariates and an
+    intercept: start site variances near 100, so e^(m + v/2) overflows) raised from inside a step (a NaN Rayleigh scale, or a
+    precision that could not be factorised); it ends NOT_FINITE at the state before that step, with a finite bound and the
+    advice; a narrower start runs on."""
+    from pathlib import Path
+    import vgi_lit
+    from vgi_lit.datasets import shared_data_dir
+    from vgi_lit.inference import Stop
+    path = Path(shared_data_dir(Path(__file__).resolve().parents[2])) / "randhie.csv"
+    if not path.exists(): pytest.skip("randhie.csv not in the shared data")
+    A = np.loadtxt(path, delimiter=",", skiprows=1)[np.random.default_rng(1).permutation(20190)[:400]]
+    X = (A[:, 1:] - A[:, 1:].mean(0)) / A[:, 1:].std(0); X = np.c_[X, np.ones(len(X))]
+    r = vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mc-ssvi")
+    assert r.stop is Stop.NOT_FINITE and np.isfinite(r.vlb) and np.isfinite(r.sigma) and "V0" in r.message, (r.stop, r.vlb, r.message)
+    ok = vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mc-ssvi", V0=0.01, max_iter=3)               # narrower: finite
+    assert ok.stop is Stop.MAX_ITER and np.isfinite(ok.vlb)

@@ -8,6 +8,7 @@ import time
 import numpy as np
 from numpy.polynomial.laguerre import laggauss
 from scipy.special import logsumexp, gammaln
+from ..linalg import NotPositiveDefiniteError
 from ..quadrature import gh_nodes
 from ..softmax import log_sum_exp
 from ..models.gme import GME
@@ -16,7 +17,7 @@ from ..covariance import DenseCov, PrecisionCov, as_cov
 from ..vlb import kl_to_prior
 from dataclasses import dataclass
 from ..inference import History, Event, EventKind, Stop, check_budget, start_state, Posterior, register_method, method_keywords, register_options_method
-from ..driver import Step, rel_tol, run
+from ..driver import Halt, Step, rel_tol, run
 from ..io import register_posterior
 from .svi import Adagrad, init_state, gauss_update, step_size, budget_steps
 
@@ -136,7 +137,8 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     `cov`, q(w₂) = Rayl(σ²) as `sigma`, the method's final `state`), its `history` a typed `History` (the bound every
     `eval_every` steps, σ per step, PROJECTED events), its `stop` a `Stop`: BUDGET when `max_epochs` are spent,
     MAX_ITER when `max_iter` steps (mini-batches) end the run first, MAX_SECONDS, CALLBACK (`callback(record)` returning
-    True). `batch_size`: examples per step (None: min(100, n)). `m0`: the start of m (a scalar or a length-d vector; default 0), with V = `V0`·I and σ = `sigma_init`.
+    True), NOT_FINITE when a step overflows (σ or m not finite, or a precision that cannot be factorised: q is the state
+    before that step, and the message says what to narrow). `batch_size`: examples per step (None: min(100, n)). `m0`: the start of m (a scalar or a length-d vector; default 0), with V = `V0`·I and σ = `sigma_init`.
     `learn_prior`: False, True (all of `HYPER`) or a subset of ('mean', 'var', 'tau'): after every update of q the
     chosen hyperparameters are set to their closed forms (`prior_closed_form`); each record carries `prior_gain`, the
     exact increase of the bound from that update (the change of −KL, q fixed), and the result the learned
@@ -169,7 +171,10 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
         ms, ss = _moments(model, st.m, st.cov, idx)
         dE_dm, gamma, gw = gme_site_terms(model, ms, ss, model.y[idx], sigma, bound, n_outer, n_inner, inner, rng)
         rho = step_size(t, schedule)
-        st, events, gn = gauss_update(model.glm, st, method, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L)
+        try: st_new, events, gn = gauss_update(model.glm, st, method, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L)
+        except NotPositiveDefiniteError as e:                          # the site precisions overflowed: no factor of the new precision
+            return Halt(Stop.NOT_FINITE, f"step {t}: the new precision could not be factorised ({e})")
+        st = st_new
         if method == "s-dsvi":
             gs = 2/sigma - 2*sigma/model.tau**2 + scale * gw.sum() / sigma
             s_new = sigma + opt_s.step(np.array(gs))
@@ -181,6 +186,8 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
             if th_new >= th / (1 + rho):                # σ² would grow by more than 1+ρ (or leave the family): cap it
                 th_new = th / (1 + rho); events.append(Event(EventKind.PROJECTED, "the growth of σ² capped at 1 + ρ"))
             sigma = float(np.sqrt(-1/(2*th_new)))
+        if not (np.isfinite(sigma) and sigma > 0 and np.all(np.isfinite(st.m))):   # overflowed: the run ends at the last good state
+            return Halt(Stop.NOT_FINITE, f"step {t}: σ or m is not finite")
         gain = {}
         if learn:                                                       # hyperparameters after the update of q
             before = kl_to_prior(model.glm, st.m, st.cov) + kl_rayleigh(sigma, model.tau)
@@ -197,9 +204,16 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     r = run(step, start, tol=0.0, max_iter=n_steps, optimal=lambda cur, prev: None, history=hist)   # a schedule: no optimality test
     (model, st, sigma), t = r.state, r.n_iter
     stop = r.stop if r.stop is not Stop.MAX_ITER else stop            # the steps of max_epochs spent: BUDGET, not MAX_ITER
-    if np.isnan(hist[-1].vlb): hist[-1].vlb = gme_bound(model, st.m, st.cov, sigma, bound)
+    message = f"{stop.value} after {t} steps"
+    if stop is Stop.NOT_FINITE:                                     # q is the best state evaluated before the overflow
+        message = (f"{r.message}; q is the state before that step. A narrower start (V0, here {V0!r}) or a smaller step (lr) "
+                   "keeps a log link's e^(m + v/2) finite")
+        vlb = gme_bound(model, st.m, st.cov, sigma, bound)
+    else:
+        if np.isnan(hist[-1].vlb): hist[-1].vlb = gme_bound(model, st.m, st.cov, sigma, bound)
+        vlb = hist[-1].vlb
     hist.stop = stop
-    return GMEPosterior(model, st.m, st.cov, sigma, method, hist[-1].vlb, stop, hist, f"{stop.value} after {t} steps", t,
+    return GMEPosterior(model, st.m, st.cov, sigma, method, vlb, stop, hist, message, t,
                         dict(bound=bound, batch_size=batch_size, lr=lr, schedule=schedule, seed=seed, learn_prior=learn_prior), state=st)
 
 # %% ../../nbs/methods/14a_gme.ipynb #gmepost1
