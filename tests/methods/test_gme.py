@@ -96,4 +96,5 @@ def test_an_overflowing_run_ends_not_finite_with_advice():
     r = vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mc-ssvi")
     assert r.stop is Stop.NOT_FINITE and np.isfinite(r.vlb) and np.isfinite(r.sigma) and "V0" in r.message, (r.stop, r.vlb, r.message)
     ok = vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mc-ssvi", V0=0.01, max_iter=3)               # narrower: finite
-    assert ok.stop is Stop.MAX_ITER and np.isfinite(ok.vlb)
+    assert ok.stop is Stop.MAX_ITER and np.isfinite(ok.vlb) and ok.objective == "vlb"
+    assert vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mean-field", max_iter=2).objective == "meanfield_bound"   # its own bound

@@ -226,6 +226,8 @@ class GMEPosterior(Posterior):
         super().__init__(model, method, vlb, stop, history, message, n_iter, info)
         self.m, self.cov, self.sigma, self.state = np.asarray(m, float), cov, float(sigma), state
     S = property(lambda self: self.cov.dense(), doc="V as a dense d × d matrix.")
+    objective = property(lambda self: "meanfield_bound" if self.method == "mean-field" else "vlb",
+                         doc="What `vlb` is: mean field's own bound (``mf_bound``) for the mean-field fit, else the GME bound the method optimised.")
     prior_mean = property(lambda self: self.model.prior_mean, doc="μ₀ of the model (learned when `learn_prior` included 'mean').")
     prior_var = property(lambda self: self.model.prior_var, doc="δ of the model (learned when `learn_prior` included 'var').")
     tau = property(lambda self: self.model.tau, doc="τ of the model (learned when `learn_prior` included 'tau').")
