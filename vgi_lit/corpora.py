@@ -4,7 +4,7 @@
 
 # %% ../nbs/06a_corpora.ipynb #f3939c52
 from __future__ import annotations
-import csv, io, re, zipfile
+import csv, io, re, warnings, zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -137,7 +137,8 @@ def corpus_from_tokens(docs: list, titles: list, min_count: int = 10, max_doc_fr
                        min_doc_words: int = 10, name: str = "", info=None) -> Corpus:
     """Count matrix of tokenised documents under the vocabulary rule: words with at most `min_count` corpus occurrences or in more
     than `max_doc_frac` of the documents removed, then documents with at most `min_doc_words` remaining words removed, then words left with no
-    occurrence (all in removed documents; counted in `info["words_only_in_short"]`). The vocabulary is sorted alphabetically; `info` records the rule and what was removed."""
+    occurrence (all in removed documents; counted in `info["words_only_in_short"]`). The vocabulary is sorted alphabetically; `info` records the rule and what was removed. A rule that keeps no document or
+    no word warns, with the counts of what each part of it removed."""
     if len(docs) != len(titles): raise ValueError(f"{len(docs)} documents but {len(titles)} titles")
     if not 0 < max_doc_frac <= 1: raise ValueError(f"max_doc_frac must be in (0, 1], got {max_doc_frac!r}")
     for nm, v in (("min_count", min_count), ("min_doc_words", min_doc_words)):
@@ -163,6 +164,11 @@ def corpus_from_tokens(docs: list, titles: list, min_count: int = 10, max_doc_fr
                 words_too_common=int(((total > min_count) & ~keep_w).sum()),
                 documents_short=int((~keep_d).sum()), words_only_in_short=int((~seen).sum()),
                 short_titles=[titles[i] for i in np.flatnonzero(~keep_d)])
+    if kept.shape[0] == 0 or kept.shape[1] == 0:                     # a small corpus under the defaults: say so, not silently empty
+        warnings.warn(f"corpus_from_tokens: the rule keeps no {'document' if kept.shape[0] == 0 else 'word'} of {len(docs)} documents "
+                      f"({info['words_rare']} of {len(words)} words occur at most min_count={min_count} times, {info['words_too_common']} are in "
+                      f"more than max_doc_frac={max_doc_frac} of the documents, {info['documents_short']} documents keep at most "
+                      f"min_doc_words={min_doc_words} words): lower these for a small corpus", stacklevel=2)
     return Corpus(kept, [w for w, k in zip(vocab, seen) if k], [titles[i] for i in np.flatnonzero(keep_d)], name, info)
 
 # %% ../nbs/06a_corpora.ipynb #04a16a10

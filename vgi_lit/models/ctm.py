@@ -15,9 +15,13 @@ __all__ = ['check_counts', 'init_beta', 'check_beta', 'DocRows', 'CTM']
 # %% ../../nbs/models/03d_ctm.ipynb #cm06
 def check_counts(counts, name: str = "counts"):
     """A document-term matrix as CSR (D × V, float64 holding non-negative integers, duplicates summed, explicit zeros
-    dropped); a ValueError naming `name` for a dense array, negative or non-integer entries, or an empty document."""
+    dropped); a ValueError naming `name` for a dense array, no document or word at all, negative or non-integer entries, or
+    an empty document."""
     if not sparse.issparse(counts): raise ValueError(f"{name} must be a scipy.sparse matrix (documents × vocabulary), got {type(counts).__name__}")
     C = sparse.csr_matrix(counts, copy=True)
+    if C.shape[0] == 0 or C.shape[1] == 0:
+        raise ValueError(f"{name} has no {'documents' if C.shape[0] == 0 else 'vocabulary'} (shape {C.shape}): a corpus cut to nothing "
+                         "by its filters (corpus_from_tokens's min_count, min_doc_words, max_doc_frac) keeps no document or word")
     if C.dtype.kind not in "iuf": raise ValueError(f"{name} must hold numbers, got dtype {C.dtype}")
     C.sum_duplicates(); C.eliminate_zeros()
     x = C.data
