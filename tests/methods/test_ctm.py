@@ -146,7 +146,7 @@ def test_fit_documents_raises_each_documents_bound(small):
         assert np.mean(after > before) > 0.9 and after.sum() > before.sum(), (cov, method)
     theta = topic_proportions(m, S)
     np.testing.assert_allclose(theta.sum(1), 1.0); np.testing.assert_allclose(word_probs(theta, beta).sum(1), 1.0)
-    with pytest.raises(ValueError, match="beta"): fit_documents(small, mu, Sigma, beta[:, :5])
+    with pytest.raises(ValueError, match="counts has .* columns but the topics have a vocabulary of 5 words"): fit_documents(small, mu, Sigma, beta[:, :5])
 
 
 @pytest.mark.slow

@@ -607,6 +607,9 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
     "The body of `fit_documents` (under its BLAS thread limit)."
     C = check_counts(counts); beta = np.asarray(beta, dtype=float)
     if beta.ndim != 2: raise ValueError(f"beta must be a (K, V) matrix, got shape {beta.shape}")
+    if beta.shape[1] != C.shape[1]:                                             # the documents' vocabulary is not the topics'
+        raise ValueError(f"counts has {C.shape[1]} columns but the topics have a vocabulary of {beta.shape[1]} words: the new "
+                         "documents must be counted over the training vocabulary (in its order)")
     K = beta.shape[0]; beta = check_beta(beta, K, C.shape[1]); k1 = K - 1
     if method not in METHODS: raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if cov not in COVS: raise ValueError(f"cov must be one of {COVS}, got {cov!r}")
