@@ -113,7 +113,7 @@ def _as_float_array(y, name="y", who=None):
     a = np.asarray(y)
     if a.dtype.kind == "b":
         raise ValueError(f"{pre}{name} is boolean (values {_labels_text(a.ravel().tolist())}); code it as numbers "
-                         f"explicitly, e.g. np.where(y, 1, -1) for binary labels")
+                         f"explicitly, e.g. np.where(y, 1, -1) for labels ±1 or y.astype(int) for counts 0 and 1")
     if a.dtype.kind not in "iuf":
         flat = a.ravel().tolist()
         bad = [v for v in flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating))]
