@@ -25,7 +25,9 @@ def check_X(X, name="X"):
     X = X.astype(float, copy=False)
     if X.ndim == 1: X = X[:, None]
     if X.ndim != 2: raise ValueError(f"{name} must be a 2-d array (n, d), got shape {X.shape}")
-    if not np.all(np.isfinite(X)): raise ValueError(f"{name} contains NaN or inf")
+    if not np.all(np.isfinite(X)):
+        i, j = np.argwhere(~np.isfinite(X))[0]
+        raise ValueError(f"{name} contains NaN or inf: row {i}, column {j} is {X[i, j]}")
     return X
 
 # %% ../nbs/02_kernels.ipynb #kpos
