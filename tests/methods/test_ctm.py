@@ -147,6 +147,8 @@ def test_fit_documents_raises_each_documents_bound(small):
     theta = topic_proportions(m, S)
     np.testing.assert_allclose(theta.sum(1), 1.0); np.testing.assert_allclose(word_probs(theta, beta).sum(1), 1.0)
     with pytest.raises(ValueError, match="counts has .* columns but the topics have a vocabulary of 5 words"): fit_documents(small, mu, Sigma, beta[:, :5])
+    m0, S0 = fit_documents(small[:0], mu, Sigma, beta)                       # no new document: empty results, as before
+    assert m0.shape == (0, len(mu)) and len(S0) == 0
 
 
 @pytest.mark.slow

@@ -193,7 +193,8 @@ class _VGEstimator(BaseEstimator):
         if getattr(res, "converged", True): return
         stop = getattr(getattr(res, "stop", None), "value", str(getattr(res, "stop", "")))
         warnings.warn(ConvergenceWarning(f"{type(self).__name__}: the fit ended before converging ({stop}: {getattr(res, 'message', '')}); "
-                                         "a larger budget in fit_options (max_iter, max_seconds) may reach the optimum"), stacklevel=4)
+                                         "where a budget ran out, a larger one in fit_options (max_iter, max_seconds, or max_epochs for the "
+                                         "stochastic methods) may reach the optimum"), stacklevel=4)
 
     def _run(self, model, opts, **kw):
         """`vgi_lit.fit` of `model` with `self.method`, the progress setting, `kw` and the user's `fit_options` `opts`; a
@@ -261,7 +262,7 @@ class _VGEstimator(BaseEstimator):
         est = {"class": type(self).__name__, "params": params, "scaler": self.scaler_.to_dict(),
                "y_scale": list(getattr(self, "_y_scale", (0.0, 1.0))),
                "hyperparameters": self.hyperparameters_, "n_features_in": int(self.n_features_in_),
-               "irrelevant_inputs": self.irrelevant_inputs_.tolist()}
+               "irrelevant_inputs": np.asarray(getattr(self, "irrelevant_inputs_", []), dtype=int).tolist()}   # absent: fitted before it was kept
         arrays = {}
         if hasattr(self, "feature_names_in_"): arrays["feature_names_in"] = np.array([str(c) for c in self.feature_names_in_])
         if hasattr(self, "classes_"): arrays["classes"] = np.asarray(self.classes_.tolist())

@@ -61,8 +61,8 @@ class Standardizer:
         return cls(np.zeros(p), np.where(keep | const, 1.0, np.sqrt(ss / n)), const & ~keep, centre=False)
     @classmethod
     def identity(cls, p: int):
-        "No scaling: mean 0, scale 1 for p columns."
-        return cls(np.zeros(p), np.ones(p))
+        "No scaling: mean 0, scale 1 for p columns (a scale-only map: sparse inputs stay sparse)."
+        return cls(np.zeros(p), np.ones(p), centre=False)
     @property
     def is_identity(self) -> bool: return bool(np.all(self.mean == 0) and np.all(self.scale == 1))
     def transform(self, X):

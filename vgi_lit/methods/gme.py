@@ -138,7 +138,7 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     `eval_every` steps, σ per step, PROJECTED events), its `stop` a `Stop`: BUDGET when `max_epochs` are spent,
     MAX_ITER when `max_iter` steps (mini-batches) end the run first, MAX_SECONDS, CALLBACK (`callback(record)` returning
     True), NOT_FINITE when a step overflows (σ or m not finite, or a precision that cannot be factorised: q is the state
-    before that step, and the message says what to narrow). `batch_size`: examples per step (None: min(100, n)). `m0`: the start of m (a scalar or a length-d vector; default 0), with V = `V0`·I and σ = `sigma_init`.
+    before that step) or an evaluated bound is not finite (q is that state), the message saying what to narrow. `batch_size`: examples per step (None: min(100, n)). `m0`: the start of m (a scalar or a length-d vector; default 0), with V = `V0`·I and σ = `sigma_init`.
     `learn_prior`: False, True (all of `HYPER`) or a subset of ('mean', 'var', 'tau'): after every update of q the
     chosen hyperparameters are set to their closed forms (`prior_closed_form`); each record carries `prior_gain`, the
     exact increase of the bound from that update (the change of −KL, q fixed), and the result the learned
@@ -205,9 +205,8 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     (model, st, sigma), t = r.state, r.n_iter
     stop = r.stop if r.stop is not Stop.MAX_ITER else stop            # the steps of max_epochs spent: BUDGET, not MAX_ITER
     message = f"{stop.value} after {t} steps"
-    if stop is Stop.NOT_FINITE:                                     # q is the best state evaluated before the overflow
-        message = (f"{r.message}; q is the state before that step. A narrower start (V0, here {V0!r}) or a smaller step (lr) "
-                   "keeps a log link's e^(m + v/2) finite")
+    if stop is Stop.NOT_FINITE:                                     # a step, or an evaluated bound, overflowed
+        message = (f"{r.message}. A narrower start (V0, here {V0!r}) or a smaller step (lr) keeps a log link's e^(m + v/2) finite")
         vlb = gme_bound(model, st.m, st.cov, sigma, bound)
     else:
         if np.isnan(hist[-1].vlb): hist[-1].vlb = gme_bound(model, st.m, st.cov, sigma, bound)

@@ -15,13 +15,9 @@ __all__ = ['check_counts', 'init_beta', 'check_beta', 'DocRows', 'CTM']
 # %% ../../nbs/models/03d_ctm.ipynb #cm06
 def check_counts(counts, name: str = "counts"):
     """A document-term matrix as CSR (D × V, float64 holding non-negative integers, duplicates summed, explicit zeros
-    dropped); a ValueError naming `name` for a dense array, no document or word at all, negative or non-integer entries, or
-    an empty document."""
+    dropped); a ValueError naming `name` for a dense array, negative or non-integer entries, or an empty document."""
     if not sparse.issparse(counts): raise ValueError(f"{name} must be a scipy.sparse matrix (documents × vocabulary), got {type(counts).__name__}")
     C = sparse.csr_matrix(counts, copy=True)
-    if C.shape[0] == 0 or C.shape[1] == 0:
-        raise ValueError(f"{name} has no {'documents' if C.shape[0] == 0 else 'vocabulary'} (shape {C.shape}): a corpus cut to nothing "
-                         "by its filters (corpus_from_tokens's min_count, min_doc_words, max_doc_frac) keeps no document or word")
     if C.dtype.kind not in "iuf": raise ValueError(f"{name} must hold numbers, got dtype {C.dtype}")
     C.sum_duplicates(); C.eliminate_zeros()
     x = C.data
@@ -105,6 +101,9 @@ class CTM:
         if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 2: raise ValueError(f"K (the number of topics) must be an integer >= 2, got {K!r}")
         self.counts = check_counts(counts); self.K = K = int(K)
         self.D, self.V = self.counts.shape
+        if self.D == 0 or self.V == 0:                                       # nothing to learn topics from
+            raise ValueError(f"counts has no {'documents' if self.D == 0 else 'vocabulary'} (shape {self.counts.shape}): a corpus cut "
+                             "to nothing by its filters (corpus_from_tokens's min_count, min_doc_words, max_doc_frac) keeps no document or word")
         k1 = K - 1
         mu = np.zeros(k1) if mu is None else np.array(mu, dtype=float)
         if mu.shape != (k1,) or not np.all(np.isfinite(mu)): raise ValueError(f"mu must be a finite vector of length K-1 = {k1}, got shape {mu.shape}")
