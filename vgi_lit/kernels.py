@@ -8,21 +8,26 @@ import threading
 import numpy as np
 
 # %% auto #0
-__all__ = ['check_X', 'Kernel', 'Stationary', 'RBF', 'Matern12', 'Matern32', 'Matern52', 'Linear', 'Periodic', 'Constant',
-           'White', 'Sum', 'Product', 'exact_symmetric']
+__all__ = ['dense_real', 'check_X', 'Kernel', 'Stationary', 'RBF', 'Matern12', 'Matern32', 'Matern52', 'Linear', 'Periodic',
+           'Constant', 'White', 'Sum', 'Product', 'exact_symmetric']
 
 # %% ../nbs/02_kernels.ipynb #e3653307
+def dense_real(x, name="X", sparse_note: str = "this model needs a dense array"):
+    """`x` as a NumPy array, or a TypeError naming `name` if it is a scipy.sparse matrix (with `sparse_note`, and how to
+    densify it) or complex (NumPy would drop the imaginary part with only a warning)."""
+    if hasattr(x, "tocsr") and hasattr(x, "nnz"):
+        raise TypeError(f"{name} is a scipy.sparse matrix ({x.shape[0]} x {x.shape[1]}, {x.nnz} stored entries) and {sparse_note}: "
+                        f"pass {name}.toarray() if it fits in memory")
+    a = np.asarray(x)
+    if np.iscomplexobj(a):
+        raise TypeError(f"{name} is complex ({a.dtype}); the model is real: pass {name}.real if the imaginary part is meant to be zero")
+    return a
+
 def check_X(X, name="X"):
     """`X` as a finite float64 array of two dimensions (a vector is one column); a TypeError naming `name` if it is a
     scipy.sparse matrix (the models that take one convert it themselves) or complex (NumPy would drop the imaginary
     part with only a warning), a ValueError if it has more dimensions or holds NaN or inf."""
-    if hasattr(X, "tocsr") and hasattr(X, "nnz"):
-        raise TypeError(f"{name} is a scipy.sparse matrix ({X.shape[0]} x {X.shape[1]}, {X.nnz} stored entries) and this model "
-                        f"needs a dense array: pass {name}.toarray() if it fits in memory")
-    X = np.asarray(X)
-    if np.iscomplexobj(X):
-        raise TypeError(f"{name} is complex; the model is real: pass {name}.real if the imaginary part is meant to be zero")
-    X = X.astype(float, copy=False)
+    X = dense_real(X, name).astype(float, copy=False)
     if X.ndim == 1: X = X[:, None]
     if X.ndim != 2: raise ValueError(f"{name} must be a 2-d array (n, d), got shape {X.shape}")
     if not np.all(np.isfinite(X)):

@@ -8,7 +8,7 @@ import copy
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from ..linalg import cholesky, chol_logdet, tri_inv
-from ..kernels import check_X, exact_symmetric
+from ..kernels import check_X, dense_real, exact_symmetric
 import scipy.sparse as sp
 from ..sites import SiteMatrix, IdentitySites, DenseSites, CSRSites, BlockedSites, as_sites, is_dask_array, site_indices
 
@@ -52,12 +52,7 @@ def _per_site(val, n: int, name: str):
 def _real_array(x, name):
     """`x` as a float64 array; a TypeError naming `x` if it is complex (NumPy would drop the imaginary part
     with only a warning), a scipy.sparse matrix (not supported yet) or not numeric."""
-    if hasattr(x, "tocsr") and hasattr(x, "nnz"):
-        raise TypeError(f"{name} is a scipy.sparse matrix ({x.shape[0]} x {x.shape[1]}, {x.nnz} stored entries); sparse design "
-                        f"matrices are not supported yet: pass {name}.toarray() if it fits in memory")
-    a = np.asarray(x)
-    if np.iscomplexobj(a):
-        raise TypeError(f"{name} is complex ({a.dtype}); the model is real: pass {name}.real if the imaginary part is meant to be zero")
+    a = dense_real(x, name, "sparse design matrices are not supported yet")
     try: return a.astype(float, copy=False)
     except (TypeError, ValueError):
         bad = None
