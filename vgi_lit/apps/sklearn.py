@@ -19,7 +19,7 @@ except ImportError as e:   # scikit-learn is an optional dependency (the [sklear
 from .. import io as vio
 from .saving import save_app, load_app
 from .tables import fit_quietly as _fit
-from ..kernels import Kernel, RBF
+from ..kernels import Kernel, RBF, check_X
 from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
 from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, irrelevant_inputs,
@@ -41,15 +41,15 @@ LATENTS = ("auto", "gp", "sparse_gp", "glm")
 
 def _finite(X):
     "X (an array or a CSR matrix), or a ValueError naming the first missing or non-finite entry by its row and column."
-    if sp.issparse(X):
-        bad = np.flatnonzero(~np.isfinite(X.data))
-        if bad.size == 0: return X
-        k = int(bad[0]); i, j, v = int(np.searchsorted(X.indptr, k, side="right") - 1), int(X.indices[k]), X.data[k]
-    else:
-        bad = ~np.isfinite(X)
-        if not bad.any(): return X
-        i, j = np.argwhere(bad)[0]; v = X[i, j]
-    raise ValueError(f"X contains NaN or inf: row {i}, column {j} is {v} (missing values are not imputed: fill or drop the row)")
+    note = " (missing values are not imputed: fill or drop the row)"
+    if not sp.issparse(X):                                                      # `check_X` names the entry
+        try: check_X(X)
+        except ValueError as e: raise ValueError(f"{e}{note}") from None
+        return X
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if bad.size == 0: return X
+    k = int(bad[0]); i, j, v = int(np.searchsorted(X.indptr, k, side="right") - 1), int(X.indices[k]), X.data[k]
+    raise ValueError(f"X contains NaN or inf: row {i}, column {j} is {v}{note}")
 
 def _with_intercept(Z):
     "The inputs Z (array or CSR matrix) with a column of ones appended, the GLM's intercept; sparse stays sparse."
@@ -607,8 +607,9 @@ class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
         "Fit to inputs X (n, p) and ordered labels y (n,), at least two classes; `sample_weight`: whole-number row counts."
         X, y = self._fit_data(X, y, sample_weight)
         check_classification_targets(y)
-        if not (np.issubdtype(np.asarray(y).dtype, np.number) or np.asarray(y).dtype == bool):    # text sorts alphabetically
-            levels = [str(v) for v in np.unique(np.asarray(y, dtype=str))]
+        ya = np.asarray(y)
+        if not (np.issubdtype(ya.dtype, np.number) or ya.dtype == bool):                   # text sorts alphabetically
+            levels = [str(v) for v in np.unique(ya.astype(str))]
             raise ValueError(f"VGOrdinalRegressor needs numeric labels, whose numeric order is the order of the classes; y holds text "
                              f"labels, which sort alphabetically ({levels[:6] + (['...'] if len(levels) > 6 else [])}), not necessarily in "
                              "the levels' order: map the labels to numbers in their order first")

@@ -171,10 +171,9 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
         ms, ss = _moments(model, st.m, st.cov, idx)
         dE_dm, gamma, gw = gme_site_terms(model, ms, ss, model.y[idx], sigma, bound, n_outer, n_inner, inner, rng)
         rho = step_size(t, schedule)
-        try: st_new, events, gn = gauss_update(model.glm, st, method, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L)
+        try: st, events, gn = gauss_update(model.glm, st, method, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L)
         except NotPositiveDefiniteError as e:                          # the site precisions overflowed: no factor of the new precision
             return Halt(Stop.NOT_FINITE, f"step {t}: the new precision could not be factorised ({e})")
-        st = st_new
         if method == "s-dsvi":
             gs = 2/sigma - 2*sigma/model.tau**2 + scale * gw.sum() / sigma
             s_new = sigma + opt_s.step(np.array(gs))
