@@ -81,7 +81,7 @@ def test_sparse_inputs_fit_as_the_dense_ones_and_save_sparse(method, tmp_path):
 
 
 def test_an_overflowing_run_ends_not_finite_with_advice():
-    """MC-SSVI at the default start V0 = 10 I on randhie's counts (400 seeded rows, nine standardised covariates and an
+    """MC-SSVI at the paper's start V0 = 10 I on randhie's counts (400 seeded rows, nine standardised covariates and an
     intercept: start site variances near 100, so e^(m + v/2) overflows) raised from inside a step (a NaN Rayleigh scale, or a
     precision that could not be factorised); it ends NOT_FINITE at the state before that step, with a finite bound and the
     advice; a narrower start runs on."""
@@ -93,8 +93,23 @@ def test_an_overflowing_run_ends_not_finite_with_advice():
     if not path.exists(): pytest.skip("randhie.csv not in the shared data")
     A = np.loadtxt(path, delimiter=",", skiprows=1)[np.random.default_rng(1).permutation(20190)[:400]]
     X = (A[:, 1:] - A[:, 1:].mean(0)) / A[:, 1:].std(0); X = np.c_[X, np.ones(len(X))]
-    r = vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mc-ssvi")
+    r = vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mc-ssvi", V0=10.0)                            # the paper's start
     assert r.stop is Stop.NOT_FINITE and np.isfinite(r.vlb) and np.isfinite(r.sigma) and "V0" in r.message, (r.stop, r.vlb, r.message)
-    ok = vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mc-ssvi", V0=0.01, max_iter=3)               # narrower: finite
-    assert ok.stop is Stop.MAX_ITER and np.isfinite(ok.vlb) and ok.objective == "vlb"
+    for V0 in (0.01, None):                                                                         # narrower, and the default cΣ: finite
+        ok = vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mc-ssvi", V0=V0, max_iter=3)
+        assert ok.stop is Stop.MAX_ITER and np.isfinite(ok.vlb) and ok.vlb > -1e4 and ok.objective == "vlb", (V0, ok.vlb)
     assert vgi_lit.fit(gme.GME(X, A[:, 0], Poisson()), "mean-field", max_iter=2).objective == "meanfield_bound"   # its own bound
+
+
+def test_the_step_check_is_for_s_dsvi_and_its_defaults_are_recorded():
+    """`backtrack` (the divergence check of S-DSVI's ADAGRAD steps) is refused for the natural methods; the defaults
+    (rate 0.3 and the check for S-DSVI, rate 1.0 for H-MC-SSVI) are what the result records, through `fit` too."""
+    import vgi_lit
+    rng = np.random.default_rng(0); X = rng.normal(size=(40, 3)); y = rng.poisson(1.0, size=40).astype(float)   # generated
+    model = gme.GME(X, y, Poisson())
+    with pytest.raises(ValueError, match="backtrack"): gme.gme_fit(model, "mc-ssvi", batch_size=20, backtrack=True)
+    with pytest.raises(ValueError, match="backtrack"): gme.gme_fit(model, "s-dsvi", batch_size=20, backtrack="yes")
+    a = vgi_lit.fit(model, "s-dsvi", max_iter=2)
+    b = vgi_lit.fit(model, "s-dsvi", max_iter=2, options=vgi_lit.GMEOptions(backtrack=False))
+    c = vgi_lit.fit(model, "h-mc-ssvi", max_iter=2)
+    assert (a.info["lr"], a.info["backtrack"], b.info["backtrack"], c.info["lr"], c.info["backtrack"]) == (0.3, True, False, 1.0, False)

@@ -75,7 +75,8 @@ def exp_gme(n=4000, n_test=2000, max_epochs=5, batch=500, tau=1.0, seed=0, lr=1.
     runs = [("h-mc-ssvi", "optimal"), ("mc-ssvi", "optimal"), ("s-dsvi", "optimal"), ("h-mc-ssvi", "suboptimal")]
     for meth, bound in tqdm(runs, desc="GME runs", unit="run", disable=not progress, file=sys.stderr, dynamic_ncols=True):
         t = time.perf_counter()
-        r = gme_mod.gme_fit(model, meth, bound, batch_size=batch, max_epochs=max_epochs, lr=lr, seed=seed, eval_every=10**9)
+        r = gme_mod.gme_fit(model, meth, bound, batch_size=batch, max_epochs=max_epochs, lr=lr, seed=seed, eval_every=10**9,
+                             V0=10.0, backtrack=False)                 # the paper's start and steps
         out[f"{meth} ({'8' if bound == 'optimal' else '3'})"] = dict(
             nll=float(-gme_mod.gme_log_pred(model, r, Xte, yte).mean()), sigma=r.sigma, seconds=time.perf_counter() - t,
             events=sum(len(h['events']) for h in r.history))

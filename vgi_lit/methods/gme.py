@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..inference import History, Event, EventKind, Stop, check_budget, start_state, Posterior, register_method, method_keywords, register_options_method
 from ..driver import Halt, Step, rel_tol, run
 from ..io import register_posterior
-from .svi import Adagrad, init_state, gauss_update, step_size, budget_steps
+from .svi import Adagrad, init_state, gauss_update, step_size, budget_steps, halving_adagrad, divergence_test
 
 # %% auto #0
 __all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'gme_bound', 'gme_site_terms', 'gme_fit', 'GMEPosterior',
@@ -83,14 +83,17 @@ def log_phi_derivs(likelihood, y, u, w2, n_inner: int = 32, rng=None, adaptive: 
 def _moments(model, m, cov, idx):
     Xb = model.X[idx]; return Xb @ m, cov.var_at(Xb)
 
-def gme_bound(model, m, F, sigma, bound="optimal", n_u=16, n_w=16, n_f=32, chunk=2048):
-    "VLB of GME: `bound` in {'optimal' (8), 'suboptimal' (3)}; q(w₁) = N(m, V) (V a covariance object or F Fᵀ, F lower triangular), q(w₂) = Rayl(σ²)."
+def gme_bound(model, m, F, sigma, bound="optimal", n_u=16, n_w=16, n_f=32, chunk=2048, rows=None):
+    """VLB of GME: `bound` in {'optimal' (8), 'suboptimal' (3)}; q(w₁) = N(m, V) (V a covariance object or F Fᵀ, F lower
+    triangular), q(w₂) = Rayl(σ²). `rows`: the examples whose terms are summed, scaled by n/|rows| (a mini-batch estimate of
+    the bound); default all."""
     cov = as_cov(F, "factor", name="F")
     xw, ww = rayleigh_nodes(sigma, n_w)
     zu, wu = gh_nodes(n_u)
+    rows = np.arange(model.n) if rows is None else np.asarray(rows)
     tot = 0.0
-    for s0 in range(0, model.n, chunk):
-        idx = np.arange(s0, min(s0 + chunk, model.n))
+    for s0 in range(0, len(rows), chunk):
+        idx = rows[s0:s0 + chunk]
         ms, ss = _moments(model, m, cov, idx)
         y = model.y[idx]
         if bound == "optimal":
@@ -102,7 +105,7 @@ def gme_bound(model, m, F, sigma, bound="optimal", n_u=16, n_w=16, n_f=32, chunk
                                                   ss[:, None] + xw[None, :])[0]
             tot += float(np.sum(E @ ww))
         else: raise ValueError(f"bound must be 'optimal' or 'suboptimal', got {bound!r}")
-    return tot - kl_to_prior(model.glm, m, cov) - kl_rayleigh(sigma, model.tau)
+    return model.n / len(rows) * tot - kl_to_prior(model.glm, m, cov) - kl_rayleigh(sigma, model.tau)
 
 # %% ../../nbs/methods/14a_gme.ipynb #4008c17a
 def gme_site_terms(model, m_site, s_site, y, sigma, bound, n_outer=10, n_inner=32, inner="gh", rng=None):
@@ -131,14 +134,18 @@ def _with_prior(model, st, mu0, delta, tau):
     return new, st
 
 def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=10, n_inner=32, inner="gh",
-            lr=1.0, schedule="1/t", seed=0, max_epochs=5.0, max_seconds=None, eval_every=None, V0=10.0, sigma_init=1.0,
-            callback=None, learn_prior=False, max_iter=None, m0=None):
+            lr=None, schedule="1/t", seed=0, max_epochs=5.0, max_seconds=None, eval_every=None, V0=None, sigma_init=1.0,
+            callback=None, learn_prior=False, max_iter=None, m0=None, backtrack=None):
     """Stochastic GME fit on `bound` ∈ {'optimal' (8), 'suboptimal' (3)}: returns a `GMEPosterior` (q(w₁) = N(m, V) as `m`,
     `cov`, q(w₂) = Rayl(σ²) as `sigma`, the method's final `state`), its `history` a typed `History` (the bound every
     `eval_every` steps, σ per step, PROJECTED events), its `stop` a `Stop`: BUDGET when `max_epochs` are spent,
     MAX_ITER when `max_iter` steps (mini-batches) end the run first, MAX_SECONDS, CALLBACK (`callback(record)` returning
     True), NOT_FINITE when a step overflows (σ or m not finite, or a precision that cannot be factorised: q is the state
-    before that step) or an evaluated bound is not finite (q is that state), the message saying what to narrow. `batch_size`: examples per step (None: min(100, n)). `m0`: the start of m (a scalar or a length-d vector; default 0), with V = `V0`·I and σ = `sigma_init`.
+    before that step) or an evaluated bound is not finite (q is that state), the message saying what to narrow. `batch_size`: examples per step (None: min(100, n)). `m0`: the start of m (a scalar or a length-d vector; default 0), with V = `V0`·I (default
+    cΣ, the stochastic GLM's start `init_state`: the prior's covariance, shrunk where a log link's start site variances would
+    pass `start_var_cap`) and σ = `sigma_init`. `lr`: the ADAGRAD rate (default 0.3 for S-DSVI, 1.0 for H-MC-SSVI's mean step).
+    `backtrack` (S-DSVI only, default True): halve a step's ADAGRAD rates, redoing it with the same draws, while the
+    mini-batch bound falls by more than 10·(1 + |bound|) (`halving_adagrad`, `divergence_test`; events DAMPED, STEP_REJECTED).
     `learn_prior`: False, True (all of `HYPER`) or a subset of ('mean', 'var', 'tau'): after every update of q the
     chosen hyperparameters are set to their closed forms (`prior_closed_form`); each record carries `prior_gain`, the
     exact increase of the bound from that update (the change of −KL, q fixed), and the result the learned
@@ -151,6 +158,10 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     check_budget(0.0, 0 if max_iter is None else max_iter, max_seconds)
     learn = set(HYPER if learn_prior is True else () if learn_prior is False else learn_prior)
     if not learn <= set(HYPER): raise ValueError(f"learn_prior must be True, False or a subset of {HYPER}, got {learn_prior!r}")
+    if lr is None: lr = 0.3 if method == "s-dsvi" else 1.0
+    if backtrack is None: backtrack = method == "s-dsvi"
+    if backtrack not in (True, False) or (backtrack and method != "s-dsvi"):
+        raise ValueError(f"backtrack must be True or False (True for s-dsvi only), got {backtrack!r} for {method}")
     rng = np.random.default_rng(seed)
     st = init_state(model.glm, method, start_state(model.glm, 0.0 if m0 is None else m0)[0], V0)
     opt_m = Adagrad(lr) if method != "mc-ssvi" else None
@@ -163,17 +174,12 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     else: stop = Stop.BUDGET
     hist = History(callback=callback, max_seconds=max_seconds)
 
-    def step(cur, k):
-        "One mini-batch: the update of q(w₁) (`gauss_update`), of σ, then the closed-form prior (when learned)."
-        model, st, sigma = cur.state; t = k + 1
-        idx = rng.choice(model.n, batch_size, replace=False)
-        scale = model.n / batch_size
+    def move(model, st, sigma, idx, rho):
+        "The update of q(w₁) (`gauss_update`) and of σ from fresh draws on the mini-batch `idx`: (state, σ, events, ‖ĝ_m‖)."
+        scale = model.n / len(idx)
         ms, ss = _moments(model, st.m, st.cov, idx)
         dE_dm, gamma, gw = gme_site_terms(model, ms, ss, model.y[idx], sigma, bound, n_outer, n_inner, inner, rng)
-        rho = step_size(t, schedule)
-        try: st, events, gn = gauss_update(model.glm, st, method, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L)
-        except NotPositiveDefiniteError as e:                          # the site precisions overflowed: no factor of the new precision
-            return Halt(Stop.NOT_FINITE, f"step {t}: the new precision could not be factorised ({e})")
+        st, events, gn = gauss_update(model.glm, st, method, model.X[idx], dE_dm, gamma, rho, scale, opt_m, opt_L)
         if method == "s-dsvi":
             gs = 2/sigma - 2*sigma/model.tau**2 + scale * gw.sum() / sigma
             s_new = sigma + opt_s.step(np.array(gs))
@@ -185,6 +191,29 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
             if th_new >= th / (1 + rho):                # σ² would grow by more than 1+ρ (or leave the family): cap it
                 th_new = th / (1 + rho); events.append(Event(EventKind.PROJECTED, "the growth of σ² capped at 1 + ρ"))
             sigma = float(np.sqrt(-1/(2*th_new)))
+        return st, sigma, events, gn
+
+    def batch_bound(model, st, sigma, idx):
+        "A coarse mini-batch estimate of the bound (4 × 4 × 8 nodes: it only has to see a divergence); −inf where q is not finite."
+        if not (np.isfinite(sigma) and sigma > 0 and np.all(np.isfinite(st.m)) and np.all(np.isfinite(st.cov.L))): return -np.inf
+        with np.errstate(all="ignore"): v = gme_bound(model, st.m, st.cov, sigma, bound, n_u=4, n_w=4, n_f=8, rows=idx)
+        return v if np.isfinite(v) else -np.inf
+
+    def step(cur, k):
+        "One mini-batch: the update of q(w₁) and σ (`move`; damped by `halving_adagrad` with `backtrack`), then the closed-form prior (when learned)."
+        model, st, sigma = cur.state; t = k + 1
+        idx = rng.choice(model.n, batch_size, replace=False)
+        rho = step_size(t, schedule)
+        try:
+            if backtrack:
+                ok = divergence_test(lambda out: batch_bound(model, out[0], out[1], idx), batch_bound(model, st, sigma, idx))
+                (st_new, s_new, events, gn), h, accepted = halving_adagrad(lambda: move(model, st, sigma, idx, rho), ok, rng, (opt_m, opt_L, opt_s))
+                if accepted: st, sigma = st_new, s_new
+                else: events = events + [Event(EventKind.STEP_REJECTED, "the mini-batch bound fell at every step length: state kept")]
+                if h: events = events + [Event(EventKind.DAMPED, f"ADAGRAD steps scaled by {0.5**h:.3g}: the mini-batch bound fell", h)]
+            else: st, sigma, events, gn = move(model, st, sigma, idx, rho)
+        except NotPositiveDefiniteError as e:                          # the site precisions overflowed: no factor of the new precision
+            return Halt(Stop.NOT_FINITE, f"step {t}: the new precision could not be factorised ({e})")
         if not (np.isfinite(sigma) and sigma > 0 and np.all(np.isfinite(st.m))):   # overflowed: the run ends at the last good state
             return Halt(Stop.NOT_FINITE, f"step {t}: σ or m is not finite")
         gain = {}
@@ -205,14 +234,14 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     stop = r.stop if r.stop is not Stop.MAX_ITER else stop            # the steps of max_epochs spent: BUDGET, not MAX_ITER
     message = f"{stop.value} after {t} steps"
     if stop is Stop.NOT_FINITE:                                     # a step, or an evaluated bound, overflowed
-        message = (f"{r.message}. A narrower start (V0, here {V0!r}) or a smaller step (lr) keeps a log link's e^(m + v/2) finite")
+        message = (f"{r.message}. A narrower start (V0, here {'cΣ, the default' if V0 is None else repr(V0)}) or a smaller step (lr) keeps a log link's e^(m + v/2) finite")
         vlb = gme_bound(model, st.m, st.cov, sigma, bound)
     else:
         if np.isnan(hist[-1].vlb): hist[-1].vlb = gme_bound(model, st.m, st.cov, sigma, bound)
         vlb = hist[-1].vlb
     hist.stop = stop
     return GMEPosterior(model, st.m, st.cov, sigma, method, vlb, stop, hist, message, t,
-                        dict(bound=bound, batch_size=batch_size, lr=lr, schedule=schedule, seed=seed, learn_prior=learn_prior), state=st)
+                        dict(bound=bound, batch_size=batch_size, lr=lr, schedule=schedule, seed=seed, learn_prior=learn_prior, backtrack=backtrack), state=st)
 
 # %% ../../nbs/methods/14a_gme.ipynb #gmepost1
 @register_posterior
@@ -330,12 +359,13 @@ class GMEOptions:
     n_outer: int = 10                  # draws of (u, w₂) per example
     n_inner: int = 32                  # nodes (or draws) of the inner expectation
     inner: str = "gh"                  # 'gh' (adaptive Gauss-Hermite) or Monte Carlo
-    lr: float = 1.0                    # ADAGRAD rate
+    lr: float | None = None            # ADAGRAD rate (None: 0.3 for s-dsvi, 1.0 for h-mc-ssvi)
     schedule: object = "1/t"           # ρ of the natural steps
     seed: int = 0                      # mini-batches and draws
     max_epochs: float = 5.0            # passes over the data (Stop.BUDGET)
     eval_every: int | None = None      # steps between evaluations of the bound (None: one epoch)
     sigma_init: float = 1.0            # the start σ
+    backtrack: bool | None = None      # s-dsvi: halve steps that make the mini-batch bound diverge (None: True for s-dsvi)
 
 for _m in ("mc-ssvi", "h-mc-ssvi", "s-dsvi"): register_options_method(gme_fit, _m, "gme", GMEOptions, ("max_iter", "max_seconds", "callback", "m0", "V0"), learn_keyword="learn_prior")
 

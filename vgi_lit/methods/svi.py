@@ -21,8 +21,9 @@ from .hyper import HyperParams, hyper_values
 
 # %% auto #0
 __all__ = ['METHODS', 'SVIState', 'start_shrink', 'init_state', 'site_derivs', 'step_size', 'Adagrad', 'vlb_stream',
-           'gauss_update', 'batch_objective', 'backtracking_step', 'svi_step', 'pd_factor', 'glm_prior_closed_form',
-           'with_prior_state', 'PriorLearner', 'epoch_order', 'SVIOptions', 'budget_steps', 'svi_advice', 'svi_run']
+           'gauss_update', 'batch_objective', 'halving_adagrad', 'divergence_test', 'backtracking_step', 'svi_step',
+           'pd_factor', 'glm_prior_closed_form', 'with_prior_state', 'PriorLearner', 'epoch_order', 'SVIOptions',
+           'budget_steps', 'svi_advice', 'svi_run']
 
 # %% ../../nbs/methods/14_svi.ipynb #5d8e02df
 METHODS = ("svi", "mc-ssvi", "h-mc-ssvi", "s-dsvi")
@@ -147,25 +148,41 @@ def batch_objective(model, st, idx):
     return v if np.isfinite(v) else -np.inf
 
 # %% ../../nbs/methods/14_svi.ipynb #857da095
-def backtracking_step(model, st, idx, rho, expect, n_samples, rng, opt_m, opt_L, whiten, frac, max_halvings=30):
-    """One S-DSVI step whose ADAGRAD steps are scaled by `frac` ≤ 1, halved (and the step redone with the same
-    Monte Carlo draws and ADAGRAD memory) until the mini-batch objective does not fall by more than 10·(1 + |objective|) (a divergence);
-    returns (state, events, ‖ĝ_m‖, new frac). `frac` doubles (at most 1) after a step accepted at once."""
-    f0, state, acc = batch_objective(model, st, idx), rng.bit_generator.state, (opt_m.acc, opt_L.acc)
-    lr = opt_m.lr                                                      # the base rate, restored on return
-    slack = 10.0 * (1.0 + abs(f0))                                     # ADAGRAD oscillates and recovers: only a fall by 10 × |objective| is a divergence
+def halving_adagrad(attempt, accept, rng, opts, max_halvings=30):
+    """Take the step `attempt()` (which draws from `rng` and takes ADAGRAD steps with the optimisers `opts`) until
+    `accept(result)`, halving the rates of `opts` before each retry and redoing the step with the same draws and ADAGRAD
+    memory; returns (the last attempt's result, the number of halvings k, whether it was accepted). The rates are
+    restored on return; after the last failed attempt the draws and the memory stay as it left them."""
+    state, acc, lrs = rng.bit_generator.state, [o.acc for o in opts], [o.lr for o in opts]
     for k in range(max_halvings + 1):
-        opt_m.lr = opt_L.lr = lr * frac
-        new, events, gn = svi_step(model, st, "s-dsvi", idx, rho, expect, n_samples, rng, opt_m, opt_L, whiten)
-        if np.all(np.isfinite(new.m)) and np.all(np.isfinite(new.cov.L)) and batch_objective(model, new, idx) >= f0 - slack: break
-        if k == max_halvings:
-            new = st; events = events + [Event(EventKind.STEP_REJECTED, "the mini-batch objective fell at every step length: state kept")]
-            break
-        rng.bit_generator.state = state; opt_m.acc, opt_L.acc = acc; frac *= 0.5
-    if k: events = events + [Event(EventKind.DAMPED, f"ADAGRAD steps scaled by {frac:.3g}: the mini-batch objective fell", k)]
-    else: frac = min(1.0, 2.0 * frac)
-    opt_m.lr = opt_L.lr = lr
-    return new, events, gn, frac
+        for o, lr in zip(opts, lrs): o.lr = lr * 0.5**k
+        out = attempt()
+        ok = bool(accept(out))
+        if ok or k == max_halvings: break
+        rng.bit_generator.state = state
+        for o, a in zip(opts, acc): o.acc = a
+    for o, lr in zip(opts, lrs): o.lr = lr
+    return out, k, ok
+
+def divergence_test(objective, f0):
+    """The acceptance test of a damped ADAGRAD step: the mini-batch `objective` (−inf at a state that is not finite) at
+    the new state has not fallen by more than 10·(1 + |f0|) below its value `f0` before the step (a divergence;
+    ADAGRAD's ordinary oscillations, which it recovers from, stay well inside that)."""
+    slack = 10.0 * (1.0 + abs(f0))
+    return lambda new: objective(new) >= f0 - slack
+
+def backtracking_step(model, st, idx, rho, expect, n_samples, rng, opt_m, opt_L, whiten, max_halvings=30):
+    """One S-DSVI step whose ADAGRAD steps are halved (and the step redone with the same Monte Carlo draws and ADAGRAD
+    memory, `halving_adagrad`) until the mini-batch objective does not fall by more than 10·(1 + |objective|) (a
+    divergence, `divergence_test`); returns (state, events, ‖ĝ_m‖)."""
+    finite = lambda new: np.all(np.isfinite(new.m)) and np.all(np.isfinite(new.cov.L))
+    ok = divergence_test(lambda new: batch_objective(model, new, idx) if finite(new) else -np.inf, batch_objective(model, st, idx))
+    (new, events, gn), k, accepted = halving_adagrad(
+        lambda: svi_step(model, st, "s-dsvi", idx, rho, expect, n_samples, rng, opt_m, opt_L, whiten),
+        lambda out: ok(out[0]), rng, (opt_m, opt_L), max_halvings)
+    if not accepted: new, events = st, events + [Event(EventKind.STEP_REJECTED, "the mini-batch objective fell at every step length: state kept")]
+    if k: events = events + [Event(EventKind.DAMPED, f"ADAGRAD steps scaled by {0.5**k:.3g}: the mini-batch objective fell", k)]
+    return new, events, gn
 
 # %% ../../nbs/methods/14_svi.ipynb #48bbf6de
 def svi_step(model, st, method, idx, rho, expect="gh", n_samples=10, rng=None, opt_m=None, opt_L=None, whiten=False):
@@ -480,7 +497,7 @@ def svi_run(model, method="svi", *, m0=None, V0=None, tol=1e-7, max_iter=None, m
         idx = np.sort(order["perm"][order["pos"]:order["pos"] + bs]); order["pos"] += bs
         rho = step_size(t, o.schedule, o.tau, o.kappa)
         try:
-            if o.backtrack: st_new, events, gns, _ = backtracking_step(model, st, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten, 1.0)
+            if o.backtrack: st_new, events, gns = backtracking_step(model, st, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten)
             else: st_new, events, gns = svi_step(model, st, method, idx, rho, o.expect, o.n_samples, rng, opt_m, opt_L, o.whiten)
         except NotPositiveDefiniteError as e:                          # the site precisions overflowed: no factor of the new precision
             return Halt(Stop.NOT_FINITE, f"step {t}: the new precision could not be factorised (the site precisions overflowed: {e})")
