@@ -250,6 +250,20 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="max_iter"): fit(model, method="laplace", max_iter=1.5)
 
 
+def test_laplace_on_a_likelihood_without_curvature_warns():
+    """A Laplace likelihood has ∂²log p = 0 off its kink: the Laplace approximation's W is 0 at every site, its covariance the
+    prior's, and Newton's steps stall on the piecewise-linear log joint; the result says so by a DegenerateFitWarning that
+    names the VG methods (whose optimum here is far higher), and a likelihood with curvature gives none."""
+    import warnings
+    from vgi_lit.inference import DegenerateFitWarning
+    rng = np.random.default_rng(0); X = rng.normal(size=(200, 5)); y = X @ rng.normal(size=5) + rng.laplace(size=200)   # generated
+    model = GLM(X, y, likelihoods.Laplace(1.0), prior_cov=1.0)
+    with pytest.warns(DegenerateFitWarning, match="W = 0 at every site.*'fpi'"): q = fit(model, method="laplace")
+    assert np.all(q.info["W"] == 0) and q.vlb < fit(model).vlb - 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateFitWarning); fit(GLM(X, y, likelihoods.Gaussian(1.0), prior_cov=1.0), method="laplace")
+
+
 # --- expectations over the whole range the Table 3 grids reach -----------------------------------------
 @pytest.mark.parametrize("v", [1e-2, 1.0, 1e2, 1e3, 1e4, 1.7e5])
 def test_logistic_expectations_accurate_on_grid_range(v):

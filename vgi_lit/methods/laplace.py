@@ -4,11 +4,12 @@
 
 # %% ../../nbs/methods/13a_laplace.ipynb #50f7ac51
 from __future__ import annotations
+import warnings
 import numpy as np
 from ..linalg import chol_logdet
 from ..covariance import SiteCov
 from ..vlb import kl_mean_part, vlb as _vlb
-from ..inference import Event, EventKind, Stop, VGPosterior, check_budget, register_method, start_state
+from ..inference import Event, EventKind, Stop, VGPosterior, check_budget, register_method, start_state, DegenerateFitWarning, user_stacklevel
 from ..driver import Halt, Step, first_of, grad_tol, halving, run
 from .site_update import site_step
 
@@ -82,7 +83,10 @@ def fit_laplace(model, m0=None, V0=None, tol: float = 1e-9, max_iter: int = 200,
     s = r.state; m, W, psi, msg = s["m"], s["W"], s["psi"], r.message
     if r.stop is Stop.NOT_FINITE: msg = "Psi or W is not finite"
     cov = s["st"].cov if s["st"] is not None else SiteCov(model, np.maximum(W, 0.0))   # the factor of W at m, when computed
-    if not np.any(W > 0): msg += "; W = 0 at every site: the Laplace approximation is degenerate (V = prior), e.g. a Laplace likelihood"
+    if not np.any(W > 0):                                                  # no curvature anywhere: q's covariance is the prior's
+        msg += "; W = 0 at every site: the Laplace approximation is degenerate (V = prior), as for a Laplace likelihood, whose log p has no curvature off its kink"
+        warnings.warn(DegenerateFitWarning(f"method='laplace': {msg}. A VG method ('fpi', the default, or 'grad') smooths the kink by its expectation"),
+                      stacklevel=user_stacklevel())
     log_marglik = psi - 0.5 * chol_logdet(cov.LB)                          # R&W (3.32): log|B| = log|I + SΣ̃S| from the factor
     return VGPosterior(model, m, cov, "laplace", _vlb(model, m, cov), r.stop, r.history, message=msg, n_iter=r.n_iter, objective="log_joint",
                        log_marglik=log_marglik, W=W, mode=model.site_mean(m), psi=psi)
