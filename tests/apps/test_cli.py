@@ -585,3 +585,23 @@ def test_ard_names_the_inputs_the_fit_ignores(tmp_path, capsys):
     assert "learning ran a parameter to its bound" not in cap.err, cap.err
     line = [s for s in cap.out.splitlines() if s.startswith("inputs the fit does not depend on")]
     assert len(line) == 1 and "x2 (lengthscale" in line[0] and "x3 (lengthscale" in line[0] and "x0" not in line[0], cap.out
+
+
+def test_counts_read_from_the_target_weigh_the_negative_binomial(tmp_path, capsys):
+    """Counts whose likelihood the command reads from the data are fitted by the Poisson and by the negative binomial, and
+    the negative binomial is kept only when its VLB is the higher by more than `OVERDISPERSION_NATS` (over-dispersed
+    counts, generated with r = 2); on Poisson counts the Poisson is kept; a likelihood given by name is fitted alone."""
+    from vgi_lit.likelihoods import NegativeBinomial, Poisson
+    rng = np.random.default_rng(0); X = rng.normal(size=(300, 2)); mu = np.exp(1.5 + 0.6 * X[:, 0])     # generated
+    runs = {"nb": (rng.negative_binomial(2, 2 / (2 + mu)), []), "poisson": (rng.poisson(mu), []),
+            "given": (rng.negative_binomial(2, 2 / (2 + mu)), ["--likelihood", "poisson"])}
+    for name, (y, extra) in runs.items():
+        src = _write(tmp_path / f"{name}.csv", X, y); out = str(tmp_path / f"{name}.npz")
+        assert main(["fit", src, "--target", "y", "--model", "glm", "--no-progress", "--out", out] + extra) == 0
+        text, lik = capsys.readouterr().out, load(out).model.likelihood
+        kept = re.search(r"likelihood (\S+) kept by the VLB: (\S+) for negative-binomial, (\S+) for poisson", text)
+        if name == "given": assert kept is None and type(lik) is Poisson, text; continue
+        assert kept is not None, text
+        gap = float(kept.group(2)) - float(kept.group(3))
+        if name == "nb": assert kept.group(1) == "negative-binomial" and gap > 100 and type(lik) is NegativeBinomial, text
+        else: assert kept.group(1) == "poisson" and abs(gap) < 0.1 and type(lik) is Poisson, text

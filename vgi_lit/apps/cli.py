@@ -20,7 +20,7 @@ from ..models.multi import MultiGLM, MultiGP
 from ..models.multi_sparse import MultiSparseGP
 from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
-from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding,
+from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding, overdispersed, OVERDISPERSION_NATS,
                                  data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, irrelevant_inputs, degenerate_advice,
                                  CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, auto_latent, auto_sparse_note, REAL)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
@@ -374,7 +374,7 @@ def parser():
     f.add_argument("--features", help="comma-separated input columns (default: every other column)")
     f.add_argument("--likelihood", default=None, choices=list(LIKELIHOODS),
                    help="default: read from the target (two values: logistic; more than two text labels: softmax; integers with "
-                        f"3 to {FEW_VALUES} distinct values: an error asking to choose; other non-negative integers: poisson; other "
+                        f"3 to {FEW_VALUES} distinct values: an error asking to choose; other non-negative integers: poisson, or negative-binomial when its VLB is higher by more than 1.92 nats (both are fitted); other "
                         "numbers: gaussian). ordinal: ordered integer labels, the sorted distinct values as classes 0..K-1; cut points "
                         "start at the logits of the training class frequencies, logit P(y <= k), and are learned unless --no-learn. "
                         "softmax: unordered classes (text or numbers), one latent function per class; its kernel (or prior variance) "
@@ -434,6 +434,7 @@ def _read_training(a, out):
                 raise TableError(f"{e}{'; or' if 'try --likelihood' in str(e) else '; try'} --likelihood softmax (unordered classes)"
                                  if many else str(e)) from None
     except TableError as e: raise CLIError(str(e)) from None
+    a.likelihood_read = given is None                        # counts read from the data: cmd_fit weighs the negative binomial too
     src = f" (read from the target column {a.target!r}; --likelihood to choose)" if given is None else ""
     if a.likelihood == "softmax":
         shown = [str(c) if labels.dtype.kind in "US" else f"{c:g}" for c in labels[:8]]
@@ -497,8 +498,8 @@ def cmd_fit(a, out=print, err=None):
         opts["fixed"] = set(a.fix)
     if learns_mean(model, a.learn): opts["learn_mean"] = True
     r = a.restarts if a.restarts is not None else (2 if model.kind != "glm" and a.likelihood in ("logistic", "probit") else 0)
-    t0 = time.perf_counter()
-    try:
+    def run(model):
+        "Fit `model` (learning again from more starts after a degenerate first learn): (result, posterior, why, starts)."
         res = _fit(model, a.method, learn=a.learn, progress=a.progress, **opts)
         post = getattr(res, "posterior", res)
         why, starts = degenerate_fit(post, post.model.X), 1
@@ -507,6 +508,18 @@ def cmd_fit(a, out=print, err=None):
             res = _fit(model, a.method, learn=True, progress=a.progress, restarts=r, seed=a.seed, **opts)
             post = getattr(res, "posterior", res)
             why, starts = degenerate_fit(post, post.model.X), 1 + r
+        return res, post, why, starts
+
+    t0 = time.perf_counter()
+    try:
+        res, post, why, starts = run(model)
+        if a.likelihood == "poisson" and getattr(a, "likelihood_read", False):    # counts read from the data: over-dispersed?
+            other = run(build_model(Z, y, enc.feature_names, SimpleNamespace(**{**vars(a), "likelihood": "negative-binomial"}), cuts))
+            keep = overdispersed(other[1].vlb, post.vlb)
+            out(f"likelihood {'negative-binomial' if keep else 'poisson'} kept by the VLB: {other[1].vlb:.6g} for negative-binomial, "
+                f"{post.vlb:.6g} for poisson" + (" (the counts vary more than a Poisson allows)" if keep else f" (negative-binomial kept only above poisson + {OVERDISPERSION_NATS:.2f})")
+                + "; --likelihood poisson or negative-binomial fits one alone")
+            if keep: (res, post, why, starts), a.likelihood = other, "negative-binomial"
     except (ValueError, TypeError) as e: raise CLIError(f"fit failed: {e}") from None
     if post.model.feature_names is None: post.model.feature_names = model.feature_names   # a learned model is rebuilt from arrays
     out(summary(post, res, time.perf_counter() - t0))

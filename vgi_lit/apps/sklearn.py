@@ -22,7 +22,7 @@ from .tables import fit_quietly as _fit
 from ..kernels import Kernel, RBF, check_X
 from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
-from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, irrelevant_inputs,
+from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, irrelevant_inputs, overdispersed,
                                  DegenerateFitWarning, RunawayParameterWarning, degenerate_advice,
                                  ESTIMATOR_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, LargeGPWarning, large_gp_note, auto_latent)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
@@ -263,6 +263,7 @@ class _VGEstimator(BaseEstimator):
                "y_scale": list(getattr(self, "_y_scale", (0.0, 1.0))),
                "hyperparameters": self.hyperparameters_, "n_features_in": int(self.n_features_in_),
                "irrelevant_inputs": np.asarray(getattr(self, "irrelevant_inputs_", []), dtype=int).tolist()}   # absent: fitted before it was kept
+        if hasattr(self, "vlb_by_likelihood_"): est["vlb_by_likelihood"] = dict(self.vlb_by_likelihood_)
         arrays = {}
         if hasattr(self, "feature_names_in_"): arrays["feature_names_in"] = np.array([str(c) for c in self.feature_names_in_])
         if hasattr(self, "classes_"): arrays["classes"] = np.asarray(self.classes_.tolist())
@@ -284,6 +285,7 @@ class _VGEstimator(BaseEstimator):
         if classes is not None: self.classes_ = classes
         self.fit_result_, self.posterior_, self.hyperparameters_ = post, post, est["hyperparameters"]
         self.irrelevant_inputs_ = np.array(est.get("irrelevant_inputs", []), dtype=int)   # absent from files written before it was kept
+        if "vlb_by_likelihood" in est: self.vlb_by_likelihood_ = dict(est["vlb_by_likelihood"])
         self._set_fitted(post)
         return self
 
@@ -525,7 +527,14 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
     (far from the data the predicted count is e^{mean + σ²/2}, σ² the kernel variance, so a mean held at log(mean(y)) would
     put it above the targets' level; `fit_options={"learn_mean": False}` holds it); the kernel variance starts at the
     variance of log(y + 1/2). `score` is scikit-learn's regressor score, R² of the predicted means (not the deviance
-    explained, D², of `sklearn.linear_model.PoissonRegressor.score`).""" + _COMMON_DOC
+    explained, D², of `sklearn.linear_model.PoissonRegressor.score`).
+
+    likelihood: "poisson" (default), "negative-binomial", or "auto": both are fitted and the negative binomial is kept
+        when its VLB (at learned hyperparameters: a lower bound on the model's log marginal likelihood) exceeds the
+        Poisson's by more than `OVERDISPERSION_NATS` (1.92, `overdispersed`), else the Poisson; `likelihood_` names the
+        likelihood of the fit and `vlb_by_likelihood_` holds the VLB of each (one entry unless "auto"). Real counts
+        are often over-dispersed (variance far above the mean), and a Poisson GP then follows the noise with a short
+        lengthscale; "auto" costs two fits and finds that by the two bounds.""" + _COMMON_DOC
     def __init__(self, latent="auto", kernel=None, standardize=True, method=None, learn_hyperparameters=True,
                  n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None,
                  progress=False, likelihood="poisson"):
@@ -538,30 +547,49 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
     def fit(self, X, y, sample_weight=None):
         "Fit to inputs X (n, p) and counts y (n,); `sample_weight`: whole-number row counts."
         name = str(self.likelihood).replace("_", "-")                           # negative_binomial as negative-binomial
-        if name not in ("poisson", "negative-binomial"):
-            raise ValueError(f"likelihood must be 'poisson' or 'negative-binomial', got {self.likelihood!r}")
+        if name not in ("poisson", "negative-binomial", "auto"):
+            raise ValueError(f"likelihood must be 'poisson', 'negative-binomial' or 'auto', got {self.likelihood!r}")
         X, y = self._fit_data(X, y, sample_weight, y_numeric=True)
-        lik = Poisson() if name == "poisson" else NegativeBinomial()
-        try: y = lik.check_y(y)
+        try: y = Poisson().check_y(y)                                           # the negative binomial takes the same counts
         except ValueError as e:
             hint = "VGClassifier (two values)" if len(np.unique(y)) == 2 else "VGRegressor (real values)"
             yf = np.asarray(y, dtype=float); bad = np.flatnonzero(~np.isfinite(yf) | (yf < 0) | (yf != np.round(yf)))
             where = f" (the first at row {bad[0]} of y: {yf[bad[0]]:g}; {bad.size} such row{'s' if bad.size != 1 else ''})" if bad.size else ""
             raise ValueError(f"{e}{where}; for targets that are not counts use {hint}") from None
-        self._fit_model(self._model(X, y, lik, mean=float(np.log(max(np.mean(y), 1e-3)))))
+        mean = float(np.log(max(np.mean(y), 1e-3)))
+        if name != "auto":
+            self._fit_model(self._model(X, y, Poisson() if name == "poisson" else NegativeBinomial(), mean=mean))
+            self.vlb_by_likelihood_ = {name: float(self.posterior_.vlb)}
+            return self
+        fits = {}
+        for nm, lik in (("poisson", Poisson()), ("negative-binomial", NegativeBinomial())):
+            with warnings.catch_warnings(record=True) as caught:              # only the kept fit's warnings reach the user
+                warnings.simplefilter("always")
+                self._fit_model(self._model(X, y, lik, mean=mean))
+            fits[nm] = (float(self.posterior_.vlb), {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}, caught)
+        best = "negative-binomial" if overdispersed(fits["negative-binomial"][0], fits["poisson"][0]) else "poisson"
+        vars(self).update(fits[best][1])
+        self.vlb_by_likelihood_ = {k: v[0] for k, v in fits.items()}
+        for w in fits[best][2]: warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return self
+
+    @property
+    def likelihood_(self):
+        "The likelihood of the fit: 'poisson' or 'negative-binomial' (the one kept, with `likelihood='auto'`)."
+        check_is_fitted(self)
+        return "negative-binomial" if isinstance(self.posterior_.model.likelihood, NegativeBinomial) else "poisson"
 
     @property
     def dispersion_(self):
         "The negative binomial's dispersion r, learned by the VLB (fitted with `likelihood='negative-binomial'` only)."
         check_is_fitted(self)
         lik = self.posterior_.model.likelihood
-        if not isinstance(lik, NegativeBinomial): raise AttributeError("dispersion_ exists for likelihood='negative-binomial' only")
+        if not isinstance(lik, NegativeBinomial): raise AttributeError("dispersion_ exists for a negative-binomial fit only (likelihood_)")
         return float(lik.dispersion)
 
     def _extra_var(self, mu, v):
         "The negative binomial's term of Var y beyond the Poisson's: E[e^{2f}]/r = μ² e^v / r (0 for Poisson)."
-        return 0.0 if self.likelihood == "poisson" else mu**2 * np.exp(v) / self.dispersion_
+        return 0.0 if self.likelihood_ == "poisson" else mu**2 * np.exp(v) / self.dispersion_
 
     def predict(self, X, return_std=False, return_cov=False):
         """Predictive mean of the count, E[e^f] = e^{m + v/2}; with `return_std`, also the predictive standard
@@ -581,7 +609,7 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
         X = self._inputs(X); rng = check_random_state(random_state)
         m, C = latent_cov(self.posterior_, X)
         lam = np.exp(_joint_draws(m, C, int(n_samples), rng))
-        if self.likelihood == "poisson": return rng.poisson(lam).astype(float)
+        if self.likelihood_ == "poisson": return rng.poisson(lam).astype(float)
         r = self.dispersion_
         return rng.negative_binomial(r, r / (r + lam)).astype(float)
 

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
+from scipy.stats import chi2
 from ..inference import EventKind, DegenerateFitWarning, RunawayParameterWarning, fit
 from ..kernels import Kernel, Linear, Stationary
 from ..likelihoods import Gaussian, Laplace, Logistic, Probit, StudentT
@@ -16,11 +17,11 @@ from ..models import GP, SparseGP
 from ..methods.hyper import HyperFit, degenerate
 
 # %% auto #0
-__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'LARGE_GP_ROWS', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL',
-           'COUNT', 'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit',
-           'degenerate_advice', 'learns_mean', 'multiclass_degenerate', 'runaway_parameters', 'irrelevant_inputs',
-           'LargeGPWarning', 'large_gp_note', 'auto_latent', 'auto_sparse_note', 'TableError', 'read_table',
-           'column_values', 'TableEncoder', 'target_coding']
+__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'OVERDISPERSION_NATS', 'LARGE_GP_ROWS', 'SEPARATORS', 'MISSING',
+           'BINARY', 'REAL', 'COUNT', 'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly',
+           'degenerate_fit', 'degenerate_advice', 'learns_mean', 'multiclass_degenerate', 'runaway_parameters',
+           'irrelevant_inputs', 'overdispersed', 'LargeGPWarning', 'large_gp_note', 'auto_latent', 'auto_sparse_note',
+           'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -254,6 +255,14 @@ RUNAWAY_ADVICE = ("a parameter at its edge means the VLB keeps improving in that
                   "(estimators: fit_options={'fixed': {'<name>'}}; command line: --fix <name>), or, for a Student-t df at its upper edge, use Gaussian noise; "
                   "a variance or lengthscale at an edge often means the inputs need standardising, but one lengthscale per input "
                   "(ARD) at its upper edge means that input is not used, and needs nothing")
+
+# %% ../../nbs/apps/49_tables.ipynb #tbod2
+OVERDISPERSION_NATS = 0.5 * float(chi2.ppf(0.95, 1))      # 1.92: half the 95 % point of chi-square with one degree of freedom
+
+def overdispersed(vlb_negative_binomial: float, vlb_poisson: float) -> bool:
+    """Whether the negative binomial's VLB exceeds the Poisson's by more than `OVERDISPERSION_NATS` (both at learned
+    hyperparameters, on the same data): the counts vary more than a Poisson allows, by the likelihood-ratio reading above."""
+    return bool(vlb_negative_binomial - vlb_poisson > OVERDISPERSION_NATS)
 
 # %% ../../nbs/apps/49_tables.ipynb #2cf56d11
 LARGE_GP_ROWS = 3000      # a dense GP on more training rows than this is slow enough to say so before fitting
