@@ -369,8 +369,13 @@ def test_learn_refuses_blocked_sites_with_a_clear_error():
     from vgi_lit.likelihoods import Logistic as _Logistic
     rng = np.random.default_rng(0); X = rng.standard_normal((60, 2)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
     m = vgi_lit.SparseGP(X, y, _Logistic(), _RBF(1.0, 1.0), X[:8], block_size=20)
-    with pytest.raises(ValueError, match="learn needs the site matrix in memory.*'blocked'"):
+    with pytest.raises(ValueError, match="learn needs the site matrix in memory.*'blocked'.*kernel.with_params"):
         vgi_lit.fit(m, learn=True)
+    pytest.importorskip("dask")
+    import dask.array as _da                                                    # a GLM on a dask array: its prior variance, not a kernel
+    g = vgi_lit.GLM(_da.from_array(X, chunks=(20, 2)), y, _Logistic())
+    with pytest.raises(ValueError, match=r"'dask'.*the rows as a NumPy array.*prior_cov=the learned theta\['prior_var'\]"):
+        vgi_lit.fit(g, learn=True)
 
 
 def test_predict_start_is_exact_for_a_linear_optimum_and_clips_lambda():

@@ -120,8 +120,10 @@ class HyperParams:
         self.model, self.learn_mean = model, bool(learn_mean)
         if not model.sites.in_memory:
             raise ValueError(f"learn needs the site matrix in memory, and this {type(model).__name__} holds its sites as '{model.sites.kind}' "
-                             "rows (computed per block / a dask array): learn the hyperparameters on an in-memory model (block_size=None, or "
-                             "a subset of the rows) and build the blocked model at the learned values (model.kernel.with_params(...))")
+                             "rows (computed per block / a dask array): learn the hyperparameters on an in-memory model (the rows as a NumPy array, block_size=None, or "
+                             "a subset of the rows) and build the blocked model at the learned values ("
+                             + ("model.kernel.with_params(...))" if getattr(model, "kernel", None) is not None else
+                                "prior_cov=the learned theta[\x27prior_var\x27])"))
         lik = model.likelihood
         if isinstance(model, (GP, SparseGP)):
             K = model.kernel.K(model.Z if isinstance(model, SparseGP) else model.X)
