@@ -26,8 +26,13 @@ def dense_real(x, name="X", sparse_note: str = "this model needs a dense array")
 def check_X(X, name="X"):
     """`X` as a finite float64 array of two dimensions (a vector is one column); a TypeError naming `name` if it is a
     scipy.sparse matrix (the models that take one convert it themselves) or complex (NumPy would drop the imaginary
-    part with only a warning), a ValueError if it has more dimensions or holds NaN or inf."""
-    X = dense_real(X, name).astype(float, copy=False)
+    part with only a warning) or holds values that are not numbers (text, None, complex numbers as objects), a
+    ValueError if it has more dimensions or holds NaN or inf."""
+    X = dense_real(X, name)
+    try: X = X.astype(float, copy=False)
+    except (TypeError, ValueError) as e:                                   # text, None, or complex numbers held as objects
+        raise TypeError(f"{name} holds values that are not real numbers ({e}): pass a numeric array (text columns need "
+                        "encoding first, e.g. one-hot; the command line and the estimators take tables)") from None
     if X.ndim == 1: X = X[:, None]
     if X.ndim != 2: raise ValueError(f"{name} must be a 2-d array (n, d), got shape {X.shape}")
     if not np.all(np.isfinite(X)):
