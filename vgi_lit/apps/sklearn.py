@@ -29,7 +29,7 @@ import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparam
 from ..softmax import Softmax
 from ..models.multi import MultiGLM, MultiGP
 from ..models.multi_sparse import MultiSparseGP
-from ..inference import EventKind
+from ..inference import EventKind, user_stacklevel
 from ..methods.multiclass import MultiPosterior
 
 # %% auto #0
@@ -176,25 +176,26 @@ class _VGEstimator(BaseEstimator):
         self.fit_result_, self.posterior_ = res, post
         self.hyperparameters_ = dict(getattr(res, "theta", {}))
         self._set_fitted(post)
-        if why: warnings.warn(DegenerateFitWarning(f"{type(self).__name__}: the fitted model does not use its inputs: "
-                                                   + "; ".join(why) + ". " + degenerate_advice(
-                                                       post.model, ESTIMATOR_OPTIONS, standardized=bool(self.standardize),
-                                                       data_start=self.kernel is None, learned=learn, starts=starts)), stacklevel=3)
         self.irrelevant_inputs_ = np.array(sorted(irrelevant_inputs(res)), dtype=int)
-        ran = runaway_parameters(res)
-        if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
-                                                      + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
-        self._warn_unconverged(res)
+        advice = degenerate_advice(post.model, ESTIMATOR_OPTIONS, standardized=bool(self.standardize), data_start=self.kernel is None,
+                                   learned=learn, starts=starts) if why else ""
+        self._report(res, "; ".join(why) + ". " + advice if why else "", runaway_parameters(res))
         return post
 
-    def _warn_unconverged(self, res):
-        """A scikit-learn `ConvergenceWarning` when the fit, or learning, ended before its optimality test passed (a budget
-        spent, a stall), with the stop and its message: the fitted attributes are those of the last iterate."""
+    def _report(self, res, degenerate: str, ran: list):
+        """The warnings after a fit: `DegenerateFitWarning` with `degenerate` (what was seen, and what to try) when it is
+        not empty, `RunawayParameterWarning` for the parameters in `ran` (at the edge of their box), and a scikit-learn
+        `ConvergenceWarning` when the fit, or learning, ended before its optimality test passed (a budget spent, a stall),
+        with the stop and its message: the fitted attributes are then those of the last iterate. Each names the user's line."""
+        name, level = type(self).__name__, user_stacklevel()
+        if degenerate: warnings.warn(DegenerateFitWarning(f"{name}: the fitted model does not use its inputs: {degenerate}"), stacklevel=level)
+        if ran: warnings.warn(RunawayParameterWarning(f"{name}: learning ran a parameter to its bound: " + "; ".join(ran) + f". {RUNAWAY_ADVICE}"),
+                              stacklevel=level)
         if getattr(res, "converged", True): return
         stop = getattr(getattr(res, "stop", None), "value", str(getattr(res, "stop", "")))
-        warnings.warn(ConvergenceWarning(f"{type(self).__name__}: the fit ended before converging ({stop}: {getattr(res, 'message', '')}); "
+        warnings.warn(ConvergenceWarning(f"{name}: the fit ended before converging ({stop}: {getattr(res, 'message', '')}); "
                                          "where a budget ran out, a larger one in fit_options (max_iter, max_seconds, or max_epochs for the "
-                                         "stochastic methods) may reach the optimum"), stacklevel=4)
+                                         "stochastic methods) may reach the optimum"), stacklevel=level)
 
     def _run(self, model, opts, **kw):
         """`vgi_lit.fit` of `model` with `self.method`, the progress setting, `kw` and the user's `fit_options` `opts`; a
@@ -398,11 +399,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         self.irrelevant_inputs_ = np.array([], dtype=int)      # the multi-latent learner reports its edges in its trace only
         self._set_fitted(post)
         why = multiclass_degenerate(post, post.model.X if isinstance(post.model, MultiGLM) else post.model.Xtrain)
-        if why: warnings.warn(DegenerateFitWarning(f"{type(self).__name__}: the fitted model does not use its inputs: " + "; ".join(why)), stacklevel=3)
-        ran = [e.detail for _, e in post.history.events if e.kind is EventKind.BOUND_ACTIVE] if learn else []
-        if ran: warnings.warn(RunawayParameterWarning(f"{type(self).__name__}: learning ran a parameter to its bound: "
-                                                      + "; ".join(ran) + f". {RUNAWAY_ADVICE}"), stacklevel=3)
-        self._warn_unconverged(post)
+        self._report(post, "; ".join(why), [e.detail for _, e in post.history.events if e.kind is EventKind.BOUND_ACTIVE] if learn else [])
         return self
 
     def predict_proba(self, X, return_std=False):
