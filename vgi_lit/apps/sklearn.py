@@ -29,7 +29,7 @@ import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparam
 from ..softmax import Softmax
 from ..models.multi import MultiGLM, MultiGP
 from ..models.multi_sparse import MultiSparseGP
-from ..inference import EventKind, user_stacklevel
+from ..inference import CONVERGED_STOPS, EventKind, user_stacklevel
 from ..methods.multiclass import MultiPosterior
 
 # %% auto #0
@@ -192,8 +192,13 @@ class _VGEstimator(BaseEstimator):
         if ran: warnings.warn(RunawayParameterWarning(f"{name}: learning ran a parameter to its bound: " + "; ".join(ran) + f". {RUNAWAY_ADVICE}"),
                               stacklevel=level)
         if getattr(res, "converged", True): return
-        stop = getattr(getattr(res, "stop", None), "value", str(getattr(res, "stop", "")))
-        warnings.warn(ConvergenceWarning(f"{name}: the fit ended before converging ({stop}: {getattr(res, 'message', '')}); "
+        inner = getattr(res, "posterior", None)
+        if inner is not None and inner is not res and getattr(res, "stop", None) in CONVERGED_STOPS and not inner.converged:
+            what, why = "the final fit of q at the learned hyperparameters", inner     # learning converged, its last inner solve did not
+        else: what, why = "the fit", res
+        if getattr(why, "info", {}).get("rounding_floor"): return      # FPi stalled at the optimum to float64: nothing to gain
+        stop = getattr(getattr(why, "stop", None), "value", str(getattr(why, "stop", "")))
+        warnings.warn(ConvergenceWarning(f"{name}: {what} ended before converging ({stop}: {getattr(why, 'message', '')}); "
                                          "where a budget ran out, a larger one in fit_options (max_iter, max_seconds, or max_epochs for the "
                                          "stochastic methods) may reach the optimum"), stacklevel=level)
 

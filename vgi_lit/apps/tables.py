@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from scipy.stats import chi2
 from ..inference import EventKind, DegenerateFitWarning, RunawayParameterWarning, fit
 from ..kernels import Kernel, Linear, Stationary
-from ..likelihoods import Gaussian, Laplace, Logistic, Probit, StudentT
+from ..likelihoods import Gaussian, Laplace, Logistic, Poisson, Probit, StudentT
 from ..models import GP, SparseGP
 from ..methods.hyper import HyperFit, degenerate
 
@@ -189,6 +189,11 @@ def degenerate_advice(model, options: dict, standardized: bool, data_start: bool
             scale = "" if np.all(np.isnan(ell)) else (f"the median distance between training inputs is {median_distance(X):.3g}, the lengthscale "
                                                      f"{', '.join(f'{v:.3g}' for v in ell[:3])}{', ...' if ell.size > 3 else ''}; ")
             tips.append(f"start the kernel from the data ({scale}{options['data_start']})")
+    if kernel is not None and type(model.likelihood) is Poisson:          # over-dispersed counts: a Poisson GP follows the noise
+        y = np.asarray(model.y, dtype=float)
+        ratio = f"the counts' variance is {np.var(y) / max(np.mean(y), 1e-12):.3g} times their mean; " if y.size > 1 else ""
+        tips.append(f"fit the negative binomial ({options['counts']}; {ratio}counts that vary more than a Poisson allows make "
+                    "a Poisson GP follow the noise with a short lengthscale)")
     if learned:
         done.append(f"the hyperparameters were learned from {starts} start{'s' if starts != 1 else ''}")
         if kernel is not None: tips.append(f"learn from more starts ({options['restarts'].format(max(5, 2 * (starts - 1)))})")
@@ -199,9 +204,11 @@ def degenerate_advice(model, options: dict, standardized: bool, data_start: bool
 
 ESTIMATOR_OPTIONS = dict(standardize="standardize=True", data_start="kernel=None, or a lengthscale near that distance",
                          learn="learn_hyperparameters=True", restarts="n_restarts={}",
-                         sparse="latent='sparse_gp' (n_inducing=M rows)", glm="latent='glm'", dense="latent='gp'")
+                         sparse="latent='sparse_gp' (n_inducing=M rows)", glm="latent='glm'", dense="latent='gp'",
+                         counts="likelihood='negative-binomial', or 'auto' to choose by the two VLBs")
 CLI_OPTIONS = dict(standardize="drop --no-standardize", data_start="--kernel-start data", learn="drop --no-learn",
-                   restarts="--restarts {}", sparse="--model sparse-gp (--inducing M rows)", glm="--model glm", dense="--model gp")
+                   restarts="--restarts {}", sparse="--model sparse-gp (--inducing M rows)", glm="--model glm", dense="--model gp",
+                   counts="--likelihood negative-binomial, or no --likelihood to choose by the two VLBs")
 
 # %% ../../nbs/apps/49_tables.ipynb #tbmc1
 def learns_mean(model, learn: bool) -> bool:

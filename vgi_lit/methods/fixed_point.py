@@ -545,7 +545,9 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     rho0: the ρ the first damped step tries, in (0, 1]; below 1, 2·rho0 counts as a factor rejected `DAMP_GROW` times (a warm
         start from an earlier fit's damping, 'The damping factor from step to step'). None (default): 1, or after the
         continuation start the ρ its last stage took; a given rho0 wins over the continuation's (the stages keep their own).
-        The result's `info['rho']` is the ρ the last damped step took (the first damped step's ρ if none)."""
+        The result's `info['rho']` is the ρ the last damped step took (the first damped step's ρ if none), and
+        `info['rounding_floor']` is True when the run stopped STALLED at the rounding floor (the VLB flat to rounding, or the
+        mean gradient at its floor): the optimum to float64, which a smaller `tol` cannot improve."""
     _check_opts(tol, tol_rel, max_iter, max_seconds)
     if rho0 is not None and (isinstance(rho0, bool) or not isinstance(rho0, (int, float, np.floating)) or not 0 < rho0 <= 1):
         raise ValueError(f"rho0 must lie in (0, 1] or be None, got {rho0!r}")
@@ -725,7 +727,8 @@ def fpi(model, m0=None, V0=None, tol: float = 1e-5, max_iter: int = 500, max_sec
     if polish: m, cov, stop, msg = _polish(model, m, cov, s.gamma, hist, stop, msg, stop is Stop.STALLED and not floor[0], callback,
                                            clipped=not signed)
     return VGPosterior(model, m, cov, "fpi", hist[-1].vlb, stop, hist, message=msg, n_iter=len(hist) - 1,
-                       rho=s.sched['rho_took'], **({} if cont is None else dict(start_iterations=k_start)))
+                       rho=s.sched['rho_took'], rounding_floor=bool(floor[0]) and stop is Stop.STALLED,
+                       **({} if cont is None else dict(start_iterations=k_start)))
 
 # %% ../../nbs/methods/11a_fpi.ipynb #mstp0002
 MEAN_STEPS = 20     # the default cap of `fpi`'s mean steps at each factor for a GP ('Mean steps at a fixed factor')
