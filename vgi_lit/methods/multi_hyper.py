@@ -278,7 +278,8 @@ def learn_multi(model: MultiLGM, method: str = "fpi", fixed=None, learn_mean: bo
 
     method: the inner solve, 'fpi' (`fpi_multi` from `m0`, `lam0`: warm-started at the previous optimum's Λ and r = Σ⁻¹(m − μ)) or 'grad'
         (`grad_multi` from the prior; independent GPs, the sparse GP and the GLM only). inner: its options, over the defaults
-        tol = tol/100 (at least 1e-12), max_iter=1000 and for fpi tol_rel=0: each inner solve stops on its gradient norm, which bounds
+        tol = tol/100 (at least 1e-12), max_iter=1000 and for fpi tol_rel=0 and newton=None (Newton steps once FPi's rate is slow, from the
+        previous solve's site Jacobian `site_jac` when it has one): each inner solve stops on its gradient norm, which bounds
         the error of the envelope gradient, O(‖∇_q‖), at a hundredth of the outer tol (a stop on a small change of the VLB leaves no
         such bound, and on a flat direction of F its error moves the learned value by error/curvature).
     fixed: names held at the model's values ('kernel.lengthscale', 'kernel[1]', 'W', 'W[0]', 'noise', ...; a name fixes the entries
@@ -296,7 +297,7 @@ def learn_multi(model: MultiLGM, method: str = "fpi", fixed=None, learn_mean: bo
     hp = MultiHyperParams(model, fixed, learn_mean, learn_inducing)
     if method == "grad" and getattr(model, "coreg", None) is not None: raise ValueError("learn_multi: method='grad' needs independent class blocks (a MultiGP, MultiSparseGP or MultiGLM)")
     if inner is not None and not isinstance(inner, dict): raise TypeError(f"learn_multi: inner must be a dict of the inner method's options, got {type(inner).__name__}")
-    inner = {"tol": max(1e-2 * tol, 1e-12), "max_iter": 1000, **({"tol_rel": 0.0} if method == "fpi" else {}), **(inner or {})}
+    inner = {"tol": max(1e-2 * tol, 1e-12), "max_iter": 1000, **({"tol_rel": 0.0, "newton": None} if method == "fpi" else {}), **(inner or {})}
     hist = History(callback=callback, max_seconds=max_seconds)
     st = dict(post=None, key=None, n_inner=0, stop=None, n_outer=0)
     lo = np.where(hp.is_log[hp.free], -bound, -np.inf); hi = -lo
@@ -309,6 +310,8 @@ def learn_multi(model: MultiLGM, method: str = "fpi", fixed=None, learn_mean: bo
             if prev is None: m0, lam0 = mod.mu, np.zeros((mod.n, mod.C, mod.C))
             else: m0, lam0 = mod.mu + mod.prior_matmul(prev.r), prev.cov.lam      # m = μ + Σ r carries the site form over
             opts = dict(inner)
+            if opts.get("newton", False) is not False and prev is not None and prev.info.get("site_jacobian") is not None:
+                opts.setdefault("site_jac", prev.info["site_jacobian"])          # the site map's Jacobian carries over with the start
             if hist.max_seconds is not None: opts["max_seconds"] = max(1e-3, hist.max_seconds - (time.perf_counter() - hist.t0))
             post = fpi_multi(mod, m0=m0, lam0=lam0, **opts)
         g = hp.grad(mod, post.m, post.cov)

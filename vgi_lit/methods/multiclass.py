@@ -11,22 +11,27 @@ from ..inference import (Event, EventKind, History, Posterior, Stop, DEFAULT_MET
 from ..driver import Halt, Monitor, Step, grad_tol, halving, run
 from ..linalg import cholesky
 from ..models.multi import MultiLGM, MultiCov, MultiGLM, MultiGP, psd_part
-from ..softmax import Softmax
+from ..softmax import Softmax, RobustMax
 from ..io import kernel_spec, kernel_from_spec, register_format, class_labels
 
 # %% auto #0
-__all__ = ['multi_vlb', 'fp_operator_multi', 'MultiPosterior', 'fpi_multi', 'grad_multi', 'solve_stationarity', 'multi_to_file',
-           'multi_from_file']
+__all__ = ['NEWTON_DIM', 'NEWTON_RATE', 'NEWTON_GAIN', 'NEWTON_WAIT', 'NEWTON_HALVINGS', 'multi_vlb', 'fp_operator_multi',
+           'MultiPosterior', 'fpi_multi', 'grad_multi', 'solve_stationarity', 'multi_to_file', 'multi_from_file']
 
 # %% ../../nbs/methods/18_multiclass.ipynb #4fa5c10f
-def multi_vlb(model: MultiLGM, m, cov: MultiCov, r=None):
-    """(VLB, g, Γ (n, C, C), r) at q = N(m, V(Λ)) (the VLB and g as in the page's equations; r = Σ⁻¹(m − μ),
-    computed when not given)."""
+def _vlb_terms(model: MultiLGM, m, cov: MultiCov, r=None):
+    "(VLB, α (n, C), Γ (n, C, C), r): the terms of `multi_vlb` with the site gradients α_i = ∂E_i/∂m_i before they are summed into g."
     m = np.asarray(m, dtype=float)
     r = model.prior_solve(m - model.mu) if r is None else r
     E, dm, dV = model.likelihood.expected_log_lik(model.y, model.site_mean(m), cov.site_cov())
     vlb = float(np.sum(E)) - 0.5 * float((m - model.mu) @ r) - cov.kl_cov_part()
-    return vlb, model.HTmul(dm) - r, -2.0 * dV, r
+    return vlb, dm, -2.0 * dV, r
+
+def multi_vlb(model: MultiLGM, m, cov: MultiCov, r=None):
+    """(VLB, g, Γ (n, C, C), r) at q = N(m, V(Λ)) (the VLB and g as in the page's equations; r = Σ⁻¹(m − μ),
+    computed when not given)."""
+    vlb, dm, Gam, r = _vlb_terms(model, m, cov, r)
+    return vlb, model.HTmul(dm) - r, Gam, r
 
 # %% ../../nbs/methods/18_multiclass.ipynb #538ca22f
 def fp_operator_multi(model: MultiLGM, m, cov: MultiCov) -> MultiCov:
@@ -62,10 +67,11 @@ def _gV_inf(model, lam, Gam) -> float:
 
 def _multi_state(model, m, cov, r=None):
     "The driver's Step for q = N(m, V(Λ)): value the VLB, grad_norm max(‖g‖∞, ‖∂VLB/∂V‖∞)."
-    vlb, g, Gam, r = multi_vlb(model, m, cov, r)
+    vlb, alpha, Gam, r = _vlb_terms(model, m, cov, r)
+    g = model.HTmul(alpha) - r
     gm = float(np.max(np.abs(g)))
     gV = _gV_inf(model, cov.lam, Gam)
-    return Step(dict(m=m, cov=cov, r=r, g=g, Gam=Gam, vlb=vlb), vlb, max(gm, gV), extra=dict(grad_m=gm, grad_V=gV))
+    return Step(dict(m=m, cov=cov, r=r, g=g, Gam=Gam, vlb=vlb, alpha=alpha), vlb, max(gm, gV), extra=dict(grad_m=gm, grad_V=gV))
 
 def _ascent(c, cur, best: float, rise: bool = True) -> bool:
     """Whether the step from `cur` to `c` is taken: (`rise`) the VLB did not fall by more than 10⁻¹² relative, or the
@@ -79,7 +85,8 @@ def _check_model(model):
     if not isinstance(model, MultiLGM): raise TypeError(f"model must be a MultiLGM (MultiGLM, MultiGP), got {type(model).__name__}")
 
 def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_seconds: float | None = None, callback=None,
-              tol_rel: float = 1e-12, space: str | None = None, anderson: int = 3, m0=None, lam0=None) -> MultiPosterior:
+              tol_rel: float = 1e-12, space: str | None = None, anderson: int = 3, m0=None, lam0=None,
+              newton: bool | None = False, site_jac=None) -> MultiPosterior:
     """FPi for a multi-latent model: the damped natural-gradient step Λ' = (1−ρ)Λ + ρΓ, m' = m + ρV(Λ')g (ρ = 1 is
     V ← T(V), m ← m + T(V)g), ρ halved while the VLB falls and the stationarity residual sets no new record (``_ascent``); the
     next step starts from the ρ taken, doubled when that step was not damped.
@@ -96,11 +103,26 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         positive definite and its VLB is at least the current one; otherwise (and while fewer than two pairs are held) the FPi step is taken and, if it was damped, the
         memory cleared. Default 3; 0: plain FPi.
     m0, lam0: a start q = N(m0, V(Λ0)) (a warm start, e.g. the optimum of a nearby model carried over as m0 = μ + Σr and its
-        site precisions): m0 (d,), lam0 (n, C, C) with Σ⁻¹ + Σ H_iᵀΛ0_iH_i positive definite; None: the prior (m0 = μ, Λ0 = 0)."""
+        site precisions): m0 (d,), lam0 (n, C, C) with Σ⁻¹ + Σ H_iᵀΛ0_iH_i positive definite; None: the prior (m0 = μ, Λ0 = 0).
+    newton: True: each iteration first tries the Newton step on the stationarity equations F(r, Λ) = (r − Σ_i H_iᵀα_i, Λ − Γ)
+        (``_newton_direction``, the site Jacobian by differences, ``_site_jacobian``, kept while the steps it gives contract the
+        residual by `NEWTON_GAIN`), taken when the posterior precision is positive definite and the VLB rises or the residual sets a
+        new record (the record of such an iteration has step 'newton' and `site_evals`, the likelihood evaluations of its Jacobian);
+        the step is also tried a half and a quarter of the way (`NEWTON_HALVINGS`); after a step with a Jacobian new to the run
+        (fresh or `site_jac`) that is rejected or leaves the residual above `NEWTON_RATE` times its value, not again until the
+        residual is below `NEWTON_WAIT` times its value then.
+        None: the same, where the dense system has at most `NEWTON_DIM` unknowns (n times the directions of the site Jacobian), once a step contracts the
+        residual by less than `NEWTON_RATE` (FPi's linear rate is slow) or the last step was Newton's, or at once when `site_jac` is
+        given. False (default): never.
+    site_jac: the site Jacobians (JU, Ut) of `_site_jacobian` for the first Newton step (`info['site_jacobian']` of an earlier run, e.g. of a nearby model
+        warm-starting this one: the site map (m_i, V_i) ↦ (α_i, Γ_i) is the likelihood's, the same for every prior, and at a warm
+        start its arguments move little); None: differenced when first needed. The result's `info['site_jacobian']` is the last
+        one differenced (or `site_jac`; None if none)."""
     _check_model(model); check_budget(tol, max_iter, max_seconds)
     if not (isinstance(tol_rel, (int, float)) and tol_rel >= 0): raise ValueError(f"tol_rel must be a number >= 0, got {tol_rel!r}")
     if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
         raise ValueError(f"anderson must be an integer >= 0 (0: off), got {anderson!r}")
+    if newton is not None and not isinstance(newton, (bool, np.bool_)): raise ValueError(f"newton must be True, False or None, got {newton!r}")
     mem = []                                                                     # (x, G(x) − x) of the last undamped steps
     rec = [np.inf]                                                               # the smallest stationarity residual of the iterates
     psd = bool(getattr(model.likelihood, 'curvature_psd', True))                  # Γ ⪰ 0 by construction: the fixed point's Λ is too
@@ -117,8 +139,52 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         start.events = [Event(EventKind.START, "given (m0, Λ0)")]
     start.kind = "start"
     start.extra['rho'] = 1.0
+    invariant = isinstance(model.likelihood, (Softmax, RobustMax))             # E_i depends on f_i through its differences
+    n_dir = n_eval = 0; small = False; D = C + C * (C + 1) // 2
+    if newton is not False:
+        n_dir = _site_directions(C, invariant)[0].shape[1]; n_eval = n_dir - (C - 1 if invariant else C)   # its directions; those along V
+        small = n * n_dir <= NEWTON_DIM
+    if site_jac is not None:
+        if newton is False: raise ValueError("site_jac is a start for Newton steps: give newton=True or None with it")
+        if not (isinstance(site_jac, tuple) and len(site_jac) == 2 and np.shape(site_jac[0]) == (n, D, n_dir) and np.shape(site_jac[1]) == (n_dir, D)
+                and np.all(np.isfinite(site_jac[0]))):
+            raise ValueError(f"site_jac must be the pair (JU ({n}, {D}, {n_dir}), Ut ({n_dir}, {D})) of `_site_jacobian`, as a result's info['site_jacobian']")
+    nt = dict(J=site_jac, out=site_jac, wait=np.inf, last=None, newton=site_jac is not None, carried=site_jac is not None)   # the kept site Jacobian (and the last one), the residual to wait for
+    def _newton(cur):
+        "The Newton iterate from `cur`, or None (then Anderson's or the FPi step); keeps or drops the site Jacobian."
+        s = cur.state
+        if 'K' not in nt: nt['K'] = _site_cross(model, model.prior_dense())   # H_iΣH_jᵀ: the model's
+        fresh = nt['J'] is None; probe = fresh or nt.pop('carried', False)     # a Jacobian new to this run: its step is judged
+        if fresh: nt['J'] = nt['out'] = _site_jacobian(model.likelihood, model.y, model.site_mean(s['m']), s['cov'].site_cov(), s['alpha'], s['Gam'], invariant)
+        try: dr, dlam = _newton_direction(model, s['cov'], s['g'], s['Gam'], *nt['J'], nt['K'])
+        except np.linalg.LinAlgError: dr = None
+        def propose(rho):                                                      # the Newton point, or a fraction of the way to it
+            lam = s['cov'].lam + rho * dlam
+            try: return _multi_state(model, s['m'] + rho * model.prior_matmul(dr), MultiCov(model, psd_part(lam)[0] if psd else lam, space), s['r'] + rho * dr)
+            except ValueError: return None
+        out = None if dr is None else halving(propose, lambda c: c is not None and c.finite() and _ascent(c, cur, rec[0]), max_halvings=NEWTON_HALVINGS)
+        if out is None:
+            if probe: nt['wait'] = NEWTON_WAIT * cur.grad_norm                 # Newton waits for the residual to fall
+            nt['J'] = None; return None
+        cand, rho, h = out
+        if rho < 1.0 or cand.grad_norm > NEWTON_GAIN * cur.grad_norm: nt['J'] = None   # a slow contraction: a fresh Jacobian next time
+        if probe and cand.grad_norm > NEWTON_RATE * cur.grad_norm:              # a Jacobian new to the run, no faster than FPi: the
+            nt['wait'] = NEWTON_WAIT * cand.grad_norm; nt['pause'] = True       # plain steps until the residual falls
+        cand.kind = "newton"; cand.extra.update(rho=1.0, rho_taken=rho, site_evals=n_eval if fresh else 0)
+        if h: cand.events = [Event(EventKind.DAMPED, f"Newton step, ρ = {rho:g}", count=h)]
+        return cand
+    def try_newton(cur):
+        if not newton and not (newton is None and small): return False
+        if cur.grad_norm >= nt['wait']: return False
+        slow = nt['last'] is not None and cur.grad_norm > NEWTON_RATE * nt['last']
+        if nt.pop('pause', False): return False
+        return bool(newton) or slow or nt['newton']
     def step(cur, k):
         s = cur.state; rho0 = cur.extra.get('rho', 1.0); rec[0] = min(rec[0], cur.grad_norm)
+        go = try_newton(cur); nt['last'] = cur.grad_norm
+        if go:
+            cand = _newton(cur); nt['newton'] = cand is not None
+            if cand is not None: return cand
         if anderson:
             cand = _anderson(cur)
             if cand is not None: return cand
@@ -159,7 +225,82 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         return v
     res = run(step, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, optimal=optimal, keep_best=(Stop.STALLED,))
     s = res.state
-    return MultiPosterior(model, s['m'], s['cov'], s['r'], "fpi", s['vlb'], res.stop, res.history, res.message, res.n_iter)
+    return MultiPosterior(model, s['m'], s['cov'], s['r'], "fpi", s['vlb'], res.stop, res.history, res.message, res.n_iter,
+                          **({"site_jacobian": nt['out']} if newton is not False else {}))
+
+# %% ../../nbs/methods/18_multiclass.ipynb #26542078
+NEWTON_DIM = 2000     # newton=None: the largest n·u (unknowns of the dense Newton system, u the site Jacobian's directions) at which Newton is tried
+NEWTON_RATE = 0.5     # newton=None: Newton is tried after a step that leaves the residual above this fraction of its value before
+NEWTON_GAIN = 0.1     # the site Jacobian is kept for the next Newton step when this one left the residual below this fraction
+NEWTON_WAIT = 0.3     # after a rejected Newton step (fresh Jacobian), Newton waits until the residual is below this fraction of its value then
+NEWTON_HALVINGS = 2   # a Newton step is tried at ρ = 1, ½, ¼ of the way to the Newton point (the first that is taken)
+
+def _site_directions(C: int, invariant: bool):
+    """(U (D, u), N (D, C + 1 or 0)), D = C + C(C+1)/2, in the site coordinates x = (m_i, upper triangle of V_i; an off-diagonal
+    coordinate moves both entries): U the directions the site map is differenced along (e_c in m; e_ce_cᵀ and (e_c + e_e)(e_c + e_e)ᵀ,
+    c < e, in V, positive semi-definite; indices below C − 1 when `invariant`, else all), N those it is constant along (with
+    `invariant`: (1, 0) and (0, 1e_cᵀ + e_c1ᵀ), the shifts of every class; else none). [U N] is a basis of ℝ^D."""
+    iu = np.triu_indices(C); E = np.eye(C); top = C - 1 if invariant else C
+    def x(dm=np.zeros(C), dS=np.zeros((C, C))): return np.r_[dm, dS[iu]]
+    U = [x(dm=E[c]) for c in range(top)] + [x(dS=np.outer(E[c] + (E[e] if e != c else 0), E[c] + (E[e] if e != c else 0)))
+                                            for c in range(top) for e in range(c, top)]
+    N = [x(dm=np.ones(C))] + [x(dS=np.outer(np.ones(C), E[c]) + np.outer(E[c], np.ones(C))) for c in range(C)] if invariant else []
+    D = C + len(iu[0])
+    return np.array(U).T, (np.array(N).T if N else np.zeros((D, 0)))
+
+def _site_jacobian(lik, y, M, S, alpha, Gam, invariant: bool, h: float = 1e-6):
+    """(JU (n, D, u), Ut (u, D)): the Jacobians J_i = JU_i Ut of the site map (m_i, V_i) ↦ (α_i, Γ_i) in the coordinates of
+    `_site_directions` (C entries, then the upper triangle; ∂E/∂x_q = −w_qΓ_q, w_q = ½ on the diagonal, 1 off it), with Ut the rows
+    of [U N]⁻¹ that give a vector's coordinates along U (J_i is zero along N, so J_i[U N] = [J_iU 0]) and JU_i = J_iU: its columns
+    along V by forward differences, every site in one evaluation of `lik` per direction (site i stepped by h·max(1, s_i²), s_i² its
+    largest variance), those along m_c from Bonnet's and Price's theorems, ∂α_i/∂m_ic = −Γ_ie_c, and the symmetry of the third
+    derivatives, ∂Γ_q/∂m_c = −(∂α_c/∂x_q)/w_q. M (n, C), S (n, C, C): the site marginals; alpha (n, C), Gam (n, C, C): the site map there."""
+    n, C = M.shape; iu = np.triu_indices(C); U, N = _site_directions(C, invariant); D, u = U.shape
+    Ut = np.linalg.solve(np.concatenate([U, N], 1), np.eye(D))[:u]          # coordinates along U (a fixed D × D basis)
+    y0 = np.concatenate([alpha, Gam[:, iu[0], iu[1]]], 1)                  # (n, D)
+    hv = h * np.maximum(1.0, np.max(np.diagonal(S, axis1=1, axis2=2), 1))
+    JU = np.empty((n, D, u)); mdir = np.any(U[:C] != 0, 0)                 # the columns of U along m, and along V
+    for j in np.flatnonzero(~mdir):                                        # differences along V only
+        dS = np.zeros((C, C)); dS[iu] = U[C:, j]; dS = dS + np.triu(dS, 1).T
+        _, a1, dV1 = lik.expected_log_lik(y, M, S + hv[:, None, None] * dS)
+        JU[:, :, j] = (np.concatenate([a1, -2.0 * dV1[:, iu[0], iu[1]]], 1) - y0) / hv[:, None]
+    JaV = JU[:, :C, ~mdir] @ Ut[~mdir][:, C:]                               # ∂α_i/∂V_i (n, C, k): zero along N's V directions
+    w = np.where(iu[0] == iu[1], 0.5, 1.0)                                 # ∂E/∂x_q = −w_q Γ_q
+    for j in np.flatnonzero(mdir):                                         # along m: Bonnet-Price and the symmetry of ∂³E
+        c = int(np.flatnonzero(U[:C, j])[0])
+        JU[:, :C, j] = -Gam[:, :, c]                                       # ∂α_i/∂m_ic = −Γ_i e_c
+        JU[:, C:, j] = -JaV[:, c, :] / w                                   # ∂Γ_q/∂m_c = −∂α_c/∂x_q / w_q
+    return JU, Ut
+
+def _site_cross(model, V) -> np.ndarray:
+    "The blocks H_iVH_jᵀ (n, n, C, C), [i, j] that of sites i and j, of a d × d matrix V (x_i = e_i for a GP: entries of V; rows x_i: one product per pair of classes)."
+    n, C, p = model.n, model.C, model.p; V4 = V.reshape(C, p, C, p)
+    if model.X is None: return np.ascontiguousarray(V4.transpose(1, 3, 0, 2))
+    X = model.X
+    return np.stack([np.stack([X @ V4[a, :, b, :] @ X.T for b in range(C)], -1) for a in range(C)], -2)
+
+def _newton_direction(model, cov, g, Gam, JU, Ut, K):
+    """(δr (d,), δΛ (n, C, C)): the Newton step on F(r, Λ) = (r − Σ_i H_iᵀα_i, Λ − Γ) at q = N(m, V(Λ)), F = (−g, Λ − Γ), with the
+    site Jacobians J_i = JU_i Ut (`_site_jacobian`) and K = `_site_cross(model, Σ)`, by Woodbury's identity (the page): one dense
+    solve of n·u unknowns (u = JU.shape[2]), its matrix I − RᵀZL by blocks [i, j] = Ut diag(K_ij, T_ij) JU_j."""
+    C, n = model.C, model.n; a, b = np.triu_indices(C); k = len(a); u = JU.shape[2]
+    W = _site_cross(model, cov.dense())                                   # W_ij = H_i V H_jᵀ, (n, n, C, C)
+    Wf, ac, bd, ad, bc = W.reshape(n, n, C * C), *((x[:, None] * C + z[None, :]).ravel() for x, z in ((a, a), (b, b), (a, b), (b, a)))
+    T = np.take(Wf, ac, axis=2); T *= np.take(Wf, bd, axis=2)              # (W_ij)_ac (W_ij)_bd, the pairs (ab, cd) flat
+    T += np.tile(a != b, k) * (np.take(Wf, ad, axis=2) * np.take(Wf, bc, axis=2))
+    T = -T.reshape(n, n, k, k)                                             # T_ij: ∂(V_i)_ab/∂(Λ_j)_cd
+    P = np.concatenate([(K.transpose(0, 1, 3, 2).reshape(-1, C) @ Ut[:, :C].T).reshape(n, n, C, u),     # [i, j, x, w]: (Ut Z_ij)ᵀ,
+                        (T.transpose(0, 1, 3, 2).reshape(-1, k) @ Ut[:, C:].T).reshape(n, n, k, u)], 2)  # two products
+    RZL = np.matmul(P.transpose(1, 0, 3, 2).reshape(n, n * u, C + k), JU)   # [j, (i, w), v] = Ut Z_ij JU_j, one product per j
+    B = -RZL.reshape(n, n, u, u).transpose(1, 2, 0, 3).reshape(n * u, n * u); B[np.diag_indices(n * u)] += 1.0   # I − RᵀZL
+    dl = (Gam - cov.lam)[:, a, b]                                          # −F_Λ
+    QF = np.concatenate([model.site_mean(model.prior_matmul(g)) - model.a,   # Q(−F): HΣg, T(Γ − Λ)
+                         np.einsum('ijpq,jq->ip', T, dl)], 1)
+    y = np.linalg.solve(B, (QF @ Ut.T).ravel()).reshape(n, u)
+    Ly = np.einsum('idv,iv->id', JU, y)                                    # L y: (α, Γ) coordinates per site
+    dr = g + model.HTmul(Ly[:, :C]); dl = dl + Ly[:, C:]
+    out = np.zeros((n, C, C)); out[:, a, b] = dl; out[:, b, a] = dl
+    return dr, out
 
 # %% ../../nbs/methods/18_multiclass.ipynb #44c9357a
 def grad_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 5000, max_seconds: float | None = None, callback=None) -> MultiPosterior:
