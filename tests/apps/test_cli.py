@@ -605,3 +605,21 @@ def test_counts_read_from_the_target_weigh_the_negative_binomial(tmp_path, capsy
         gap = float(kept.group(2)) - float(kept.group(3))
         if name == "nb": assert kept.group(1) == "negative-binomial" and gap > 100 and type(lik) is NegativeBinomial, text
         else: assert kept.group(1) == "poisson" and abs(gap) < 0.1 and type(lik) is Poisson, text
+
+
+def test_output_and_prediction_files_are_checked_before_the_fit(tmp_path, capsys):
+    """`--out` into a folder that does not exist and a `--predict` file that lacks an input column are one-line errors
+    before any fitting (the summary's fit lines never printed), and `predict` with a file saved by another model (a
+    recommender's) names what it holds instead of an AttributeError."""
+    rng = np.random.default_rng(0); X = rng.normal(size=(40, 3)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    src = _write(tmp_path / "tr.csv", X, y); narrow = _write(tmp_path / "narrow.csv", X[:, :2])
+    for extra, says in ((["--out", str(tmp_path / "no" / "such" / "f.npz")], "does not exist"), (["--predict", narrow], "missing column 'x2'")):
+        assert main(["fit", src, "--target", "y", "--model", "glm", "--no-progress"] + extra) == 2
+        out, err = capsys.readouterr()
+        assert says in err and "VLB" not in out and "Traceback" not in err, (out, err)
+    from vgi_lit.apps.recommender import VGRecommender
+    VGRecommender().fit(rng.integers(0, 10, 80), rng.integers(0, 12, 80), rng.integers(1, 6, 80).astype(float)).save(str(tmp_path / "rec.npz"))
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "rec.npz"), narrow]) == 2
+    err = capsys.readouterr().err                                       # a VGRecommender here, where its module registered its loader
+    assert re.search(r"holds a (VGRecommender|PMFPosterior of a PMF), not a fit of 'vgi-lit fit'", err) and "Traceback" not in err, err

@@ -482,7 +482,15 @@ def cmd_fit(a, out=print, err=None):
     if a.method is not None and a.method not in METHODS: raise CLIError(f"unknown method {a.method!r}; choose from {', '.join(sorted(METHODS))}")
     if a.inducing < 1: raise CLIError(f"--inducing must be a positive integer, got {a.inducing}")
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
+    if a.out:                                                   # refused before the fit, not after it
+        folder = Path(a.out).resolve().parent
+        if not folder.is_dir(): raise CLIError(f"--out {a.out}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK): raise CLIError(f"--out {a.out}: the folder {folder} is not writable")
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
+    if a.predict:                                               # the prediction file's columns checked before the fit
+        try:
+            header, rows, lines = read_table(a.predict); enc.transform(header, rows, lines, str(a.predict))
+        except TableError as e: raise CLIError(str(e)) from None
     if a.model == "auto":
         a.model = auto_latent(len(Z)).replace("_", "-")
         if a.model == "sparse-gp": out("model      " + auto_sparse_note(len(Z), min(a.inducing, len(Z)), CLI_OPTIONS))
@@ -627,6 +635,11 @@ def _saved_table(path):
 def cmd_predict(a, out=print):
     try: post = vio.load(a.fitted)
     except ValueError as e: raise CLIError(str(e)) from None
+    model = getattr(post, "model", None)
+    if not hasattr(model, "feature_names"):                     # a fit of another model (a recommender, a topic model) saved by vgi_lit.io
+        held = type(post).__name__ + (f" of a {type(model).__name__}" if model is not None else "")
+        raise CLIError(f"{a.fitted} holds a {held}, not a fit of 'vgi-lit fit': predict with the object that made it "
+                       "(e.g. VGRecommender.load(...).predict)")
     X = _design(post.model, a.data, _saved_table(a.fitted))
     classes = _saved_classes(a.fitted, post)
     if a.predictions: out(write_predictions(post, X, a.predictions, classes=classes))
