@@ -211,3 +211,36 @@ def test_monte_carlo_defaults_and_their_override(fitted):
     assert rec.posterior_.info["n_f"] == 1 and rec.posterior_.info["prior"] == "ard"
     other = VGRecommender(K=2, likelihood="ordinal", max_iter=1, fit_options={"n_f": 3}).fit(rows, cols, r)
     assert other.posterior_.info["n_f"] == 3
+
+
+def test_one_pair_and_a_table_predict_as_arrays_do():
+    "`predict(row, col)` (two ids) gives an array of length 1, and `predict(table)` reads the first two `columns`, as `fit` reads three."
+    rng = np.random.default_rng(0)
+    u, i, r = rng.integers(0, 30, 400), rng.integers(0, 40, 400), rng.integers(1, 6, 400).astype(float)   # generated
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore"); rec = VGRecommender(K=2).fit(u, i, r)
+    one = rec.predict(u[0], i[0])
+    assert one.shape == (1,) and one[0] == rec.predict([u[0]], [i[0]])[0]
+    assert np.array_equal(rec.predict({"user": u[:5], "item": i[:5]}), rec.predict(u[:5], i[:5]))
+    assert np.array_equal(rec.predict_dist(u[0], i[0])[0], rec.predict_dist([u[0]], [i[0]])[0])
+
+
+def test_a_poisson_recommender_that_diverges_warns_and_keeps_its_best_state():
+    """MovieLens counts (users <= 150, items <= 200, ratings x 3) with the priors held for 5 sweeps: the Poisson rates overflow
+    and a block's precision could not be factorised (it raised NotPositiveDefiniteError); the fit ends NOT_FINITE at the
+    state of its highest evaluated bound with a RuntimeWarning naming damped steps. A collapse of a
+    Poisson fit is advised in this class's options, without a noise variance (a Poisson has none)."""
+    from pathlib import Path
+    from vgi_lit.datasets import shared_data_dir
+    from vgi_lit.inference import DegenerateFitWarning, Stop
+    path = Path(shared_data_dir()) / "movielens-100k" / "ml-100k.inter"
+    if not path.exists(): pytest.skip("MovieLens 100K not in the shared data")
+    A = np.loadtxt(path, skiprows=1, usecols=(0, 1, 2)); A = A[(A[:, 0] <= 150) & (A[:, 1] <= 200)]
+    with pytest.warns(RuntimeWarning, match="diverged.*fit_options=\\{'schedule': 0.5\\}"):
+        rec = VGRecommender(likelihood="poisson", fit_options={"warmup": 5}).fit(A[:, 0], A[:, 1], 3 * A[:, 2])
+    assert rec.stop_ is Stop.NOT_FINITE and np.isfinite(rec.posterior_.vlb) and np.all(np.isfinite(rec.predict(A[:5, 0], A[:5, 1])))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        VGRecommender(likelihood="poisson").fit(A[:, 0], A[:, 1], 3 * A[:, 2])
+    said = [str(w.message) for w in seen if issubclass(w.category, DegenerateFitWarning)]
+    assert said and "fit_options={'warmup': 5}" in said[0] and "noise variance" not in said[0] and "learn_lik=" not in said[0], said

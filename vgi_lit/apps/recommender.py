@@ -13,13 +13,14 @@ from .saving import save_app, load_app
 from ..inference import fit as _fit
 from ..likelihoods import Gaussian, Logistic, Ordinal, Poisson, frequency_cutpoints
 from ..models import PMF
-from ..methods.pmf import PMFOptions
+from ..methods.pmf import PMFOptions, collapse, collapse_advice
+from ..inference import CONVERGED_STOPS, DegenerateFitWarning, Stop
 from ..datasets import Ratings, load_movielens_100k, shared_data_dir
 from ..bench.pmf import discretised_gaussian_logp, BiasLS, SurpriseModel, rating_cv, summarise_cv, effects_ratings
 
 # %% auto #0
-__all__ = ['LIKELIHOODS', 'MAX_LEVELS', 'IdIndex', 'UnseenIdWarning', 'check_ratings', 'VGRecommender', 'comparison_estimators',
-           'compare']
+__all__ = ['LIKELIHOODS', 'MAX_LEVELS', 'RECOMMENDER_SPELLING', 'IdIndex', 'UnseenIdWarning', 'check_ratings', 'VGRecommender',
+           'comparison_estimators', 'compare']
 
 # %% ../../nbs/apps/52_recommender.ipynb #dc4ec898
 class IdIndex:
@@ -111,6 +112,8 @@ def _pair_moments(mu_u, F_u, mu_v, F_v):
     return mean, var
 
 # %% ../../nbs/apps/52_recommender.ipynb #528b9a54
+RECOMMENDER_SPELLING = dict(learn_lik="learn_likelihood=False", warmup="fit_options={'warmup': 5}", K="K")   # collapse_advice in this class's options
+
 class VGRecommender:
     """A recommender on probabilistic matrix factorisation fitted by variational Gaussian inference (`PMF`, Sheth &
     Khardon 2016b, §3.6): ratings r of (row, column) pairs, rows and columns named by any hashable ids.
@@ -221,8 +224,17 @@ class VGRecommender:
         if not isinstance(lik, Gaussian):                   # deterministic moment-matched steps; with expect='mc' one draw of f per u
             opts = dict(expect="mm", n_f=1, vlb_samples=1) | opts
         common = {k: v for k, v in (("max_iter", self.max_iter), ("tol", self.tol), ("max_seconds", self.max_seconds)) if v is not None}
-        self.posterior_ = _fit(model, self.method, progress=bool(self.progress), options=PMFOptions(**opts), **common)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DegenerateFitWarning)     # a collapse is said below, with this class's options
+            self.posterior_ = post = _fit(model, self.method, progress=bool(self.progress), options=PMFOptions(**opts), **common)
         self.n_ratings_ = int(r.size)
+        why = collapse(post.model, post.state) if post.stop in CONVERGED_STOPS else None
+        if why: warnings.warn(DegenerateFitWarning(f"VGRecommender: the fit collapsed towards its offsets: {why}. What to do: "
+                                                   + collapse_advice(post.model.likelihood, RECOMMENDER_SPELLING)), stacklevel=2)
+        if post.stop is Stop.NOT_FINITE:
+            warnings.warn(RuntimeWarning(f"VGRecommender: the fit diverged (a sweep overflowed after {post.n_iter} sweeps) and returns the "
+                                         "state of its highest evaluated bound; damped steps (fit_options={'schedule': 0.5}) keep "
+                                         "e^(m + v/2) finite"), stacklevel=2)
         return self
 
     def _check_fitted(self):
@@ -250,10 +262,12 @@ class VGRecommender:
         G = np.zeros((n, model.D, d)); G[:, free] = F
         return M, G
 
-    def latent(self, rows, cols, who: str = "predict"):
+    def latent(self, rows, cols=None, who: str = "predict"):
         """Mean and variance (n,) of the latent f at the pairs: from q for seen ids, from the prior of its side for an
-        unseen row or column id (an `UnseenIdWarning` says how many)."""
+        unseen row or column id (an `UnseenIdWarning` says how many). The pairs are `rows` and `cols` of one length, one
+        pair as two ids (arrays of length 1 out), or a table with the first two `columns` as `rows` alone."""
         self._check_fitted()
+        if cols is not None and np.ndim(rows) == 0 and np.ndim(cols) == 0: rows, cols = [rows], [cols]   # one pair
         rows, cols, _ = _triples(rows, cols, None, self.columns, need_ratings=False)
         ri, rs = self.rows_.lookup(rows, "rows"); ci, cs = self.cols_.lookup(cols, "cols")
         post = self.posterior_
@@ -270,7 +284,7 @@ class VGRecommender:
                                           "; they get the prior prediction (the prior of the unseen side: its offsets' prior mean where the model has offsets)"), stacklevel=3)
         return mean, var
 
-    def predict_dist(self, rows, cols):
+    def predict_dist(self, rows, cols=None):
         """The predictive distribution of the rating at each pair: class probabilities (n, C) over `rating_values_`
         (ordinal, binary); (mean, standard deviation) on the rating scale (gaussian, poisson)."""
         m, v = self.latent(rows, cols, "predict_dist")
@@ -286,7 +300,7 @@ class VGRecommender:
         mu = np.exp(m + 0.5 * v)
         return mu, np.sqrt(mu + np.expm1(v) * mu**2)
 
-    def predict(self, rows, cols):
+    def predict(self, rows, cols=None):
         """The expected rating at each pair, on the scale of the training ratings: Σ_k P(r = r_k) r_k over the rating
         values r_k (ordinal, binary), the predictive mean (gaussian, poisson; clipped to `rating_range_` with `clip`)."""
         return self._clipped(self._expected(rows, cols, "predict"))

@@ -9,22 +9,23 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sparse
 from scipy.linalg import cho_solve
-from ..linalg import cholesky
+from ..linalg import cholesky, NotPositiveDefiniteError
 from ..models import PriorCov, GaussianPrior
 from ..models.pmf import PMF, check_indices
 from ..models.blocks import Blocks, block_kl, block_sum, block_gram, natural_step, closed_form_prior
 from ..likelihoods import Likelihood, Gaussian
 from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method, DegenerateFitWarning, CONVERGED_STOPS, user_stacklevel
-from ..driver import Step, run, rel_tol_evaluated
+from ..driver import Halt, Step, run, rel_tol_evaluated
 from ..io import register_posterior
 from .svi import Adagrad, site_derivs, step_size
 
 # %% auto #0
-__all__ = ['EXPECTS', 'METHODS', 'PRIORS', 'COLLAPSE_ADVICE', 'STOP_TEXT', 'COMMON', 'side_prior', 'PMFState', 'init_pmf_state',
-           'full_vectors', 'latent_moments', 'expected_loglik', 'kl_sides', 'gaussian_sums', 'gaussian_data_term',
-           'pmf_vlb', 'SideSums', 'side_observations', 'side_sums', 'side_step', 'column_terms', 'column_step',
-           'lim_teh_step', 'prior_update', 'rotation_objective', 'best_rotation', 'rotate_factors', 'lik_grad',
-           'lik_update', 'collapse', 'fit_pmf', 'PMFPosterior', 'expected_class', 'most_probable_class', 'PMFOptions']
+__all__ = ['EXPECTS', 'METHODS', 'PRIORS', 'COLLAPSE_ADVICE', 'PMF_SPELLING', 'STOP_TEXT', 'COMMON', 'side_prior', 'PMFState',
+           'init_pmf_state', 'full_vectors', 'latent_moments', 'expected_loglik', 'kl_sides', 'gaussian_sums',
+           'gaussian_data_term', 'pmf_vlb', 'SideSums', 'side_observations', 'side_sums', 'side_step', 'column_terms',
+           'column_step', 'lim_teh_step', 'prior_update', 'rotation_objective', 'best_rotation', 'rotate_factors',
+           'lik_grad', 'lik_update', 'collapse_advice', 'collapse', 'fit_pmf', 'PMFPosterior', 'expected_class',
+           'most_probable_class', 'PMFOptions']
 
 # %% ../../nbs/methods/16_pmf.ipynb #c904941c
 def side_prior(model: PMF, factor_var: float, effect_var: float | None = None, effect_mean: float = 0.0) -> GaussianPrior:
@@ -471,6 +472,15 @@ def lik_update(model: PMF, state: PMFState, n_samples: int = 1, seed: int = 0, b
 # %% ../../nbs/methods/16_pmf.ipynb #c7d1a9e4
 COLLAPSE_ADVICE = ("hold the noise variance fixed (learn_lik=False) below the variance of the ratings, keep the priors fixed "
                    "for a few more sweeps (warmup), or use a smaller K; compare the test error of the fits: the bound alone does not choose")
+PMF_SPELLING = dict(learn_lik="learn_lik=False", warmup="warmup", K="K")
+
+def collapse_advice(likelihood, spell: dict = PMF_SPELLING) -> str:
+    """`COLLAPSE_ADVICE` for a fit with `likelihood`, its options spelled by `spell` (keys learn_lik, warmup, K: the
+    caller's names, e.g. a recommender's): the advice on the noise variance only where the likelihood has one."""
+    noise = (f"hold the noise variance fixed ({spell['learn_lik']}) below the variance of the ratings, "
+             if isinstance(likelihood, Gaussian) else "")
+    return (f"{noise}keep the priors fixed for a few more sweeps ({spell['warmup']}), or use a smaller {spell['K']}; compare the "
+            "test error of the fits: the bound alone does not choose")
 
 def collapse(model: PMF, state: PMFState, rel: float = 0.02) -> str | None:
     """Why the fit sits at the trivial optimum where the factors carry nothing, or None: the spread (standard deviation over
@@ -584,10 +594,13 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
     def sweep(cur, k):
         "One sweep: all blocks of U at once, then the prior of U; the same for V; then the likelihood."
         model, st = cur.state; t = k + 1; rho = step_size(t, schedule)
+        st = st.copy()                                                # the state before the sweep stays whole, for a halt
         events, gns = [], []
         for side in (0, 1):
             sums = side_sums(model, st, side, rng, batch_size, n_u, n_f, expect)
-            ev, gn = side_step(model, st, side, method, sums, rho, opt_m[side], opt_L[side])
+            try: ev, gn = side_step(model, st, side, method, sums, rho, opt_m[side], opt_L[side])
+            except NotPositiveDefiniteError as e:                     # the site curvatures overflowed (a log link's e^(m + v/2))
+                return Halt(Stop.NOT_FINITE, f"sweep {t}: {e}: the site curvatures overflowed")
             events += ev; gns.append(gn)
             if not np.isfinite(gn) or not all(np.all(np.isfinite(a)) for a in (st.m[side], st.F[side])):
                 return Step((model, st), None, float("nan"), method, events, dict(sweep=t))
@@ -603,15 +616,18 @@ def fit_pmf(model: PMF, method: str = "mc-ssvi", *, tol: float = 1e-4, max_iter:
                     extra(model, st, t, rho=rho, rotation_gain=gain), vlb=np.nan if v is None else v)
 
     r = run(sweep, Step((model, st), bound(model, st), None, "start", [], extra(model, st, 0)), tol=tol, max_iter=max_iter,
-            max_seconds=max_seconds, optimal=rel_tol_evaluated(tol), history=hist)
+            max_seconds=max_seconds, optimal=rel_tol_evaluated(tol), history=hist, keep_best=(Stop.NOT_FINITE,))   # a diverged run: its best state
     (model, st), t, stop = r.state, r.n_iter, r.stop
     last = hist[-1]
     if not np.isfinite(last.vlb) and stop is not Stop.NOT_FINITE: last.vlb = bound(model, st)
     message = f"{STOP_TEXT.get(stop, stop.value)} (after {t} sweeps)"
+    if stop is Stop.NOT_FINITE and r.message:                                    # a sweep overflowed: the best evaluated state is returned
+        message += f": {r.message}; the state of the highest evaluated bound is returned. Damped steps (schedule=0.5) keep e^(m + v/2) finite"
     why = collapse(model, st) if stop in CONVERGED_STOPS else None                 # a run cut short is not at an optimum
     if why:
-        last.events.append(Event(EventKind.DEGENERATE, f"{why}. What to do: {COLLAPSE_ADVICE}"))
-        warnings.warn(DegenerateFitWarning(f"the PMF fit collapsed towards its offsets: {why}. What to do: {COLLAPSE_ADVICE}"), stacklevel=user_stacklevel())
+        advice = collapse_advice(model.likelihood)
+        last.events.append(Event(EventKind.DEGENERATE, f"{why}. What to do: {advice}"))
+        warnings.warn(DegenerateFitWarning(f"the PMF fit collapsed towards its offsets: {why}. What to do: {advice}"), stacklevel=user_stacklevel())
         message += f"; degenerate: {why}"
     return PMFPosterior(model, st, method, last.vlb, stop, hist, message, t,
                         dict(batch_size=batch_size, n_u=n_u, n_f=n_f, expect=expect, schedule=schedule, lr=lr,
