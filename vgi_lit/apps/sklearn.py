@@ -4,7 +4,7 @@
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk01
 from __future__ import annotations
-import json, warnings
+import json, numbers, warnings
 import numpy as np
 import scipy.sparse as sp
 try:
@@ -57,14 +57,17 @@ def _with_intercept(Z):
     return sp.hstack([Z, ones], format="csr") if sp.issparse(Z) else np.hstack([Z, ones])
 
 def _text_entry(X):
-    "(row, column name or index, value) of the first entry of X that is text (a string), or None when there is none."
+    """(row, column name or index, value) of the first entry of X that is not a real number (text that is not a number, a
+    missing-value marker such as None or pandas' NA, a date or a time span, a complex number), or None when there is none."""
     names = list(getattr(X, "columns", [])) or None
-    A = np.asarray(X, dtype=object)
+    try: A = np.asarray(X, dtype=object)
+    except (TypeError, ValueError): return None
     if A.ndim != 2: return None
     for j in range(A.shape[1]):
         for i in range(A.shape[0]):
             v = A[i, j]
-            if isinstance(v, (str, bytes)) and _number(v) is None: return i, (names[j] if names else j), v
+            bad = _number(v) is None if isinstance(v, (str, bytes)) else not isinstance(v, numbers.Real)
+            if bad: return i, (names[j] if names else j), v
     return None
 
 def _number(s):
@@ -73,15 +76,23 @@ def _number(s):
     except (TypeError, ValueError): return None
 
 def _validated(est, X, *y, **kw):
-    """`validate_data` as float64 (`y`: the targets, if given); inputs holding text are a ValueError naming the first such
-    entry's row and column (the estimators take numbers: text columns are encoded by the caller, e.g. one-hot)."""
-    try: return validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, accept_sparse="csr", **kw)
-    except ValueError:
-        bad = _text_entry(X)
-        if bad is None: raise
-        i, j, v = bad
+    """`validate_data` as float64 (`y`: the targets, if given); inputs holding text, a missing-value marker (None, pandas'
+    NA), a date or a time span are a ValueError naming the first such entry's row and column (the estimators take real
+    numbers: text columns are encoded by the caller, e.g. one-hot)."""
+    bad = _text_entry(X) if isinstance(X, np.ndarray) and X.dtype == object else None   # NumPy would convert a date held as an object
+    if bad is None:
+        try: return validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, accept_sparse="csr", **kw)
+        except (ValueError, TypeError):                                   # NumPy's DTypePromotionError (a date column) is a TypeError
+            bad = _text_entry(X)
+            if bad is None: raise
+    i, j, v = bad
+    if isinstance(v, (str, bytes)):
         raise ValueError(f"X holds text: row {i}, column {j!r} is {str(v)!r}; {type(est).__name__} takes numeric inputs (encode "
-                         "text columns first, e.g. sklearn.preprocessing.OneHotEncoder in a ColumnTransformer)") from None
+                         "text columns first, e.g. sklearn.preprocessing.OneHotEncoder in a ColumnTransformer)")
+    missing = v is None or type(v).__name__ in ("NAType", "NaTType")
+    raise ValueError(f"X holds a value that is not a real number: row {i}, column {j!r} is {v!r} ({type(v).__name__}); "
+                     + ("missing values are not imputed: fill or drop the row" if missing else
+                        f"{type(est).__name__} takes real numbers: convert the column first (a date, e.g., as days since a reference date)"))
 
 class _VGEstimator(BaseEstimator):
     """Shared by the estimators: input standardisation, the latent function (`latent`), its prior, the inference
