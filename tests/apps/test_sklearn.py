@@ -452,13 +452,13 @@ def test_the_convergence_warning_names_what_did_not_converge():
 
 
 def test_inputs_that_are_not_real_numbers_are_named():
-    """A missing-value marker (None; pandas' NA is the same case), a date, a time span or a complex number in X is a
-    ValueError naming its row and column (NumPy converted an object array's date to a number of days silently, and
+    """A missing-value marker (None; pandas' NA is the same case), a date or a time span in X is a ValueError naming its
+    row and column (NumPy converted an object array's date to a number of days silently, and
     pandas' NA and date columns came through as NumPy's own errors); numeric text and integers are read as numbers."""
     import datetime
     X0 = np.random.default_rng(0).normal(size=(20, 2)).astype(object); y = np.arange(20.0)
     for v, says in ((None, "missing values are not imputed"), (np.datetime64("2011-01-01"), "convert the column first"),
-                    (datetime.timedelta(days=2), "convert the column first"), (1 + 2j, "convert the column first")):
+                    (datetime.timedelta(days=2), "convert the column first")):
         X = X0.copy(); X[7, 1] = v
         with pytest.raises(ValueError, match=f"row 7, column 1 is .*{says}"): VGRegressor(latent="glm").fit(X, y)
     X = X0.copy(); X[7, 1] = "3.5"; X[3, 0] = 2

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk01
 from __future__ import annotations
-import json, numbers, warnings
+import datetime, json, warnings
 import numpy as np
 import scipy.sparse as sp
 try:
@@ -57,8 +57,8 @@ def _with_intercept(Z):
     return sp.hstack([Z, ones], format="csr") if sp.issparse(Z) else np.hstack([Z, ones])
 
 def _text_entry(X):
-    """(row, column name or index, value) of the first entry of X that is not a real number (text that is not a number, a
-    missing-value marker such as None or pandas' NA, a date or a time span, a complex number), or None when there is none."""
+    """(row, column name or index, value) of the first entry of X that is text (not a number), a missing-value marker (None,
+    pandas' NA or NaT), a date or a time span, or None when there is none (other objects get NumPy's and scikit-learn's own errors)."""
     names = list(getattr(X, "columns", [])) or None
     try: A = np.asarray(X, dtype=object)
     except (TypeError, ValueError): return None
@@ -66,7 +66,8 @@ def _text_entry(X):
     for j in range(A.shape[1]):
         for i in range(A.shape[0]):
             v = A[i, j]
-            bad = _number(v) is None if isinstance(v, (str, bytes)) else not isinstance(v, numbers.Real)
+            bad = (_number(v) is None if isinstance(v, (str, bytes)) else v is None or type(v).__name__ in ("NAType", "NaTType")
+                   or isinstance(v, (datetime.date, datetime.timedelta, np.datetime64, np.timedelta64)))
             if bad: return i, (names[j] if names else j), v
     return None
 
@@ -77,8 +78,8 @@ def _number(s):
 
 def _validated(est, X, *y, **kw):
     """`validate_data` as float64 (`y`: the targets, if given); inputs holding text, a missing-value marker (None, pandas'
-    NA), a date or a time span are a ValueError naming the first such entry's row and column (the estimators take real
-    numbers: text columns are encoded by the caller, e.g. one-hot)."""
+    NA), a date or a time span (`_text_entry`) are a ValueError naming the first such entry's row and column (the
+    estimators take real numbers: text columns are encoded by the caller, e.g. one-hot)."""
     bad = _text_entry(X) if isinstance(X, np.ndarray) and X.dtype == object else None   # NumPy would convert a date held as an object
     if bad is None:
         try: return validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, accept_sparse="csr", **kw)
