@@ -377,3 +377,24 @@ def test_damped_newton_takes_no_step_that_lowers_f():
     c = np.array([1.0, -2.0, 0.5]); f = lambda x: -0.5 * np.sum((x - c)**2)
     x0 = np.zeros(3); x = damped_newton(f, lambda x: (x - c, x - c), x0, 1e-12, 50, 1e-12)
     assert np.array_equal(x, x0), x - x0
+
+
+@pytest.mark.parametrize("cov", ["diag", "full"])
+def test_a_new_document_without_known_words_gets_the_prior(cov):
+    """A held-out document with no word of the vocabulary has no likelihood term: `fit_documents` (and so
+    `CTMPosterior.predict`) gives it the prior (μ, Σ) with a warning, and the other documents exactly what they get
+    without it (it refused the whole batch); training documents must still have words."""
+    import warnings
+    import scipy.sparse as sps
+    from vgi_lit.methods.ctm import fit_documents
+    from vgi_lit.models.ctm import check_counts
+    rng = np.random.default_rng(0); K, V = 4, 30
+    beta = rng.dirichlet(np.ones(V), K); mu = np.array([0.1, -0.2, 0.0]); Sigma = np.eye(K - 1) + 0.3   # generated
+    C = sps.csr_matrix(rng.poisson(1.0, (5, V)).astype(float))
+    C2 = sps.vstack([C[:2], sps.csr_matrix((1, V)), C[2:]]).tocsr()
+    m1, S1 = fit_documents(C, mu, Sigma, beta, n_iter=10, cov=cov)
+    with pytest.warns(UserWarning, match="1 of the 6 documents have no word of the vocabulary \\(first: row 2\\)"):
+        m2, S2 = fit_documents(C2, mu, Sigma, beta, n_iter=10, cov=cov)
+    assert np.array_equal(np.delete(m2, 2, 0), m1) and np.array_equal(np.delete(S2, 2, 0), S1)
+    assert np.array_equal(m2[2], mu) and np.array_equal(S2[2], np.diag(Sigma) if cov == "diag" else Sigma)
+    with pytest.raises(ValueError, match="empty document"): check_counts(C2)

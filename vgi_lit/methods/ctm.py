@@ -4,7 +4,7 @@
 
 # %% ../../nbs/methods/17_ctm.ipynb #c01
 from __future__ import annotations
-import time
+import time, warnings
 from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
@@ -596,8 +596,10 @@ def fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag",
     ρ = 1/t), starting at m_d = μ and S_d = diag(Σ) (cov='diag') or Σ ('full'). The posterior of Sheth & Khardon (2016b,
     A.5) for held-out documents: 100 iterations of batch H-MC-SSVI with diagonal covariance. The documents are updated
     `chunk` at a time in one batched step; the draws, one stream taken document by document (all `n_iter` updates of a
-    document before the next), and so the result do not depend on `chunk` (memory O(chunk · n_iter · n_mc · K)). Returns
-    (m (D, K−1), S: variances (D, K−1) or matrices (D, K−1, K−1)). `blas_threads` as in `fit_ctm`."""
+    document before the next), and so the result do not depend on `chunk` (memory O(chunk · n_iter · n_mc · K)). A document
+    with no word of the vocabulary has no likelihood term: its q is the prior, (μ, diag Σ or Σ), with a warning saying how
+    many; the others are as without it. Returns (m (D, K−1), S: variances (D, K−1) or matrices (D, K−1, K−1)).
+    `blas_threads` as in `fit_ctm`."""
     kw = dict(locals()); bt = kw.pop("blas_threads")
     with (threadpool_limits(bt, user_api="blas") if bt is not None else nullcontext()):
         return _fit_documents(**kw)
@@ -605,7 +607,7 @@ def fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag",
 def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag", method: str = "h-mc-ssvi",
                   n_mc: int = 10, seed: int = 0, lr: float = 1.0, chunk: int = 64):
     "The body of `fit_documents` (under its BLAS thread limit)."
-    C = check_counts(counts); beta = np.asarray(beta, dtype=float)
+    C = check_counts(counts, allow_empty=True); beta = np.asarray(beta, dtype=float)
     if beta.ndim != 2: raise ValueError(f"beta must be a (K, V) matrix, got shape {beta.shape}")
     if beta.shape[1] != C.shape[1]:                                             # the documents' vocabulary is not the topics'
         raise ValueError(f"counts has {C.shape[1]} columns but the topics have a vocabulary of {beta.shape[1]} words: the new "
@@ -616,7 +618,12 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
     n_iter, n_mc, lr, chunk = _positive_int(n_iter, "n_iter"), _positive_int(n_mc, "n_mc"), _positive_float(lr, "lr"), _positive_int(chunk, "chunk")
     mu = np.array(mu, dtype=float); Sigma = np.array(Sigma, dtype=float)
     if mu.shape != (k1,) or Sigma.shape != (k1, k1): raise ValueError(f"mu and Sigma must have shapes ({k1},) and ({k1}, {k1}), got {mu.shape}, {Sigma.shape}")
-    prior = GaussianPrior(mu, Sigma); lb = np.log(beta); rng = np.random.default_rng(seed); D = C.shape[0]
+    prior = GaussianPrior(mu, Sigma); lb = np.log(beta); rng = np.random.default_rng(seed)
+    full = np.diff(C.indptr) > 0                                                # documents with a word: the others keep the prior
+    if not full.all():
+        warnings.warn(f"{int((~full).sum())} of the {full.size} documents have no word of the vocabulary (first: row "
+                      f"{int(np.flatnonzero(~full)[0])}): their q is the prior (μ, Σ)", stacklevel=3)
+    D_all, C = C.shape[0], C[full]; D = C.shape[0]
     m = np.tile(mu, (D, 1))
     if cov == "diag": L = np.tile(np.sqrt(np.diag(Sigma)), (D, 1)); P = 1.0 / L**2
     else: L = np.tile(prior.L, (D, 1, 1)); P = np.tile(prior.precision, (D, 1, 1))
@@ -629,7 +636,11 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
         for t in range(1, n_iter + 1):
             md, Ld, Pd, _, _ = docs_step(rows, md, Ld, Pd, prior, lb, method, cov, 1.0 / t, eps[:, t - 1], om, oL, False)
         m[a:e], L[a:e] = md, Ld
-    return m, (L**2 if cov == "diag" else L @ np.swapaxes(L, 1, 2))
+    S = L**2 if cov == "diag" else L @ np.swapaxes(L, 1, 2)
+    if D == D_all: return m, S
+    m_all = np.tile(mu, (D_all, 1)); S_all = np.tile(np.diag(Sigma) if cov == "diag" else Sigma, (D_all,) + (1,) * (S.ndim - 1))
+    m_all[full], S_all[full] = m, S
+    return m_all, S_all
 
 # %% ../../nbs/methods/17_ctm.ipynb #ctmreg2
 @dataclass(frozen=True)

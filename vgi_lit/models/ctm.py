@@ -13,9 +13,10 @@ from ..linalg import cholesky
 __all__ = ['check_counts', 'init_beta', 'check_beta', 'DocRows', 'CTM']
 
 # %% ../../nbs/models/03d_ctm.ipynb #cm06
-def check_counts(counts, name: str = "counts"):
+def check_counts(counts, name: str = "counts", allow_empty: bool = False):
     """A document-term matrix as CSR (D × V, float64 holding non-negative integers, duplicates summed, explicit zeros
-    dropped); a ValueError naming `name` for a dense array, negative or non-integer entries, or an empty document."""
+    dropped); a ValueError naming `name` for a dense array, negative or non-integer entries, or (unless `allow_empty`) an
+    empty document."""
     if not sparse.issparse(counts): raise ValueError(f"{name} must be a scipy.sparse matrix (documents × vocabulary), got {type(counts).__name__}")
     C = sparse.csr_matrix(counts, copy=True)
     if C.dtype.kind not in "iuf": raise ValueError(f"{name} must hold numbers, got dtype {C.dtype}")
@@ -26,7 +27,7 @@ def check_counts(counts, name: str = "counts"):
     if np.any(x != np.round(x)): raise ValueError(f"{name} has a non-integer count ({x[x != np.round(x)][0]:g})")
     C = C.astype(np.float64)
     empty = np.flatnonzero(np.diff(C.indptr) == 0)
-    if empty.size: raise ValueError(f"{name} has {empty.size} empty document(s) (first: row {empty[0]}); drop them first")
+    if empty.size and not allow_empty: raise ValueError(f"{name} has {empty.size} empty document(s) (first: row {empty[0]}); drop them first")
     C.sort_indices()
     return C
 
