@@ -890,3 +890,19 @@ def test_learn_at_the_vlb_resolution_ends_converged():
     hf = vgi_lit.fit(model, learn=True, learn_mean=True)
     assert hf.converged, (hf.stop, hf.message)
     assert hf.stop is Stop.GRAD_TOL or "converged to the VLB's resolution" in hf.message, hf.message
+
+
+def test_a_noise_variance_driven_to_the_jitter_by_repeated_rows_says_so():
+    """Rows repeated exactly (inputs and target; what a whole-number sample_weight makes) are evidence of no noise: the
+    learned Gaussian noise variance runs to the jitter, and the verdict names the repeated rows (the same data without
+    repeats learns a noise variance of the data's)."""
+    import warnings
+    from vgi_lit.kernels import RBF as _RBF
+    from vgi_lit.likelihoods import Gaussian as _Gaussian
+    from vgi_lit.inference import RunawayParameterWarning
+    rng = np.random.default_rng(0); X = rng.normal(size=(40, 5)); y = X[:, 0] + 0.3 * rng.normal(size=40)   # generated
+    once = vgi_lit.fit(vgi_lit.GP(X, y, _Gaussian(0.1), _RBF(1.0, 1.0)), learn=True)
+    assert once.theta["likelihood.variance"] > 0.01
+    with pytest.warns(RunawayParameterWarning, match="40 of the 80 rows repeat another row exactly"):
+        twice = vgi_lit.fit(vgi_lit.GP(np.r_[X, X], np.r_[y, y], _Gaussian(0.1), _RBF(1.0, 1.0)), learn=True)
+    assert twice.theta["likelihood.variance"] < 1e-8

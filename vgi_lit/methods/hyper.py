@@ -21,8 +21,8 @@ from ..io import history_spec, history_from_spec, register_result
 # %% auto #0
 __all__ = ['prior_residual', 'prior_residual_diag', 'dvlb_dprior', 'dvlb_dsites', 'HyperParams', 'radial_weight', 'radial_r2',
            'kernel_adjoint', 'site_map_adjoint', 'HyperFit', 'hyper_values', 'gaussian_optimum', 'predict_start',
-           'noise_floor', 'df_infinity', 'learn', 'constant_loglik', 'degenerate', 'edge_text', 'stall_advice',
-           'hyperfit_spec', 'hyperfit_from_spec', 'joint_lbfgs']
+           'repeated_rows_note', 'noise_floor', 'df_infinity', 'learn', 'constant_loglik', 'degenerate', 'edge_text',
+           'stall_advice', 'hyperfit_spec', 'hyperfit_from_spec', 'joint_lbfgs']
 
 # %% ../../nbs/methods/15_hyper.ipynb #bebc353f
 def prior_residual(model, cov):
@@ -446,6 +446,16 @@ def _start(method, post, optima, model, theta, kw=None) -> dict:
     return dict(m0=pred[0], lam0=pred[1]) if at(*pred) > at(kw["m0"], kw["lam0"]) else kw
 
 # %% ../../nbs/methods/15_hyper.ipynb #a22d28ce
+def repeated_rows_note(model) -> str:
+    """'; k of the n rows repeat another row exactly ...' when k > 0 rows of `model` (inputs and target, dense inputs in
+    memory) repeat an earlier row: observations repeated without any difference are evidence of no noise, so a learned
+    noise parameter runs to 0 with them; else ''."""
+    X = getattr(model, "X", None)
+    if not isinstance(X, np.ndarray) or X.ndim != 2: return ""
+    dup = model.n - len(np.unique(np.column_stack([X, np.asarray(model.y, dtype=float)]), axis=0))
+    return (f"; {dup} of the {model.n} rows repeat another row exactly, inputs and target: observations repeated without any "
+            "difference are evidence of no noise; drop the duplicates (a whole-number sample_weight repeats rows the same way)") if dup else ""
+
 def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000, gain_max: float = np.inf) -> dict | None:
     """The verdict of the exact profile L*(σ²) = −½Σ_k[log(λ_k + σ²) + z_k²/(λ_k + σ²)] (λ_k, u_k the eigenpairs of
     K = HΣHᵀ, z = Uᵀ(y − a − Hμ)) on the Gaussian noise variance σ² of a GP or GLM `model` (at the free values `theta`,
@@ -475,10 +485,11 @@ def noise_floor(hp, model, theta, g, out, bound: float, n_max: int = 3000, gain_
     if L[i] - L[0] > gain_max: return {}                                   # the jitter's supremum, still far above the edge: widen
     slope = 0.5 * float(np.sum(se * z2 / (lam + se) ** 2 - se / (lam + se)))
     k = int(np.sum(lam <= 10.0 * floor))
+    rep = repeated_rows_note(model)
     return {"likelihood.variance": (f"likelihood.variance: noise variance at the jitter's level: the targets are interpolated exactly "
                                     f"(their noise, if any, lies below the prior's jitter {getattr(model.prior, 'jitter', 0.0):.2g}; the VLB's slope in log σ² is {slope:+.4g} per e-fold at the edge {se:.3g}; {k} of the {model.n} "
                                     f"eigenvalues of HΣHᵀ lie within 10 times its floor {floor:.2g} of jitter and rounding, and the VLB "
-                                    f"along σ² rises down to that floor, {L[i] - L[0]:.4g} nats above the edge)")}
+                                    f"along σ² rises down to that floor, {L[i] - L[0]:.4g} nats above the edge{rep})")}
 
 # %% ../../nbs/methods/15_hyper.ipynb #566375d8
 _DF_GAIN_MAX = 0.5   # nats: the largest gain left to ν = ∞ that `df_infinity` gives up (whatever tol_rel·|VLB| is)
@@ -897,7 +908,7 @@ def learn(model, method: str = "fpi", learn_mean: bool = False, tol: float = 1e-
     best = max(runs, key=lambda r: r.vlb if np.isfinite(r.vlb) else -np.inf)
     if restarts: best.runs = runs
     for name, value in best.edges.items():
-        warnings.warn(edge_text(name, value, best.box[2]), RunawayParameterWarning, stacklevel=user_stacklevel())
+        warnings.warn(edge_text(name, value, best.box[2], best.model), RunawayParameterWarning, stacklevel=user_stacklevel())
     why = degenerate(best.posterior, advice=False) if np.isfinite(best.vlb) else None
     if why is not None:                                                # the event: the reason; the warning: the reason and what to try
         best.history[-1].events.append(Event(EventKind.DEGENERATE, why))
@@ -1037,14 +1048,16 @@ _EDGES = {("likelihood.df", 1): "df → ∞: the residuals look Gaussian (a Stud
           ("prior_var", -1): "the weights are shrunk to the prior mean: the features do not predict the labels",
           ("prior_var", 1): "the weights are unregularised: the labels are (nearly) separable by the features"}
 
-def edge_text(name: str, value: float, bound: float = 12.0) -> str:
+def edge_text(name: str, value: float, bound: float = 12.0, model=None) -> str:
     """The warning for a learned log-parameter `name` that ended at `value` on (or ran towards) the edge of its box
-    [e^−bound, e^bound]: the parameter, its value, the box, what the edge means and how to hold the parameter."""
+    [e^−bound, e^bound]: the parameter, its value, the box, what the edge means and how to hold the parameter; with
+    `model`, a noise parameter at its lower edge also names the rows the model repeats exactly (`repeated_rows_note`)."""
     side = 1 if value >= 1.0 else -1
     base = re.sub(r"\[\d+\]", "", name)
     key = next((k for k in (base, "kernel." + base.rsplit(".", 1)[-1]) if (k, side) in _EDGES), None)
     where = "at the edge of" if abs(abs(np.log(value)) - bound) < 1e-6 else "running towards the edge of"
     what = _EDGES[(key, side)] if key else "the VLB keeps rising towards the edge: the data do not determine this parameter"
+    if side < 0 and key in ("likelihood.variance", "likelihood.scale", "likelihood.scale2") and model is not None: what += repeated_rows_note(model)
     return (f"{name} = {value:.4g} is {where} its box [{np.exp(-bound):.2g}, {np.exp(bound):.3g}] ({'upper' if side > 0 else 'lower'} "
             f"side): {what}. Hold it at the model's value with fixed={{{name!r}}}.")
 
