@@ -339,9 +339,11 @@ _COMMON_DOC = """
     `RunawayParameterWarning` names a learned parameter that ended at its bound (but for the per-input lengthscales of
     inputs the fit does not depend on, whose edge is where they belong: their columns are in `irrelevant_inputs_`, empty with more than two classes); before a dense GP (`latent="gp"`) is
     fitted to more than `LARGE_GP_ROWS` (3,000) rows, a `LargeGPWarning` names the cheaper latent functions. Inputs and
-    regression targets are numbers: text in X is an error naming its row and column. `sample_weight` in `fit`:
+    regression targets are numbers: text, a missing-value marker or a date in X is an error naming its row and column. `sample_weight` in `fit`:
     whole-number weights, as repeated rows (so `latent="auto"` and the cost of a fit count the rows repeated: weights summing
-    past `LARGE_GP_ROWS` choose the sparse GP). `n_iter_` counts the iterations of the final fit of q (at the learned
+    past `LARGE_GP_ROWS` choose the sparse GP; and a repeated row agrees exactly with itself, evidence of no noise: a GP
+    regressor whose weights are 2 or more learns its noise variance down to the jitter and interpolates, the warning
+    says so). `n_iter_` counts the iterations of the final fit of q (at the learned
     hyperparameters, warm-started: often 0 or 1), not those of learning (`fit_result_.n_inner`). The arguments are saved
     (`save`) as JSON: sets as sorted lists, NumPy numbers as Python numbers; a random generator cannot be saved (pass a seed)."""
 
