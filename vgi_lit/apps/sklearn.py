@@ -342,8 +342,8 @@ _COMMON_DOC = """
     regression targets are numbers: text, a missing-value marker or a date in X is an error naming its row and column. `sample_weight` in `fit`:
     whole-number weights, as repeated rows (so `latent="auto"` and the cost of a fit count the rows repeated: weights summing
     past `LARGE_GP_ROWS` choose the sparse GP; and a repeated row agrees exactly with itself, evidence of no noise: a GP
-    regressor whose weights are 2 or more learns its noise variance down to the jitter and interpolates, the warning
-    says so). `n_iter_` counts the iterations of the final fit of q (at the learned
+    regressor whose weights are 2 or more can learn its noise variance down to the jitter and interpolate, and the
+    warning then says so). `n_iter_` counts the iterations of the final fit of q (at the learned
     hyperparameters, warm-started: often 0 or 1), not those of learning (`fit_result_.n_inner`). The arguments are saved
     (`save`) as JSON: sets as sorted lists, NumPy numbers as Python numbers; a random generator cannot be saved (pass a seed)."""
 
