@@ -623,3 +623,16 @@ def test_output_and_prediction_files_are_checked_before_the_fit(tmp_path, capsys
     assert main(["predict", str(tmp_path / "rec.npz"), narrow]) == 2
     err = capsys.readouterr().err                                       # a VGRecommender here, where its module registered its loader
     assert re.search(r"holds a (VGRecommender|PMFPosterior of a PMF), not a fit of 'vgi-lit fit'", err) and "Traceback" not in err, err
+
+
+def test_a_stochastic_method_with_learning_is_refused_with_the_alternatives(tmp_path, capsys):
+    """`--method svi` (or another stochastic method) with learning would run a whole stochastic fit of q per outer step (over
+    100 s on 400 rows where the default takes seconds): a one-line error naming the default method and --no-learn; with
+    --no-learn the stochastic method runs."""
+    rng = np.random.default_rng(0); X = rng.normal(size=(60, 2)); y = X[:, 0] + 0.3 * rng.normal(size=60)
+    src = _write(tmp_path / "tr.csv", X, y)
+    for m in ("svi", "mc-ssvi"):
+        assert main(["fit", src, "--target", "y", "--model", "glm", "--method", m, "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert f"--method {m} with learning" in err and "--no-learn" in err and "leave out --method" in err, err
+    assert main(["fit", src, "--target", "y", "--model", "glm", "--method", "svi", "--no-learn", "--no-progress"]) == 0

@@ -24,6 +24,7 @@ from .tables import (Standardizer, TableEncoder, TableError, read_table, column_
                                  data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, irrelevant_inputs, degenerate_advice,
                                  CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, auto_latent, auto_sparse_note, REAL)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
+from ..methods.svi import METHODS as STOCHASTIC
 
 # %% auto #0
 __all__ = ['LIKELIHOODS', 'KERNELS', 'INTERCEPT', 'FEW_VALUES', 'SOFTMAX_VARIANCE', 'SCALE_SPREAD', 'CLIError',
@@ -387,7 +388,8 @@ def parser():
                    help="data (default): lengthscale at the median distance between training inputs, variance set by y; unit: both 1")
     f.add_argument("--no-standardize", dest="standardize", action="store_false",
                    help="use the inputs as read (default: z-scored with the training mean and standard deviation)")
-    f.add_argument("--method", default=None, help=f"inference method (default: the model's, fpi); one of {', '.join(sorted(METHODS))}")
+    f.add_argument("--method", default=None, help=f"inference method (default: the model's, fpi); one of {', '.join(sorted(METHODS))}; "
+                                                              f"the stochastic ones ({', '.join(STOCHASTIC)}) with --no-learn")
     f.add_argument("--no-learn", dest="learn", action="store_false", help="keep the hyperparameters (default: learn them)")
     f.add_argument("--restarts", type=int, default=None, help="when learning ends at a degenerate fit, learn again from this many "
                    "perturbed starts too and keep the best VLB (default: 2 for a GP with binary labels, else 0)")
@@ -480,6 +482,10 @@ def _warn(text, err):
 def cmd_fit(a, out=print, err=None):
     err = sys.stderr if err is None else err
     if a.method is not None and a.method not in METHODS: raise CLIError(f"unknown method {a.method!r}; choose from {', '.join(sorted(METHODS))}")
+    if a.method in STOCHASTIC and a.learn:                      # the learner solves q to convergence at every outer step
+        raise CLIError(f"--method {a.method} with learning runs a whole stochastic fit of q at every step of the hyperparameters "
+                       "(minutes where the default method takes seconds): learn with the default method (leave out --method), "
+                       "or fit at the hyperparameters' starting values (--no-learn)")
     if a.inducing < 1: raise CLIError(f"--inducing must be a positive integer, got {a.inducing}")
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
     if a.out:                                                   # refused before the fit, not after it
