@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_kernels.ipynb #99b37cdb
 from __future__ import annotations
-import threading
+import datetime, threading
 import numpy as np
 
 # %% auto #0
@@ -26,9 +26,14 @@ def dense_real(x, name="X", sparse_note: str = "this model needs a dense array")
 def check_X(X, name="X"):
     """`X` as a finite float64 array of two dimensions (a vector is one column); a TypeError naming `name` if it is a
     scipy.sparse matrix (the models that take one convert it themselves) or complex (NumPy would drop the imaginary
-    part with only a warning) or holds values that are not numbers (text, None, complex numbers as objects), a
-    ValueError if it has more dimensions or holds NaN or inf."""
+    part with only a warning) or holds values that are not numbers (text, None, a date or a time span, complex numbers
+    as objects), a ValueError if it has more dimensions or holds NaN or inf."""
     X = dense_real(X, name)
+    if X.dtype == object:                                                  # NumPy would read a date as days, None as NaN
+        for (i, j), v in np.ndenumerate(X if X.ndim == 2 else X.reshape(len(X), -1)):
+            if v is None or isinstance(v, (datetime.date, datetime.timedelta, np.datetime64, np.timedelta64)):
+                raise TypeError(f"{name} holds a value that is not a real number: row {i}, column {j} is {v!r}: pass a numeric "
+                                "array (a missing value filled or its row dropped, a date converted, e.g. to days since a reference date)")
     try: X = X.astype(float, copy=False)
     except (TypeError, ValueError) as e:                                   # text, None, or complex numbers held as objects
         raise TypeError(f"{name} holds values that are not real numbers ({e}): pass a numeric array (text columns need "

@@ -636,3 +636,22 @@ def test_a_stochastic_method_with_learning_is_refused_with_the_alternatives(tmp_
         err = capsys.readouterr().err
         assert f"--method {m} with learning" in err and "--no-learn" in err and "leave out --method" in err, err
     assert main(["fit", src, "--target", "y", "--model", "glm", "--method", "svi", "--no-learn", "--no-progress"]) == 0
+
+
+def test_count_choices_follow_learning_and_fix(tmp_path, capsys):
+    """Counts read from the target: without learning the two likelihoods are not weighed (the dispersion would sit at its
+    start), and a --fix of the negative binomial's dispersion chooses that likelihood (the Poisson fit refused the name);
+    --out naming a folder is refused before the fit."""
+    rng = np.random.default_rng(0); X = rng.normal(size=(200, 2)); mu = np.exp(1.5 + 0.6 * X[:, 0])     # generated
+    src = _write(tmp_path / "c.csv", X, rng.negative_binomial(8, 8 / (8 + mu)))
+    base = ["fit", src, "--target", "y", "--model", "glm", "--no-progress"]
+    assert main(base + ["--no-learn", "--out", str(tmp_path / "a.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "not weighed by their VLBs" in out and "kept by the VLB" not in out and type(load(str(tmp_path / "a.npz")).model.likelihood).__name__ == "Poisson"
+    assert main(base + ["--fix", "likelihood.dispersion", "--out", str(tmp_path / "b.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "negative-binomial (--fix names its dispersion)" in out and type(load(str(tmp_path / "b.npz")).model.likelihood).__name__ == "NegativeBinomial"
+    (tmp_path / "adir").mkdir()
+    assert main(base + ["--out", str(tmp_path / "adir")]) == 2
+    out, err = capsys.readouterr()
+    assert "is a folder" in err and "VLB" not in out

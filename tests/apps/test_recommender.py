@@ -223,6 +223,8 @@ def test_one_pair_and_a_table_predict_as_arrays_do():
     assert one.shape == (1,) and one[0] == rec.predict([u[0]], [i[0]])[0]
     assert np.array_equal(rec.predict({"user": u[:5], "item": i[:5]}), rec.predict(u[:5], i[:5]))
     assert np.array_equal(rec.predict_dist(u[0], i[0])[0], rec.predict_dist([u[0]], [i[0]])[0])
+    assert np.array_equal(rec.predict(u[0], i[:4]), rec.predict([u[0]] * 4, i[:4]))          # one row id with several column ids
+    assert np.array_equal(rec.predict(u[:3], i[0]), rec.predict(u[:3], [i[0]] * 3))
 
 
 def test_a_poisson_recommender_that_diverges_warns_and_keeps_its_best_state():

@@ -461,6 +461,22 @@ def test_inputs_that_are_not_real_numbers_are_named():
                     (datetime.timedelta(days=2), "convert the column first")):
         X = X0.copy(); X[7, 1] = v
         with pytest.raises(ValueError, match=f"row 7, column 1 is .*{says}"): VGRegressor(latent="glm").fit(X, y)
+    with pytest.raises(ValueError, match="row 7, column 1 is .*convert the column first"):        # nested lists: the same
+        VGRegressor(latent="glm").fit([[1.0, 2.0]] * 7 + [[1.0, np.datetime64("2011-01-01")]] + [[2.0, 1.0]] * 12, y)
     X = X0.copy(); X[7, 1] = "3.5"; X[3, 0] = 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore"); VGRegressor(latent="glm", learn_hyperparameters=False).fit(X, y)
+
+
+def test_auto_likelihood_needs_learning_and_an_unconverged_learn_is_reported():
+    """likelihood='auto' weighs the two likelihoods at learned hyperparameters, so it refuses learn_hyperparameters=False;
+    learning cut short (MAX_ITER) is reported even when its final fit of q stalled at the rounding floor."""
+    from types import SimpleNamespace as NS
+    from sklearn.exceptions import ConvergenceWarning
+    from vgi_lit.inference import Stop
+    X = np.random.default_rng(0).normal(size=(30, 2)); y = np.random.default_rng(1).poisson(3.0, 30)   # generated
+    with pytest.raises(ValueError, match="learn_hyperparameters=True"):
+        VGPoissonRegressor(likelihood="auto", learn_hyperparameters=False).fit(X, y)
+    floor = NS(stop=Stop.STALLED, converged=False, message="floor", info={"rounding_floor": True})
+    with pytest.warns(ConvergenceWarning, match=r"the fit ended before converging \(max_iter"):
+        VGRegressor()._report(NS(stop=Stop.MAX_ITER, converged=False, message="budget", posterior=floor, info=floor.info), "", [])

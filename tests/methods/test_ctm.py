@@ -398,3 +398,19 @@ def test_a_new_document_without_known_words_gets_the_prior(cov):
     assert np.array_equal(np.delete(m2, 2, 0), m1) and np.array_equal(np.delete(S2, 2, 0), S1)
     assert np.array_equal(m2[2], mu) and np.array_equal(S2[2], np.diag(Sigma) if cov == "diag" else Sigma)
     with pytest.raises(ValueError, match="empty document"): check_counts(C2)
+
+
+def test_the_empty_document_warning_names_the_callers_line():
+    "Through `CTMPosterior.predict` as directly, the warning about documents without known words points at the user's line."
+    import warnings
+    import scipy.sparse as sps
+    from vgi_lit.methods.ctm import fit_documents
+    rng = np.random.default_rng(0); K, V = 3, 12
+    beta = rng.dirichlet(np.ones(V), K)                                                   # generated
+    C = sps.vstack([sps.csr_matrix(rng.poisson(1.0, (2, V)).astype(float)), sps.csr_matrix((1, V))]).tocsr()
+    import vgi_lit
+    post = vgi_lit.fit(CTM(sps.csr_matrix(rng.poisson(1.0, (6, V)).astype(float) + np.eye(6, V)), K, seed=0), max_iter=1)
+    for call in (lambda: fit_documents(C, np.zeros(K - 1), np.eye(K - 1), beta, n_iter=3), lambda: post.predict(C, n_iter=3)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always"); call()
+        assert seen and seen[0].filename == __file__, [w.filename for w in seen]

@@ -596,3 +596,17 @@ def test_start_evaluation_is_not_charged_to_the_clock(monkeypatch):
     p = svi.svi_run(model, "svi", batch_size=30, max_epochs=2, tol=0)
     t = p.history.time
     assert len(t) == 5 and t[0] < 0.05 and t[-1] < 0.05, t          # the start and two epochs' evaluations: 0.3 s uncharged
+
+
+def test_halving_adagrad_restores_the_rates_when_an_attempt_raises():
+    "The ADAGRAD rates are the callers' again after `halving_adagrad`, also when an attempt raises (a retry that overflowed)."
+    from vgi_lit.methods.svi import Adagrad, halving_adagrad
+    opt, rng, calls = Adagrad(1.0), np.random.default_rng(0), []
+    def attempt():
+        calls.append(opt.lr)
+        if len(calls) == 2: raise FloatingPointError("overflow in the retry")
+        return opt.step(np.ones(2))
+    with pytest.raises(FloatingPointError): halving_adagrad(attempt, lambda out: False, rng, (opt,))
+    assert calls == [1.0, 0.5] and opt.lr == 1.0
+    out, k, ok = halving_adagrad(lambda: opt.step(np.ones(2)), lambda out: True, rng, (opt,))
+    assert (k, ok, opt.lr) == (0, True, 1.0)

@@ -491,6 +491,7 @@ def cmd_fit(a, out=print, err=None):
     if a.out:                                                   # refused before the fit, not after it
         folder = Path(a.out).resolve().parent
         if not folder.is_dir(): raise CLIError(f"--out {a.out}: the folder {folder} does not exist")
+        if Path(a.out).is_dir(): raise CLIError(f"--out {a.out} is a folder: give a file name (e.g. {Path(a.out) / 'fitted.npz'})")
         if not os.access(folder, os.W_OK): raise CLIError(f"--out {a.out}: the folder {folder} is not writable")
     enc, scaler, Z, y, labels, cuts = _read_training(a, out)
     if a.predict:                                               # the prediction file's columns checked before the fit
@@ -500,6 +501,9 @@ def cmd_fit(a, out=print, err=None):
     if a.model == "auto":
         a.model = auto_latent(len(Z)).replace("_", "-")
         if a.model == "sparse-gp": out("model      " + auto_sparse_note(len(Z), min(a.inducing, len(Z)), CLI_OPTIONS))
+    if a.likelihood == "poisson" and a.likelihood_read and any(f.startswith("likelihood.") for f in a.fix or ()):
+        a.likelihood, a.likelihood_read = "negative-binomial", False   # --fix names the negative binomial's parameter: that likelihood
+        out("likelihood negative-binomial (--fix names its dispersion)")
     model = build_model(Z, y, enc.feature_names, a, cuts)
     if not a.standardize:
         spread = unscaled_inputs(Z, enc.feature_names, enc.one_hot)
@@ -524,12 +528,15 @@ def cmd_fit(a, out=print, err=None):
             why, starts = degenerate_fit(post, post.model.X), 1 + r
         return res, post, why, starts
 
-    t0 = time.perf_counter()
+    t0 = time.perf_counter(); weighed = False                   # whether the Poisson was weighed against the negative binomial
     try:
         res, post, why, starts = run(model)
-        if a.likelihood == "poisson" and getattr(a, "likelihood_read", False):    # counts read from the data: over-dispersed?
+        if a.likelihood == "poisson" and a.likelihood_read and not a.learn:        # the dispersion would not be fitted
+            out("likelihood poisson: without learning the negative binomial's dispersion is not fitted, so the two are not "
+                "weighed by their VLBs (--likelihood negative-binomial fits it at its start)")
+        elif a.likelihood == "poisson" and a.likelihood_read:                     # counts read from the data: over-dispersed?
             other = run(build_model(Z, y, enc.feature_names, SimpleNamespace(**{**vars(a), "likelihood": "negative-binomial"}), cuts))
-            keep = overdispersed(other[1].vlb, post.vlb)
+            keep, weighed = overdispersed(other[1].vlb, post.vlb), True
             out(f"likelihood {'negative-binomial' if keep else 'poisson'} kept by the VLB: {other[1].vlb:.6g} for negative-binomial, "
                 f"{post.vlb:.6g} for poisson" + (" (the counts vary more than a Poisson allows)" if keep else f" (negative-binomial kept only above poisson + {OVERDISPERSION_NATS:.2f})")
                 + "; --likelihood poisson or negative-binomial fits one alone")
@@ -546,7 +553,7 @@ def cmd_fit(a, out=print, err=None):
         if contrasts: out(contrasts)
     if why: _warn("the fitted model does not use its inputs: " + "; ".join(why) + ". " + degenerate_advice(
         post.model, CLI_OPTIONS, standardized=a.standardize, data_start=getattr(a, "kernel_start", "data") == "data",
-        learned=a.learn, starts=starts), err)
+        learned=a.learn, starts=starts, counts_weighed=weighed), err)
     irr = irrelevant_inputs(res)
     if irr: out("inputs the fit does not depend on (their lengthscales ran up to the edge of the box): "
                 + ", ".join(f"{enc.feature_names[j]} (lengthscale {v:.3g})" for j, v in sorted(irr.items())))
@@ -577,7 +584,8 @@ def multi_learning_text(post) -> str:
 # %% ../../nbs/apps/51_cli.ipynb #ce8628df
 def _save_with_table(post, a, enc, scaler, labels):
     "Save `post` to `a.out` through `vgi_lit.io` with the table's encoder, scaler and target beside it (what `predict` reads); the path."
-    path = vio.save(post, a.out, labels=labels)
+    try: path = vio.save(post, a.out, labels=labels)
+    except OSError as e: raise CLIError(f"--out {a.out}: could not write the fit ({e})") from None
     with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}
     arrays["table"] = np.array(json.dumps({"encoder": enc.to_dict(), "scaler": scaler.to_dict(), "target": a.target}))
     with open(path, "wb") as fh: np.savez_compressed(fh, **arrays)
@@ -644,8 +652,8 @@ def cmd_predict(a, out=print):
     model = getattr(post, "model", None)
     if not hasattr(model, "feature_names"):                     # a fit of another model (a recommender, a topic model) saved by vgi_lit.io
         held = type(post).__name__ + (f" of a {type(model).__name__}" if model is not None else "")
-        raise CLIError(f"{a.fitted} holds a {held}, not a fit of 'vgi-lit fit': predict with the object that made it "
-                       "(e.g. VGRecommender.load(...).predict)")
+        raise CLIError(f"{a.fitted} holds a {held}, not a fit of 'vgi-lit fit': load it in Python with vgi_lit.io.load (or the "
+                       "class that saved it, e.g. VGRecommender.load) and predict with what it returns")
     X = _design(post.model, a.data, _saved_table(a.fitted))
     classes = _saved_classes(a.fitted, post)
     if a.predictions: out(write_predictions(post, X, a.predictions, classes=classes))

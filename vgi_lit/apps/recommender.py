@@ -264,10 +264,12 @@ class VGRecommender:
 
     def latent(self, rows, cols=None, who: str = "predict"):
         """Mean and variance (n,) of the latent f at the pairs: from q for seen ids, from the prior of its side for an
-        unseen row or column id (an `UnseenIdWarning` says how many). The pairs are `rows` and `cols` of one length, one
-        pair as two ids (arrays of length 1 out), or a table with the first two `columns` as `rows` alone."""
+        unseen row or column id (an `UnseenIdWarning` says how many). The pairs are `rows` and `cols` of one length (one id
+        on either side is paired with each id on the other; two ids are one pair, arrays of length 1 out), or a table with
+        the first two `columns` as `rows` alone."""
         self._check_fitted()
-        if cols is not None and np.ndim(rows) == 0 and np.ndim(cols) == 0: rows, cols = [rows], [cols]   # one pair
+        if cols is not None and np.ndim(rows) == 0: rows = [rows] * (1 if np.ndim(cols) == 0 else len(cols))   # one row id: each column
+        if cols is not None and np.ndim(cols) == 0: cols = [cols] * len(rows)                                  # one column id: each row
         rows, cols, _ = _triples(rows, cols, None, self.columns, need_ratings=False)
         ri, rs = self.rows_.lookup(rows, "rows"); ci, cs = self.cols_.lookup(cols, "cols")
         post = self.posterior_

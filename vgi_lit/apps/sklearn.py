@@ -4,7 +4,7 @@
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk01
 from __future__ import annotations
-import datetime, json, warnings
+import datetime, json, numbers, warnings
 import numpy as np
 import scipy.sparse as sp
 try:
@@ -66,10 +66,18 @@ def _text_entry(X):
     for j in range(A.shape[1]):
         for i in range(A.shape[0]):
             v = A[i, j]
-            bad = (_number(v) is None if isinstance(v, (str, bytes)) else v is None or type(v).__name__ in ("NAType", "NaTType")
+            bad = (_number(v) is None if isinstance(v, (str, bytes)) else _missing(v)
                    or isinstance(v, (datetime.date, datetime.timedelta, np.datetime64, np.timedelta64)))
             if bad: return i, (names[j] if names else j), v
     return None
+
+def _missing(v) -> bool:
+    "A missing-value marker: None, or an object that is neither a number nor text and is not equal to itself (pandas' NA)."
+    if v is None: return True
+    if isinstance(v, (numbers.Number, str, bytes)): return False
+    try: return not bool(v == v)
+    except TypeError: return True                  # pandas' NA: a comparison with it is NA, which has no truth value
+    except ValueError: return False                # an array held as an entry: not a marker (NumPy's own error follows)
 
 def _number(s):
     "float(s), or None when s is not a number."
@@ -80,7 +88,10 @@ def _validated(est, X, *y, **kw):
     """`validate_data` as float64 (`y`: the targets, if given); inputs holding text, a missing-value marker (None, pandas'
     NA), a date or a time span (`_text_entry`) are a ValueError naming the first such entry's row and column (the
     estimators take real numbers: text columns are encoded by the caller, e.g. one-hot)."""
-    bad = _text_entry(X) if isinstance(X, np.ndarray) and X.dtype == object else None   # NumPy would convert a date held as an object
+    plain = not sp.issparse(X) and not hasattr(X, "columns")               # a NumPy array or nested lists: NumPy reads a date as days
+    try: obj = plain and np.asarray(X).dtype == object
+    except (TypeError, ValueError): obj = False                            # ragged or odd input: validate_data says what is wrong
+    bad = _text_entry(X) if obj else None
     if bad is None:
         try: return validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, accept_sparse="csr", **kw)
         except (ValueError, TypeError):                                   # NumPy's DTypePromotionError (a date column) is a TypeError
@@ -90,7 +101,7 @@ def _validated(est, X, *y, **kw):
     if isinstance(v, (str, bytes)):
         raise ValueError(f"X holds text: row {i}, column {j!r} is {str(v)!r}; {type(est).__name__} takes numeric inputs (encode "
                          "text columns first, e.g. sklearn.preprocessing.OneHotEncoder in a ColumnTransformer)")
-    missing = v is None or type(v).__name__ in ("NAType", "NaTType")
+    missing = _missing(v)
     raise ValueError(f"X holds a value that is not a real number: row {i}, column {j!r} is {v!r} ({type(v).__name__}); "
                      + ("missing values are not imputed: fill or drop the row" if missing else
                         f"{type(est).__name__} takes real numbers: convert the column first (a date, e.g., as days since a reference date)"))
@@ -190,7 +201,7 @@ class _VGEstimator(BaseEstimator):
         self._set_fitted(post)
         self.irrelevant_inputs_ = np.array(sorted(irrelevant_inputs(res)), dtype=int)
         advice = degenerate_advice(post.model, ESTIMATOR_OPTIONS, standardized=bool(self.standardize), data_start=self.kernel is None,
-                                   learned=learn, starts=starts) if why else ""
+                                   learned=learn, starts=starts, counts_weighed=getattr(self, "likelihood", None) == "auto") if why else ""
         self._report(res, "; ".join(why) + ". " + advice if why else "", runaway_parameters(res))
         return post
 
@@ -208,7 +219,8 @@ class _VGEstimator(BaseEstimator):
         if inner is not None and inner is not res and getattr(res, "stop", None) in CONVERGED_STOPS and not inner.converged:
             what, why = "the final fit of q at the learned hyperparameters", inner     # learning converged, its last inner solve did not
         else: what, why = "the fit", res
-        if getattr(why, "info", {}).get("rounding_floor"): return      # FPi stalled at the optimum to float64: nothing to gain
+        plain = getattr(res, "posterior", res) is res                      # a posterior, not learning's result (whose info is its final fit's)
+        if (why is inner or plain) and getattr(why, "info", {}).get("rounding_floor"): return   # FPi at the optimum to float64
         stop = getattr(getattr(why, "stop", None), "value", str(getattr(why, "stop", "")))
         warnings.warn(ConvergenceWarning(f"{name}: {what} ended before converging ({stop}: {getattr(why, 'message', '')}); "
                                          "where a budget ran out, a larger one in fit_options (max_iter, max_seconds, or max_epochs for the "
@@ -573,6 +585,9 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
             where = f" (the first at row {bad[0]} of y: {yf[bad[0]]:g}; {bad.size} such row{'s' if bad.size != 1 else ''})" if bad.size else ""
             raise ValueError(f"{e}{where}; for targets that are not counts use {hint}") from None
         mean = float(np.log(max(np.mean(y), 1e-3)))
+        if name == "auto" and not self.learn_hyperparameters:
+            raise ValueError("likelihood='auto' weighs the Poisson and the negative binomial by their VLBs at learned hyperparameters "
+                             "(the dispersion among them): it needs learn_hyperparameters=True")
         if name != "auto":
             self._fit_model(self._model(X, y, Poisson() if name == "poisson" else NegativeBinomial(), mean=mean))
             self.vlb_by_likelihood_ = {name: float(self.posterior_.vlb)}

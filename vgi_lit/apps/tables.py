@@ -167,13 +167,16 @@ def degenerate_fit(res, X=None) -> list:
     return [f"the fit finds no evidence that y depends on the inputs: {w}" for w in whys]
 
 # %% ../../nbs/apps/49_tables.ipynb #0551d880
-def degenerate_advice(model, options: dict, standardized: bool, data_start: bool, learned: bool, starts: int = 1) -> str:
+def degenerate_advice(model, options: dict, standardized: bool, data_start: bool, learned: bool, starts: int = 1,
+                      counts_weighed: bool = False) -> str:
     """What to do after a degenerate fit of `model` (the fitted model), given what the caller did: `standardized` (the
     inputs are z-scores), `data_start` (the kernel started from the data, `data_kernel`), `learned` (the
     hyperparameters were learned, from `starts` starts). What was done is said once, and only what was not is advised,
     with the numbers that bear on it: the range of the standard deviations of the input columns that vary (a GLM's
     intercept column is constant and does not count) and the median distance between inputs against the lengthscale.
-    `options` spells each remedy in the caller's terms: `ESTIMATOR_OPTIONS` or `CLI_OPTIONS`."""
+    `options` spells each remedy in the caller's terms: `ESTIMATOR_OPTIONS` or `CLI_OPTIONS`. A Poisson GP on counts whose
+    variance is more than twice their mean is advised the negative binomial, unless the caller has weighed the two by
+    their VLBs already (`counts_weighed`, `overdispersed`)."""
     X = model.X if sp.issparse(model.X) else np.asarray(model.X, dtype=float)     # a GLM's X may be scipy.sparse
     kernel = getattr(model, "kernel", None)
     done, tips = [], []
@@ -189,11 +192,11 @@ def degenerate_advice(model, options: dict, standardized: bool, data_start: bool
             scale = "" if np.all(np.isnan(ell)) else (f"the median distance between training inputs is {median_distance(X):.3g}, the lengthscale "
                                                      f"{', '.join(f'{v:.3g}' for v in ell[:3])}{', ...' if ell.size > 3 else ''}; ")
             tips.append(f"start the kernel from the data ({scale}{options['data_start']})")
-    if kernel is not None and type(model.likelihood) is Poisson:          # over-dispersed counts: a Poisson GP follows the noise
-        y = np.asarray(model.y, dtype=float)
-        ratio = f"the counts' variance is {np.var(y) / max(np.mean(y), 1e-12):.3g} times their mean; " if y.size > 1 else ""
-        tips.append(f"fit the negative binomial ({options['counts']}; {ratio}counts that vary more than a Poisson allows make "
-                    "a Poisson GP follow the noise with a short lengthscale)")
+    y = np.asarray(model.y, dtype=float)
+    ratio = np.var(y) / max(np.mean(y), 1e-12) if y.size > 1 else 1.0
+    if kernel is not None and type(model.likelihood) is Poisson and not counts_weighed and ratio > 2:   # over-dispersed counts
+        tips.append(f"fit the negative binomial ({options['counts']}; the counts' variance is {ratio:.3g} times their mean, and "
+                    "counts that vary more than a Poisson allows can make a Poisson GP follow the noise)")
     if learned:
         done.append(f"the hyperparameters were learned from {starts} start{'s' if starts != 1 else ''}")
         if kernel is not None: tips.append(f"learn from more starts ({options['restarts'].format(max(5, 2 * (starts - 1)))})")

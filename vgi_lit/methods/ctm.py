@@ -17,7 +17,7 @@ from ..models import GaussianPrior
 from ..softmax import log_sum_exp
 from ..models.blocks import Blocks, block_sum, block_kl, damped_precision, closed_form_prior, stacked_cholesky
 from ..models.ctm import CTM, DocRows, check_counts, init_beta, check_beta
-from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method
+from ..inference import History, Event, EventKind, Stop, check_budget, StatePosterior, register_options_method, user_stacklevel
 from ..driver import Step, first_of, run, rel_tol_evaluated
 from ..io import register_posterior
 from .svi import Adagrad, step_size
@@ -622,7 +622,7 @@ def _fit_documents(counts, mu, Sigma, beta, n_iter: int = 100, cov: str = "diag"
     full = np.diff(C.indptr) > 0                                                # documents with a word: the others keep the prior
     if not full.all():
         warnings.warn(f"{int((~full).sum())} of the {full.size} documents have no word of the vocabulary (first: row "
-                      f"{int(np.flatnonzero(~full)[0])}): their q is the prior (μ, Σ)", stacklevel=3)
+                      f"{int(np.flatnonzero(~full)[0])}): their q is the prior (μ, Σ)", stacklevel=user_stacklevel())
     D_all, C = C.shape[0], C[full]; D = C.shape[0]
     m = np.tile(mu, (D, 1))
     if cov == "diag": L = np.tile(np.sqrt(np.diag(Sigma)), (D, 1)); P = 1.0 / L**2

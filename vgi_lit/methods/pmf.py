@@ -20,11 +20,11 @@ from ..io import register_posterior
 from .svi import Adagrad, site_derivs, step_size
 
 # %% auto #0
-__all__ = ['EXPECTS', 'METHODS', 'PRIORS', 'COLLAPSE_ADVICE', 'PMF_SPELLING', 'STOP_TEXT', 'COMMON', 'side_prior', 'PMFState',
-           'init_pmf_state', 'full_vectors', 'latent_moments', 'expected_loglik', 'kl_sides', 'gaussian_sums',
-           'gaussian_data_term', 'pmf_vlb', 'SideSums', 'side_observations', 'side_sums', 'side_step', 'column_terms',
-           'column_step', 'lim_teh_step', 'prior_update', 'rotation_objective', 'best_rotation', 'rotate_factors',
-           'lik_grad', 'lik_update', 'collapse_advice', 'collapse', 'fit_pmf', 'PMFPosterior', 'expected_class',
+__all__ = ['EXPECTS', 'METHODS', 'PRIORS', 'PMF_SPELLING', 'STOP_TEXT', 'COMMON', 'side_prior', 'PMFState', 'init_pmf_state',
+           'full_vectors', 'latent_moments', 'expected_loglik', 'kl_sides', 'gaussian_sums', 'gaussian_data_term',
+           'pmf_vlb', 'SideSums', 'side_observations', 'side_sums', 'side_step', 'column_terms', 'column_step',
+           'lim_teh_step', 'prior_update', 'rotation_objective', 'best_rotation', 'rotate_factors', 'lik_grad',
+           'lik_update', 'collapse_advice', 'collapse', 'fit_pmf', 'PMFPosterior', 'expected_class',
            'most_probable_class', 'PMFOptions']
 
 # %% ../../nbs/methods/16_pmf.ipynb #c904941c
@@ -470,12 +470,10 @@ def lik_update(model: PMF, state: PMFState, n_samples: int = 1, seed: int = 0, b
     return lik.with_params(res.x) if np.isfinite(res.fun) and res.fun < f0 else lik
 
 # %% ../../nbs/methods/16_pmf.ipynb #c7d1a9e4
-COLLAPSE_ADVICE = ("hold the noise variance fixed (learn_lik=False) below the variance of the ratings, keep the priors fixed "
-                   "for a few more sweeps (warmup), or use a smaller K; compare the test error of the fits: the bound alone does not choose")
 PMF_SPELLING = dict(learn_lik="learn_lik=False", warmup="warmup", K="K")
 
 def collapse_advice(likelihood, spell: dict = PMF_SPELLING) -> str:
-    """`COLLAPSE_ADVICE` for a fit with `likelihood`, its options spelled by `spell` (keys learn_lik, warmup, K: the
+    """What to do after a collapse (`collapse`) of a fit with `likelihood`, its options spelled by `spell` (keys learn_lik, warmup, K: the
     caller's names, e.g. a recommender's): the advice on the noise variance only where the likelihood has one."""
     noise = (f"hold the noise variance fixed ({spell['learn_lik']}) below the variance of the ratings, "
              if isinstance(likelihood, Gaussian) else "")

@@ -154,14 +154,16 @@ def halving_adagrad(attempt, accept, rng, opts, max_halvings=30):
     memory; returns (the last attempt's result, the number of halvings k, whether it was accepted). The rates are
     restored on return; after the last failed attempt the draws and the memory stay as it left them."""
     state, acc, lrs = rng.bit_generator.state, [o.acc for o in opts], [o.lr for o in opts]
-    for k in range(max_halvings + 1):
-        for o, lr in zip(opts, lrs): o.lr = lr * 0.5**k
-        out = attempt()
-        ok = bool(accept(out))
-        if ok or k == max_halvings: break
-        rng.bit_generator.state = state
-        for o, a in zip(opts, acc): o.acc = a
-    for o, lr in zip(opts, lrs): o.lr = lr
+    try:
+        for k in range(max_halvings + 1):
+            for o, lr in zip(opts, lrs): o.lr = lr * 0.5**k
+            out = attempt()
+            ok = bool(accept(out))
+            if ok or k == max_halvings: break
+            rng.bit_generator.state = state
+            for o, a in zip(opts, acc): o.acc = a
+    finally:                                                              # also when an attempt raises
+        for o, lr in zip(opts, lrs): o.lr = lr
     return out, k, ok
 
 def divergence_test(objective, f0):
