@@ -561,8 +561,8 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
         when its VLB (at learned hyperparameters: a lower bound on the model's log marginal likelihood) exceeds the
         Poisson's by more than `OVERDISPERSION_NATS` (1.92, `overdispersed`), else the Poisson; `likelihood_` names the
         likelihood of the fit and `vlb_by_likelihood_` holds the VLB of each (one entry unless "auto"). Real counts
-        are often over-dispersed (variance far above the mean), and a Poisson GP then follows the noise with a short
-        lengthscale; "auto" costs two fits and finds that by the two bounds.""" + _COMMON_DOC
+        are often over-dispersed (variance far above the mean), and a Poisson GP then can follow the noise; "auto" costs
+        two fits and finds that by the two bounds.""" + _COMMON_DOC
     def __init__(self, latent="auto", kernel=None, standardize=True, method=None, learn_hyperparameters=True,
                  n_restarts=None, n_inducing=50, fit_intercept=True, prior_var=1.0, random_state=None, fit_options=None,
                  progress=False, likelihood="poisson"):
