@@ -114,7 +114,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
         None: the same, where the dense system has at most `NEWTON_DIM` unknowns (n times the directions of the site Jacobian), once a step contracts the
         residual by less than `NEWTON_RATE` (FPi's linear rate is slow) or the last step was Newton's, or at once when `site_jac` is
         given. False (default): never.
-    site_jac: the site Jacobians (JU, Ut) of `_site_jacobian` for the first Newton step (`info['site_jacobian']` of an earlier run, e.g. of a nearby model
+    site_jac: the site Jacobians (JU, Ut) of ``_site_jacobian`` for the first Newton step (`info['site_jacobian']` of an earlier run, e.g. of a nearby model
         warm-starting this one: the site map (m_i, V_i) ↦ (α_i, Γ_i) is the likelihood's, the same for every prior, and at a warm
         start its arguments move little); None: differenced when first needed. The result's `info['site_jacobian']` is the last
         one differenced (or `site_jac`; None if none)."""
