@@ -183,28 +183,29 @@ def soft_crossings(a, b):
 _ZGRID = np.linspace(-10.0, 10.0, 11)
 _RATIO = 3.0
 
-def _outer_rule(mu1, s1, a, b):
+def _outer_rule(mu1, s1, a, b, sc):
     """Nodes X (n, K) and weights W (n, K) (the density N(x; μ₁, s₁²) included) of a composite 10-point Gauss-Legendre rule on
     [μ₁ − 10 s₁, μ₁ + 10 s₁] with breakpoints every 2 s₁ and at the soft kinks c (0 and the crossings of `soft_crossings`), graded
-    geometrically (ratio ≤ 3) from c ± ½ to c ± 2 s₁, weights scaled to sum to one; sites are grouped by their number of
-    grading steps and of kinks, and padded with zero weights."""
-    n = len(mu1)
+    geometrically (ratio ≤ 3) from c ± d to c ± 2 s₁: d = ½ at 0 (the bend of softplus(δ₁)), d = ½ max(1, s_c)/max(1, |b|, |1 − b|)
+    at a crossing (the half-width of the bend of F₀(a + bδ₁ − softplus(δ₁), s_c) in δ₁), none where d ≥ 2 s₁. A kink with fewer
+    steps than the row's largest repeats its last breakpoint, and an absent crossing sits at the left end: zero-width panels,
+    weight 0. Weights scaled to sum to one."""
+    n = len(mu1); lo, hi = (mu1 - 10 * s1)[:, None], (mu1 + 10 * s1)[:, None]
     kinks = np.stack([np.zeros(n), *soft_crossings(a, b)], 1)                           # (n, 3), NaN where a crossing is absent
-    n_kinks = 3 - np.isnan(kinks).sum(1)
-    kinks = np.sort(np.where(np.isnan(kinks), np.inf, kinks), 1)                    # the absent ones (inf) last
-    steps = np.maximum(2, 2 * np.ceil(np.log(4 * s1) / np.log(_RATIO) / 2)).astype(int)
-    size = lambda M, k: (len(_ZGRID) + k * (2 * M + 3) - 1) * len(_T10)
-    X, W = np.zeros((n, size(steps.max(), n_kinks.max()))), np.zeros((n, size(steps.max(), n_kinks.max())))
-    for M, k in set(zip(steps.tolist(), n_kinks.tolist())):
-        g = (steps == M) & (n_kinks == k); mg, sg = mu1[g, None], s1[g, None]
-        d = 0.5 * (4 * sg) ** (np.arange(M + 1) / M)                                   # ½ … 2 s₁
-        offs = np.concatenate([-d[:, ::-1], np.zeros((len(mg), 1)), d], 1)
-        B = np.concatenate([mg + sg * _ZGRID, (kinks[g, :k, None] + offs[:, None, :]).reshape(len(mg), -1)], 1)
-        B = np.sort(np.clip(B, mg - 10 * sg, mg + 10 * sg), 1)
-        x, w = _panels(B, _T10, _W10)
-        X[g, :x.shape[1]] = x
-        W[g, :x.shape[1]] = w * np.exp(-0.5 * ((x - mg) / sg) ** 2) / (_SQ2PI * sg)
+    dc = 0.5 * np.maximum(1.0, sc) / np.maximum(1.0, np.maximum(np.abs(b), np.abs(1.0 - b)))
+    d0 = np.where(np.isnan(kinks), np.inf, np.stack([np.full(n, 0.5), dc, dc], 1))
+    with np.errstate(divide='ignore', invalid='ignore'):
+        Mk = np.ceil(np.log(np.maximum(2 * s1[:, None] / d0, 1.0)) / np.log(_RATIO))   # grading steps per kink
+        r = np.where(Mk > 0, (2 * s1[:, None] / d0) ** (1 / np.maximum(Mk, 1)), 1.0)
+    M = int(max(1, Mk.max(initial=1.0)))
+    d = np.where(Mk[..., None] > 0, np.where(Mk > 0, d0, 0.0)[..., None] * r[..., None] ** np.minimum(np.arange(M + 1), Mk[..., None]), 0.0)
+    offs = np.concatenate([-d[..., ::-1], np.zeros(d.shape[:-1] + (1,)), d], -1)       # (n, 3, 2M + 3)
+    kk = np.where(np.isnan(kinks), lo, kinks)
+    B = np.sort(np.clip(np.concatenate([mu1[:, None] + s1[:, None] * _ZGRID, (kk[:, :, None] + offs).reshape(n, -1)], 1), lo, hi), 1)
+    X, w = _panels(B, _T10, _W10)
+    W = w * np.exp(-0.5 * ((X - mu1[:, None]) / s1[:, None]) ** 2) / (_SQ2PI * s1[:, None])
     return X, W / W.sum(1, keepdims=True)                                         # the mass beyond 10 s₁ (2e-23) moved inside: constants exact
+
 
 # %% ../nbs/01d_softmax_range.ipynb #43d2c54c
 def _check_diff_moments(mu_d, S_d):
@@ -227,9 +228,10 @@ def expected_lse(mu_d, S_d):
     """(E (n,), ∂E/∂μ (n, q), ∂E/∂S (n, q, q)) of E = 𝔼[log(1 + Σ_k e^{δ_k})], δ ~ N(μ_i, S_i), q = 1 or 2, for means
     `mu_d` (n, q) and positive semi-definite covariances `S_d` (n, q, q) (singular allowed). ∂E/∂μ = 𝔼[p],
     ∂E/∂S = ½𝔼[diag p − ppᵀ] (Bonnet, Price), p_k = e^{δ_k}/(1 + Σ_j e^{δ_j}). q = 2: lse = softplus(δ₁) + softplus(δ₂ − softplus(δ₁)),
-    the inner expectation over δ₂ | δ₁ by `softplus_moments`, the outer over δ₁ (the larger variance) by the Gauss-Hermite
-    rule of `_GH_LEVELS` for s₁(1 + max(0, −b)) when that is ≤ 3 (b = S₁₂/S₁₁), else the graded composite Gauss-Legendre
-    rule of ``_outer_rule``."""
+    the inner expectation over δ₂ | δ₁ by `softplus_moments`, the outer over δ₁ by the Gauss-Hermite rule of `_GH_LEVELS` for
+    s₁(1 + max(0, −b)) when that is ≤ 3 (δ₁ the larger variance, b = S₁₂/S₁₁), else by the graded composite Gauss-Legendre rule of
+    ``_outer_rule`` with δ₁ the difference of smaller variance (its partner's conditional s.d. s_c is then the larger of the two, and
+    the rule for the inner remainders the smaller)."""
     mu_d, S_d = _check_diff_moments(mu_d, S_d); n, q = mu_d.shape
     if q == 1:
         F0, F1, F2 = softplus_moments(mu_d[:, 0], np.sqrt(np.maximum(S_d[:, 0, 0], 0.0)))
@@ -238,16 +240,21 @@ def expected_lse(mu_d, S_d):
     mu = np.where(swap[:, None], mu_d[:, ::-1], mu_d); S = np.where(swap[:, None, None], S_d[:, ::-1, ::-1], S_d)
     v1 = np.maximum(S[:, 0, 0], 0.0); s1 = np.sqrt(v1)
     with np.errstate(divide='ignore', invalid='ignore'): b = np.where(v1 > 0, S[:, 0, 1] / v1, 0.0)
+    lev = _gh_level(s1 * (1.0 + np.maximum(0.0, -b)))                              # the outer integrand is analytic for |Im δ₁| < π/(1 + max(0, −b))
+    flip = (lev == len(_GH_LEVELS)) & (S[:, 1, 1] > 0)                             # graded rule: the smaller variance outside
+    swap ^= flip
+    mu = np.where(flip[:, None], mu[:, ::-1], mu); S = np.where(flip[:, None, None], S[:, ::-1, ::-1], S)
+    v1 = np.maximum(S[:, 0, 0], 0.0); s1 = np.sqrt(v1)
+    with np.errstate(divide='ignore', invalid='ignore'): b = np.where(v1 > 0, S[:, 0, 1] / v1, 0.0)
     sc = np.sqrt(np.maximum(S[:, 1, 1] - b * S[:, 0, 1], 0.0))                     # s.d. of δ₂ given δ₁
     a = mu[:, 1] - b * mu[:, 0]                                                     # 𝔼[δ₂ | δ₁] = a + b δ₁
     E, g, G = np.empty(n), np.empty((n, 2)), np.empty((n, 2, 2))
-    lev = _gh_level(s1 * (1.0 + np.maximum(0.0, -b)))                              # the outer integrand is analytic for |Im δ₁| < π/(1 + max(0, −b))
     for L in np.unique(lev):
         grp = lev == L
         if L < len(_GH_LEVELS):
             z, w = _gh_rule(int(L)); D1 = mu[grp, 0, None] + s1[grp, None] * z; W = np.broadcast_to(w, D1.shape); live = slice(None)
         else:
-            D1, W = _outer_rule(mu[grp, 0], s1[grp], a[grp], b[grp])
+            D1, W = _outer_rule(mu[grp, 0], s1[grp], a[grp], b[grp], sc[grp])
             live = W > 1e-18                                                        # padding and the far tails (they sum to < 1e-15) skipped
             W = np.where(live, W, 0.0)
         if isinstance(live, slice): sp1, sg1, _ = _sp_terms(D1)

@@ -83,16 +83,19 @@ def _check_diff(mu_d, S_d, qs):
     return mu_d, S_d
 
 # %% ../nbs/01e_softmax_wide.ipynb #14a78867
-def expected_lse_wide(mu_d, S_d, block: int = 40_000):
+def expected_lse_wide(mu_d, S_d, block: int = 100_000, largest_inside: bool = True):
     """(E (n,), ∂E/∂μ (n, 3), ∂E/∂S (n, 3, 3)) of E = 𝔼[log(1 + Σ_k e^{δ_k})], δ ~ N(μ_i, S_i), for three differences: means `mu_d`
-    (n, 3), positive semi-definite covariances `S_d` (n, 3, 3) (singular allowed). Nested: δ₁ (the largest variance) by ``_graded`` around
+    (n, 3), positive semi-definite covariances `S_d` (n, 3, 3) (singular allowed). Nested: δ₁ (the smallest variance) by ``_graded`` around
     the bends of the conditional means (widths w₂, w₃, w₂₃), δ₂ | δ₁ by ``_graded`` around the kink of ℓ₂ = log(1 + e^{δ₁} + e^{δ₂}) and the
-    crossings of m₃ with ℓ₂ (width w₃|₂), δ₃ | δ₁, δ₂ exactly by `softplus_moments` (interpolated, ``_moments_tables``); node pairs of weight
+    crossings of m₃ with ℓ₂ (width w₃|₂), δ₃ | δ₁, δ₂ (the largest variance) exactly by `softplus_moments` (interpolated, ``_moments_tables``); node pairs of weight
     below 10⁻¹⁴ dropped. E = 𝔼[ℓ₂ + F₀(m₃ − ℓ₂, s₃)]; ∂E/∂μ = 𝔼[p], ∂E/∂S = ½𝔼[diag p − ppᵀ] (Bonnet, Price) from F₁, F₂ and
     π = softmax of (0, δ₁, δ₂) on the same nodes. About 10⁻⁹ (relative where E > 1) at every scale (measured on the page). All sites
-    are handled together, `block` // 137 δ₁ nodes (about `block` node pairs) at a time."""
+    are handled together, `block` // 137 δ₁ nodes (about `block` node pairs) at a time. `largest_inside=False` reverses the order (δ₁ the
+    largest variance): another rule for the same integral, as costly on isotropic covariances and about twice as costly where one
+    difference is much less determined than the others; kept for the check of the order."""
     mu_d, S_d = _check_diff(mu_d, S_d, (3,)); n = len(mu_d)
-    order = np.argsort(-np.diagonal(S_d, axis1=1, axis2=2), axis=1, kind='stable')   # δ₁: the largest variance
+    v = np.diagonal(S_d, axis1=1, axis2=2)
+    order = np.argsort(v if largest_inside else -v, axis=1, kind='stable')         # δ₁ the smallest variance, δ₃ the largest
     mu = np.take_along_axis(mu_d, order, 1); S = S_d[np.arange(n)[:, None, None], order[:, :, None], order[:, None, :]]
     v1 = np.maximum(S[:, 0, 0], 0.0); tiny = 1e-14 * np.maximum(v1, 1e-300)
     with np.errstate(divide='ignore', invalid='ignore'):
