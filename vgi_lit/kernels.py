@@ -4,12 +4,12 @@
 
 # %% ../nbs/02_kernels.ipynb #99b37cdb
 from __future__ import annotations
-import datetime, threading
+import datetime, numbers, threading
 import numpy as np
 
 # %% auto #0
-__all__ = ['dense_real', 'check_X', 'Kernel', 'Stationary', 'RBF', 'Matern12', 'Matern32', 'Matern52', 'Linear', 'Periodic',
-           'Constant', 'White', 'Sum', 'Product', 'exact_symmetric']
+__all__ = ['dense_real', 'missing_or_date', 'check_X', 'Kernel', 'Stationary', 'RBF', 'Matern12', 'Matern32', 'Matern52',
+           'Linear', 'Periodic', 'Constant', 'White', 'Sum', 'Product', 'exact_symmetric']
 
 # %% ../nbs/02_kernels.ipynb #e3653307
 def dense_real(x, name="X", sparse_note: str = "this model needs a dense array"):
@@ -23,6 +23,16 @@ def dense_real(x, name="X", sparse_note: str = "this model needs a dense array")
         raise TypeError(f"{name} is complex ({a.dtype}); the model is real: pass {name}.real if the imaginary part is meant to be zero")
     return a
 
+def missing_or_date(v) -> bool:
+    """Whether an entry of an object array is a missing-value marker (None, or an object that is neither a number nor text
+    and is not equal to itself, as pandas' NA) or a date or a time span: values NumPy would read as NaN or as a number of
+    days without a word."""
+    if v is None or isinstance(v, (datetime.date, datetime.timedelta, np.datetime64, np.timedelta64)): return True
+    if isinstance(v, (numbers.Number, str, bytes)): return False
+    try: return not bool(v == v)
+    except TypeError: return True                  # pandas' NA: a comparison with it is NA, which has no truth value
+    except ValueError: return False                # an array held as an entry: not a marker (NumPy's own error follows)
+
 def check_X(X, name="X"):
     """`X` as a finite float64 array of two dimensions (a vector is one column); a TypeError naming `name` if it is a
     scipy.sparse matrix (the models that take one convert it themselves) or complex (NumPy would drop the imaginary
@@ -31,7 +41,7 @@ def check_X(X, name="X"):
     X = dense_real(X, name)
     if X.dtype == object:                                                  # NumPy would read a date as days, None as NaN
         for (i, j), v in np.ndenumerate(X if X.ndim == 2 else X.reshape(len(X), -1)):
-            if v is None or isinstance(v, (datetime.date, datetime.timedelta, np.datetime64, np.timedelta64)):
+            if missing_or_date(v):
                 raise TypeError(f"{name} holds a value that is not a real number: row {i}, column {j} is {v!r}: pass a numeric "
                                 "array (a missing value filled or its row dropped, a date converted, e.g. to days since a reference date)")
     try: X = X.astype(float, copy=False)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk01
 from __future__ import annotations
-import datetime, json, numbers, warnings
+import datetime, json, warnings
 import numpy as np
 import scipy.sparse as sp
 try:
@@ -19,7 +19,7 @@ except ImportError as e:   # scikit-learn is an optional dependency (the [sklear
 from .. import io as vio
 from .saving import save_app, load_app
 from .tables import fit_quietly as _fit
-from ..kernels import Kernel, RBF, check_X
+from ..kernels import Kernel, RBF, check_X, missing_or_date
 from ..likelihoods import Gaussian, Laplace, Logistic, NegativeBinomial, Ordinal, Poisson, Probit, StudentT, frequency_cutpoints
 from ..models import GLM, GP, SparseGP
 from .tables import (Standardizer, data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, irrelevant_inputs, overdispersed,
@@ -66,18 +66,9 @@ def _text_entry(X):
     for j in range(A.shape[1]):
         for i in range(A.shape[0]):
             v = A[i, j]
-            bad = (_number(v) is None if isinstance(v, (str, bytes)) else _missing(v)
-                   or isinstance(v, (datetime.date, datetime.timedelta, np.datetime64, np.timedelta64)))
+            bad = _number(v) is None if isinstance(v, (str, bytes)) else missing_or_date(v)
             if bad: return i, (names[j] if names else j), v
     return None
-
-def _missing(v) -> bool:
-    "A missing-value marker: None, or an object that is neither a number nor text and is not equal to itself (pandas' NA)."
-    if v is None: return True
-    if isinstance(v, (numbers.Number, str, bytes)): return False
-    try: return not bool(v == v)
-    except TypeError: return True                  # pandas' NA: a comparison with it is NA, which has no truth value
-    except ValueError: return False                # an array held as an entry: not a marker (NumPy's own error follows)
 
 def _number(s):
     "float(s), or None when s is not a number."
@@ -101,7 +92,8 @@ def _validated(est, X, *y, **kw):
     if isinstance(v, (str, bytes)):
         raise ValueError(f"X holds text: row {i}, column {j!r} is {str(v)!r}; {type(est).__name__} takes numeric inputs (encode "
                          "text columns first, e.g. sklearn.preprocessing.OneHotEncoder in a ColumnTransformer)")
-    missing = _missing(v)
+    dated = isinstance(v, (datetime.date, datetime.timedelta, np.datetime64, np.timedelta64))
+    missing = missing_or_date(v) and not (dated and bool(v == v))            # None, pandas' NA, or a date that is NaT
     raise ValueError(f"X holds a value that is not a real number: row {i}, column {j!r} is {v!r} ({type(v).__name__}); "
                      + ("missing values are not imputed: fill or drop the row" if missing else
                         f"{type(est).__name__} takes real numbers: convert the column first (a date, e.g., as days since a reference date)"))
