@@ -819,7 +819,9 @@ def test_fpi_flat_at_the_rounding_floor_stops_stalled():
     """Undamped plain steps with `tol` below the attainable gradient keep the VLB within its rounding (a band of a few 1e-14
     here) while the gradient wanders about its floor: no fall and no small ρ, so the run used to go on to max_iter (300
     iterations at tol 1e-15 on this GP on one BLAS). The flat-floor rule stops it STALLED at its best state, with no GRAD
-    polish; a run whose gradient still falls (tol 1e-12, 96 iterations) is not stopped by it."""
+    polish; a run whose gradient still falls is not stopped by it: at tol 5e-10 the VLB is flat to its rounding band over
+    the last 20 iterations and more before the gradient test ends the run (the gradient's floor depends on the BLAS
+    kernel: about 5e-13 on Haswell, 4e-11 on SkylakeX, so the tol sits above both)."""
     gp = _smooth_gp("logistic")
     p = fit(gp, "fpi", tol=1e-15, tol_rel=0.0, max_iter=300, newton=False, mean_steps=0)
     assert p.stop is Stop.STALLED and p.n_iter < 250, (p.stop, p.n_iter)
@@ -828,8 +830,10 @@ def test_fpi_flat_at_the_rounding_floor_stops_stalled():
         assert not any(r.step == "grad_polish" for r in p.history)
         spread = float(p.message.split("within ")[1].split(" ")[0])
         assert spread <= fp.FLAT_REL * abs(p.vlb)
-    q = fit(gp, "fpi", tol=1e-12, tol_rel=0.0, polish=False, max_iter=300, newton=False, mean_steps=0)
-    assert not q.message.startswith("stalled at the rounding floor"), q.message
+    q = fit(gp, "fpi", tol=5e-10, tol_rel=0.0, polish=False, max_iter=300, newton=False, mean_steps=0)
+    assert q.stop is Stop.GRAD_TOL, q.message
+    h = np.asarray(q.history.vlb)
+    assert np.ptp(h[-21:]) <= fp.FLAT_REL * abs(h[-1])                   # the VLB alone would have stopped it: the gradient fell
 
 
 def test_a_trial_state_that_overflows_is_not_finite_and_quiet():
