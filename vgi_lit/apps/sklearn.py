@@ -34,7 +34,7 @@ from ..methods.multiclass import MultiPosterior
 
 # %% auto #0
 __all__ = ['LATENTS', 'MULTICLASS_VARIANCE', 'EXPECTED_FAILED_CHECKS', 'VGClassifier', 'latent_cov', 'VGRegressor',
-           'VGPoissonRegressor', 'VGOrdinalRegressor', 'load_estimator']
+           'VGPoissonRegressor', 'ordered_categories', 'VGOrdinalRegressor', 'load_estimator']
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk04
 LATENTS = ("auto", "gp", "sparse_gp", "glm")
@@ -642,9 +642,23 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
         return tags
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk14
+def ordered_categories(y):
+    """`(categories, codes)` of an ordered pandas Categorical (or a Series of one, read through its `.cat`): the levels in
+    their declared order and each row's position among them; None for anything else (no pandas import). A missing value
+    (code −1) is a ValueError naming its rows."""
+    cat = getattr(y, "cat", y)
+    if getattr(cat, "ordered", None) is not True or not hasattr(cat, "codes"): return None
+    codes = np.asarray(cat.codes, dtype=int)
+    if (codes < 0).any():
+        rows = np.flatnonzero(codes < 0)
+        raise ValueError(f"y has {rows.size} missing value(s) (rows {rows[:5].tolist()}{' ...' if rows.size > 5 else ''}): "
+                         "an ordinal target needs a level for every row")
+    return np.asarray(list(cat.categories)), codes
+
 class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
     __doc__ = """Ordinal regression with a latent Gaussian model: P(y ≤ k | f) = σ(c_k − f) for the ordered classes
-    `classes_` (the sorted labels: numbers, in their numeric order; text labels are refused, as text sorts alphabetically). Cut points `cutpoints` (K − 1 increasing numbers; None: the logits of the
+    `classes_` (the sorted labels: numbers, in their numeric order; an ordered pandas Categorical, in its categories'
+    order, those absent from y left out; other text labels are refused, as text sorts alphabetically). Cut points `cutpoints` (K − 1 increasing numbers; None: the logits of the
     training data's cumulative class frequencies), learned by default. `score` is the accuracy.""" + _COMMON_DOC
     def __init__(self, cutpoints=None, latent="auto", kernel=None, standardize=True, method=None,
                  learn_hyperparameters=True, n_restarts=None, n_inducing=50, fit_intercept=False, prior_var=1.0,
@@ -656,15 +670,18 @@ class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
 
     def fit(self, X, y, sample_weight=None):
         "Fit to inputs X (n, p) and ordered labels y (n,), at least two classes; `sample_weight`: whole-number row counts."
-        X, y = self._fit_data(X, y, sample_weight)
+        levels = ordered_categories(y)                                   # an ordered Categorical: its codes, in its order
+        X, y = self._fit_data(X, y if levels is None else levels[1], sample_weight)
         check_classification_targets(y)
         ya = np.asarray(y)
         if not (np.issubdtype(ya.dtype, np.number) or ya.dtype == bool):                   # text sorts alphabetically
-            levels = [str(v) for v in np.unique(ya.astype(str))]
+            seen = [str(v) for v in np.unique(ya.astype(str))]
             raise ValueError(f"VGOrdinalRegressor needs numeric labels, whose numeric order is the order of the classes; y holds text "
-                             f"labels, which sort alphabetically ({levels[:6] + (['...'] if len(levels) > 6 else [])}), not necessarily in "
-                             "the levels' order: map the labels to numbers in their order first")
-        enc = LabelEncoder().fit(y); self.classes_ = enc.classes_; k = enc.transform(y)
+                             f"labels, which sort alphabetically ({seen[:6] + (['...'] if len(seen) > 6 else [])}), not necessarily in "
+                             "the levels' order: map the labels to numbers in their order first, or pass an ordered pandas Categorical "
+                             "(pd.Categorical(y, categories=[...], ordered=True))")
+        enc = LabelEncoder().fit(y); k = enc.transform(y)
+        self.classes_ = enc.classes_ if levels is None else levels[0][enc.classes_]
         K = len(self.classes_)
         if K < 2: raise ValueError(f"VGOrdinalRegressor needs at least two classes; y has one class ({self.classes_[0]!r})")
         if self.cutpoints is None:
