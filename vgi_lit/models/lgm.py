@@ -51,9 +51,12 @@ def _per_site(val, n: int, name: str):
 # %% ../../nbs/03_models.ipynb #c9a1e0b5
 def _real_array(x, name):
     """`x` as a float64 array; a TypeError naming `x` if it is complex (NumPy would drop the imaginary part
-    with only a warning), a scipy.sparse matrix (not supported yet) or not numeric."""
+    with only a warning), a scipy.sparse matrix (not supported yet) or not numeric. A 2-d array comes out in row-major
+    order (a data frame's values are column-major), so the same numbers give the same products to the last bit."""
     a = dense_real(x, name, "sparse design matrices are not supported yet")
-    try: return a.astype(float, copy=False)
+    try:
+        a = a.astype(float, copy=False)
+        return a if a.ndim < 2 or a.flags.c_contiguous else np.ascontiguousarray(a)
     except (TypeError, ValueError):
         bad = None
         for idx, v in np.ndenumerate(a):                                   # the first entry that is not a number, named
