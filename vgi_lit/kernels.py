@@ -156,6 +156,8 @@ class Kernel:
         return f"{type(self).__name__}(" + ", ".join(f"{n}={fmt(self._values[n])}" for n in self._names) + ")"
 
 # %% ../nbs/02_kernels.ipynb #kstat
+_EPS = float(np.finfo(float).eps)
+_SQDIST_ABS = 1e-10           # largest rounding of r² = ‖a‖² + ‖b‖² − 2aᵀb (4pε(‖a‖² + ‖b‖²), lengthscale units) allowed before differences per input
 _KEPT_R2 = {}                 # (type, θ) -> (A, r²): the r² of recent K(A) of Matérn kernels for the next dK, `_KEEP_R2` entries in all
 _KEPT_LOCK = threading.Lock()
 
@@ -191,11 +193,17 @@ class Stationary(Kernel):
 
     def _sqdist(self, A, B, same):
         ls = self._values["lengthscale"]; A = A / ls; B = A if same else B / ls
+        na, nb = np.sum(A**2, 1), (None if same else np.sum(B**2, 1))
+        big = float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0))
+        if 4 * A.shape[1] * _EPS * big > _SQDIST_ABS:            # the expansion's rounding would show in k: differences per input
+            D = np.zeros((A.shape[0], B.shape[0])); T = np.empty_like(D)
+            for j in range(A.shape[1]): np.subtract(A[:, j, None], B[None, :, j], out=T); np.square(T, out=T); D += T
+            return D
         if same:                                              # A Aᵀ exactly symmetric: an outer product (d = 1), or NumPy's
             D = np.multiply.outer(A[:, 0], A[:, 0]) if A.shape[1] == 1 else A @ A.T   # symmetric rank-k update (syrk)
             D *= -2.0
         else: D = (-2.0 * A) @ B.T                            # −2abᵀ, then += (‖a‖² + ‖b‖²): two n × m arrays, the same bits
-        D += np.sum(A**2, 1)[:, None] + np.sum(B**2, 1)[None, :]   # as (‖a‖² + ‖b‖²) − 2abᵀ
+        D += na[:, None] + (na if same else nb)[None, :]         # as (‖a‖² + ‖b‖²) − 2abᵀ
         np.maximum(D, 0.0, out=D)
         if same: np.fill_diagonal(D, 0.0)
         return D

@@ -480,3 +480,20 @@ def test_auto_likelihood_needs_learning_and_an_unconverged_learn_is_reported():
     floor = NS(stop=Stop.STALLED, converged=False, message="floor", info={"rounding_floor": True})
     with pytest.warns(ConvergenceWarning, match=r"the fit ended before converging \(max_iter"):
         VGRegressor()._report(NS(stop=Stop.MAX_ITER, converged=False, message="budget", posterior=floor, info=floor.info), "", [])
+
+
+def test_repeated_rows_fit_the_default_gp_whatever_their_order():
+    """Rows repeated by whole-number weights (scikit-learn's sample-weight check data: 15 rows in [0, 1)^30, weights 0-4)
+    fit the default GP in either order, to the same VLB and predictions (the lengthscale is flat there: the noise runs to 0
+    and the 11 distinct rows are interpolated): the kernel's distances gave identical rows r² in the tens at the small
+    lengthscales learning visits, K indefinite and a NotPositiveDefiniteError for one order of the rows."""
+    rng = np.random.RandomState(42)
+    X = rng.rand(15, 30); y = rng.randint(0, 3, size=15).astype(float); sw = rng.randint(0, 5, size=15)
+    from sklearn.utils import shuffle
+    Xs, ys, sws = shuffle(X, y, sw, random_state=0)                         # the order whose fit raised
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = VGRegressor().fit(X, y, sample_weight=sw)
+        b = VGRegressor().fit(Xs, ys, sample_weight=sws)
+    assert abs(a.posterior_.vlb - b.posterior_.vlb) <= 1e-6 * abs(a.posterior_.vlb)
+    assert np.abs(a.predict(X) - b.predict(X)).max() <= 1e-8
