@@ -497,3 +497,23 @@ def test_repeated_rows_fit_the_default_gp_whatever_their_order():
         b = VGRegressor().fit(Xs, ys, sample_weight=sws)
     assert abs(a.posterior_.vlb - b.posterior_.vlb) <= 1e-6 * abs(a.posterior_.vlb)
     assert np.abs(a.predict(X) - b.predict(X)).max() <= 1e-8
+
+
+def test_a_frames_missing_value_and_overflowing_column_are_named_by_column():
+    """A missing value in a data frame (pandas' NA in a nullable integer column, NaN in a float column) is named by its
+    column's name; a column whose standard deviation overflows float64 (a value of 1e200) is refused by name, not
+    standardised to zeros; a plain array names the column by position."""
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame({"age": [30.0, 41, 52, 63, 70, 38], "dose": pd.array([1, 2, pd.NA, 4, 5, 2], dtype="Int64"),
+                      "bmi": [22.0, 25, 31, 27, 24, 29]}, index=[101, 205, 317, 420, 555, 690])
+    y = np.array([1.0, 2.1, 2.9, 4.2, 5.1, 2.2])
+    with pytest.raises(ValueError, match="row 2, column 'dose' is nan.*not imputed"):
+        VGRegressor(latent="glm").fit(X, y)
+    ok = X.fillna({"dose": 3})
+    est = VGRegressor(latent="glm", learn_hyperparameters=False).fit(ok, y)
+    with pytest.raises(ValueError, match="row 1, column 'bmi' is nan"):
+        est.predict(ok.assign(bmi=[22.0, np.nan, 31, 27, 24, 29]))
+    big = ok.astype(float).assign(age=[30.0, 41, 1e200, 63, 70, 38])
+    for A, col in ((big, "column 'age'"), (big.to_numpy(), "column 0")):
+        with pytest.raises(ValueError, match=f"{col} holds values up to 1e\\+200.*overflows float64"):
+            VGRegressor(latent="glm").fit(A, y)

@@ -445,7 +445,7 @@ def _read_training(a, out):
     if labels is not None and a.likelihood != "softmax": out(f"labels     {labels[0]!s} -> -1, {labels[1]!s} -> +1")
     for c in enc.categorical:
         out(f"categories {c}: one-hot, {len(enc.categories[c])} columns ({', '.join(enc.categories[c][:6])}{', ...' if len(enc.categories[c]) > 6 else ''})")
-    scaler = Standardizer.fit(X, keep=enc.one_hot) if a.standardize else Standardizer.identity(X.shape[1])
+    scaler = Standardizer.fit(X, keep=enc.one_hot, names=enc.feature_names) if a.standardize else Standardizer.identity(X.shape[1])
     if a.standardize:
         out(f"inputs     {int(np.sum(~enc.one_hot))} numeric columns standardised with the training mean and sd"
             + (f", {int(np.sum(enc.one_hot))} one-hot columns kept as 0/1" if enc.one_hot.any() else "")

@@ -39,17 +39,21 @@ __all__ = ['LATENTS', 'MULTICLASS_VARIANCE', 'EXPECTED_FAILED_CHECKS', 'VGClassi
 # %% ../../nbs/apps/50_sklearn.ipynb #sk04
 LATENTS = ("auto", "gp", "sparse_gp", "glm")
 
-def _finite(X):
-    "X (an array or a CSR matrix), or a ValueError naming the first missing or non-finite entry by its row and column."
+def _finite(X, names=None):
+    """X (an array or a CSR matrix), or a ValueError naming the first missing or non-finite entry by its row (position) and
+    column (its name in `names`, a data frame's columns, when given; else its position)."""
     note = " (missing values are not imputed: fill or drop the row)"
-    if not sp.issparse(X):                                                      # `check_X` names the entry
-        try: check_X(X)
-        except ValueError as e: raise ValueError(f"{e}{note}") from None
-        return X
-    bad = np.flatnonzero(~np.isfinite(X.data))
-    if bad.size == 0: return X
-    k = int(bad[0]); i, j, v = int(np.searchsorted(X.indptr, k, side="right") - 1), int(X.indices[k]), X.data[k]
-    raise ValueError(f"X contains NaN or inf: row {i}, column {j} is {v}{note}")
+    if not sp.issparse(X):
+        try: check_X(X); return X
+        except ValueError as e:
+            if names is None or np.ndim(X) != 2 or np.isfinite(X).all(): raise ValueError(f"{e}{note}") from None   # `check_X` names the entry
+        i, j = (int(t) for t in np.argwhere(~np.isfinite(X))[0]); v = X[i, j]
+    else:
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        if bad.size == 0: return X
+        k = int(bad[0]); i, j, v = int(np.searchsorted(X.indptr, k, side="right") - 1), int(X.indices[k]), X.data[k]
+    col = repr(list(names)[j]) if names is not None else str(j)
+    raise ValueError(f"X contains NaN or inf: row {i}, column {col} is {v}{note}")
 
 def _with_intercept(Z):
     "The inputs Z (array or CSR matrix) with a column of ones appended, the GLM's intercept; sparse stays sparse."
@@ -106,7 +110,7 @@ class _VGEstimator(BaseEstimator):
     def _fit_data(self, X, y, sample_weight, **kw):
         """(X, y) validated, with whole-number `sample_weight` as repeated rows; the input map `scaler_` fitted."""
         X, y = _validated(self, X, y, **kw)
-        X = _finite(X)
+        X = _finite(X, getattr(self, "feature_names_in_", None))
         if sp.issparse(X) and not X.has_canonical_format:                      # an entry stored twice is their sum; the caller's X untouched
             X = X.copy(); X.sum_duplicates()
         if kw.get("y_numeric") and np.asarray(y).dtype.kind not in "biuf":
@@ -122,7 +126,7 @@ class _VGEstimator(BaseEstimator):
                 raise NotImplementedError("sample_weight must be whole numbers: a weight counts repeated rows, because the "
                                           "likelihoods have no per-site weight (a fractional weight would need one)")
             k = w.astype(int); X, y = X[np.repeat(np.arange(X.shape[0]), k)], np.repeat(np.asarray(y), k, axis=0)
-        self.scaler_ = Standardizer.fit(X) if self.standardize else Standardizer.identity(X.shape[1])
+        self.scaler_ = Standardizer.fit(X, names=getattr(self, "feature_names_in_", None)) if self.standardize else Standardizer.identity(X.shape[1])
         self.constant_features_ = np.flatnonzero(self.scaler_.constant)
         return X, y
 
@@ -257,7 +261,7 @@ class _VGEstimator(BaseEstimator):
     def _inputs(self, X):
         "Validated test inputs (columns and feature names as at fit), standardised, with the intercept column for a GLM."
         check_is_fitted(self, "posterior_")
-        X = self.scaler_.transform(_finite(_validated(self, X, reset=False)))
+        X = self.scaler_.transform(_finite(_validated(self, X, reset=False), getattr(self, "feature_names_in_", None)))
         glm = self.posterior_.model.kind == "glm" or isinstance(self.posterior_.model, MultiGLM)
         if sp.issparse(X) and not isinstance(self.posterior_.model, GLM):       # fitted to dense inputs: a kernel or W reads them densely
             X = X.toarray()

@@ -34,20 +34,32 @@ class Standardizer:
         self.constant = np.zeros(self.mean.shape, bool) if constant is None else np.asarray(constant, dtype=bool)
         self.centre = bool(centre)                                                # False: scale only (fitted to sparse X)
     @classmethod
-    def fit(cls, X, keep=None):
+    def fit(cls, X, keep=None, names=None):
         """The map of the training inputs X (n, p); the columns where `keep` (p,) is True (one-hot indicators) are
         left as they are (mean 0, scale 1). A scipy.sparse X: scale only, by the standard deviation of each column
-        (its zeros included), read from the stored entries."""
+        (its zeros included), read from the stored entries. A column whose mean or standard deviation overflows float64
+        (values near 1e154 and beyond) is a ValueError naming it (by `names`, else its index): its scale would be inf and
+        the column would silently become 0."""
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=float)
             if not X.has_canonical_format: X = X.copy(); X.sum_duplicates()      # entries stored twice at one (i, j) summed, as scipy reads them
-            return cls._fit_sparse(X, keep)
+            return cls._fit_sparse(X, keep)._finite_map(X, names)
         X = np.asarray(X, dtype=float)
         const = np.ptp(X, axis=0) == 0 if len(X) else np.ones(X.shape[1], bool)
-        sd = X.std(0) if len(X) else np.ones(X.shape[1])
-        mean = X.mean(0) if len(X) else np.zeros(X.shape[1])
+        with np.errstate(over="ignore", invalid="ignore"):
+            sd = X.std(0) if len(X) else np.ones(X.shape[1])
+            mean = X.mean(0) if len(X) else np.zeros(X.shape[1])
         keep = np.zeros(X.shape[1], bool) if keep is None else np.asarray(keep, dtype=bool)
-        return cls(np.where(keep, 0.0, mean), np.where(keep | const, 1.0, sd), const & ~keep)
+        return cls(np.where(keep, 0.0, mean), np.where(keep | const, 1.0, sd), const & ~keep)._finite_map(X, names)
+    def _finite_map(self, X, names=None):
+        "This map, or a ValueError naming the first column whose mean or scale is not finite (overflowed), with its largest |value|."
+        bad = np.flatnonzero(~(np.isfinite(self.mean) & np.isfinite(self.scale)))
+        if bad.size:
+            j = int(bad[0]); col = X[:, [j]]; big = float(abs(col).max()) if col.shape[0] else 0.0
+            name = repr(list(names)[j]) if names is not None else str(j)
+            raise ValueError(f"input column {name} holds values up to {big:.3g}, whose mean or standard deviation overflows float64"
+                             f"{f' ({bad.size} such columns)' if bad.size > 1 else ''}: rescale it (e.g. divide it by a power of ten) or take its logarithm")
+        return self
     @classmethod
     def _fit_sparse(cls, X, keep=None):
         "`fit` of a canonical CSR matrix X: mean 0, scale the population sd, two-pass over the stored entries (never densified)."
