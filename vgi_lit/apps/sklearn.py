@@ -33,11 +33,12 @@ from ..inference import CONVERGED_STOPS, EventKind, user_stacklevel
 from ..methods.multiclass import MultiPosterior
 
 # %% auto #0
-__all__ = ['LATENTS', 'MULTICLASS_VARIANCE', 'EXPECTED_FAILED_CHECKS', 'VGClassifier', 'latent_cov', 'VGRegressor',
-           'VGPoissonRegressor', 'ordered_categories', 'VGOrdinalRegressor', 'load_estimator']
+__all__ = ['LATENTS', 'AUTO_DENSE_ENTRIES', 'MULTICLASS_VARIANCE', 'EXPECTED_FAILED_CHECKS', 'VGClassifier', 'latent_cov',
+           'VGRegressor', 'VGPoissonRegressor', 'ordered_categories', 'VGOrdinalRegressor', 'load_estimator']
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk04
 LATENTS = ("auto", "gp", "sparse_gp", "glm")
+AUTO_DENSE_ENTRIES = 10**7   # latent="auto": a scipy.sparse X of at most this many entries (rows x columns) is read densely
 
 def _finite(X, names=None):
     """X (an array or a CSR matrix), or a ValueError naming the first missing or non-finite entry by its row (position) and
@@ -108,9 +109,12 @@ class _VGEstimator(BaseEstimator):
     _default_restarts = 0
 
     def _fit_data(self, X, y, sample_weight, **kw):
-        """(X, y) validated, with whole-number `sample_weight` as repeated rows; the input map `scaler_` fitted."""
+        """(X, y) validated, with whole-number `sample_weight` as repeated rows; the input map `scaler_` fitted. With
+        `latent="auto"` and no kernel, a scipy.sparse X of at most `AUTO_DENSE_ENTRIES` entries is read densely."""
         X, y = _validated(self, X, y, **kw)
         X = _finite(X, getattr(self, "feature_names_in_", None))
+        if (sp.issparse(X) and str(self.latent) == "auto" and self.kernel is None
+                and X.shape[0] * X.shape[1] <= AUTO_DENSE_ENTRIES): X = X.toarray()   # e.g. one-hot columns: a GP reads them
         if sp.issparse(X) and not X.has_canonical_format:                      # an entry stored twice is their sum; the caller's X untouched
             X = X.copy(); X.sum_duplicates()
         if kw.get("y_numeric") and np.asarray(y).dtype.kind not in "biuf":
@@ -323,7 +327,8 @@ class _VGEstimator(BaseEstimator):
 
 _COMMON_DOC = """
     latent: "auto" (default: "gp" up to `LARGE_GP_ROWS` (3,000) training rows, "sparse_gp" above, "glm" for a
-        scipy.sparse X; `latent_` holds the choice), "gp" (a Gaussian process), "sparse_gp" (inducing inputs: `n_inducing`
+        scipy.sparse X of more than `AUTO_DENSE_ENTRIES` (10⁷) entries, rows × columns (text-like data); a smaller sparse X,
+        such as a one-hot encoder's output in a pipeline, is read densely and chosen for as a dense X; `latent_` holds the choice), "gp" (a Gaussian process), "sparse_gp" (inducing inputs: `n_inducing`
         rows of X drawn with `random_state`) or "glm" (a linear function, with an intercept column when `fit_intercept`,
         prior N(0, `prior_var` I) on the standardised inputs). A scipy.sparse X (any format; CSR inside) is kept sparse by
         "glm", scaled without centring when `standardize` (the zeros stay zeros; `scaler_`); a kernel needs dense inputs.
