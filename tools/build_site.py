@@ -10,7 +10,10 @@ Needs (the README's "Developing" section lists them):
 - a KaTeX copy: `$VGI_LIT_KATEX` naming a KaTeX `dist` folder, else the one this command installs
   once with `npm install katex@KATEX_VERSION` into `~/.cache/vgi_lit/` (so npm on the first build).
 
-Notebooks are not executed: the pages show the outputs stored in the notebooks (`pytest` runs them).
+The notebooks are executed for the site (`execute_notebooks`, in a copy of the tracked files with `../shared` beside it), so
+every page shows what its cells print now, not the outputs stored when a notebook was last saved; a cell that fails
+fails the build. Cells with the `# pytest: slow` line are not run (minutes of experiments and timings; `pytest -m slow`
+runs them) and show one line saying so. `--stored` renders the stored outputs instead (quicker, for layout work).
 
 The site reads offline: the pages are rendered with KaTeX's CDN address (`_quarto.yml`, so a plain
 `nbdev_preview` works online), then every page's KaTeX script and stylesheet are pointed at the copy
@@ -29,7 +32,7 @@ byte unchanged afterwards.
 
 With `--check` it then runs `tools/check_site.py` on the result (the browser check).
 """
-import argparse, json, os, re, shutil, subprocess, sys
+import argparse, json, os, re, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,6 +165,72 @@ def plain_private_names(site):
     return n
 
 
+SLOW_CELL = "# pytest: slow"   # conftest.SLOW_CELL: such cells run only with `pytest -m slow`
+SLOW_NOTE = "(a slow check: not run for the site; `pytest -m slow` runs it)\n"
+
+
+def _slow(source):
+    return any(l.strip() == SLOW_CELL or l.strip().startswith(SLOW_CELL + " ") for l in source.splitlines())
+
+
+def execute_notebooks(nbs, timeout=1200, log=None):
+    """Run every notebook under `nbs` (hidden and `_` folders aside) in place, each in its own kernel started in its folder,
+    cell by cell: outputs replaced by this run's, slow cells (`SLOW_CELL`) left unrun with `SLOW_NOTE` as their output.
+    Returns the problem lines (a cell that raised, named by notebook and cell)."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    problems, env_keep = [], {k: os.environ.get(k) for k in ("MPLBACKEND", "OPENBLAS_NUM_THREADS")}
+    os.environ.setdefault("MPLBACKEND", "Agg"); os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # as the test run (conftest.py)
+    try:
+        for path in sorted(Path(nbs).rglob("*.ipynb")):
+            if any(part.startswith((".", "_")) for part in path.relative_to(nbs).parts): continue
+            nb, t0 = nbformat.read(path, as_version=4), time.time()
+            client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+            with client.setup_kernel():
+                for i, cell in enumerate(nb.cells):
+                    if cell.cell_type != "code": continue
+                    cell.outputs, cell.execution_count = [], None
+                    if _slow(cell.source):
+                        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=SLOW_NOTE)]; continue
+                    try: client.execute_cell(cell, i)
+                    except CellExecutionError as e:
+                        problems.append(f"{path.relative_to(nbs)}: cell {i} failed: {str(e).strip().splitlines()[-1][:300]}"); break
+            for cell in nb.cells:
+                if cell.cell_type == "code": cell.execution_count = None
+            nbformat.write(nb, path)
+            if log: log(f"executed {path.relative_to(nbs)} in {time.time() - t0:.1f} s")
+    finally:
+        for k, v in env_keep.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
+    return problems
+
+
+def build_executed(root=ROOT, log=None, katex=None, echo=print):
+    """The site with freshly executed notebooks: the tracked files of `root` copied into a temporary folder (with `../shared`
+    beside it when `root` has one), their notebooks executed (`execute_notebooks`), the site built there (`build`) and
+    its `_docs` moved to `root`/_docs. `root`/nbs is not touched (but for nbs/sidebar.yml, which `build` writes)."""
+    (root / "nbs" / "sidebar.yml").write_text(sidebar_yaml(root / "nbs"))
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=True).stdout.split("\0")
+    with tempfile.TemporaryDirectory(prefix="vgi_lit_site_") as tmp:
+        copy = Path(tmp) / root.name
+        for f in filter(None, files):
+            src, dst = root / f, copy / f
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_symlink(): os.symlink(os.readlink(src), dst)
+            elif src.exists(): shutil.copy2(src, dst)
+        shared = root.parent / "shared"
+        if shared.exists(): os.symlink(shared.resolve(), Path(tmp) / "shared")
+        echo(f"executing the notebooks in {copy} ...")
+        problems = execute_notebooks(copy / "nbs", log=echo)
+        if problems: return problems
+        problems = build(copy, log=log, katex=katex)
+        if (copy / "_docs").exists():
+            shutil.rmtree(root / "_docs", ignore_errors=True); shutil.move(str(copy / "_docs"), str(root / "_docs"))
+        return problems
+
+
 def build(root=ROOT, log=None, katex=None):
     """Write nbs/sidebar.yml, run nbdev_docs in `root`, ship KaTeX into the site; return the list of problem lines
     (empty when the build is clean). `katex`: a KaTeX dist folder (default: `find_katex()`)."""
@@ -198,10 +267,11 @@ def main(argv=None):
     ap.add_argument("--screenshots", help="with --check: folder for screenshots")
     ap.add_argument("--log", help="write the full nbdev_docs output here")
     ap.add_argument("--sidebar", action="store_true", help="only rewrite nbs/sidebar.yml")
+    ap.add_argument("--stored", action="store_true", help="render the outputs stored in the notebooks (do not execute them)")
     a = ap.parse_args(argv)
     if a.sidebar:
         (ROOT / "nbs" / "sidebar.yml").write_text(sidebar_yaml()); print(f"wrote {ROOT / 'nbs' / 'sidebar.yml'}"); return 0
-    problems = build(log=a.log)
+    problems = build(log=a.log) if a.stored else build_executed(log=a.log, echo=lambda m: print(m, flush=True))
     for p in problems: print(p)
     if problems:
         print(f"site build: {len(problems)} problem lines"); return 1
