@@ -51,7 +51,22 @@ def test_unknown_options_are_refused_at_fit():
         with pytest.raises((ValueError, TypeError), match=msg): est.fit(X, y)
     for est in (VGClassifier, VGRegressor, VGPoissonRegressor, VGOrdinalRegressor):       # on 10 rows `auto` is a dense GP: still checked
         for bad in (0, -3, 2.5, True, "50"):
-            with pytest.raises(ValueError, match="n_inducing must be a positive integer"): est(n_inducing=bad).fit(X, y)
+            with pytest.raises(ValueError, match="n_inducing must be 'auto' or a positive integer"): est(n_inducing=bad).fit(X, y)
+
+
+def test_n_inducing_auto_follows_the_rows_and_is_kept(tmp_path):
+    """n_inducing="auto" (the default) takes `auto_inducing` of the training rows (⌈2√n⌉ between 50 and 200) for an explicit
+    sparse GP, with no AutoSparseWarning (only latent="auto" says what it chose); n_inducing_ is saved and loaded."""
+    from vgi_lit.apps.tables import auto_inducing, AutoSparseWarning
+    rng = np.random.default_rng(2); X = rng.normal(size=(900, 2)); y = X[:, 0] > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutoSparseWarning)
+        clf = VGClassifier(latent="sparse_gp", learn_hyperparameters=False, random_state=0).fit(X, y)
+    assert clf.n_inducing_ == auto_inducing(900) == 60 and clf.posterior_.model.Z.shape == (60, 2)
+    back = VGClassifier.load(clf.save(str(tmp_path / "c.npz")))
+    assert back.n_inducing_ == 60 and back.get_params()["n_inducing"] == "auto" and back.blas_threads == 1
+    assert np.array_equal(back.predict_proba(X[:5]), clf.predict_proba(X[:5]))
+    assert VGClassifier(latent="glm").fit(X[:50], y[:50]).n_inducing_ is None
 
 
 def test_sparse_gp_and_likelihood_parameters_are_learned():

@@ -17,11 +17,12 @@ from ..models import GP, SparseGP
 from ..methods.hyper import HyperFit, degenerate
 
 # %% auto #0
-__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'OVERDISPERSION_NATS', 'LARGE_GP_ROWS', 'SEPARATORS', 'MISSING',
-           'BINARY', 'REAL', 'COUNT', 'Standardizer', 'median_distance', 'variance_start', 'data_kernel', 'fit_quietly',
-           'degenerate_fit', 'degenerate_advice', 'learns_mean', 'multiclass_degenerate', 'runaway_parameters',
-           'irrelevant_inputs', 'overdispersed', 'LargeGPWarning', 'large_gp_note', 'auto_latent', 'auto_sparse_note',
-           'TableError', 'read_table', 'column_values', 'TableEncoder', 'target_coding']
+__all__ = ['ESTIMATOR_OPTIONS', 'CLI_OPTIONS', 'RUNAWAY_ADVICE', 'OVERDISPERSION_NATS', 'LARGE_GP_ROWS', 'AUTO_INDUCING_MIN',
+           'AUTO_INDUCING_MAX', 'SEPARATORS', 'MISSING', 'BINARY', 'REAL', 'COUNT', 'Standardizer', 'median_distance',
+           'variance_start', 'data_kernel', 'fit_quietly', 'degenerate_fit', 'degenerate_advice', 'learns_mean',
+           'multiclass_degenerate', 'runaway_parameters', 'irrelevant_inputs', 'overdispersed', 'LargeGPWarning',
+           'AutoSparseWarning', 'large_gp_note', 'auto_latent', 'auto_inducing', 'auto_sparse_note', 'TableError',
+           'read_table', 'column_values', 'TableEncoder', 'target_coding']
 
 # %% ../../nbs/apps/49_tables.ipynb #tb05
 class Standardizer:
@@ -293,6 +294,9 @@ LARGE_GP_ROWS = 3000      # a dense GP on more training rows than this is slow e
 class LargeGPWarning(UserWarning):
     "A dense GP is about to be fitted to more than `LARGE_GP_ROWS` rows."
 
+class AutoSparseWarning(UserWarning):
+    "The automatic latent function (`auto_latent`) is a sparse GP: which, and with how many inducing inputs (`auto_sparse_note`)."
+
 # %% ../../nbs/apps/49_tables.ipynb #ae8dbc33
 def large_gp_note(n: int, learn: bool, options: dict) -> str:
     """What is said before a dense GP is fitted to n > `LARGE_GP_ROWS` rows: each step factorises the n × n kernel
@@ -309,6 +313,16 @@ def auto_latent(n: int) -> str:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"the number of training rows must be a positive integer, got {n!r}")
     return "gp" if n <= LARGE_GP_ROWS else "sparse_gp"
+
+AUTO_INDUCING_MIN, AUTO_INDUCING_MAX = 50, 200   # `auto_inducing`: the fewest and the most inducing inputs it gives
+
+def auto_inducing(n: int) -> int:
+    """The number of inducing inputs `n_inducing="auto"` (estimators) stands for on n training rows: ⌈2√n⌉ between
+    `AUTO_INDUCING_MIN` and `AUTO_INDUCING_MAX`, and at most n. A step of the sparse GP costs O(nM²): with M ∝ √n the cost
+    grows as n² (a dense GP's as n³), and beyond 10,000 rows, where M reaches its cap, linearly."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"the number of training rows must be a positive integer, got {n!r}")
+    return int(min(n, max(AUTO_INDUCING_MIN, min(AUTO_INDUCING_MAX, int(np.ceil(2.0 * np.sqrt(n)))))))
 
 def auto_sparse_note(n: int, m: int, options: dict) -> str:
     """What is said when the automatic choice (`auto_latent`) is a sparse GP: the rows, the m inducing rows it uses, and
