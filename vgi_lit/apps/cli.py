@@ -22,7 +22,7 @@ from ..softmax import Softmax
 from ..methods.multiclass import MultiPosterior
 from .tables import (Standardizer, TableEncoder, TableError, read_table, column_values, target_coding, overdispersed, OVERDISPERSION_NATS,
                                  data_kernel, variance_start, degenerate_fit, multiclass_degenerate, learns_mean, runaway_parameters, irrelevant_inputs, degenerate_advice,
-                                 CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, auto_latent, auto_sparse_note, REAL)
+                                 CLI_OPTIONS, RUNAWAY_ADVICE, LARGE_GP_ROWS, large_gp_note, auto_latent, auto_inducing, auto_sparse_note, REAL)
 import vgi_lit.methods  # noqa: F401  (registers every method and the hyperparameter learner)
 from ..methods.svi import METHODS as STOCHASTIC
 
@@ -394,7 +394,8 @@ def parser():
     f.add_argument("--restarts", type=int, default=None, help="when learning ends at a degenerate fit, learn again from this many "
                    "perturbed starts too and keep the best VLB (default: 2 for a GP with binary labels, else 0)")
     f.add_argument("--fix", action="append", default=[], metavar="NAME", help="hold a hyperparameter at its start (e.g. likelihood.df); repeatable")
-    f.add_argument("--inducing", type=int, default=50, help="inducing inputs of a sparse GP (rows of the data)")
+    f.add_argument("--inducing", type=int, default=None, help="inducing inputs of a sparse GP (rows of the data; default: "
+                   "ceil(2 sqrt(n)) between 50 and 200, as the estimators' n_inducing='auto')")
     f.add_argument("--no-intercept", dest="intercept", action="store_false", help="GLM without a constant column")
     f.add_argument("--prior-var", type=float, default=1.0, help="GLM prior variance (the start when learning)")
     f.add_argument("--seed", type=int, default=0)
@@ -486,7 +487,7 @@ def cmd_fit(a, out=print, err=None):
         raise CLIError(f"--method {a.method} with learning runs a whole stochastic fit of q at every step of the hyperparameters "
                        "(minutes where the default method takes seconds): learn with the default method (leave out --method), "
                        "or fit at the hyperparameters' starting values (--no-learn)")
-    if a.inducing < 1: raise CLIError(f"--inducing must be a positive integer, got {a.inducing}")
+    if a.inducing is not None and a.inducing < 1: raise CLIError(f"--inducing must be a positive integer, got {a.inducing}")
     if a.restarts is not None and a.restarts < 0: raise CLIError(f"--restarts must be a non-negative integer, got {a.restarts}")
     if a.out:                                                   # refused before the fit, not after it
         folder = Path(a.out).resolve().parent
@@ -498,6 +499,7 @@ def cmd_fit(a, out=print, err=None):
         try:
             header, rows, lines = read_table(a.predict); enc.transform(header, rows, lines, str(a.predict))
         except TableError as e: raise CLIError(str(e)) from None
+    if a.inducing is None: a.inducing = auto_inducing(len(Z))      # rows of the data, as the estimators' n_inducing="auto"
     if a.model == "auto":
         a.model = auto_latent(len(Z)).replace("_", "-")
         if a.model == "sparse-gp": out("model      " + auto_sparse_note(len(Z), min(a.inducing, len(Z)), CLI_OPTIONS))
