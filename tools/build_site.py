@@ -185,17 +185,22 @@ def execute_notebooks(nbs, timeout=1200, log=None):
     try:
         for path in sorted(Path(nbs).rglob("*.ipynb")):
             if any(part.startswith((".", "_")) for part in path.relative_to(nbs).parts): continue
-            nb, t0 = nbformat.read(path, as_version=4), time.time()
-            client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
-            with client.setup_kernel():
-                for i, cell in enumerate(nb.cells):
-                    if cell.cell_type != "code": continue
-                    cell.outputs, cell.execution_count = [], None
-                    if _slow(cell.source):
-                        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=SLOW_NOTE)]; continue
-                    try: client.execute_cell(cell, i)
-                    except CellExecutionError as e:
-                        problems.append(f"{path.relative_to(nbs)}: cell {i} failed: {str(e).strip().splitlines()[-1][:300]}"); break
+            for attempt in range(3):                                     # a kernel can die at start (a port taken meanwhile): start it again
+                nb, t0 = nbformat.read(path, as_version=4), time.time()
+                client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+                try:
+                    with client.setup_kernel():
+                        for i, cell in enumerate(nb.cells):
+                            if cell.cell_type != "code": continue
+                            cell.outputs, cell.execution_count = [], None
+                            if _slow(cell.source):
+                                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=SLOW_NOTE)]; continue
+                            try: client.execute_cell(cell, i)
+                            except CellExecutionError as e:
+                                problems.append(f"{path.relative_to(nbs)}: cell {i} failed: {str(e).strip().splitlines()[-1][:300]}"); break
+                    break
+                except RuntimeError as e:                                # "Kernel died before replying to kernel_info"
+                    if attempt == 2: problems.append(f"{path.relative_to(nbs)}: the kernel did not start: {e}")
             for cell in nb.cells:
                 if cell.cell_type == "code": cell.execution_count = None
             nbformat.write(nb, path)
