@@ -157,7 +157,7 @@ class Kernel:
 
 # %% ../nbs/02_kernels.ipynb #kstat
 _EPS = float(np.finfo(float).eps)
-_SQDIST_ABS = 1e-10           # largest rounding of r² = ‖a‖² + ‖b‖² − 2aᵀb (4pε(‖a‖² + ‖b‖²), lengthscale units) allowed before differences per input
+_SQDIST_ABS = 1e-9            # largest rounding of r² = ‖a‖² + ‖b‖² − 2aᵀb (4pε(‖a‖² + ‖b‖²), lengthscale units) allowed before differences per input
 _KEPT_R2 = {}                 # (type, θ) -> (A, r²): the r² of recent K(A) of Matérn kernels for the next dK, `_KEEP_R2` entries in all
 _KEPT_LOCK = threading.Lock()
 

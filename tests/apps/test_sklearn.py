@@ -2,7 +2,7 @@
 with a linear latent function (the regressor by the default method, the others by GRAD); the regressor's run in the
 default suite, the others are marked slow. Checks that cannot apply are listed with the reason in
 `EXPECTED_FAILED_CHECKS` (also shown on the estimators' page)."""
-import re
+import os, re, tempfile
 import numpy as np
 import pytest
 
@@ -532,3 +532,31 @@ def test_a_frames_missing_value_and_overflowing_column_are_named_by_column():
     for A, col in ((big, "column 'age'"), (big.to_numpy(), "column 0")):
         with pytest.raises(ValueError, match=f"{col} holds values up to 1e\\+200.*overflows float64"):
             VGRegressor(latent="glm").fit(A, y)
+
+
+def test_degenerate_advice_on_an_overflowing_column_says_so():
+    "Advice after a fit on unstandardised inputs whose column spread overflows float64 names that, instead of raising."
+    from vgi_lit.apps.tables import degenerate_advice, ESTIMATOR_OPTIONS
+    from vgi_lit.models import GP
+    from vgi_lit.likelihoods import Gaussian
+    rng = np.random.RandomState(0)
+    X = np.c_[rng.randn(40), rng.randn(40) * 1e160]
+    with np.errstate(over="ignore", invalid="ignore"):
+        text = degenerate_advice(GP(X, rng.randn(40), Gaussian(), RBF(lengthscale=1.0)), ESTIMATOR_OPTIONS, standardized=False,
+                                 data_start=False, learned=False)
+    assert "standard deviation overflows float64" in text
+
+
+def test_ordinal_categories_in_a_one_column_frame_and_labels_that_cannot_be_saved():
+    """An ordered Categorical in a one-column data frame is read as the Series; labels that are neither numbers nor text
+    (dates as ordered categories) fit, and saving says why it cannot store them (the file holds no pickled objects)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0); X = rng.normal(size=(60, 2)); k = np.digitize(X[:, 0], [-0.5, 0.5])
+    levels = ["low", "mid", "high"]
+    y = pd.Categorical(np.array(levels)[k], categories=levels, ordered=True)
+    est = VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, pd.DataFrame({"level": y}))
+    assert est.classes_.tolist() == levels
+    days = pd.Categorical(pd.to_datetime(["2020-01-01", "2020-06-01", "2021-01-01"])[k], ordered=True)
+    est = VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, pd.Series(days))
+    with pytest.raises(ValueError, match="neither numbers nor text.*pickling"):
+        est.save(os.path.join(tempfile.mkdtemp(), "o.npz"))

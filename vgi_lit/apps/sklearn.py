@@ -124,11 +124,12 @@ class _VGEstimator(BaseEstimator):
 
     def _fit_data(self, X, y, sample_weight, **kw):
         """(X, y) validated, with whole-number `sample_weight` as repeated rows; the input map `scaler_` fitted. With
-        `latent="auto"` and no kernel, a scipy.sparse X of at most `AUTO_DENSE_ENTRIES` entries is read densely."""
+        any `latent` but "glm", a scipy.sparse X of at most `AUTO_DENSE_ENTRIES` entries is read densely."""
         X, y = _validated(self, X, y, **kw)
         X = _finite(X, getattr(self, "feature_names_in_", None))
-        if (sp.issparse(X) and str(self.latent) == "auto" and self.kernel is None
-                and X.shape[0] * X.shape[1] <= AUTO_DENSE_ENTRIES): X = X.toarray()   # e.g. one-hot columns: a GP reads them
+        if not sp.issparse(X): X = np.ascontiguousarray(X)                      # a frame's values are column-major: the same numbers, the same bits
+        if sp.issparse(X) and str(self.latent) != "glm" and X.shape[0] * X.shape[1] <= AUTO_DENSE_ENTRIES:
+            X = X.toarray()                                                    # e.g. one-hot columns: a GP reads them
         if sp.issparse(X) and not X.has_canonical_format:                      # an entry stored twice is their sum; the caller's X untouched
             X = X.copy(); X.sum_duplicates()
         if kw.get("y_numeric") and np.asarray(y).dtype.kind not in "biuf":
@@ -176,7 +177,8 @@ class _VGEstimator(BaseEstimator):
         if sp.issparse(Z) and (latent not in ("auto", "glm") or self.kernel is not None):
             what = f"latent={self.latent!r}" + (f", kernel={self.kernel!r}" if self.kernel is not None else "")
             raise TypeError(f"{type(self).__name__}({what}) needs dense inputs (a kernel reads every entry), and X is a scipy.sparse "
-                            "matrix: use latent='glm' without a kernel, which keeps X sparse, or pass X.toarray()")
+                            f"matrix of more than {AUTO_DENSE_ENTRIES:.0e} entries (rows x columns; a smaller one is read densely): use "
+                            "latent='glm' without a kernel, which keeps X sparse, or pass X.toarray()")
         if latent == "auto": return "glm" if sp.issparse(Z) else auto_latent(Z.shape[0])
         return latent
 
@@ -294,7 +296,8 @@ class _VGEstimator(BaseEstimator):
     def _inputs(self, X):
         "Validated test inputs (columns and feature names as at fit), standardised, with the intercept column for a GLM."
         check_is_fitted(self, "posterior_")
-        X = self.scaler_.transform(_finite(_validated(self, X, reset=False), getattr(self, "feature_names_in_", None)))
+        X = _finite(_validated(self, X, reset=False), getattr(self, "feature_names_in_", None))
+        X = self.scaler_.transform(X if sp.issparse(X) else np.ascontiguousarray(X))
         glm = self.posterior_.model.kind == "glm" or isinstance(self.posterior_.model, MultiGLM)
         if sp.issparse(X) and not isinstance(self.posterior_.model, GLM):       # fitted to dense inputs: a kernel or W reads them densely
             X = X.toarray()
@@ -326,7 +329,11 @@ class _VGEstimator(BaseEstimator):
         if hasattr(self, "vlb_by_likelihood_"): est["vlb_by_likelihood"] = dict(self.vlb_by_likelihood_)
         arrays = {}
         if hasattr(self, "feature_names_in_"): arrays["feature_names_in"] = np.array([str(c) for c in self.feature_names_in_])
-        if hasattr(self, "classes_"): arrays["classes"] = np.asarray(self.classes_.tolist())
+        if hasattr(self, "classes_"):
+            arrays["classes"] = np.asarray(self.classes_.tolist())
+            if arrays["classes"].dtype == object:                          # e.g. dates as ordered categories: no pickling here
+                raise ValueError(f"classes_ holds labels that are neither numbers nor text (e.g. {self.classes_[0]!r}), which the "
+                                 "file format stores only by pickling: map the labels to text or numbers before fitting to save the model")
         return save_app(self.posterior_, path, "estimator", est, arrays, "estimator")
 
     @classmethod
@@ -358,7 +365,8 @@ class _VGEstimator(BaseEstimator):
 _COMMON_DOC = """
     latent: "auto" (default: "gp" up to `LARGE_GP_ROWS` (3,000) training rows, "sparse_gp" above, "glm" for a
         scipy.sparse X of more than `AUTO_DENSE_ENTRIES` (10⁷) entries, rows × columns (text-like data); a smaller sparse X,
-        such as a one-hot encoder's output in a pipeline, is read densely and chosen for as a dense X; `latent_` holds the choice), "gp" (a Gaussian process), "sparse_gp" (inducing inputs: `n_inducing`
+        such as a one-hot encoder's output in a pipeline, is read densely by every latent but "glm" and chosen for as a dense
+        X; `latent_` holds the choice), "gp" (a Gaussian process), "sparse_gp" (inducing inputs: `n_inducing`
         rows of X drawn with `random_state`; when "auto" chooses it, an `AutoSparseWarning` says so, with their number) or "glm" (a linear function, with an intercept column when `fit_intercept`,
         prior N(0, `prior_var` I) on the standardised inputs). A scipy.sparse X (any format; CSR inside) is kept sparse by
         "glm", scaled without centring when `standardize` (the zeros stay zeros; `scaler_`); a kernel needs dense inputs.
@@ -700,9 +708,11 @@ class VGPoissonRegressor(RegressorMixin, _VGEstimator):
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk14
 def ordered_categories(y):
-    """`(categories, codes)` of an ordered pandas Categorical (or a Series of one, read through its `.cat`): the levels in
+    """`(categories, codes)` of an ordered pandas Categorical (or a Series of one, read through its `.cat`, or a one-column
+    data frame of one): the levels in
     their declared order and each row's position among them; None for anything else (no pandas import). A missing value
     (code −1) is a ValueError naming its rows."""
+    if len(getattr(y, "columns", ())) == 1: y = y.iloc[:, 0]                   # a one-column data frame: its column
     cat = getattr(y, "cat", y)
     if getattr(cat, "ordered", None) is not True or not hasattr(cat, "codes"): return None
     codes = np.asarray(cat.codes, dtype=int)

@@ -195,9 +195,11 @@ def degenerate_advice(model, options: dict, standardized: bool, data_start: bool
     done, tips = [], []
     if standardized: done.append("the inputs are standardised")
     else:
-        spread = Standardizer.fit(X); sd = spread.scale[~spread.constant]
-        tips.append(f"standardise the inputs ({options['standardize']}"
-                    + (f"; the standard deviations of the columns that vary run from {np.min(sd):.3g} to {np.max(sd):.3g})" if sd.size else ")"))
+        try:
+            spread = Standardizer.fit(X); sd = spread.scale[~spread.constant]
+            said = f"; the standard deviations of the columns that vary run from {np.min(sd):.3g} to {np.max(sd):.3g})" if sd.size else ")"
+        except ValueError: said = "; a column's standard deviation overflows float64)"   # `Standardizer.fit` refuses such a column
+        tips.append(f"standardise the inputs ({options['standardize']}" + said)
     if kernel is not None:
         if data_start: done.append("the kernel started from the data")
         else:
