@@ -190,6 +190,26 @@ def test_dom_check_finds_untypeset_math_katex_errors_raw_tex_and_missing_images(
     assert check_site.dom_problems("empty.html", "", set()) == ["empty.html: did not load (empty DOM)"]
 
 
+
+def test_the_site_build_executes_notebooks_and_leaves_slow_cells_unrun(tmp_path):
+    """`execute_notebooks`: every notebook run in its own folder, outputs replaced by this run's (a stale stored output
+    goes), slow cells unrun with a note, a failing cell named with its notebook; hidden and `_` folders left alone."""
+    import nbformat
+    nbs = tmp_path / "nbs"; (nbs / "sub").mkdir(parents=True); (nbs / "_proc").mkdir()
+    def write(path, *sources):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+        nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="stale\n")]
+        nbformat.write(nb, path)
+    (nbs / "sub" / "data.txt").write_text("here")
+    write(nbs / "sub" / "a.ipynb", "print(open('data.txt').read(), 6 * 7)", "# pytest: slow\nprint('long')")
+    write(nbs / "b.ipynb", "raise ValueError('broken on purpose')", "print('after')")
+    write(nbs / "_proc" / "c.ipynb", "raise ValueError('never run')")
+    problems = build_site.execute_notebooks(nbs, timeout=120)
+    assert problems == ["b.ipynb: cell 0 failed: ValueError: broken on purpose"], problems
+    a = nbformat.read(nbs / "sub" / "a.ipynb", as_version=4)
+    assert [o["text"] for o in a.cells[0].outputs] == ["here 42\n"] and a.cells[1].outputs[0]["text"] == build_site.SLOW_NOTE
+    assert nbformat.read(nbs / "_proc" / "c.ipynb", as_version=4).cells[0].outputs[0]["text"] == "stale\n"
+
 # --- the real site --------------------------------------------------------------------------------------
 
 def _copy_project(dst):

@@ -167,6 +167,7 @@ def plain_private_names(site):
 
 SLOW_CELL = "# pytest: slow"   # conftest.SLOW_CELL: such cells run only with `pytest -m slow`
 SLOW_NOTE = "(a slow check: not run for the site; `pytest -m slow` runs it)\n"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")   # the colours of a kernel's traceback
 
 
 def _slow(source):
@@ -197,7 +198,7 @@ def execute_notebooks(nbs, timeout=1200, log=None):
                                 cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=SLOW_NOTE)]; continue
                             try: client.execute_cell(cell, i)
                             except CellExecutionError as e:
-                                problems.append(f"{path.relative_to(nbs)}: cell {i} failed: {str(e).strip().splitlines()[-1][:300]}"); break
+                                problems.append(f"{path.relative_to(nbs)}: cell {i} failed: {ANSI.sub('', str(e)).strip().splitlines()[-1][:300]}"); break
                     break
                 except RuntimeError as e:                                # "Kernel died before replying to kernel_info"
                     if attempt == 2: problems.append(f"{path.relative_to(nbs)}: the kernel did not start: {e}")
