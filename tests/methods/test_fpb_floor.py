@@ -26,10 +26,11 @@ def test_newton_loop_ends_at_the_floor_with_the_same_vlb(seed, tol, monkeypatch)
     p = fp.fpb(gp, tol=tol, tol_rel=0.0, max_iter=200)
     per_outer = _newton_per_outer(p)
     assert p.stop is Stop.STALLED and "rounding floor" in p.message, (p.stop, p.message)
-    # At most one loop runs to max_newton: with OpenBLAS's Zen kernels the Newton directions of one outer iteration of
+    # No loop runs to max_newton, but one on seed 9: with OpenBLAS's Zen kernels the Newton directions of one outer iteration of
     # seed 9 stay near 1e6 units of m's last place at the floor (near 25 with SkylakeX's, 16 or less with Haswell's), so
     # the step test cannot end that loop and the Armijo test, comparing VLBs that differ by rounding, goes on to 50 steps.
-    assert sorted(per_outer)[-2] < 50 and sum(per_outer) <= 120 and p.info["n_steps"] <= 200, (per_outer, p.info["n_steps"])
+    at_cap = sum(k >= 50 for k in per_outer)
+    assert at_cap <= (1 if seed == 9 else 0) and sum(per_outer) <= 120 and p.info["n_steps"] <= 200, (per_outer, p.info["n_steps"])
     ended = [r for r in p.history if r.get("newton_floor")]
     assert ended and all(r.step == "newton_m" for r in ended)
     monkeypatch.setattr(fp, "_newton_floor", lambda model, m, m_new: False)     # the loop without the test: to max_newton
