@@ -192,13 +192,11 @@ class Stationary(Kernel):
         return self._sqdist(A, B, X2 is None)
 
     def _sqdist(self, A, B, same):
+        raw = (A, A if same else B)
         ls = self._values["lengthscale"]; A = A / ls; B = A if same else B / ls
         na, nb = np.sum(A**2, 1), (None if same else np.sum(B**2, 1))
         big = float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0))
-        if 4 * A.shape[1] * _EPS * big > _SQDIST_ABS:            # the expansion's rounding would show in k: differences per input
-            D = np.zeros((A.shape[0], B.shape[0])); T = np.empty_like(D)
-            for j in range(A.shape[1]): np.subtract(A[:, j, None], B[None, :, j], out=T); np.square(T, out=T); D += T
-            return D
+        if 4 * A.shape[1] * _EPS * big > _SQDIST_ABS: return self._diff_r2(*raw)   # the product's rounding would show in k
         if same:                                              # A Aᵀ exactly symmetric: an outer product (d = 1), or NumPy's
             D = np.multiply.outer(A[:, 0], A[:, 0]) if A.shape[1] == 1 else A @ A.T   # symmetric rank-k update (syrk)
             D *= -2.0
@@ -209,9 +207,12 @@ class Stationary(Kernel):
         return D
 
     def _r2(self, A, B, same):
-        if not self._exact_dist: return self._sqdist(A, B, same)
+        return self._diff_r2(A, B) if self._exact_dist else self._sqdist(A, B, same)
+
+    def _diff_r2(self, A, B):
+        "r² = Σ_j ((a_j − b_j)/ℓ_j)² summed from the differences per input in one scratch array: 0 for identical rows."
         ls = np.broadcast_to(self._values["lengthscale"], A.shape[1]); D = np.zeros((A.shape[0], B.shape[0])); T = np.empty_like(D)
-        for j in range(A.shape[1]):                           # D += ((a_j − b_j)/ℓ_j)², the same operations in one scratch array
+        for j in range(A.shape[1]):
             np.subtract(A[:, j, None], B[None, :, j], out=T); T /= ls[j]; np.square(T, out=T); D += T
         return D
 
