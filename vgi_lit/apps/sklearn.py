@@ -85,16 +85,21 @@ def _number(s):
 def _validated(est, X, *y, **kw):
     """`validate_data` as float64 (`y`: the targets, if given); inputs holding text, a missing-value marker (None, pandas'
     NA), a date or a time span (`_text_entry`) are a ValueError naming the first such entry's row and column (the
-    estimators take real numbers: text columns are encoded by the caller, e.g. one-hot)."""
+    estimators take real numbers: text columns are encoded by the caller, e.g. one-hot). Dense inputs come out row-major
+    (a data frame's values are column-major): the same numbers fit and predict to the same bits."""
     plain = not sp.issparse(X) and not hasattr(X, "columns")               # a NumPy array or nested lists: NumPy reads a date as days
     try: obj = plain and np.asarray(X).dtype == object
     except (TypeError, ValueError): obj = False                            # ragged or odd input: validate_data says what is wrong
     bad = _text_entry(X) if obj else None
     if bad is None:
-        try: return validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, accept_sparse="csr", **kw)
+        try: out = validate_data(est, X, *y, dtype=np.float64, ensure_all_finite=False, accept_sparse="csr", **kw)
         except (ValueError, TypeError):                                   # NumPy's DTypePromotionError (a date column) is a TypeError
             bad = _text_entry(X)
             if bad is None: raise
+        else:
+            Xv = out[0] if y else out
+            if not sp.issparse(Xv): Xv = np.ascontiguousarray(Xv)
+            return (Xv, out[1]) if y else Xv
     i, j, v = bad
     if isinstance(v, (str, bytes)):
         raise ValueError(f"X holds text: row {i}, column {j!r} is {str(v)!r}; {type(est).__name__} takes numeric inputs (encode "
@@ -127,7 +132,6 @@ class _VGEstimator(BaseEstimator):
         any `latent` but "glm", a scipy.sparse X of at most `AUTO_DENSE_ENTRIES` entries is read densely."""
         X, y = _validated(self, X, y, **kw)
         X = _finite(X, getattr(self, "feature_names_in_", None))
-        if not sp.issparse(X): X = np.ascontiguousarray(X)                      # a frame's values are column-major: the same numbers, the same bits
         if sp.issparse(X) and str(self.latent) != "glm" and X.shape[0] * X.shape[1] <= AUTO_DENSE_ENTRIES:
             X = X.toarray()                                                    # e.g. one-hot columns: a GP reads them
         if sp.issparse(X) and not X.has_canonical_format:                      # an entry stored twice is their sum; the caller's X untouched
@@ -296,8 +300,7 @@ class _VGEstimator(BaseEstimator):
     def _inputs(self, X):
         "Validated test inputs (columns and feature names as at fit), standardised, with the intercept column for a GLM."
         check_is_fitted(self, "posterior_")
-        X = _finite(_validated(self, X, reset=False), getattr(self, "feature_names_in_", None))
-        X = self.scaler_.transform(X if sp.issparse(X) else np.ascontiguousarray(X))
+        X = self.scaler_.transform(_finite(_validated(self, X, reset=False), getattr(self, "feature_names_in_", None)))
         glm = self.posterior_.model.kind == "glm" or isinstance(self.posterior_.model, MultiGLM)
         if sp.issparse(X) and not isinstance(self.posterior_.model, GLM):       # fitted to dense inputs: a kernel or W reads them densely
             X = X.toarray()

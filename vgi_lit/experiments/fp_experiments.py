@@ -51,12 +51,11 @@ def make_problem(name: str, data_dir=None, n_max: int | None = None, seed: int =
         if dname == "a1a500":                              # 500 training rows (or n_max) for a GP of the benchmark's size
             idx = subsample(len(y), 500 if n_max is None else cut(len(y)), seed); X, y = X[idx], y[idx]
             te = subsample(len(yt), 2000, seed); Xt, yt = Xt[te], yt[te]
-        elif cut(len(y)) < len(y):
-            idx = subsample(len(y), cut(len(y)), seed); X, y = X[idx], y[idx]
+        else: idx = subsample(len(y), cut(len(y)), seed); X, y = X[idx], y[idx]     # all rows unless n_max cuts
         z = datasets.zscore(X, Xt); X, Xt = z.X, z.X_test
     elif dname in ("ionosphere", "sonar"):
         ds = getattr(datasets, f"load_{dname}")(data_dir=data_dir)
-        idx = subsample(len(ds.y), cut(len(ds.y)), seed) if cut(len(ds.y)) < len(ds.y) else np.arange(len(ds.y))
+        idx = subsample(len(ds.y), cut(len(ds.y)), seed)                     # all rows unless n_max cuts
         z = datasets.zscore(ds.X[idx], ds.X_test); X, Xt, y, yt = z.X, z.X_test, ds.y[idx], ds.y_test
     else:
         ds = datasets.load_housing(data_dir=data_dir)
