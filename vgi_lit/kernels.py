@@ -165,6 +165,7 @@ class Stationary(Kernel):
     "Base of `k(x, x') = variance * g(r)`, `r**2 = sum_j (x_j - x'_j)**2 / lengthscale_j**2`; a subclass gives g and w(r) = -g'(r)/r."
     _names = ("variance", "lengthscale")
     _exact_dist = False          # True: sum squared differences per dimension (kernels not smooth in r**2)
+    _r2_far = np.inf             # r² beyond which g < 1e-16: pairs there may keep the product's rounding (inf: none may)
     _KEEP_R2 = 2**22             # K(X) of such a kernel keeps r² for the next dK(X), at most this many entries (32 MB) in all kept
 
     def __init__(self, variance: float = 1.0, lengthscale=1.0):
@@ -195,15 +196,32 @@ class Stationary(Kernel):
         raw = (A, A if same else B)
         ls = self._values["lengthscale"]; A = A / ls; B = A if same else B / ls
         na, nb = np.sum(A**2, 1), (None if same else np.sum(B**2, 1))
-        big = float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0))
-        if 4 * A.shape[1] * _EPS * big > _SQDIST_ABS: return self._diff_r2(*raw)   # the product's rounding would show in k
+        err = 4 * A.shape[1] * _EPS * (float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0)))
+        if err > _SQDIST_ABS:                                 # the product's rounding would show in k: r² is unchanged by
+            a, b = raw; c = a.mean(0) if same else (a.sum(0) + b.sum(0)) / (a.shape[0] + b.shape[0])   # a shift, so centre
+            A = (a - c) / ls; B = A if same else (b - c) / ls                                     # the inputs, then scale
+            na, nb = np.sum(A**2, 1), (None if same else np.sum(B**2, 1))
+            err = 4 * A.shape[1] * _EPS * (float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0)))
+            if err > _SQDIST_ABS and not (np.isfinite(self._r2_far) and np.isfinite(err)): return self._diff_r2(*raw)
         if same:                                              # A Aᵀ exactly symmetric: an outer product (d = 1), or NumPy's
             D = np.multiply.outer(A[:, 0], A[:, 0]) if A.shape[1] == 1 else A @ A.T   # symmetric rank-k update (syrk)
             D *= -2.0
         else: D = (-2.0 * A) @ B.T                            # −2abᵀ, then += (‖a‖² + ‖b‖²): two n × m arrays, the same bits
         D += na[:, None] + (na if same else nb)[None, :]         # as (‖a‖² + ‖b‖²) − 2abᵀ
+        if err > _SQDIST_ABS: D = self._near_pairs(D, *raw, err)
         np.maximum(D, 0.0, out=D)
         if same: np.fill_diagonal(D, 0.0)
+        return D
+
+    def _near_pairs(self, D, A, B, err):
+        """r² of the product `D` with the pairs it puts below `_r2_far + err` (where k may not be negligible; `err` bounds the
+        product's rounding) summed again from the differences per input, in place; all pairs by ``_diff_r2`` past a quarter."""
+        i, j = np.nonzero(D < self._r2_far + err)
+        if i.size > D.size // 4: return self._diff_r2(A, B)
+        ls = np.broadcast_to(self._values["lengthscale"], A.shape[1]); step = max(1, 2**20 // max(1, A.shape[1]))
+        for s in range(0, i.size, step):
+            T = A[i[s:s + step]] - B[j[s:s + step]]; T /= ls
+            D[i[s:s + step], j[s:s + step]] = np.einsum("ij,ij->i", T, T)
         return D
 
     def _r2(self, A, B, same):
@@ -281,6 +299,7 @@ class Stationary(Kernel):
 class RBF(Stationary):
     "Squared-exponential kernel `k(x, x') = variance * exp(-0.5 * sum_j (x_j - x'_j)**2 / lengthscale_j**2)`."
     _w_is_g = True
+    _r2_far = 74.0               # e^(−37) = 8.5e-17: beyond it k is below 1e-16 of the variance
     def _g(self, r2, out=None):
         "g(r²) = exp(−r²/2), into `out` (True: over r²)"
         g = np.multiply(r2, -0.5, out=r2 if out is True else out); return np.exp(g, out=g)
