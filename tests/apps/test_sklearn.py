@@ -560,3 +560,14 @@ def test_ordinal_categories_in_a_one_column_frame_and_labels_that_cannot_be_save
     est = VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, pd.Series(days))
     with pytest.raises(ValueError, match="neither numbers nor text.*pickling"):
         est.save(os.path.join(tempfile.mkdtemp(), "o.npz"))
+
+
+def test_standardizer_names_nan_and_inf_not_overflow():
+    "The scaler fitted directly (as the command line and tables do) on a column with NaN or inf says so, not that it overflows."
+    import scipy.sparse as sps
+    from vgi_lit.apps.tables import Standardizer
+    for bad, word in ((np.nan, "NaN"), (np.inf, "inf"), (-np.inf, "inf")):
+        X = np.array([[1.0, 2.0], [3.0, bad], [2.0, 4.0]])
+        for A in (X, sps.csr_matrix(X)):
+            with pytest.raises(ValueError, match=f"column 'dose' contains {word}: drop or impute"):
+                Standardizer.fit(A, names=["age", "dose"])

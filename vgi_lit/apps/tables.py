@@ -40,7 +40,7 @@ class Standardizer:
         left as they are (mean 0, scale 1). A scipy.sparse X: scale only, by the standard deviation of each column
         (its zeros included), read from the stored entries. A column whose mean or standard deviation overflows float64
         (values near 1e154 and beyond) is a ValueError naming it (by `names`, else its index): its scale would be inf and
-        the column would silently become 0."""
+        the column would silently become 0; a column holding NaN or inf is a ValueError saying which."""
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=float)
             if not X.has_canonical_format: X = X.copy(); X.sum_duplicates()      # entries stored twice at one (i, j) summed, as scipy reads them
@@ -58,6 +58,9 @@ class Standardizer:
         if bad.size:
             j = int(bad[0]); col = X[:, [j]]; big = float(abs(col).max()) if col.shape[0] else 0.0
             name = repr(list(names)[j]) if names is not None else str(j)
+            if not np.isfinite(big):                                              # NaN or inf, not overflow (callers that refuse them first never get here)
+                raise ValueError(f"input column {name} contains {'NaN' if np.isnan(big) else 'inf'}{f' ({bad.size} columns without a finite mean or scale)' if bad.size > 1 else ''}: "
+                                 "drop or impute those entries first")
             raise ValueError(f"input column {name} holds values up to {big:.3g}, whose mean or standard deviation overflows float64"
                              f"{f' ({bad.size} such columns)' if bad.size > 1 else ''}: rescale it (e.g. divide it by a power of ten) or take its logarithm")
         return self
