@@ -10,10 +10,11 @@ from scipy.special import log_ndtr, ndtr, gammaln, logsumexp, erfcx, expit, diga
 from .quadrature import gh_nodes
 
 # %% auto #0
-__all__ = ['KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian', 'Logistic',
-           'kink_panels', 'Probit', 'Poisson', 'panel_log_pred', 'log_poch', 'digamma_count_gap', 'log_nb_coef',
-           'digamma_count_sum', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT', 'digamma_half_gap',
-           'Exponential', 'StochasticVolatility', 'Ordinal', 'frequency_cutpoints', 'softplus_gap_expect']
+__all__ = ['SITE_BLOCK', 'KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian',
+           'Logistic', 'kink_panels', 'Probit', 'Poisson', 'panel_log_pred', 'log_poch', 'digamma_count_gap',
+           'log_nb_coef', 'digamma_count_sum', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT',
+           'digamma_half_gap', 'Exponential', 'StochasticVolatility', 'Ordinal', 'frequency_cutpoints',
+           'softplus_gap_expect']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -145,6 +146,8 @@ def _times_exp(a, x, log_a):
 
 
 # %% ../nbs/01_likelihoods.ipynb #4a7625c0
+SITE_BLOCK = 2**12   # sites per block of the quadrature: its (sites × nodes) arrays stay at a few MB each, whatever n
+
 class Likelihood:
     "Base class: a site likelihood p(y|f) and its expectations under N(f|m, v) (Sheth & Khardon 2016, eqs. 3 and 5-7)."
     log_concave: bool = True
@@ -196,15 +199,25 @@ class Likelihood:
         y, m, v = self._prep(y, m, v)
         shape = m.shape
         y, m, v = y.ravel(), m.ravel(), v.ravel()
-        meth = method or self.method
-        if meth == 'auto' and self._ell_closed is not None:
-            out = self._ell_closed(y, m, v)
-        elif meth == 'gh' and self._ell_gh is not None:
-            out = self._ell_gh(y, m, v, n_gh or self.n_gh)
-        else:
-            out = self._quad_ell(y, m, v, method, n_gh)
+        if m.size > SITE_BLOCK:                                  # a block of sites at a time: the (sites × nodes) arrays of the
+            out = np.empty((3, m.size))                          # quadrature take memory for SITE_BLOCK sites, not for all
+            for s in range(0, m.size, SITE_BLOCK):
+                b = slice(s, s + SITE_BLOCK); out[:, b] = self._of_sites(b)._flat_ell(y[b], m[b], v[b], method, n_gh)
+            out = (out[0], out[1], out[2])
+        else: out = self._flat_ell(y, m, v, method, n_gh)
         if len(shape) == 1 and all(getattr(o, 'shape', None) == shape for o in out): return tuple(out)
         return tuple(np.reshape(o, shape) for o in out)
+
+    def _of_sites(self, b):
+        "This likelihood for the sites `b` (a slice of the sites in row-major order): itself, unless it holds a parameter per site."
+        return self
+
+    def _flat_ell(self, y, m, v, method=None, n_gh=None):
+        "(E, dE_dm, dE_dv) of 1-D sites by the class's closed form, fused Gauss-Hermite or quadrature (`expected_log_lik`)."
+        meth = method or self.method
+        if meth == 'auto' and self._ell_closed is not None: return self._ell_closed(y, m, v)
+        if meth == 'gh' and self._ell_gh is not None: return self._ell_gh(y, m, v, n_gh or self.n_gh)
+        return self._quad_ell(y, m, v, method, n_gh)
 
     def _quad_ell(self, y, m, v, method=None, n_gh=None):
         """(E[lp], E[lp'], ½E[lp'']) by the quadrature rule `rule` (Price/Bonnet), 1-D inputs. Each group of
@@ -232,10 +245,14 @@ class Likelihood:
         y = self.check_y(y)
         y, m, v = self._prep(y, m, v); shape = m.shape
         y, m, v = y.ravel(), m.ravel(), v.ravel()
-        if self._pred_peaked: return panel_log_pred(self, y, m, v, *self._pred_centres(y)).reshape(shape)
-        f, W = self.rule(y, m, v, **kw)
-        with np.errstate(divide='ignore'):
-            return logsumexp(self.logp(y[:, None], f) + np.log(W), axis=1).reshape(shape)
+        out = np.empty(m.size)
+        for s in range(0, m.size, SITE_BLOCK):                   # a block of sites at a time, as `expected_log_lik`
+            b = slice(s, s + SITE_BLOCK)
+            lik = self._of_sites(b)
+            if self._pred_peaked: out[b] = panel_log_pred(lik, y[b], m[b], v[b], *lik._pred_centres(y[b])); continue
+            f, W = lik.rule(y[b], m[b], v[b], **kw)
+            with np.errstate(divide='ignore'): out[b] = logsumexp(lik.logp(y[b, None], f) + np.log(W), axis=1)
+        return out.reshape(shape)
 
     def _pred_centres(self, y):
         "(c, w), (n, T) each: where p(y|f) peaks or bends in f and its width there, `_transitions` and `width` ((n, 0) for none)."
@@ -250,9 +267,12 @@ class Likelihood:
     def predict_y(self, m, v, **kw):
         "Predictive mean `E[y] = E_{N(f|m,v)}[E[y|f]]` (P(y = +1) for Bernoulli likelihoods)."
         m, v = np.broadcast_arrays(np.asarray(m, float), np.asarray(v, float)); shape = m.shape
-        m, v = m.ravel(), v.ravel()
-        f, W = gauss_rule(m, v, self._mean_transitions(m), self.width, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
-        return np.einsum('ij,ij->i', W, self._mean_f(f)).reshape(shape)
+        m, v = m.ravel(), v.ravel(); out = np.empty(m.size)
+        for s in range(0, m.size, SITE_BLOCK):                   # a block of sites at a time, as `expected_log_lik`
+            b = slice(s, s + SITE_BLOCK)
+            f, W = gauss_rule(m[b], v[b], self._mean_transitions(m[b]), self.width, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
+            out[b] = np.einsum('ij,ij->i', W, self._mean_f(f))
+        return out.reshape(shape)
 
     def _mean_transitions(self, m):
         return None
@@ -478,6 +498,8 @@ class _Exposure(Likelihood):
             self.exposure = e
     def _logu(self):
         return 0.0 if self.exposure is None else np.log(self.exposure)
+    def _of_sites(self, b):
+        return self if np.ndim(self.exposure) == 0 else self._with_exposure(self.exposure.ravel()[b])
     def _lu(self, shape_like):
         "log u shaped for f like `shape_like`: one column per site for (n, K) quadrature nodes."
         lu = self._logu()
@@ -505,8 +527,11 @@ class _Exposure(Likelihood):
         lik = self._for_new_sites(exposure)
         y = lik.check_y(y); y, m, v = lik._prep(y, m, v); shape = m.shape
         y, m, v = y.ravel(), m.ravel(), v.ravel()
-        t, w = lik._pred_transitions(y)
-        return _tilted_log_pred(lik, y, m, v, t, w, kw.get('method', lik.method), kw.get('n_gh', lik.n_gh)).reshape(shape)
+        out = np.empty(m.size)
+        for s in range(0, m.size, SITE_BLOCK):                   # a block of sites at a time, as `expected_log_lik`
+            b = slice(s, s + SITE_BLOCK); lb = lik._of_sites(b); t, w = lb._pred_transitions(y[b])
+            out[b] = _tilted_log_pred(lb, y[b], m[b], v[b], t, w, kw.get('method', lik.method), kw.get('n_gh', lik.n_gh))
+        return out.reshape(shape)
 
 # %% ../nbs/01_likelihoods.ipynb #7b4ebfc9
 class Poisson(_Exposure):
@@ -909,7 +934,7 @@ class ZeroInflatedPoisson(_Exposure):
     def log_pred_density(self, y, m, v, exposure=None, **kw):
         "`log(π 1[y = 0] + (1 − π) ∫ Poisson(y | u e^f) N(f|m, v) df)`, the Poisson part by the tilted rule."
         lik = self._for_new_sites(exposure)
-        lpp = lik._poisson.log_pred_density(lik.check_y(y), m, v, **kw)
+        lpp = lik._poisson.log_pred_density(lik.check_y(y), m, v, exposure=lik.exposure, **kw)   # the new sites' exposure
         y = np.broadcast_to(np.asarray(y, float), np.shape(lpp))
         return np.where(y == 0, np.logaddexp(log_expit(self._theta), log_expit(-self._theta) + lpp), log_expit(-self._theta) + lpp)
     def sample(self, f, rng=None):
