@@ -229,7 +229,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
                           **({"site_jacobian": nt['out']} if newton is not False else {}))
 
 # %% ../../nbs/methods/18_multiclass.ipynb #26542078
-NEWTON_DIM = 2000     # newton=None: the largest n·u (unknowns of the dense Newton system, u the site Jacobian's directions) at which Newton is tried
+NEWTON_DIM = 2000     # newton=None: the largest n·u (unknowns of the sites' dense Newton system, u the site Jacobian's directions) at which Newton is tried
 NEWTON_RATE = 0.5     # newton=None: Newton is tried after a step that leaves the residual above this fraction of its value before
 NEWTON_GAIN = 0.1     # the site Jacobian is kept for the next Newton step when this one left the residual below this fraction
 NEWTON_WAIT = 0.3     # after a rejected Newton step (fresh Jacobian), Newton waits until the residual is below this fraction of its value then
