@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.polynomial.legendre import leggauss
 from scipy.special import expit, ndtr, ndtri
-from .softmax_range import soft_crossings, softplus_moments, _moments
+from .softmax_range import soft_crossings, softplus_moments
 
 # %% auto #0
 __all__ = ['WIDE_RANGE', 'expected_lse_wide', 'expected_lse_preint']
@@ -50,7 +50,7 @@ def _moments_tables(x, site, s3):
     """(F₀, F₁, F₂) (3, N) = `softplus_moments(x, s3[site])` for arguments `x` (N,) of sites `site` (N,), non-decreasing (the arguments
     of one site together; a ValueError otherwise), s.d. `s3` (n,) one per site: 8-point Lagrange interpolation (its polynomial in u by
     Horner) from one table per site on a uniform grid of step h = max(0.07, 0.03 s₃) covering that site's x with |x| ≤ 36 + 9s₃ (a
-    segmented minimum and maximum over the site's run), all tables built by one evaluation of the moments; the other x by their closed
+    segmented minimum and maximum over the site's run), all tables built by one call of `softplus_moments`; the other x by their closed
     form (evaluated at the edge cell first, then replaced). The coefficients are stored by (power, function, cell), so each of Horner's
     steps is one gather of a cell's column."""
     d = np.diff(site)
@@ -62,17 +62,17 @@ def _moments_tables(x, site, s3):
     lo[own] = np.minimum.reduceat(x if every else np.where(inside, x, np.inf), first)
     hi[own] = np.maximum.reduceat(x if every else np.where(inside, x, -np.inf), first)
     used = np.isfinite(lo); h = np.maximum(0.07, 0.03 * s3)
-    if not used.any(): return np.array(_moments(x, sd))
+    if not used.any(): return np.array(softplus_moments(x, sd))
     lo = np.where(used, lo - 4 * h, 0.0)
     cnt = np.where(used, np.ceil((np.where(used, hi, 0.0) - lo) / h).astype(int) + 8, 0)
     start = np.concatenate([[0], np.cumsum(cnt)]); owner = np.repeat(np.arange(n), cnt)
-    T = np.stack(_moments(lo[owner] + h[owner] * (np.arange(start[-1]) - start[owner]), s3[owner]), 1)   # (tables, 3)
+    T = np.stack(softplus_moments(lo[owner] + h[owner] * (np.arange(start[-1]) - start[owner]), s3[owner]), 1)   # (tables, 3)
     C = np.ascontiguousarray((np.lib.stride_tricks.sliding_window_view(T, 8, axis=0) @ _VINV.T).transpose(2, 1, 0))   # [a, k, cell]
     u = (x - lo[site]) / h[site]; j = np.floor(u); u -= j                             # x = lo + (j + u) h, 0 ≤ u < 1
     j = np.clip(j, 3, cnt[site] - 5).astype(np.intp); j += start[site] - 3            # the cell (its column in C[a])
     F = np.take(C[7], j, axis=1, mode='clip')
     for a in range(6, -1, -1): F *= u; F += np.take(C[a], j, axis=1, mode='clip')
-    if not every: F[:, ~inside] = _moments(x[~inside], sd[~inside])
+    if not every: F[:, ~inside] = softplus_moments(x[~inside], sd[~inside])
     return F
 
 # %% ../nbs/01e_softmax_wide.ipynb #f450024d
