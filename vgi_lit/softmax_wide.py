@@ -32,9 +32,11 @@ def _graded(m, s, kinks, d0):
     kk = np.where(np.isnan(kinks), (m - 8 * sp)[:, None], kinks)                    # absent kinks: zero-width panels at the edge
     B = np.concatenate([m[:, None] + sp[:, None] * _ZB, (kk[:, :, None] + offs).reshape(k, -1)], 1)
     B = np.sort(np.clip(B, (m - 8 * sp)[:, None], (m + 8 * sp)[:, None]), 1)
-    lo, hi = B[:, :-1, None], B[:, 1:, None]
-    X = ((lo + hi) / 2 + (hi - lo) / 2 * _T6).reshape(k, -1)
-    W = ((hi - lo) / 2 * _W6).reshape(k, -1) * np.exp(-0.5 * ((X - m[:, None]) / sp[:, None]) ** 2)
+    lo, hi = B[:, :-1], B[:, 1:]; P = lo.shape[1]                                   # P panels of 6 nodes: rows of 6P, each panel's
+    half = np.repeat((hi - lo) / 2, 6, axis=1)                                      # half-width and midpoint repeated (arithmetic on
+    X = np.repeat((lo + hi) / 2, 6, axis=1); X += half * np.tile(_T6, P)            # whole rows, not broadcast over a panel's 6 nodes)
+    t = X - m[:, None]; t /= sp[:, None]; t *= t; t *= -0.5; np.exp(t, out=t)       # the normal density at the nodes, in place
+    W = half; W *= np.tile(_W6, P); W *= t
     W /= np.maximum(W.sum(1, keepdims=True), 1e-300)                                # the mass beyond 8 s.d. (1e-15) moved inside
     point = s <= 0
     X[point] = m[point, None]; W[point] = 0.0; W[point, 0] = 1.0
@@ -45,27 +47,32 @@ _LAGR = np.arange(-3, 5)                                                        
 _VINV = np.linalg.inv(np.vander(_LAGR.astype(float), 8, increasing=True))          # values at the nodes → coefficients in u
 
 def _moments_tables(x, site, s3):
-    """(F₀, F₁, F₂) (N, 3) = `softplus_moments(x, s3[site])` for arguments `x` (N,) of sites `site` (N,), s.d. `s3` (n,) one per site:
-    8-point Lagrange interpolation (its polynomial in u by Horner) from one table per site on a uniform grid of step h = max(0.07, 0.03 s₃)
-    covering that site's x with |x| ≤ 36 + 9s₃, all tables built by one call of `softplus_moments`; the other x by it directly."""
-    F = np.empty((len(x), 3)); sd = s3[site]
-    inside = np.abs(x) <= 36.0 + 9.0 * sd
-    if (~inside).any(): F[~inside] = np.stack(softplus_moments(x[~inside], sd[~inside]), 1)
-    if inside.any():
-        xi, si = x[inside], site[inside]; n = len(s3)
-        lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
-        np.minimum.at(lo, si, xi); np.maximum.at(hi, si, xi)
-        used = np.isfinite(lo); h = np.maximum(0.07, 0.03 * s3)
-        lo = np.where(used, lo - 4 * h, 0.0)
-        cnt = np.where(used, np.ceil((np.where(used, hi, 0.0) - lo) / h).astype(int) + 8, 0)
-        start = np.concatenate([[0], np.cumsum(cnt)]); owner = np.repeat(np.arange(n), cnt)
-        T = np.stack(softplus_moments(lo[owner] + h[owner] * (np.arange(start[-1]) - start[owner]), s3[owner]), 1)   # (tables, 3)
-        C = (np.lib.stride_tricks.sliding_window_view(T, 8, axis=0) @ _VINV.T).transpose(2, 0, 1).reshape(8, -1)   # [a, 3 cell + k]
-        u = (xi - lo[si]) / h[si]; j = np.floor(u).astype(int); u -= j                # x = lo + (j + u) h, 0 ≤ u < 1
-        idx = 3 * (np.clip(j, 3, cnt[si] - 5) + start[si] - 3)[:, None] + np.arange(3)  # (N, 3) the cell's coefficients of F₀, F₁, F₂
-        r = np.take(C[7], idx); u = u[:, None]
-        for a in range(6, -1, -1): r = r * u + np.take(C[a], idx)
-        F[inside] = r
+    """(F₀, F₁, F₂) (3, N) = `softplus_moments(x, s3[site])` for arguments `x` (N,) of sites `site` (N,), non-decreasing (the arguments
+    of one site together; a ValueError otherwise), s.d. `s3` (n,) one per site: 8-point Lagrange interpolation (its polynomial in u by
+    Horner) from one table per site on a uniform grid of step h = max(0.07, 0.03 s₃) covering that site's x with |x| ≤ 36 + 9s₃ (a
+    segmented minimum and maximum over the site's run), all tables built by one call of `softplus_moments`; the other x by their closed
+    form (evaluated at the edge cell first, then replaced). The coefficients are stored by (power, function, cell), so each of Horner's
+    steps is one gather of a cell's column."""
+    d = np.diff(site)
+    if np.any(d < 0): raise ValueError("_moments_tables: the sites must be non-decreasing (the arguments of one site together)")
+    if not len(x): return np.empty((3, 0))
+    sd = s3[site]; inside = np.abs(x) <= 36.0 + 9.0 * sd; every = bool(inside.all())
+    n = len(s3); first = np.r_[0, np.flatnonzero(d) + 1]; own = site[first]          # the runs of one site
+    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
+    lo[own] = np.minimum.reduceat(x if every else np.where(inside, x, np.inf), first)
+    hi[own] = np.maximum.reduceat(x if every else np.where(inside, x, -np.inf), first)
+    used = np.isfinite(lo); h = np.maximum(0.07, 0.03 * s3)
+    if not used.any(): return np.array(softplus_moments(x, sd))
+    lo = np.where(used, lo - 4 * h, 0.0)
+    cnt = np.where(used, np.ceil((np.where(used, hi, 0.0) - lo) / h).astype(int) + 8, 0)
+    start = np.concatenate([[0], np.cumsum(cnt)]); owner = np.repeat(np.arange(n), cnt)
+    T = np.stack(softplus_moments(lo[owner] + h[owner] * (np.arange(start[-1]) - start[owner]), s3[owner]), 1)   # (tables, 3)
+    C = np.ascontiguousarray((np.lib.stride_tricks.sliding_window_view(T, 8, axis=0) @ _VINV.T).transpose(2, 1, 0))   # [a, k, cell]
+    u = (x - lo[site]) / h[site]; j = np.floor(u); u -= j                             # x = lo + (j + u) h, 0 ≤ u < 1
+    j = np.clip(j, 3, cnt[site] - 5).astype(np.intp); j += start[site] - 3            # the cell (its column in C[a])
+    F = np.take(C[7], j, axis=1, mode='clip')
+    for a in range(6, -1, -1): F *= u; F += np.take(C[a], j, axis=1, mode='clip')
+    if not every: F[:, ~inside] = softplus_moments(x[~inside], sd[~inside])
     return F
 
 # %% ../nbs/01e_softmax_wide.ipynb #f450024d
@@ -126,13 +133,12 @@ def expected_lse_wide(mu_d, S_d, block: int = 100_000, largest_inside: bool = Tr
         xa, xb = soft_crossings(al + b32[si] * c - c, b32[si])                       # m₃ = ℓ₂ = c + softplus(δ₂ − c)
         wr = 0.5 * np.maximum(w32[si], 1.0)
         X2, W2 = _graded(m2, s2[si], np.stack([c, c + xa, c + xb], 1), np.stack([np.full_like(wr, 0.5), wr, wr], 1))
-        W = w1[:, None] * W2; rr, cc = np.nonzero(W > 1e-14)                          # the far tails dropped (E moves by < 10⁻¹⁰)
-        if not len(rr): continue
-        w = W[rr, cc]; d2 = X2[rr, cc]; sn = si[rr]
+        W = w1[:, None] * W2; f = np.flatnonzero(W > 1e-14)                          # the far tails dropped (E moves by < 10⁻¹⁰)
+        if not len(f): continue
+        w = W.ravel()[f]; d2 = X2.ravel()[f]; rr = f // W.shape[1]; sn = si[rr]      # (node pairs in site order)
         l2 = np.logaddexp(c[rr], d2)                                                 # ℓ₂ = log(1 + e^{δ₁} + e^{δ₂})
         pi1 = np.exp(d1[rr] - l2); pi2 = np.exp(d2 - l2)
-        F = _moments_tables(al[rr] + b32[sn] * d2 - l2, sn, s3)
-        F0, F1, F2 = F[:, 0], F[:, 1], F[:, 2]
+        F0, F1, F2 = _moments_tables(al[rr] + b32[sn] * d2 - l2, sn, s3)
         wq1 = w * (1.0 - F1); wq2 = w * (1.0 - F1 - F2); wF2 = w * F2; lf = l2 + F0  # 𝔼σ(−u), 𝔼σ(−u)² weighted
         q2p1 = wq2 * pi1; q2p2 = wq2 * pi2
         cuts = np.concatenate([[0], np.flatnonzero(np.diff(sn)) + 1, [len(sn)]])

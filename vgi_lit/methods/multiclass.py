@@ -153,7 +153,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
     def _newton(cur):
         "The Newton iterate from `cur`, or None (then Anderson's or the FPi step); keeps or drops the site Jacobian."
         s = cur.state
-        if 'K' not in nt: nt['K'] = _site_cross(model, model.prior_dense())   # H_iΣH_jᵀ: the model's
+        if 'K' not in nt: nt['K'] = _site_cross(model, model.prior_dense()) if _newton_space(model, n_dir) == 'sites' else None   # H_iΣH_jᵀ
         fresh = nt['J'] is None; probe = fresh or nt.pop('carried', False)     # a Jacobian new to this run: its step is judged
         if fresh: nt['J'] = nt['out'] = _site_jacobian(model.likelihood, model.y, model.site_mean(s['m']), s['cov'].site_cov(), s['alpha'], s['Gam'], invariant)
         try: dr, dlam = _newton_direction(model, s['cov'], s['g'], s['Gam'], *nt['J'], nt['K'])
@@ -229,7 +229,7 @@ def fpi_multi(model: MultiLGM, tol: float = 1e-6, max_iter: int = 200, max_secon
                           **({"site_jacobian": nt['out']} if newton is not False else {}))
 
 # %% ../../nbs/methods/18_multiclass.ipynb #26542078
-NEWTON_DIM = 2000     # newton=None: the largest n·u (unknowns of the dense Newton system, u the site Jacobian's directions) at which Newton is tried
+NEWTON_DIM = 2000     # newton=None: the largest n·u (unknowns of the sites' dense Newton system, u the site Jacobian's directions) at which Newton is tried
 NEWTON_RATE = 0.5     # newton=None: Newton is tried after a step that leaves the residual above this fraction of its value before
 NEWTON_GAIN = 0.1     # the site Jacobian is kept for the next Newton step when this one left the residual below this fraction
 NEWTON_WAIT = 0.3     # after a rejected Newton step (fresh Jacobian), Newton waits until the residual is below this fraction of its value then
@@ -279,11 +279,21 @@ def _site_cross(model, V) -> np.ndarray:
     X = model.X
     return np.stack([np.stack([X @ V4[a, :, b, :] @ X.T for b in range(C)], -1) for a in range(C)], -2)
 
-def _newton_direction(model, cov, g, Gam, JU, Ut, K):
+def _newton_space(model, u: int) -> str:
+    """Where the Newton system is solved: 'w' (``_newton_direction_w``, d + d(d+1)/2 unknowns) for a model with rows x_i (H_i = I_C ⊗ x_iᵀ)
+    where that is fewer than the n·u of the sites' system (u the site Jacobian's directions), else 'sites' (Woodbury's)."""
+    d = model.d
+    return 'w' if model.X is not None and d + d * (d + 1) // 2 < model.n * u else 'sites'
+
+def _newton_direction(model, cov, g, Gam, JU, Ut, K=None, space: str | None = None):
     """(δr (d,), δΛ (n, C, C)): the Newton step on F(r, Λ) = (r − Σ_i H_iᵀα_i, Λ − Γ) at q = N(m, V(Λ)), F = (−g, Λ − Γ), with the
-    site Jacobians J_i = JU_i Ut (`_site_jacobian`) and K = `_site_cross(model, Σ)`, by Woodbury's identity (the page): one dense
-    solve of n·u unknowns (u = JU.shape[2]), its matrix I − RᵀZL by blocks [i, j] = Ut diag(K_ij, T_ij) JU_j."""
-    C, n = model.C, model.n; a, b = np.triu_indices(C); k = len(a); u = JU.shape[2]
+    site Jacobians J_i = JU_i Ut (`_site_jacobian`), in `space` (None: ``_newton_space``'s choice). 'sites': by Woodbury's identity
+    (the page), one dense solve of n·u unknowns (u = JU.shape[2]), its matrix I − RᵀZL by blocks [i, j] = Ut diag(K_ij, T_ij) JU_j,
+    K = `_site_cross(model, Σ)` (computed where None); 'w': ``_newton_direction_w``."""
+    u = JU.shape[2]
+    if (space or _newton_space(model, u)) == 'w': return _newton_direction_w(model, cov, g, Gam, JU, Ut)
+    if K is None: K = _site_cross(model, model.prior_dense())
+    C, n = model.C, model.n; a, b = np.triu_indices(C); k = len(a)
     W = _site_cross(model, cov.dense())                                   # W_ij = H_i V H_jᵀ, (n, n, C, C)
     Wf, ac, bd, ad, bc = W.reshape(n, n, C * C), *((x[:, None] * C + z[None, :]).ravel() for x, z in ((a, a), (b, b), (a, b), (b, a)))
     T = np.take(Wf, ac, axis=2); T *= np.take(Wf, bd, axis=2)              # (W_ij)_ac (W_ij)_bd, the pairs (ab, cd) flat
@@ -298,6 +308,25 @@ def _newton_direction(model, cov, g, Gam, JU, Ut, K):
                          np.einsum('ijpq,jq->ip', T, dl)], 1)
     y = np.linalg.solve(B, (QF @ Ut.T).ravel()).reshape(n, u)
     Ly = np.einsum('idv,iv->id', JU, y)                                    # L y: (α, Γ) coordinates per site
+    dr = g + model.HTmul(Ly[:, :C]); dl = dl + Ly[:, C:]
+    out = np.zeros((n, C, C)); out[:, a, b] = dl; out[:, b, a] = dl
+    return dr, out
+
+def _newton_direction_w(model, cov, g, Gam, JU, Ut):
+    """``_newton_direction`` in the prior's coordinates (the page): one dense solve of (I − M)z = b for z = (δr, Ω), Ω = Σ_j H_jᵀδΛ_jH_j by
+    its upper triangle (d + d(d+1)/2 unknowns), M = Σ_i G_i J_i Q_i: Q_i maps z to the site step (H_iΣδr, −H_iVΩVH_iᵀ), G_i the site
+    map's output (δα_i, δΓ_i) to (H_iᵀδα_i, H_iᵀδΓ_iH_i); then δΛ_i = Γ_i − Λ_i + δΓ_i. For a model with rows x_i (H_i = I_C ⊗ x_iᵀ)."""
+    C, n, d = model.C, model.n, model.d; a, b = np.triu_indices(C); p, q = np.triu_indices(d)
+    Hn = np.einsum('ac,ik->iack', np.eye(C), model.X).reshape(n, C, d)   # H_i (n, C, d)
+    A = Hn @ model.prior_dense(); B = Hn @ cov.dense()                     # H_iΣ, H_iV
+    Ba, Bb, Ha, Hb = B[:, a], B[:, b], Hn[:, a], Hn[:, b]
+    Tw = -(Ba[:, :, p] * Bb[:, :, q]); Tw -= (p != q) * (Ba[:, :, q] * Bb[:, :, p])   # (n, k, d(d+1)/2): ∂(V_i)_ab/∂Ω_pq
+    Gw = Ha[:, :, p] * Hb[:, :, q]; Gw += (a != b)[:, None] * (Hb[:, :, p] * Ha[:, :, q])   # ∂Ω_pq/∂(δΓ_i)_ab
+    JQ = JU @ np.concatenate([Ut[:, :C] @ A, Ut[:, C:] @ Tw], 2)         # J_i Q_i (n, D, d + d(d+1)/2)
+    M = np.concatenate([np.einsum('icd,icz->dz', Hn, JQ[:, :C]), np.einsum('ikw,ikz->wz', Gw, JQ[:, C:])])
+    dl = (Gam - cov.lam)[:, a, b]                                          # −F_Λ
+    z = np.linalg.solve(np.eye(len(M)) - M, np.r_[g, np.einsum('ikw,ik->w', Gw, dl)])
+    Ly = JQ @ z                                                            # (α, Γ) coordinates per site
     dr = g + model.HTmul(Ly[:, :C]); dl = dl + Ly[:, C:]
     out = np.zeros((n, C, C)); out[:, a, b] = dl; out[:, b, a] = dl
     return dr, out
