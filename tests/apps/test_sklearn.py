@@ -571,3 +571,20 @@ def test_standardizer_names_nan_and_inf_not_overflow():
         for A in (X, sps.csr_matrix(X)):
             with pytest.raises(ValueError, match=f"column 'dose' contains {word}: drop or impute"):
                 Standardizer.fit(A, names=["age", "dose"])
+
+
+def test_blas_threads_limit_inside_and_restored_after_with_one_controller():
+    "Fit and predictions run at `blas_threads` BLAS threads, restored afterwards; the libraries are found once per process."
+    from threadpoolctl import threadpool_info
+    import vgi_lit.apps.sklearn as S
+    blas = lambda: [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    if not blas(): pytest.skip("no BLAS library seen by threadpoolctl")
+    before = blas()
+    class Probe:
+        blas_threads = 1
+        @S._blas
+        def seen(self): return blas()
+    assert set(Probe().seen()) == {1} and blas() == before
+    controller = S._blas_controller()
+    Probe().seen()
+    assert S._blas_controller() is controller

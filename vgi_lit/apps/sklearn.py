@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime, functools, json, warnings
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
     from sklearn.exceptions import ConvergenceWarning
@@ -110,16 +110,24 @@ def _validated(est, X, *y, **kw):
                      + ("missing values are not imputed: fill or drop the row" if missing else
                         f"{type(est).__name__} takes real numbers: convert the column first (a date, e.g., as days since a reference date)"))
 
+_CONTROLLER = []   # one threadpoolctl.ThreadpoolController for the process, made at the first limited call
+
+def _blas_controller():
+    "The process's `ThreadpoolController`: finding the loaded BLAS libraries takes milliseconds, a limit on them microseconds."
+    if not _CONTROLLER: _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0]
+
 def _blas(method):
     """`method` (an estimator's `fit` or a prediction) run with the estimator's `blas_threads` BLAS threads
-    (`threadpoolctl.threadpool_limits`; None: the threads as they are), the BLAS's setting restored afterwards."""
+    (`threadpoolctl`; None: the threads as they are), the BLAS's setting restored afterwards. The BLAS libraries are those
+    loaded at the first such call (NumPy's and SciPy's, loaded with the package)."""
     @functools.wraps(method)
     def run(self, *args, **kw):
         n = getattr(self, "blas_threads", 1)
         if n is None: return method(self, *args, **kw)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"blas_threads must be None or a positive integer, got {n!r}")
-        with threadpool_limits(limits=int(n), user_api="blas"): return method(self, *args, **kw)
+        with _blas_controller().limit(limits=int(n), user_api="blas"): return method(self, *args, **kw)
     return run
 
 class _VGEstimator(BaseEstimator):
@@ -391,7 +399,7 @@ _COMMON_DOC = """
         at about 6 s of CPU), or a positive integer; `n_inducing_` holds the number used (None for "gp" and "glm").
     fit_options: options for `vgi_lit.fit` (the method's, or the learner's with `inner` for the method).
     progress: show a progress bar while fitting.
-    blas_threads: the BLAS threads during `fit` and the predictions (`threadpoolctl.threadpool_limits`, restored after;
+    blas_threads: the BLAS threads during `fit` and the predictions (`threadpoolctl`, restored after;
         default 1: on these problems one thread is faster than OpenBLAS's default threading; a default fit on 1,000 rows
         took 0.9-1.1 s against 1.5-1.9 s with two threads on an idle two-core machine, 7-8 s on a busy one); None leaves
         them as they are.
