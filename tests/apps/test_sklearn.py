@@ -588,3 +588,16 @@ def test_blas_threads_limit_inside_and_restored_after_with_one_controller():
     controller = S._blas_controller()
     Probe().seen()
     assert S._blas_controller() is controller
+
+
+@pytest.mark.parametrize("make", [lambda: VGClassifier(latent="gp"), lambda: VGClassifier(latent="sparse_gp", n_inducing=10),
+                                  lambda: VGClassifier(latent="glm"), lambda: VGRegressor(latent="gp"),
+                                  lambda: VGRegressor(latent="glm"), lambda: VGPoissonRegressor(latent="gp"),
+                                  lambda: VGOrdinalRegressor(latent="glm")])
+def test_sparse_tag_says_what_fit_does(make):
+    "scikit-learn's own check of the sparse tag: a tagged estimator fits sparse X (3 classes for a classifier), an untagged one says 'sparse'."
+    from sklearn.utils.estimator_checks import check_estimator_sparse_tag
+    est = make().set_params(learn_hyperparameters=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_estimator_sparse_tag(type(est).__name__, est)

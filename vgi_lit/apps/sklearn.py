@@ -370,7 +370,7 @@ class _VGEstimator(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
-        tags.input_tags.sparse = str(self.latent).replace("-", "_") in ("auto", "glm") and self.kernel is None   # a GLM keeps X sparse
+        tags.input_tags.sparse = True   # a GLM keeps X sparse; a GP reads a small sparse X densely (`AUTO_DENSE_ENTRIES`)
         return tags
 
 _COMMON_DOC = """
@@ -520,7 +520,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
-        tags.input_tags.sparse = False            # sparse X: two classes only (the joint softmax fit reads X densely)
+        tags.input_tags.sparse = str(self.latent).replace("-", "_") != "glm"   # a linear classifier: two classes only (the joint softmax fit reads X densely)
         return tags
 
 # %% ../../nbs/apps/50_sklearn.ipynb #sk07b
