@@ -123,3 +123,19 @@ def test_eval_uses_the_model_pages_functions():
     assert ctm_eval.doc_loglik is ctm.doc_loglik and ctm_eval.log_logistic_map is ctm.log_logistic_map
     assert ctm_eval.psd_part is ctm.psd_part and ctm_eval.check_beta is ctm.check_beta
     assert not any(hasattr(ctm_eval, n) for n in ("log_h", "xi", "_check_beta"))
+
+
+def test_heldout_warns_of_documents_with_few_effective_draws():
+    "Long documents under the prior's proposal and few draws: the weights collapse, and a RuntimeWarning names how many."
+    rng = np.random.default_rng(2); K, V = 4, 40
+    beta = rng.dirichlet(np.full(V, 0.1), size=K); counts = sp.csr_matrix(rng.poisson(6.0, size=(3, V)))
+    mu, Sig = np.zeros(K - 1), 4.0 * np.eye(K - 1)
+    with pytest.warns(RuntimeWarning, match=r"of 3 documents have an effective sample size below 5 of 200 draws"):
+        r = heldout_nll(counts, mu, Sig, beta, n_samples=200, seed=0)
+    assert np.any(r["ess"] < ctm_eval.LOW_ESS)
+    m, S = laplace_documents(counts, mu, Sig, beta)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                      # a fitted proposal: well-spread weights, no warning
+        r = heldout_nll(counts, mu, Sig, beta, m, S, c=0.1, n_samples=2000, seed=0)
+    assert np.all(r["ess"] >= ctm_eval.LOW_ESS)

@@ -4,6 +4,7 @@
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #8a092fa3
 from __future__ import annotations
+import warnings
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import cho_solve, solve_triangular
@@ -14,7 +15,8 @@ from ..corpora import Corpus
 from .ctm import fit_documents, doc_loglik, xi_stats, log_logistic_map, check_beta, psd_part, newton_direction, newton_cov_factor, damped_newton
 
 # %% auto #0
-__all__ = ['doc_grad_hess', 'laplace_documents', 'is_loglik', 'quad_loglik', 'completion_nll', 'heldout_nll', 'mc_bound']
+__all__ = ['LOW_ESS', 'doc_grad_hess', 'laplace_documents', 'is_loglik', 'quad_loglik', 'completion_nll', 'heldout_nll',
+           'mc_bound']
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #350a34ef
 def _beta(beta):
@@ -142,11 +144,14 @@ def completion_nll(first, second, mu, Sigma, beta, fit=None):
     return dict(nll_per_word_pooled=float(-ll.sum() / n2.sum()), nll_per_word_doc_mean=float(np.mean(-ll[has] / n2[has])), m=m)
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #b7159d8d
+LOW_ESS = 5   # heldout_nll warns of documents whose importance weights have a smaller effective sample size
+
 def heldout_nll(test, mu, Sigma, beta, m=None, S=None, c: float = 0.1, n_samples: int = 10_000, batch: int = 2_000, seed=0):
     """(105) for every document of `test` (Corpus or CSR; integer-valued float counts, as `CTM.counts`, accepted): the mean
     over documents of −log p̂(w_d)/N_d with the proposal N(m_d, S_d + cI) (m and S None: the prior). Returns
     dict(nll_per_word, se (its Monte Carlo standard error), logp (D,), se_doc (D,), ess (D,): the effective sample size
-    of each document's weights; an se_doc with a small ess is not to be trusted)."""
+    of each document's weights; an se_doc with a small ess is not to be trusted, and a RuntimeWarning names the documents
+    whose ess is below `LOW_ESS`)."""
     C = _as_counts(test); D = C.shape[0]; lens = np.asarray(C.sum(axis=1)).ravel()
     if lens.min(initial=1) <= 0: raise ValueError("every test document needs at least one word")
     if (m is None) != (S is None): raise ValueError(f"m and S go together (the proposal N(m_d, S_d + cI)); got m {'None' if m is None else 'given'} and S {'None' if S is None else 'given'}")
@@ -158,6 +163,13 @@ def heldout_nll(test, mu, Sigma, beta, m=None, S=None, c: float = 0.1, n_samples
         a, b = C.indptr[d], C.indptr[d + 1]
         lp[d], se[d], ess[d] = is_loglik(C.indices[a:b], C.data[a:b], mu, Sigma, beta, None if m is None else m[d],
                                          None if m is None else S[d], c, n_samples, batch, seed=(seed, d))
+    low = np.flatnonzero(ess < LOW_ESS)
+    if low.size:
+        warnings.warn(RuntimeWarning(
+            f"{low.size} of {D} documents have an effective sample size below {LOW_ESS} of {n_samples} draws (smallest {ess.min():.1f}, "
+            f"document {int(np.argmin(ess))}): their log-likelihoods, and the standard error, which assumes well-spread weights, "
+            "are not to be trusted; raise n_samples" + (", or give the proposal of a posterior fitted to each document (m, S)" if m is None
+                                                        else f" or widen the proposal (c = {c:g})")), stacklevel=2)
     return dict(nll_per_word=float(np.mean(-lp / lens)), se=float(np.sqrt(np.sum((se / lens) ** 2)) / D), logp=lp, se_doc=se, ess=ess)
 
 # %% ../../nbs/methods/17b_ctm_eval.ipynb #201ea0ae
