@@ -188,7 +188,9 @@ class Stationary(Kernel):
             raise ValueError(f"{type(self).__name__}: ARD lengthscale has {ls.size} entries but inputs have {d} dimensions")
 
     def sqdist(self, X, X2=None) -> np.ndarray:
-        "Scaled squared distances `sum_j (x_j - x'_j)**2 / lengthscale_j**2` (n, m) by one matrix product, clipped at 0."
+        """Scaled squared distances `sum_j (x_j - x'_j)**2 / lengthscale_j**2` (n, m) by one matrix product, clipped at 0;
+        where its rounding would show, of centred inputs, with the pairs below `_r2_far` (all pairs for a kernel without
+        one) summed from the differences per input ('Rounding of the distances')."""
         A, B = self._inputs(X, X2)
         return self._sqdist(A, B, X2 is None)
 
