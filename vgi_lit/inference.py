@@ -407,7 +407,7 @@ def methods_for(model) -> dict:
                     f"GP(X, y, Logistic(), RBF()), or a two-level model (kinds: {kinds}), got {type(model).__name__}")
 
 # %% ../nbs/07_inference.ipynb #a1ca4c8b
-DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi', 'pmf': 'mc-ssvi', 'ctm': 'h-mc-ssvi', 'gme': 'h-mc-ssvi'}
+DEFAULT_METHOD = {'glm': 'fpi', 'gp': 'fpi', 'sparse_gp': 'fpi', 'pmf': 'mc-ssvi', 'ctm': 'h-mc-ssvi', 'gme': 'mean-field'}
 
 def fit(model, method: str | None = None, learn: bool | None = None, progress: bool = False, **options):
     """Fit the variational posterior of `model` by `method` and return a `Posterior`: a `VGPosterior` q(w) = N(m, V) for a

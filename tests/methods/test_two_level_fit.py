@@ -95,7 +95,7 @@ def test_io_round_trip(kind, method, tmp_path):
 
 def test_default_methods_and_clear_errors():
     pmf, ctm, gme = _pmf(), _ctm(), _gme()
-    assert fit(ctm, max_iter=1).method == fit(gme, max_iter=1).method == "h-mc-ssvi" and fit(pmf, max_iter=1).method == "mc-ssvi"
+    assert fit(ctm, max_iter=1).method == "h-mc-ssvi" and fit(gme, max_iter=1).method == "mean-field" and fit(pmf, max_iter=1).method == "mc-ssvi"
     with pytest.raises(ValueError, match=r"unknown method 'fpi' for a PMF; available: h-mc-ssvi, mc-ssvi, s-dsvi"): fit(pmf, "fpi")
     with pytest.raises(ValueError, match=r"'simple' is a method of the kinds ctm"): fit(pmf, "simple")
     with pytest.raises(ValueError, match="mean-field"): fit(gme, "no-such")

@@ -22,9 +22,9 @@ from ..io import register_posterior
 from .svi import Adagrad, init_state, gauss_update, step_size, budget_steps, halving_adagrad, divergence_test
 
 # %% auto #0
-__all__ = ['HYPER', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'gme_bound', 'gme_site_terms', 'gme_fit', 'GMEPosterior',
-           'prior_closed_form', 'mf_bound', 'gme_mean_field', 'gme_log_pred', 'GMEOptions', 'GMEMeanFieldOptions',
-           'gme_fit_mean_field']
+__all__ = ['HYPER', 'MF_STOP_TEXT', 'kl_rayleigh', 'rayleigh_nodes', 'log_phi_derivs', 'gme_bound', 'gme_site_terms', 'gme_fit',
+           'GMEPosterior', 'prior_closed_form', 'mf_bound', 'gme_mean_field', 'gme_log_pred', 'GMEOptions',
+           'GMEMeanFieldOptions', 'gme_fit_mean_field']
 
 # %% ../../nbs/methods/14a_gme.ipynb #5303e7fb
 def kl_rayleigh(sigma, tau):
@@ -173,6 +173,7 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     if max_iter is not None and max_iter < n_steps: n_steps, stop = int(max_iter), Stop.MAX_ITER
     else: stop = Stop.BUDGET
     hist = History(callback=callback, max_seconds=max_seconds)
+    capped = [0]                                                       # steps whose natural Rayleigh step was capped
 
     def move(model, st, sigma, idx, rho):
         "The update of q(w₁) (`gauss_update`) and of σ from fresh draws on the mini-batch `idx`: (state, σ, events, ‖ĝ_m‖)."
@@ -189,7 +190,7 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
             th = -1/(2*sigma**2)
             th_new = (1 - rho) * th + rho * (-1/(2*model.tau**2) + scale * gw.sum() / (4*sigma**2))
             if th_new >= th / (1 + rho):                # σ² would grow by more than 1+ρ (or leave the family): cap it
-                th_new = th / (1 + rho); events.append(Event(EventKind.PROJECTED, "the growth of σ² capped at 1 + ρ"))
+                th_new = th / (1 + rho); capped[0] += 1; events.append(Event(EventKind.PROJECTED, "the growth of σ² capped at 1 + ρ"))
             sigma = float(np.sqrt(-1/(2*th_new)))
         return st, sigma, events, gn
 
@@ -233,6 +234,13 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
     (model, st, sigma), t = r.state, r.n_iter
     stop = r.stop if r.stop is not Stop.MAX_ITER else stop            # the steps of max_epochs spent: BUDGET, not MAX_ITER
     message = f"{stop.value} after {t} steps"
+    if stop is Stop.BUDGET:                                         # a schedule ends by its budget: not a claim of convergence
+        message += (f": not converged (max_epochs={max_epochs:g} spent; the run has no convergence test)")
+        if method != "s-dsvi" and capped[0] > t / 2:
+            message += (f"; the growth of σ² was capped in {capped[0]} of {t} steps: the mini-batch target of the Rayleigh "
+                        f"parameter pulls σ up, and the cap holds σ below the bound's optimum whatever the number of epochs; "
+                        f"fit with 'mean-field' (the default for a GME), which reaches a higher bound (8) on such data")
+        elif method == "s-dsvi": message += "; raise max_epochs, or fit with 'mean-field' (the default for a GME)"
     if stop is Stop.NOT_FINITE:                                     # a step, or an evaluated bound, overflowed
         message = (f"{r.message}. A narrower start (V0, here {'cΣ, the default' if V0 is None else repr(V0)}) or a smaller step (lr) keeps a log link's e^(m + v/2) finite")
         vlb = gme_bound(model, st.m, st.cov, sigma, bound)
@@ -241,7 +249,7 @@ def gme_fit(model, method="h-mc-ssvi", bound="optimal", batch_size=100, n_outer=
         vlb = hist[-1].vlb
     hist.stop = stop
     return GMEPosterior(model, st.m, st.cov, sigma, method, vlb, stop, hist, message, t,
-                        dict(bound=bound, batch_size=batch_size, lr=lr, schedule=schedule, seed=seed, learn_prior=learn_prior, backtrack=backtrack), state=st)
+                        dict(bound=bound, batch_size=batch_size, lr=lr, schedule=schedule, seed=seed, learn_prior=learn_prior, backtrack=backtrack, sigma_capped=capped[0]), state=st)
 
 # %% ../../nbs/methods/14a_gme.ipynb #gmepost1
 @register_posterior
@@ -305,11 +313,18 @@ def mf_bound(model, m, cov, sigma, beta, sd):
         - kl_to_prior(model.glm, m, cov) - kl_rayleigh(sigma, model.tau)
 
 # %% ../../nbs/methods/14a_gme.ipynb #565fd92f
-def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9, max_seconds=None, callback=None):
+MF_STOP_TEXT = {Stop.REL_TOL: ": converged (the bound changed by at most tol·(1 + |bound|) in the last sweep)",
+                Stop.MAX_ITER: (": not converged: max_iter={max_iter} sweeps done before the bound's relative change fell to "
+                                "tol={tol:g}; raise max_iter (the local factors' ADAGRAD steps settle slowly) or tol"),
+                Stop.MAX_SECONDS: ": not converged: the time budget max_seconds={max_seconds} was spent; raise it, or max_iter with it"}
+
+def gme_mean_field(model, max_iter=5000, lr=0.1, sigma_init=1.0, tol=1e-9, max_seconds=None, callback=None):
     """Mean-field coordinate ascent for GME (Sheth & Khardon 2016b, A.4, eqs. 100-104 with c = √(π/2)/σ): returns a
     `GMEPosterior` (q(w₁) = N(m, V), σ, and the factors N(β_i, ς_i²) of the f_i as `info['beta']`, `info['sd']`), `stop`
     REL_TOL when the bound changes by at most tol·(1 + |bound|), MAX_ITER after `max_iter` sweeps, MAX_SECONDS when
-    `max_seconds` are spent, CALLBACK when `callback(record)` returns True."""
+    `max_seconds` are spent, CALLBACK when `callback(record)` returns True. The ADAGRAD steps of the n local factors shrink
+    as 1/√t, so the bound settles to tol = 1e-9 in about a thousand sweeps (a few milliseconds each per 10⁴ rows); the
+    default `max_iter` leaves room for several times that, and `message` says when the budget ended the run first."""
     check_budget(tol, max_iter, max_seconds)
     X, n, d = model.X, model.n, model.d
     beta, sd, sigma = np.zeros(n), np.ones(n), float(sigma_init)
@@ -338,7 +353,8 @@ def gme_mean_field(model, max_iter=200, lr=0.1, sigma_init=1.0, tol=1e-9, max_se
     start = Step((m, cov, sigma, beta, sd), mf_bound(model, m, cov, sigma, beta, sd), None, "start", [], dict(sigma=sigma))
     r = run(sweep, start, tol=tol, max_iter=max_iter, max_seconds=max_seconds, callback=callback, optimal=rel_tol(tol))
     (m, cov, sigma, beta, sd), hist, stop, it = r.state, r.history, r.stop, r.n_iter
-    return GMEPosterior(model, m, cov, sigma, "mean-field", hist[-1].vlb, stop, hist, f"{stop.value} after {it} sweeps", it,
+    message = f"{stop.value} after {it} sweeps" + MF_STOP_TEXT.get(stop, "").format(max_iter=max_iter, tol=tol, max_seconds=max_seconds)
+    return GMEPosterior(model, m, cov, sigma, "mean-field", hist[-1].vlb, stop, hist, message, it,
                         dict(beta=beta, sd=sd, lr=lr))
 
 # %% ../../nbs/methods/14a_gme.ipynb #121bb9eb
@@ -379,6 +395,6 @@ class GMEMeanFieldOptions:
 # %% ../../nbs/methods/14a_gme.ipynb #0b115c0b
 @register_method("mean-field", models=("gme",))
 def gme_fit_mean_field(model, options: GMEMeanFieldOptions | None = None, learn: bool = False, **common) -> GMEPosterior:
-    "`fit(gme, 'mean-field', options=GMEMeanFieldOptions(...), max_iter=, tol=, max_seconds=, callback=)`: `gme_mean_field` (it learns no hyperparameters: `learn=True` is a ValueError)."
+    "`fit(gme)` or `fit(gme, 'mean-field', options=GMEMeanFieldOptions(...), max_iter=, tol=, max_seconds=, callback=)`: `gme_mean_field` (it learns no hyperparameters: `learn=True` is a ValueError)."
     if learn: raise ValueError("learn=True: the mean-field GME fit (A.4) holds μ₀, δ and τ at the model's values; learn them with a stochastic method (e.g. 'h-mc-ssvi')")
     return gme_mean_field(model, **method_keywords(common, ("max_iter", "tol", "max_seconds", "callback"), options, GMEMeanFieldOptions))
