@@ -60,3 +60,28 @@ def test_empty_inputs():
     with np.errstate(all="raise"):
         assert k.K(np.zeros((0, 3)), np.ones((4, 3)) * 1e3).shape == (0, 4)
         assert k.K(np.ones((4, 3)) * 1e3, np.zeros((0, 3))).shape == (4, 0)
+
+
+def test_a_column_does_not_depend_on_the_other_rows_of_x2():
+    "The centre is the first argument's: K(X, X2[:10]) is K(X, X2)[:, :10] bit for bit (predictions in batches agree)."
+    rng = np.random.default_rng(3)
+    X, X2 = rng.normal(size=(60, 4)) + 1e5, rng.normal(size=(30, 4)) + 1e5
+    k = RBF(1.0, 0.5)
+    assert np.array_equal(k.K(X, X2[:10]), k.K(X, X2)[:, :10])
+
+
+@pytest.mark.parametrize("p", [1, 3])
+def test_inputs_near_the_float_limit_give_finite_k(p):
+    "Inputs of ±1e308 (finite, accepted): the centre would overflow, so the differences are summed: no NaN, k exact."
+    X = np.array([[1e308] * p, [-1e308] * p, [1e308] * p, [0.0] * p])
+    with np.errstate(over="ignore"):
+        K = RBF(1.0, 1.0).K(X)
+    assert np.all(np.isfinite(K)) and np.array_equal(K, K.T)
+    assert K[0, 2] == 1.0 and K[0, 1] == 0.0 and K[0, 3] == 0.0
+
+
+def test_one_or_two_inputs_take_the_differences_directly(full_calls):
+    "With one or two inputs the exact route is the differences at once (no product first)."
+    X = np.random.default_rng(4).normal(size=(50, 2)) * 1e6
+    RBF(1.0, 1.0).K(X)
+    assert full_calls[0] == 1

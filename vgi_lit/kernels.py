@@ -199,9 +199,12 @@ class Stationary(Kernel):
         ls = self._values["lengthscale"]; A = A / ls; B = A if same else B / ls
         na, nb = np.sum(A**2, 1), (None if same else np.sum(B**2, 1))
         err = 4 * A.shape[1] * _EPS * (float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0)))
-        if err > _SQDIST_ABS:                                 # the product's rounding would show in k: r² is unchanged by
-            a, b = raw; c = a.mean(0) if same else (a.sum(0) + b.sum(0)) / (a.shape[0] + b.shape[0])   # a shift, so centre
-            A = (a - c) / ls; B = A if same else (b - c) / ls                                     # the inputs, then scale
+        if err > _SQDIST_ABS:                                 # the product's rounding would show in k
+            a, b = raw
+            if a.shape[1] <= 2 or not a.shape[0]: return self._diff_r2(*raw)   # one or two passes: no dearer than the product
+            c = a.mean(0)                                      # r² is unchanged by a shift: centre on the first inputs' mean
+            if not np.all(np.isfinite(c)): return self._diff_r2(*raw)           # (which alone sets it: a column of K(X, X2)
+            A = (a - c) / ls; B = A if same else (b - c) / ls                   # does not depend on the other rows of X2)
             na, nb = np.sum(A**2, 1), (None if same else np.sum(B**2, 1))
             err = 4 * A.shape[1] * _EPS * (float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0)))
             if err > _SQDIST_ABS and not (np.isfinite(self._r2_far) and np.isfinite(err)): return self._diff_r2(*raw)
@@ -218,8 +221,9 @@ class Stationary(Kernel):
     def _near_pairs(self, D, A, B, err):
         """r² of the product `D` with the pairs it puts below `_r2_far + err` (where k may not be negligible; `err` bounds the
         product's rounding) summed again from the differences per input, in place; all pairs by ``_diff_r2`` past a quarter."""
-        i, j = np.nonzero(D < self._r2_far + err)
-        if i.size > D.size // 4: return self._diff_r2(A, B)
+        near = D < self._r2_far + err
+        if np.count_nonzero(near) > D.size // 4: return self._diff_r2(A, B)
+        i, j = np.nonzero(near); del near
         ls = np.broadcast_to(self._values["lengthscale"], A.shape[1]); step = max(1, 2**20 // max(1, A.shape[1]))
         for s in range(0, i.size, step):
             T = A[i[s:s + step]] - B[j[s:s + step]]; T /= ls

@@ -199,14 +199,16 @@ class Likelihood:
         y, m, v = self._prep(y, m, v)
         shape = m.shape
         y, m, v = y.ravel(), m.ravel(), v.ravel()
-        if m.size > SITE_BLOCK:                                  # a block of sites at a time: the (sites × nodes) arrays of the
+        if m.size > SITE_BLOCK and self._site_blocks:            # a block of sites at a time: the (sites × nodes) arrays of the
             out = np.empty((3, m.size))                          # quadrature take memory for SITE_BLOCK sites, not for all
             for s in range(0, m.size, SITE_BLOCK):
                 b = slice(s, s + SITE_BLOCK); out[:, b] = self._of_sites(b)._flat_ell(y[b], m[b], v[b], method, n_gh)
             out = (out[0], out[1], out[2])
-        else: out = self._flat_ell(y, m, v, method, n_gh)
+        else: out = self._of_sites(slice(None))._flat_ell(y, m, v, method, n_gh)
         if len(shape) == 1 and all(getattr(o, 'shape', None) == shape for o in out): return tuple(out)
         return tuple(np.reshape(o, shape) for o in out)
+
+    _site_blocks = True          # False: the class bounds its own memory per site (it keeps a whole-array cache)
 
     def _of_sites(self, b):
         "This likelihood for the sites `b` (a slice of the sites in row-major order): itself, unless it holds a parameter per site."
@@ -499,7 +501,9 @@ class _Exposure(Likelihood):
     def _logu(self):
         return 0.0 if self.exposure is None else np.log(self.exposure)
     def _of_sites(self, b):
-        return self if np.ndim(self.exposure) == 0 else self._with_exposure(self.exposure.ravel()[b])
+        e = self.exposure                                    # a per-site exposure, flattened as the sites are, sliced with them
+        if e is None or e.size == 1 or (e.ndim == 1 and b == slice(None)): return self
+        return self._with_exposure(e.ravel()[b])
     def _lu(self, shape_like):
         "log u shaped for f like `shape_like`: one column per site for (n, K) quadrature nodes."
         lu = self._logu()
@@ -825,6 +829,8 @@ class NegativeBinomial(_Exposure):
     `log p = C − y sp(−x) − r sp(x)`, `E = C + y E[log σ(x)] + r E[log σ(−x)]` by one logistic expectation."""
     _label = "negative binomial"
     curvature_bounded = True                                     # −ℓ'' ≤ (y + r)/4
+    _site_blocks = False                                         # whole arrays: E and ∂E/∂log r share `_logistic_part`'s cache,
+                                                                 # which evaluates its quadratures a block of sites at a time
     def __init__(self, dispersion: float = 1.0, exposure=None, **kw):
         super().__init__(exposure, **kw)
         self.dispersion = _positive(dispersion, "negative binomial dispersion")
@@ -840,13 +846,15 @@ class NegativeBinomial(_Exposure):
         mx = m + self._logu() - np.log(self.dispersion)
         pos, big = mx > 0, v > 1.0
         Ls, Ss, Q = np.empty(mx.shape), np.empty(mx.shape), np.empty(mx.shape)    # L_s, S_−s, E[σ(x)σ(−x)] at s = sign(m_x)
-        if (~big).any():                                             # Gauss-Hermite (the logistic's rule for v ≤ 1)
-            s = np.where(pos[~big], 1.0, -1.0)
-            Es, dEs, dEv = _logistic_ell(self, s, mx[~big], v[~big])     # E[log σ(sx)], s E[σ(−sx)], −½E[σ(x)σ(−x)]
-            Ls[~big], Ss[~big], Q[~big] = Es, s * dEs, -2.0 * dEv
-        if big.any():                                                # the kink split with the far tail exact, at −|m_x|
-            A, B, Qb = _negbin_tail(-np.abs(mx[big]), v[big])            # E[sp(−sx)] = −L_s, E[σ(−sx)] = S_−s
-            Ls[big], Ss[big], Q[big] = -A, B, Qb
+        for k in range(0, mx.size, SITE_BLOCK):                      # a block of sites at a time (memory, as `expected_log_lik`)
+            blk = np.arange(k, min(k + SITE_BLOCK, mx.size)); g, w = blk[~big[blk]], blk[big[blk]]
+            if g.size:                                               # Gauss-Hermite (the logistic's rule for v ≤ 1)
+                s = np.where(pos[g], 1.0, -1.0)
+                Es, dEs, dEv = _logistic_ell(self, s, mx[g], v[g])       # E[log σ(sx)], s E[σ(−sx)], −½E[σ(x)σ(−x)]
+                Ls[g], Ss[g], Q[g] = Es, s * dEs, -2.0 * dEv
+            if w.size:                                               # the kink split with the far tail exact, at −|m_x|
+                A, B, Qb = _negbin_tail(-np.abs(mx[w]), v[w])            # E[sp(−sx)] = −L_s, E[σ(−sx)] = S_−s
+                Ls[w], Ss[w], Q[w] = -A, B, Qb
         Lp, Lm = np.where(pos, Ls, Ls + mx), np.where(pos, Ls - mx, Ls)
         Sp, Sm = np.where(pos, 1.0 - Ss, Ss), np.where(pos, Ss, 1.0 - Ss)
         out = (mx, Lp, Lm, Sp, Sm, -0.5 * Q)
@@ -1108,11 +1116,11 @@ class Ordinal(Likelihood):
     def predict_y(self, m, v, **kw):
         "Class probabilities (n, K): E over N(f|m, v) of p(k|f)."
         m, v = np.broadcast_arrays(np.atleast_1d(np.asarray(m, float)), np.atleast_1d(np.asarray(v, float)))
-        m, v = m.ravel(), v.ravel()
-        t = np.broadcast_to(self.cutpoints, (m.size, self.K - 1))
-        f, W = gauss_rule(m, v, t, self.width, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
-        cum = np.stack([np.einsum('ij,ij->i', W, _sigmoid(c - f)) for c in self.cutpoints], axis=1)  # P(y ≤ k)
-        cum = np.concatenate([np.zeros((m.size, 1)), cum, np.ones((m.size, 1))], axis=1)
+        m, v = m.ravel(), v.ravel(); cum = np.zeros((m.size, self.K + 1)); cum[:, -1] = 1.0
+        for s in range(0, m.size, SITE_BLOCK):                   # a block of sites at a time, as `expected_log_lik`
+            b = slice(s, s + SITE_BLOCK); t = np.broadcast_to(self.cutpoints, (m[b].size, self.K - 1))
+            f, W = gauss_rule(m[b], v[b], t, self.width, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
+            cum[b, 1:-1] = np.stack([np.einsum('ij,ij->i', W, _sigmoid(c - f)) for c in self.cutpoints], axis=1)  # P(y ≤ k)
         return np.diff(cum, axis=1)
     def sample(self, f, rng=None):
         rng = np.random.default_rng(rng); f = np.asarray(f, float)
@@ -1148,24 +1156,31 @@ def _lik_with_params(self, theta):
 
 def _lik_expected_dparams(self, y, m, v, method=None, n_gh=None):
     """∂E/∂θ (P, *shape): `E[∂θ log p(y|f)]` over N(f | m, v) at fixed (m, v), by the closed form where the class has
-    one (method 'auto'), else by the quadrature rule of `expected_log_lik`."""
+    one (method 'auto'), else by the quadrature rule of `expected_log_lik`; `SITE_BLOCK` sites at a time, as it."""
     y, m, v = self._prep(y, m, v); shape = m.shape; P = len(self.param_names)
     y, m, v = y.ravel(), m.ravel(), v.ravel()
     if P == 0: return np.zeros((0,) + shape)
-    if (method or self.method) == 'auto' and self._dparams_closed is not None:
-        out = self._dparams_closed(y, m, v)
-    else:
-        out = np.empty((P, m.shape[0]))
-        for idx, f, W in self.rule_groups(y, m, v, method, n_gh):
-            D = self.dlogp_dparams((y if idx is None else y[idx])[:, None], f)          # (P, k, K)
-            out[:, slice(None) if idx is None else idx] = np.einsum('pij,ij->pi', D, W)
+    if m.size <= SITE_BLOCK or not self._site_blocks:
+        return self._of_sites(slice(None))._flat_dparams(y, m, v, method, n_gh).reshape((P,) + shape)
+    out = np.empty((P, m.size))
+    for s in range(0, m.size, SITE_BLOCK):
+        b = slice(s, s + SITE_BLOCK); out[:, b] = self._of_sites(b)._flat_dparams(y[b], m[b], v[b], method, n_gh)
     return out.reshape((P,) + shape)
+
+def _lik_flat_dparams(self, y, m, v, method=None, n_gh=None):
+    "∂E/∂θ (P, n) of 1-D sites (`expected_dparams`)."
+    if (method or self.method) == 'auto' and self._dparams_closed is not None: return self._dparams_closed(y, m, v)
+    out = np.empty((len(self.param_names), m.shape[0]))
+    for idx, f, W in self.rule_groups(y, m, v, method, n_gh):
+        D = self.dlogp_dparams((y if idx is None else y[idx])[:, None], f)          # (P, k, K)
+        out[:, slice(None) if idx is None else idx] = np.einsum('pij,ij->pi', D, W)
+    return out
 
 Likelihood.params = property(_lik_params)
 Likelihood.param_names = property(lambda self: list(self._names()))
 Likelihood.param_is_log = property(lambda self: list(self._is_log()))
 Likelihood.with_params = _lik_with_params
-Likelihood.expected_dparams = _lik_expected_dparams
+Likelihood.expected_dparams, Likelihood._flat_dparams = _lik_expected_dparams, _lik_flat_dparams
 Likelihood._get_params = lambda self: np.zeros(0)
 Likelihood._names = lambda self: ()
 Likelihood._is_log = lambda self: ()
@@ -1245,20 +1260,18 @@ def _ordinal_dlogp(self, y, f):
     da, db = _ordinal_dcuts(self, y, f); J = _ordinal_jacobian(self)
     kk = np.broadcast_to(np.asarray(y).astype(int), db.shape)
     return np.moveaxis(db[..., None] * J[kk + 1] + da[..., None] * J[kk], -1, 0)
-def _ordinal_expected_dparams(self, y, m, v, method=None, n_gh=None):
-    """∂E/∂θ (P, *shape) by the rule of `expected_log_lik`, as the generic `expected_dparams` but with the two cut-point
+def _ordinal_flat_dparams(self, y, m, v, method=None, n_gh=None):
+    """∂E/∂θ (P, n) of 1-D sites by the rule of `expected_log_lik`, as the generic route but with the two cut-point
     derivatives averaged over the nodes first and mapped to θ by the Jacobian once per site (the generic route maps
     every node: a (P, n, nodes) array)."""
-    y, m, v = self._prep(y, m, v); shape = m.shape
-    y, m, v = y.ravel(), m.ravel(), v.ravel()
     Ea, Eb = np.empty(m.size), np.empty(m.size)
     for idx, f, W in self.rule_groups(y, m, v, method, n_gh):
         sl = slice(None) if idx is None else idx
         da, db = _ordinal_dcuts(self, y[sl][:, None], f)
         Ea[sl], Eb[sl] = np.einsum('ij,ij->i', da, W), np.einsum('ij,ij->i', db, W)
     J, k = _ordinal_jacobian(self), y.astype(int)
-    return (Eb[:, None] * J[k + 1] + Ea[:, None] * J[k]).T.reshape((len(self.param_names),) + shape)
-Ordinal.dlogp_dparams, Ordinal.expected_dparams = _ordinal_dlogp, _ordinal_expected_dparams
+    return (Eb[:, None] * J[k + 1] + Ea[:, None] * J[k]).T
+Ordinal.dlogp_dparams, Ordinal._flat_dparams = _ordinal_dlogp, _ordinal_flat_dparams
 
 # %% ../nbs/01_likelihoods.ipynb #lpar0c04
 NegativeBinomial._names = lambda self: ("dispersion",)
@@ -1286,7 +1299,10 @@ def _negbin_dparams(self, y, m, v):
     "Its expectation G + yS₊ + rK (or G⁺ − yS₋ + rK), S± = E[σ(±x)] of the logistic part, K = E[σ(x) − sp(x)] (`softplus_gap_expect`)."
     r = self.dispersion
     mx, _, _, Sp, Sm, _ = self._logistic_part(m, v)                 # as E computed it at these sites
-    return _negbin_gap_terms(r, y, Sp, Sm, softplus_gap_expect(mx, v, self.n_gh))[None]   # naive: G + rL₋ + (y + r)S₊
+    K = np.empty(mx.shape)
+    for k in range(0, mx.size, SITE_BLOCK):                         # a block of sites at a time (memory)
+        b = slice(k, k + SITE_BLOCK); K[b] = softplus_gap_expect(mx[b], v[b], self.n_gh)
+    return _negbin_gap_terms(r, y, Sp, Sm, K)[None]                 # naive: G + rL₋ + (y + r)S₊
 NegativeBinomial.dlogp_dparams, NegativeBinomial._dparams_closed = _negbin_dlogp, _negbin_dparams
 
 # %% ../nbs/01_likelihoods.ipynb #8831be0e
