@@ -186,3 +186,10 @@ def test_one_table_of_formats():
     with pytest.raises(TypeError, match="needs a class"): register_format("VGPosterior", print, print)
     with pytest.raises(ValueError, match="marker"): register_format(VGPosterior, print, print, marker="settings")
     with pytest.raises(TypeError, match="got dict"): save({}, "x.npz")
+
+
+def test_missing_file_and_folder_are_os_errors_and_value_errors(tmp_path):
+    "A missing path is a FileNotFoundError, a folder an IsADirectoryError, each also a ValueError (as before), naming the path."
+    with pytest.raises(FileNotFoundError, match="no such file"): load(tmp_path / "none.npz")
+    with pytest.raises(IsADirectoryError, match="a folder, not a posterior file"): load(tmp_path)
+    with pytest.raises(ValueError): load(tmp_path)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_io.ipynb #io01
 from __future__ import annotations
-import json, tempfile, zipfile
+import errno, json, tempfile, zipfile
 from typing import Callable, NamedTuple
 from pathlib import Path
 import numpy as np
@@ -18,9 +18,9 @@ from .inference import History, Stop, VGPosterior
 # %% auto #0
 __all__ = ['FORMAT', 'FORMAT_VERSION', 'READS', 'LIKELIHOOD_PARAMS', 'KERNELS', 'FORMATS', 'likelihood_spec',
            'likelihood_from_spec', 'kernel_spec', 'kernel_from_spec', 'Format', 'register_format', 'register_saver',
-           'class_labels', 'matrix_arrays', 'matrix_from_arrays', 'posterior_to_file', 'save', 'load',
-           'posterior_from_file', 'history_spec', 'history_from_spec', 'register_result', 'model_arrays',
-           'model_from_arrays', 'register_posterior']
+           'class_labels', 'matrix_arrays', 'matrix_from_arrays', 'posterior_to_file', 'save', 'MissingFileError',
+           'FolderGivenError', 'load', 'posterior_from_file', 'history_spec', 'history_from_spec', 'register_result',
+           'model_arrays', 'model_from_arrays', 'register_posterior']
 
 # %% ../nbs/08_io.ipynb #io05
 FORMAT, FORMAT_VERSION = "vgi_lit.posterior", 2
@@ -224,10 +224,17 @@ def save(obj, path, labels=None) -> Path:
     return path
 
 # %% ../nbs/08_io.ipynb #io14
+class MissingFileError(FileNotFoundError, ValueError):
+    "No file at the path given to `load`: a FileNotFoundError, and a ValueError as every other reason a path is not a posterior file."
+
+class FolderGivenError(IsADirectoryError, ValueError):
+    "`load` given a folder: an IsADirectoryError, and a ValueError as every other reason a path is not a posterior file."
+
 def _read(path):
-    "(settings, arrays) of a posterior file, or a ValueError saying why it is not one."
+    "(settings, arrays) of a posterior file, or a ValueError saying why it is not one (`MissingFileError`, `FolderGivenError`)."
     path = Path(path)
-    if not path.is_file(): raise ValueError(f"{path}: no such file")
+    if path.is_dir(): raise FolderGivenError(errno.EISDIR, "a folder, not a posterior file", str(path))
+    if not path.is_file(): raise MissingFileError(errno.ENOENT, "no such file", str(path))
     if not zipfile.is_zipfile(path): raise ValueError(f"{path} is not a vgi_lit posterior file (not a NumPy .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}

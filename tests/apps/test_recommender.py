@@ -246,3 +246,17 @@ def test_a_poisson_recommender_that_diverges_warns_and_keeps_its_best_state():
         VGRecommender(likelihood="poisson").fit(A[:, 0], A[:, 1], 3 * A[:, 2])
     said = [str(w.message) for w in seen if issubclass(w.category, DegenerateFitWarning)]
     assert said and "fit_options={'warmup': 5}" in said[0] and "noise variance" not in said[0] and "learn_lik=" not in said[0], said
+
+
+def test_no_pairs_to_predict_give_empty_answers_and_no_ratings_to_fit_an_error():
+    "predict, predict_dist and predict_latent on no pairs return empty arrays of the right shape; fitting on none is refused."
+    import warnings
+    rng = np.random.default_rng(0); r, c, y = rng.integers(0, 20, 300), rng.integers(0, 15, 300), rng.integers(1, 6, 300).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for lik, width in (("gaussian", None), ("ordinal", 5)):
+            m = VGRecommender(likelihood=lik).fit(r, c, y)
+            assert m.predict([], []).shape == (0,)
+            d = m.predict_dist([], [])
+            assert (d.shape == (0, width)) if width else all(a.shape == (0,) for a in d)
+    with pytest.raises(ValueError, match="no ratings"): VGRecommender().fit([], [], [])

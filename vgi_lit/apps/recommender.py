@@ -99,7 +99,7 @@ def _triples(rows, cols, ratings, columns, need_ratings=True):
     n = [len(np.asarray(x, dtype=object) if isinstance(x, (list, tuple)) else np.asarray(x)) for x in (rows, cols)]
     if need_ratings: n.append(len(np.asarray(ratings)))
     if len(set(n)) != 1: raise ValueError(f"rows, cols{' and ratings' if need_ratings else ''} must have one length, got {n}")
-    if n[0] == 0: raise ValueError("no ratings: rows and cols are empty")
+    if n[0] == 0 and need_ratings: raise ValueError("no ratings: rows and cols are empty")   # no pairs to predict: empty answers
     return rows, cols, ratings
 
 # %% ../../nbs/apps/52_recommender.ipynb #4a60b606
