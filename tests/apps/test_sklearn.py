@@ -601,3 +601,21 @@ def test_sparse_tag_says_what_fit_does(make):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_estimator_sparse_tag(type(est).__name__, est)
+
+
+def test_ordinal_levels_absent_from_y_are_named():
+    "Whole-number labels with a gap, or an ordered Categorical with an unused level: a UserWarning names the absent levels."
+    rng = np.random.default_rng(0); X = rng.normal(size=(150, 2)); k = np.digitize(X[:, 0], [-1, -0.3, 0.3, 1]) + 1
+    y = np.where(k == 3, 4, k)
+    with pytest.warns(UserWarning, match=r"the levels \[3\] lie among the labels but none of y has them"):
+        est = VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, y)
+    assert est.classes_.tolist() == [1, 2, 4, 5]
+    pd = pytest.importorskip("pandas")
+    with pytest.warns(UserWarning, match=r"the levels \['mid'\]"):
+        VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, pd.Categorical(np.array(["low", "low", "mid", "high", "high"])[np.where(k == 3, 4, k) - 1], categories=["low", "mid", "high"], ordered=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, k - 1)          # 0..4, no gap
+        VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, 10 * k)         # 10, 20, ..., 50: their own step
+    with pytest.warns(UserWarning, match=r"the levels \[30\]"):
+        VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, 10 * y)

@@ -736,7 +736,8 @@ def ordered_categories(y):
 class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
     __doc__ = """Ordinal regression with a latent Gaussian model: P(y ≤ k | f) = σ(c_k − f) for the ordered classes
     `classes_` (the sorted labels: numbers, in their numeric order; an ordered pandas Categorical, in its categories'
-    order, those absent from y left out; other text labels are refused, as text sorts alphabetically). Cut points `cutpoints` (K − 1 increasing numbers; None: the logits of the
+    order, those absent from y left out; other text labels are refused, as text sorts alphabetically). Levels absent from y
+    (categories, or whole numbers on the labels' own step between the smallest and largest) are named in a UserWarning. Cut points `cutpoints` (K − 1 increasing numbers; None: the logits of the
     training data's cumulative class frequencies), learned by default. `score` is the accuracy.""" + _COMMON_DOC
     def __init__(self, cutpoints=None, latent="auto", kernel=None, standardize=True, method=None,
                  learn_hyperparameters=True, n_restarts=None, n_inducing="auto", fit_intercept=False, prior_var=1.0,
@@ -763,6 +764,15 @@ class VGOrdinalRegressor(ClassifierMixin, _VGEstimator):
         self.classes_ = enc.classes_ if levels is None else levels[0][enc.classes_]
         K = len(self.classes_)
         if K < 2: raise ValueError(f"VGOrdinalRegressor needs at least two classes; y has one class ({self.classes_[0]!r})")
+        if levels is not None: absent = [v for v in levels[0].tolist() if v not in set(self.classes_.tolist())]
+        elif np.issubdtype(self.classes_.dtype, np.number) and np.all(self.classes_ == np.round(self.classes_)) and self.classes_[-1] - self.classes_[0] < 10**6:
+            ints = [int(v) for v in self.classes_]; step = int(np.gcd.reduce(np.diff(ints)))   # labels 10, 20, 40: step 10
+            absent = sorted(set(range(ints[0], ints[-1] + 1, step)) - set(ints))
+        else: absent = []
+        if absent:
+            warnings.warn(UserWarning(f"VGOrdinalRegressor: the levels {absent[:10]}{' ...' if len(absent) > 10 else ''} lie among the labels but "
+                                      f"none of y has them: the classes are the labels seen ({len(self.classes_)}), so the levels around each gap "
+                                      "are neighbours and no probability is given to the gap"), stacklevel=user_stacklevel())
         if self.cutpoints is None:
             c = frequency_cutpoints(k, K)                                # logit of P(y ≤ k)
         else:
