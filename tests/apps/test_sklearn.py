@@ -619,3 +619,17 @@ def test_ordinal_levels_absent_from_y_are_named():
         VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, 10 * k)         # 10, 20, ..., 50: their own step
     with pytest.warns(UserWarning, match=r"the levels \[30\]"):
         VGOrdinalRegressor(latent="glm", learn_hyperparameters=False).fit(X, 10 * y)
+
+
+def test_multiclass_auto_and_large_gp_warning_count_rows_times_classes():
+    "C classes fit C latent functions jointly: 'auto' resolves on n·C, and the dense-GP warning comes at n·C > LARGE_GP_ROWS."
+    from vgi_lit.apps.tables import LARGE_GP_ROWS, LargeGPWarning, large_gp_note, ESTIMATOR_OPTIONS
+    est = VGClassifier()
+    Z = np.zeros((800, 2))
+    assert est._latent(Z) == "gp" and est._latent(Z, 4) == "sparse_gp" and 800 * 4 > LARGE_GP_ROWS
+    with pytest.warns(LargeGPWarning, match="800 rows and 4 classes .*3200 x 3200 matrix"):
+        VGClassifier(latent="gp")._warn_large(800, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LargeGPWarning)
+        VGClassifier(latent="gp")._warn_large(700, 4)
+    assert "on 3100 rows: each step factorises the 3100 x 3100 kernel matrix" in large_gp_note(3100, False, ESTIMATOR_OPTIONS)

@@ -176,9 +176,9 @@ class _VGEstimator(BaseEstimator):
             return GP(Z, y, lik, kernel, mean=mean)
         return SparseGP(Z, y, lik, kernel, self._inducing_rows(Z), mean=mean)
 
-    def _latent(self, Z):
+    def _latent(self, Z, classes: int = 1):
         """The latent function for the training inputs Z: `latent` checked, "auto" resolved: "glm" for a scipy.sparse Z,
-        else `auto_latent` of its rows. A kernel needs dense inputs: a sparse Z with "gp" or "sparse_gp" is a TypeError.
+        else `auto_latent` of its rows times the latent functions (`classes`: C for the joint softmax). A kernel needs dense inputs: a sparse Z with "gp" or "sparse_gp" is a TypeError.
         `n_inducing` ("auto" or a positive integer) is checked whatever the choice (a bad value fails on small data too,
         not first on large)."""
         latent = str(self.latent).replace("-", "_")
@@ -191,13 +191,13 @@ class _VGEstimator(BaseEstimator):
             raise TypeError(f"{type(self).__name__}({what}) needs dense inputs (a kernel reads every entry), and X is a scipy.sparse "
                             f"matrix of more than {AUTO_DENSE_ENTRIES:.0e} entries (rows x columns; a smaller one is read densely): use "
                             "latent='glm' without a kernel, which keeps X sparse, or pass X.toarray()")
-        if latent == "auto": return "glm" if sp.issparse(Z) else auto_latent(Z.shape[0])
+        if latent == "auto": return "glm" if sp.issparse(Z) else auto_latent(Z.shape[0] * classes)
         return latent
 
-    def _warn_large(self, n):
-        "A `LargeGPWarning` before a dense GP is fitted to more than `LARGE_GP_ROWS` rows."
-        if n > LARGE_GP_ROWS:
-            warnings.warn(LargeGPWarning(f"{type(self).__name__}: " + large_gp_note(n, bool(self.learn_hyperparameters), ESTIMATOR_OPTIONS)),
+    def _warn_large(self, n, classes: int = 1):
+        "A `LargeGPWarning` before a dense GP is fitted to more than `LARGE_GP_ROWS` rows (times `classes` latent functions, jointly)."
+        if n * classes > LARGE_GP_ROWS:
+            warnings.warn(LargeGPWarning(f"{type(self).__name__}: " + large_gp_note(n, bool(self.learn_hyperparameters), ESTIMATOR_OPTIONS, classes)),
                           stacklevel=user_stacklevel())
 
     def _inducing_rows(self, Z):
@@ -471,7 +471,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
         if sp.issparse(Z):
             raise TypeError(f"VGClassifier with {C} classes needs dense inputs, and X is a scipy.sparse matrix: the joint softmax fit "
                             "reads X densely; pass X.toarray() (two classes, latent='glm' or 'auto', keep X sparse)")
-        latent = self._latent(Z)
+        latent = self._latent(Z, C)                                     # the C latent functions are fitted jointly: n·C values
         learn = bool(self.learn_hyperparameters)
         if latent == "glm":
             model = MultiGLM(_with_intercept(Z) if self.fit_intercept else Z, k, lik, prior_cov=self.prior_var)
@@ -479,7 +479,7 @@ class VGClassifier(ClassifierMixin, _VGEstimator):
             if self.kernel is None: kernel = data_kernel(RBF(), Z, MULTICLASS_VARIANCE)
             elif isinstance(self.kernel, Kernel): kernel = self.kernel
             else: raise TypeError(f"kernel must be a vgi_lit.kernels kernel such as vgi_lit.kernels.RBF(), got {type(self.kernel).__module__}.{type(self.kernel).__qualname__}")
-            if latent == "gp": self._warn_large(Z.shape[0])
+            if latent == "gp": self._warn_large(Z.shape[0], C)
             model = MultiGP(Z, k, lik, kernel) if latent == "gp" else MultiSparseGP(Z, k, lik, kernel, self._inducing_rows(Z))
         opts = dict(self.fit_options or {})
         if learn and isinstance(model, MultiSparseGP): opts.setdefault("learn_inducing", False)   # Z held at the drawn rows, as with two classes

@@ -303,12 +303,15 @@ class AutoSparseWarning(UserWarning):
     "The automatic latent function (`auto_latent`) is a sparse GP: which, and with how many inducing inputs (`auto_sparse_note`)."
 
 # %% ../../nbs/apps/49_tables.ipynb #ae8dbc33
-def large_gp_note(n: int, learn: bool, options: dict) -> str:
-    """What is said before a dense GP is fitted to n > `LARGE_GP_ROWS` rows: each step factorises the n × n kernel
-    matrix (8n² bytes, time growing as n³; learning repeats whole fits), and the cheaper models, spelt by `options`
-    in the caller's terms (`ESTIMATOR_OPTIONS` or `CLI_OPTIONS`)."""
-    return (f"a dense GP on {n} rows: each step factorises the {n} x {n} kernel matrix ({8 * n * n / 1e9:.2g} GB; time grows as "
-            f"the cube of the rows{', and learning repeats whole fits' if learn else ''}); {options['sparse']}, cost linear in "
+def large_gp_note(n: int, learn: bool, options: dict, classes: int = 1) -> str:
+    """What is said before a dense GP is fitted to n rows with n·`classes` > `LARGE_GP_ROWS` (C latent functions of a
+    multiclass GP are fitted jointly): each step factorises the nC × nC matrix (8(nC)² bytes, time growing as (nC)³;
+    learning repeats whole fits), and the cheaper models, spelt by `options` in the caller's terms (`ESTIMATOR_OPTIONS`
+    or `CLI_OPTIONS`)."""
+    d = n * classes; what = f"{n} rows" if classes == 1 else f"{n} rows and {classes} classes (fitted jointly)"
+    return (f"a dense GP on {what}: each step factorises the {d} x {d} {'kernel ' if classes == 1 else ''}matrix "
+            f"({8 * d * d / 1e9:.2g} GB; time grows as the cube of {'the rows' if classes == 1 else 'rows times classes'}"
+            f"{', and learning repeats whole fits' if learn else ''}); {options['sparse']}, cost linear in "
             f"the rows, or {options['glm']} is much faster")
 
 # %% ../../nbs/apps/49_tables.ipynb #a07c1e55
