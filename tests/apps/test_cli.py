@@ -655,3 +655,19 @@ def test_count_choices_follow_learning_and_fix(tmp_path, capsys):
     assert main(base + ["--out", str(tmp_path / "adir")]) == 2
     out, err = capsys.readouterr()
     assert "is a folder" in err and "VLB" not in out
+
+
+def test_softmax_auto_counts_rows_times_classes(tmp_path, monkeypatch, capsys):
+    "--model auto with the softmax resolves on rows × classes (the C latent functions are fitted jointly): 1,100 rows, 3 classes."
+    import vgi_lit.apps.cli as cli
+    rng = np.random.default_rng(0); X = rng.normal(size=(1100, 2)); lab = np.array(["a", "b", "c"])[np.digitize(X[:, 0], [-0.4, 0.4])]
+    path = tmp_path / "three.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh); w.writerow(["x1", "x2", "label"])
+        for r, l in zip(X, lab): w.writerow([repr(float(r[0])), repr(float(r[1])), l])
+    seen = {}
+    def stop(Z, y, names, a, cuts):
+        seen["model"] = a.model; raise cli.CLIError("stopped before the fit")
+    monkeypatch.setattr(cli, "build_model", stop)
+    assert main(["fit", str(path), "--target", "label", "--likelihood", "softmax", "--no-progress"]) != 0
+    assert seen["model"] == "sparse-gp" and "sparse GP" in capsys.readouterr().out

@@ -500,8 +500,9 @@ def cmd_fit(a, out=print, err=None):
             header, rows, lines = read_table(a.predict); enc.transform(header, rows, lines, str(a.predict))
         except TableError as e: raise CLIError(str(e)) from None
     if a.inducing is None: a.inducing = auto_inducing(len(Z))      # rows of the data, as the estimators' n_inducing="auto"
+    classes = len(labels) if a.likelihood == "softmax" else 1      # the softmax's C latent functions are fitted jointly
     if a.model == "auto":
-        a.model = auto_latent(len(Z)).replace("_", "-")
+        a.model = auto_latent(len(Z) * classes).replace("_", "-")
         if a.model == "sparse-gp": out("model      " + auto_sparse_note(len(Z), min(a.inducing, len(Z)), CLI_OPTIONS))
     if a.likelihood == "poisson" and a.likelihood_read and any(f.startswith("likelihood.") for f in a.fix or ()):
         a.likelihood, a.likelihood_read = "negative-binomial", False   # --fix names the negative binomial's parameter: that likelihood
@@ -510,7 +511,7 @@ def cmd_fit(a, out=print, err=None):
     if not a.standardize:
         spread = unscaled_inputs(Z, enc.feature_names, enc.one_hot)
         if spread: _warn(spread, err)
-    if a.model == "gp" and len(Z) > LARGE_GP_ROWS: out("note       " + large_gp_note(len(Z), a.learn, CLI_OPTIONS))
+    if a.model == "gp" and len(Z) * classes > LARGE_GP_ROWS: out("note       " + large_gp_note(len(Z), a.learn, CLI_OPTIONS, classes))
     if a.likelihood == "softmax": return _fit_softmax(a, model, enc, scaler, y, labels, out, err)
     opts = {}
     if a.fix:
