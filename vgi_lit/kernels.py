@@ -197,16 +197,17 @@ class Stationary(Kernel):
     def _sqdist(self, A, B, same):
         raw = (A, A if same else B)
         ls = self._values["lengthscale"]; A = A / ls; B = A if same else B / ls
-        na, nb = np.sum(A**2, 1), (None if same else np.sum(B**2, 1))
-        err = 4 * A.shape[1] * _EPS * (float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0)))
+        def norms(A, B):                                      # ‖a‖², ‖b‖² and the bound on the product's rounding
+            na, nb = np.sum(A**2, 1), (None if same else np.sum(B**2, 1))
+            return na, nb, 4 * A.shape[1] * _EPS * (float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0)))
+        na, nb, err = norms(A, B)
         if err > _SQDIST_ABS:                                 # the product's rounding would show in k
             a, b = raw
             if a.shape[1] <= 2 or not a.shape[0]: return self._diff_r2(*raw)   # one or two passes: no dearer than the product
             c = a.mean(0)                                      # r² is unchanged by a shift: centre on the first inputs' mean
             if not np.all(np.isfinite(c)): return self._diff_r2(*raw)           # (which alone sets it: a column of K(X, X2)
             A = (a - c) / ls; B = A if same else (b - c) / ls                   # does not depend on the other rows of X2)
-            na, nb = np.sum(A**2, 1), (None if same else np.sum(B**2, 1))
-            err = 4 * A.shape[1] * _EPS * (float(na.max(initial=0.0)) + float((na if same else nb).max(initial=0.0)))
+            na, nb, err = norms(A, B)
             if err > _SQDIST_ABS and not (np.isfinite(self._r2_far) and np.isfinite(err)): return self._diff_r2(*raw)
         if same:                                              # A Aᵀ exactly symmetric: an outer product (d = 1), or NumPy's
             D = np.multiply.outer(A[:, 0], A[:, 0]) if A.shape[1] == 1 else A @ A.T   # symmetric rank-k update (syrk)

@@ -10,11 +10,11 @@ from scipy.special import log_ndtr, ndtr, gammaln, logsumexp, erfcx, expit, diga
 from .quadrature import gh_nodes
 
 # %% auto #0
-__all__ = ['SITE_BLOCK', 'KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'Likelihood', 'Gaussian',
-           'Logistic', 'kink_panels', 'Probit', 'Poisson', 'panel_log_pred', 'log_poch', 'digamma_count_gap',
-           'log_nb_coef', 'digamma_count_sum', 'NegativeBinomial', 'ZeroInflatedPoisson', 'Laplace', 'StudentT',
-           'digamma_half_gap', 'Exponential', 'StochasticVolatility', 'Ordinal', 'frequency_cutpoints',
-           'softplus_gap_expect']
+__all__ = ['SITE_BLOCK', 'KINK_EDGES', 'KINK_ORDER', 'composite_rule', 'rule_groups', 'gauss_rule', 'site_slices', 'Likelihood',
+           'Gaussian', 'Logistic', 'kink_panels', 'Probit', 'Poisson', 'panel_log_pred', 'log_poch',
+           'digamma_count_gap', 'log_nb_coef', 'digamma_count_sum', 'NegativeBinomial', 'ZeroInflatedPoisson',
+           'Laplace', 'StudentT', 'digamma_half_gap', 'Exponential', 'StochasticVolatility', 'Ordinal',
+           'frequency_cutpoints', 'softplus_gap_expect']
 
 # %% ../nbs/01_likelihoods.ipynb #c0164396
 _LOG2PI = float(np.log(2 * np.pi))
@@ -148,6 +148,10 @@ def _times_exp(a, x, log_a):
 # %% ../nbs/01_likelihoods.ipynb #4a7625c0
 SITE_BLOCK = 2**12   # sites per block of the quadrature: its (sites × nodes) arrays stay at a few MB each, whatever n
 
+def site_slices(n: int):
+    "The slices of n sites, `SITE_BLOCK` at a time, in order."
+    return (slice(s, s + SITE_BLOCK) for s in range(0, n, SITE_BLOCK))
+
 class Likelihood:
     "Base class: a site likelihood p(y|f) and its expectations under N(f|m, v) (Sheth & Khardon 2016, eqs. 3 and 5-7)."
     log_concave: bool = True
@@ -199,12 +203,7 @@ class Likelihood:
         y, m, v = self._prep(y, m, v)
         shape = m.shape
         y, m, v = y.ravel(), m.ravel(), v.ravel()
-        if m.size > SITE_BLOCK and self._site_blocks:            # a block of sites at a time: the (sites × nodes) arrays of the
-            out = np.empty((3, m.size))                          # quadrature take memory for SITE_BLOCK sites, not for all
-            for s in range(0, m.size, SITE_BLOCK):
-                b = slice(s, s + SITE_BLOCK); out[:, b] = self._of_sites(b)._flat_ell(y[b], m[b], v[b], method, n_gh)
-            out = (out[0], out[1], out[2])
-        else: out = self._of_sites(slice(None))._flat_ell(y, m, v, method, n_gh)
+        out = self._by_blocks(type(self)._flat_ell, 3, y, m, v, method, n_gh)
         if len(shape) == 1 and all(getattr(o, 'shape', None) == shape for o in out): return tuple(out)
         return tuple(np.reshape(o, shape) for o in out)
 
@@ -213,6 +212,15 @@ class Likelihood:
     def _of_sites(self, b):
         "This likelihood for the sites `b` (a slice of the sites in row-major order): itself, unless it holds a parameter per site."
         return self
+
+    def _by_blocks(self, flat, k, y, m, v, *args):
+        """`flat(lik, y, m, v, *args)` ((k, n) values of 1-D sites) over all sites: a block of sites at a time, each with its
+        sites' likelihood (`_of_sites`), so that the (sites × nodes) arrays of the quadrature take memory for `SITE_BLOCK`
+        sites, not for all; in one call where there are no more (or the class bounds its memory itself, `_site_blocks`)."""
+        if m.size <= SITE_BLOCK or not self._site_blocks: return flat(self._of_sites(slice(None)), y, m, v, *args)
+        out = np.empty((k, m.size))
+        for b in site_slices(m.size): out[:, b] = flat(self._of_sites(b), y[b], m[b], v[b], *args)
+        return out
 
     def _flat_ell(self, y, m, v, method=None, n_gh=None):
         "(E, dE_dm, dE_dv) of 1-D sites by the class's closed form, fused Gauss-Hermite or quadrature (`expected_log_lik`)."
@@ -248,8 +256,7 @@ class Likelihood:
         y, m, v = self._prep(y, m, v); shape = m.shape
         y, m, v = y.ravel(), m.ravel(), v.ravel()
         out = np.empty(m.size)
-        for s in range(0, m.size, SITE_BLOCK):                   # a block of sites at a time, as `expected_log_lik`
-            b = slice(s, s + SITE_BLOCK)
+        for b in site_slices(m.size):                            # a block of sites at a time, as `expected_log_lik`
             lik = self._of_sites(b)
             if self._pred_peaked: out[b] = panel_log_pred(lik, y[b], m[b], v[b], *lik._pred_centres(y[b])); continue
             f, W = lik.rule(y[b], m[b], v[b], **kw)
@@ -270,8 +277,7 @@ class Likelihood:
         "Predictive mean `E[y] = E_{N(f|m,v)}[E[y|f]]` (P(y = +1) for Bernoulli likelihoods)."
         m, v = np.broadcast_arrays(np.asarray(m, float), np.asarray(v, float)); shape = m.shape
         m, v = m.ravel(), v.ravel(); out = np.empty(m.size)
-        for s in range(0, m.size, SITE_BLOCK):                   # a block of sites at a time, as `expected_log_lik`
-            b = slice(s, s + SITE_BLOCK)
+        for b in site_slices(m.size):                            # a block of sites at a time, as `expected_log_lik`
             f, W = gauss_rule(m[b], v[b], self._mean_transitions(m[b]), self.width, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
             out[b] = np.einsum('ij,ij->i', W, self._mean_f(f))
         return out.reshape(shape)
@@ -532,8 +538,8 @@ class _Exposure(Likelihood):
         y = lik.check_y(y); y, m, v = lik._prep(y, m, v); shape = m.shape
         y, m, v = y.ravel(), m.ravel(), v.ravel()
         out = np.empty(m.size)
-        for s in range(0, m.size, SITE_BLOCK):                   # a block of sites at a time, as `expected_log_lik`
-            b = slice(s, s + SITE_BLOCK); lb = lik._of_sites(b); t, w = lb._pred_transitions(y[b])
+        for b in site_slices(m.size):                            # a block of sites at a time, as `expected_log_lik`
+            lb = lik._of_sites(b); t, w = lb._pred_transitions(y[b])
             out[b] = _tilted_log_pred(lb, y[b], m[b], v[b], t, w, kw.get('method', lik.method), kw.get('n_gh', lik.n_gh))
         return out.reshape(shape)
 
@@ -846,8 +852,8 @@ class NegativeBinomial(_Exposure):
         mx = m + self._logu() - np.log(self.dispersion)
         pos, big = mx > 0, v > 1.0
         Ls, Ss, Q = np.empty(mx.shape), np.empty(mx.shape), np.empty(mx.shape)    # L_s, S_−s, E[σ(x)σ(−x)] at s = sign(m_x)
-        for k in range(0, mx.size, SITE_BLOCK):                      # a block of sites at a time (memory, as `expected_log_lik`)
-            blk = np.arange(k, min(k + SITE_BLOCK, mx.size)); g, w = blk[~big[blk]], blk[big[blk]]
+        for b in site_slices(mx.size):                               # a block of sites at a time (memory, as `expected_log_lik`)
+            blk = np.arange(b.start, min(b.stop, mx.size)); g, w = blk[~big[b]], blk[big[b]]
             if g.size:                                               # Gauss-Hermite (the logistic's rule for v ≤ 1)
                 s = np.where(pos[g], 1.0, -1.0)
                 Es, dEs, dEv = _logistic_ell(self, s, mx[g], v[g])       # E[log σ(sx)], s E[σ(−sx)], −½E[σ(x)σ(−x)]
@@ -1117,8 +1123,8 @@ class Ordinal(Likelihood):
         "Class probabilities (n, K): E over N(f|m, v) of p(k|f)."
         m, v = np.broadcast_arrays(np.atleast_1d(np.asarray(m, float)), np.atleast_1d(np.asarray(v, float)))
         m, v = m.ravel(), v.ravel(); cum = np.zeros((m.size, self.K + 1)); cum[:, -1] = 1.0
-        for s in range(0, m.size, SITE_BLOCK):                   # a block of sites at a time, as `expected_log_lik`
-            b = slice(s, s + SITE_BLOCK); t = np.broadcast_to(self.cutpoints, (m[b].size, self.K - 1))
+        for b in site_slices(m.size):                            # a block of sites at a time, as `expected_log_lik`
+            t = np.broadcast_to(self.cutpoints, (m[b].size, self.K - 1))
             f, W = gauss_rule(m[b], v[b], t, self.width, kw.get('method', self.method), kw.get('n_gh', self.n_gh))
             cum[b, 1:-1] = np.stack([np.einsum('ij,ij->i', W, _sigmoid(c - f)) for c in self.cutpoints], axis=1)  # P(y ≤ k)
         return np.diff(cum, axis=1)
@@ -1160,12 +1166,7 @@ def _lik_expected_dparams(self, y, m, v, method=None, n_gh=None):
     y, m, v = self._prep(y, m, v); shape = m.shape; P = len(self.param_names)
     y, m, v = y.ravel(), m.ravel(), v.ravel()
     if P == 0: return np.zeros((0,) + shape)
-    if m.size <= SITE_BLOCK or not self._site_blocks:
-        return self._of_sites(slice(None))._flat_dparams(y, m, v, method, n_gh).reshape((P,) + shape)
-    out = np.empty((P, m.size))
-    for s in range(0, m.size, SITE_BLOCK):
-        b = slice(s, s + SITE_BLOCK); out[:, b] = self._of_sites(b)._flat_dparams(y[b], m[b], v[b], method, n_gh)
-    return out.reshape((P,) + shape)
+    return self._by_blocks(type(self)._flat_dparams, P, y, m, v, method, n_gh).reshape((P,) + shape)
 
 def _lik_flat_dparams(self, y, m, v, method=None, n_gh=None):
     "∂E/∂θ (P, n) of 1-D sites (`expected_dparams`)."
@@ -1300,8 +1301,7 @@ def _negbin_dparams(self, y, m, v):
     r = self.dispersion
     mx, _, _, Sp, Sm, _ = self._logistic_part(m, v)                 # as E computed it at these sites
     K = np.empty(mx.shape)
-    for k in range(0, mx.size, SITE_BLOCK):                         # a block of sites at a time (memory)
-        b = slice(k, k + SITE_BLOCK); K[b] = softplus_gap_expect(mx[b], v[b], self.n_gh)
+    for b in site_slices(mx.size): K[b] = softplus_gap_expect(mx[b], v[b], self.n_gh)   # a block of sites at a time (memory)
     return _negbin_gap_terms(r, y, Sp, Sm, K)[None]                 # naive: G + rL₋ + (y + r)S₊
 NegativeBinomial.dlogp_dparams, NegativeBinomial._dparams_closed = _negbin_dlogp, _negbin_dparams
 
